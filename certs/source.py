@@ -1,0 +1,30 @@
+"""What the TLS server asks of a certificate source.
+
+The server builds its listening socket once with ``ssl_context()``; a source reloads new
+certificates *into that same context* (``load_cert_chain`` affects every later handshake),
+so new connections get the new certificate without a restart.
+"""
+
+from __future__ import annotations
+
+import datetime
+import ssl
+from typing import Protocol
+
+
+class CertificateSource(Protocol):
+    def ssl_context(self) -> ssl.SSLContext:
+        """The server-side context; the same object for the life of the process."""
+        ...
+
+    async def run(self) -> None:
+        """Keep the certificate current until cancelled (reload, renew)."""
+        ...
+
+    def healthy(self) -> bool:
+        """A certificate is loaded and not expired."""
+        ...
+
+    def not_after(self) -> datetime.datetime | None:
+        """Expiry of the certificate currently served."""
+        ...

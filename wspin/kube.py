@@ -1,0 +1,37 @@
+"""The Kubernetes client factory: kubeconfig or in-cluster config, one ApiClient per process.
+
+Only modules that talk to the API server import this; the injector and reconcilers' pure
+decision functions never do.
+"""
+
+from __future__ import annotations
+
+import os
+
+from kubernetes_asyncio import client, config
+from kubernetes_asyncio.config.config_exception import ConfigException
+
+from wspin.errors import ConfigError
+
+
+async def api_client(kubeconfig: str | None = None) -> client.ApiClient:
+    """An ApiClient from ``kubeconfig``, else ``$KUBECONFIG``, else the in-cluster config."""
+    path = kubeconfig or os.environ.get("KUBECONFIG")
+    configuration = client.Configuration()
+    try:
+        if path:
+            await config.load_kube_config(config_file=path, client_configuration=configuration)
+        else:
+            config.load_incluster_config(client_configuration=configuration)
+    except (ConfigException, OSError) as err:
+        where = f"kubeconfig {path!r}" if path else "the in-cluster service account"
+        raise ConfigError(
+            f"cannot load Kubernetes credentials from {where}: {err}",
+            "pass --kubeconfig or set KUBECONFIG, or run in a pod with a service account",
+        ) from err
+    return client.ApiClient(configuration)
+
+
+def own_namespace(default: str = "llmsafespaces") -> str:
+    """The namespace this process runs in (``POD_NAMESPACE``, set by the chart)."""
+    return os.environ.get("POD_NAMESPACE") or default

@@ -1,0 +1,308 @@
+"""Plain-dict access to Kubernetes resources over the official asyncio client's transport.
+
+Why not the generated ``CoreV1Api`` models: both processes keep objects as the JSON the API
+server sent (no model objects on the webhook's hot path, and 10,000 cached Workspaces fit
+in memory as dicts, DESIGN.md §3 and §5). This module reuses ``ApiClient`` for auth,
+TLS and kubeconfig handling and speaks the REST paths itself, so every resource (built-in or
+custom) has the same small surface: get, list, create, replace, patch, delete, watch.
+
+Errors become the ``KubeAPIError`` family, with the client exception chained as the cause.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import aiohttp
+from kubernetes_asyncio.client import ApiClient
+
+from wspin.errors import WspinError
+
+Obj = dict[str, Any]
+PatchType = Literal["merge", "json", "strategic", "apply"]
+
+_PATCH_CONTENT_TYPES: dict[PatchType, str] = {
+    "merge": "application/merge-patch+json",
+    "json": "application/json-patch+json",
+    "strategic": "application/strategic-merge-patch+json",
+    "apply": "application/apply-patch+yaml",
+}
+
+
+class KubeAPIError(WspinError):
+    """An API call failed; ``status`` is the HTTP status (0 for a transport error)."""
+
+    def __init__(self, message: str, status: int = 0, reason: str = "") -> None:
+        super().__init__(message)
+        self.status = status
+        self.reason = reason
+
+
+class NotFound(KubeAPIError):
+    """404: the object (or its namespace) does not exist."""
+
+
+class Conflict(KubeAPIError):
+    """409 Conflict: a stale resourceVersion; re-read and retry."""
+
+
+class AlreadyExists(KubeAPIError):
+    """409 AlreadyExists: create of a name that is taken."""
+
+
+class Forbidden(KubeAPIError):
+    """403: RBAC does not allow this call."""
+
+
+class Gone(KubeAPIError):
+    """410: the watch's resourceVersion was compacted away; re-list."""
+
+
+class Invalid(KubeAPIError):
+    """422: the API server rejected the object as invalid."""
+
+
+def _error_for(status: int, body: Obj | None, what: str) -> KubeAPIError:
+    reason = str((body or {}).get("reason", ""))
+    message = str((body or {}).get("message", "")) or f"HTTP {status}"
+    text = f"{what}: {message}"
+    if status == 404:
+        return NotFound(text, status, reason)
+    if status == 409:
+        kind = AlreadyExists if reason == "AlreadyExists" else Conflict
+        return kind(text, status, reason)
+    if status == 403:
+        return Forbidden(text, status, reason)
+    if status == 410:
+        return Gone(text, status, reason)
+    if status == 422:
+        return Invalid(text, status, reason)
+    return KubeAPIError(text, status, reason)
+
+
+@dataclass(frozen=True)
+class Resource:
+    """Where a kind lives in the REST API: group/version, plural and whether it is namespaced."""
+
+    group: str
+    version: str
+    plural: str
+    namespaced: bool = True
+    kind: str = ""
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    def path(self, namespace: str | None = None, name: str | None = None, sub: str = "") -> str:
+        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if self.namespaced and namespace:
+            base += f"/namespaces/{namespace}"
+        base += f"/{self.plural}"
+        if name:
+            base += f"/{name}"
+        if sub:
+            base += f"/{sub}"
+        return base
+
+
+PODS = Resource("", "v1", "pods", kind="Pod")
+PVCS = Resource("", "v1", "persistentvolumeclaims", kind="PersistentVolumeClaim")
+CONFIGMAPS = Resource("", "v1", "configmaps", kind="ConfigMap")
+SECRETS = Resource("", "v1", "secrets", kind="Secret")
+EVENTS = Resource("", "v1", "events", kind="Event")
+NAMESPACES = Resource("", "v1", "namespaces", namespaced=False, kind="Namespace")
+LEASES = Resource("coordination.k8s.io", "v1", "leases", kind="Lease")
+MUTATING_WEBHOOKS = Resource(
+    "admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations",
+    namespaced=False, kind="MutatingWebhookConfiguration",
+)
+VALIDATING_WEBHOOKS = Resource(
+    "admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations",
+    namespaced=False, kind="ValidatingWebhookConfiguration",
+)
+WORKSPACES = Resource("llmsafespaces.dev", "v1", "workspaces", kind="Workspace")
+INFERENCE_RELAYS = Resource(
+    "llmsafespaces.dev", "v1", "inferencerelays", namespaced=False, kind="InferenceRelay"
+)
+
+
+class Kube:
+    """Plain-dict REST calls through one ``ApiClient`` (auth, TLS and host come from it)."""
+
+    def __init__(self, api: ApiClient) -> None:
+        self.api = api
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, Any] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+        timeout: float | None = None,
+        what: str = "",
+    ) -> Obj:
+        """One call; returns the decoded JSON body or raises a ``KubeAPIError``."""
+        response = await self._send(method, path, query, body, content_type, timeout, what)
+        try:
+            raw = await response.read()
+        finally:
+            response.release()
+        decoded: Any = json.loads(raw) if raw else {}
+        if not 200 <= response.status <= 299:
+            raise _error_for(response.status, decoded if isinstance(decoded, dict) else None,
+                             what or f"{method} {path}")
+        return decoded if isinstance(decoded, dict) else {"items": decoded}
+
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        query: Mapping[str, Any] | None,
+        body: Any,
+        content_type: str,
+        timeout: float | None,
+        what: str,
+    ) -> aiohttp.ClientResponse:
+        params = [(k, _query_value(v)) for k, v in (query or {}).items() if v is not None]
+        try:
+            response: aiohttp.ClientResponse = await self.api.call_api(
+                path, method,
+                query_params=params,
+                header_params={"Content-Type": content_type, "Accept": "application/json"},
+                body=body,
+                auth_settings=["BearerToken"],
+                _preload_content=False,
+                _request_timeout=timeout,
+            )
+        except (aiohttp.ClientError, TimeoutError, OSError) as err:
+            raise KubeAPIError(f"{what or method + ' ' + path}: {err or type(err).__name__}") from err
+        return response
+
+    # -- typed verbs ------------------------------------------------------------------------
+
+    async def get(self, res: Resource, name: str, namespace: str | None = None) -> Obj:
+        return await self.request("GET", res.path(namespace, name),
+                                  what=f"get {res.plural} {_ref(namespace, name)}")
+
+    async def get_or_none(self, res: Resource, name: str, namespace: str | None = None
+                          ) -> Obj | None:
+        try:
+            return await self.get(res, name, namespace)
+        except NotFound:
+            return None
+
+    async def list(
+        self,
+        res: Resource,
+        namespace: str | None = None,
+        *,
+        labels: str | None = None,
+        fields: str | None = None,
+        resource_version: str | None = None,
+    ) -> Obj:
+        """The raw List object (``items`` and ``metadata.resourceVersion``)."""
+        query = {"labelSelector": labels, "fieldSelector": fields,
+                 "resourceVersion": resource_version}
+        return await self.request("GET", res.path(namespace), query=query,
+                                  what=f"list {res.plural}")
+
+    async def create(self, res: Resource, obj: Obj, namespace: str | None = None,
+                     *, dry_run: bool = False) -> Obj:
+        ns = namespace or obj.get("metadata", {}).get("namespace")
+        body = {"apiVersion": res.api_version, "kind": res.kind, **obj}
+        return await self.request(
+            "POST", res.path(ns), body=body, query={"dryRun": "All" if dry_run else None},
+            what=f"create {res.plural} {_ref(ns, obj.get('metadata', {}).get('name', ''))}",
+        )
+
+    async def replace(self, res: Resource, obj: Obj, *, sub: str = "") -> Obj:
+        meta = obj.get("metadata", {})
+        ns, name = meta.get("namespace"), meta["name"]
+        body = {"apiVersion": res.api_version, "kind": res.kind, **obj}
+        return await self.request("PUT", res.path(ns, name, sub), body=body,
+                                  what=f"update {res.plural} {_ref(ns, name)}")
+
+    async def patch(
+        self,
+        res: Resource,
+        name: str,
+        patch: Any,
+        namespace: str | None = None,
+        *,
+        patch_type: PatchType = "merge",
+        sub: str = "",
+        field_manager: str | None = None,
+    ) -> Obj:
+        return await self.request(
+            "PATCH", res.path(namespace, name, sub), body=patch,
+            content_type=_PATCH_CONTENT_TYPES[patch_type],
+            query={"fieldManager": field_manager},
+            what=f"patch {res.plural}{'/' + sub if sub else ''} {_ref(namespace, name)}",
+        )
+
+    async def delete(self, res: Resource, name: str, namespace: str | None = None,
+                     *, grace_seconds: int | None = None, missing_ok: bool = True) -> None:
+        body = ({"kind": "DeleteOptions", "apiVersion": "v1",
+                 "gracePeriodSeconds": grace_seconds, "propagationPolicy": "Background"}
+                if grace_seconds is not None else None)
+        try:
+            await self.request("DELETE", res.path(namespace, name), body=body,
+                               what=f"delete {res.plural} {_ref(namespace, name)}")
+        except NotFound:
+            if not missing_ok:
+                raise
+
+    async def watch(
+        self,
+        res: Resource,
+        namespace: str | None = None,
+        *,
+        resource_version: str | None = None,
+        labels: str | None = None,
+        timeout_seconds: int = 300,
+    ) -> AsyncIterator[Obj]:
+        """Yield raw watch events (``{"type", "object"}``), BOOKMARKs included.
+
+        An ``ERROR`` event with code 410 is raised as ``Gone`` so the caller re-lists.
+        The stream ends when the server closes it (``timeoutSeconds``).
+        """
+        query = {"watch": "true", "allowWatchBookmarks": "true",
+                 "resourceVersion": resource_version, "labelSelector": labels,
+                 "timeoutSeconds": timeout_seconds}
+        what = f"watch {res.plural}"
+        response = await self._send("GET", res.path(namespace), query, None,
+                                    "application/json", timeout_seconds + 30, what)
+        try:
+            if response.status != 200:
+                raw = await response.read()
+                decoded = json.loads(raw) if raw else None
+                raise _error_for(response.status, decoded if isinstance(decoded, dict) else None,
+                                 what)
+            async for line in response.content:
+                if not line.strip():
+                    continue
+                event: Obj = json.loads(line)
+                if event.get("type") == "ERROR":
+                    status = event.get("object", {})
+                    raise _error_for(int(status.get("code", 500)), status, what)
+                yield event
+        except (aiohttp.ClientError, TimeoutError) as err:
+            raise KubeAPIError(f"{what}: stream broke: {err or type(err).__name__}") from err
+        finally:
+            response.release()
+
+
+def _ref(namespace: str | None, name: str) -> str:
+    return f"{namespace}/{name}" if namespace else name
+
+
+def _query_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
