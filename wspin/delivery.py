@@ -142,11 +142,19 @@ def add_delivery_flags(parser: argparse.ArgumentParser) -> None:
     """The six delivery flags, each also read from ``WSPIN_<FLAG>``."""
     group = parser.add_argument_group("delivery")
     for name in ("agentd", "opencode"):
-        add_flag(group, f"--{name}-image", default="",
-                 help=f"{name} image, digest-pinned (repo@sha256:<64 hex>)")
+        add_flag(
+            group,
+            f"--{name}-image",
+            default="",
+            help=f"{name} image, digest-pinned (repo@sha256:<64 hex>)",
+        )
         for arch in ("amd64", "arm64"):
-            add_flag(group, f"--{name}-binary-sha256-{arch}", default="",
-                     help=f"sha256 of the {arch} {name} binary (both or neither)")
+            add_flag(
+                group,
+                f"--{name}-binary-sha256-{arch}",
+                default="",
+                help=f"sha256 of the {arch} {name} binary (both or neither)",
+            )
 
 
 def deliveries_from_args(args: argparse.Namespace) -> tuple[AgentdDelivery, OpencodeDelivery]:

@@ -34,7 +34,7 @@ def add_flag(
     *,
     env: str | None = None,
     default: Any = None,
-    help: str = "",  # noqa: A002 - mirrors argparse's own keyword
+    help: str = "",
     **kwargs: Any,
 ) -> None:
     """Add ``flag`` whose default comes from ``env`` (derived from the flag name if omitted).
@@ -47,8 +47,13 @@ def add_flag(
         kwargs.pop("type", None)
         value: Any = parse_bool(raw) if raw is not None else bool(default)
         parser.add_argument(
-            flag, nargs="?", const=True, default=value, type=parse_bool,
-            help=f"{help} [env {variable}]", **kwargs,
+            flag,
+            nargs="?",
+            const=True,
+            default=value,
+            type=parse_bool,
+            help=f"{help} [env {variable}]",
+            **kwargs,
         )
         return
     convert = kwargs.get("type")

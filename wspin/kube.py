@@ -22,7 +22,7 @@ async def api_client(kubeconfig: str | None = None) -> client.ApiClient:
         if path:
             await config.load_kube_config(config_file=path, client_configuration=configuration)
         else:
-            config.load_incluster_config(client_configuration=configuration)
+            config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
     except (ConfigException, OSError) as err:
         where = f"kubeconfig {path!r}" if path else "the in-cluster service account"
         raise ConfigError(

@@ -117,12 +117,18 @@ EVENTS = Resource("", "v1", "events", kind="Event")
 NAMESPACES = Resource("", "v1", "namespaces", namespaced=False, kind="Namespace")
 LEASES = Resource("coordination.k8s.io", "v1", "leases", kind="Lease")
 MUTATING_WEBHOOKS = Resource(
-    "admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations",
-    namespaced=False, kind="MutatingWebhookConfiguration",
+    "admissionregistration.k8s.io",
+    "v1",
+    "mutatingwebhookconfigurations",
+    namespaced=False,
+    kind="MutatingWebhookConfiguration",
 )
 VALIDATING_WEBHOOKS = Resource(
-    "admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations",
-    namespaced=False, kind="ValidatingWebhookConfiguration",
+    "admissionregistration.k8s.io",
+    "v1",
+    "validatingwebhookconfigurations",
+    namespaced=False,
+    kind="ValidatingWebhookConfiguration",
 )
 WORKSPACES = Resource("llmsafespaces.dev", "v1", "workspaces", kind="Workspace")
 INFERENCE_RELAYS = Resource(
@@ -144,19 +150,22 @@ class Kube:
         query: Mapping[str, Any] | None = None,
         body: Any = None,
         content_type: str = "application/json",
-        timeout: float | None = None,
+        request_timeout: float | None = None,
         what: str = "",
     ) -> Obj:
         """One call; returns the decoded JSON body or raises a ``KubeAPIError``."""
-        response = await self._send(method, path, query, body, content_type, timeout, what)
+        response = await self._send(method, path, query, body, content_type, request_timeout, what)
         try:
             raw = await response.read()
         finally:
             response.release()
         decoded: Any = json.loads(raw) if raw else {}
         if not 200 <= response.status <= 299:
-            raise _error_for(response.status, decoded if isinstance(decoded, dict) else None,
-                             what or f"{method} {path}")
+            raise _error_for(
+                response.status,
+                decoded if isinstance(decoded, dict) else None,
+                what or f"{method} {path}",
+            )
         return decoded if isinstance(decoded, dict) else {"items": decoded}
 
     async def _send(
@@ -166,32 +175,37 @@ class Kube:
         query: Mapping[str, Any] | None,
         body: Any,
         content_type: str,
-        timeout: float | None,
+        request_timeout: float | None,
         what: str,
     ) -> aiohttp.ClientResponse:
         params = [(k, _query_value(v)) for k, v in (query or {}).items() if v is not None]
         try:
             response: aiohttp.ClientResponse = await self.api.call_api(
-                path, method,
+                path,
+                method,
                 query_params=params,
                 header_params={"Content-Type": content_type, "Accept": "application/json"},
                 body=body,
                 auth_settings=["BearerToken"],
                 _preload_content=False,
-                _request_timeout=timeout,
+                _request_timeout=request_timeout,
             )
         except (aiohttp.ClientError, TimeoutError, OSError) as err:
-            raise KubeAPIError(f"{what or method + ' ' + path}: {err or type(err).__name__}") from err
+            raise KubeAPIError(
+                f"{what or method + ' ' + path}: {err or type(err).__name__}"
+            ) from err
         return response
 
     # -- typed verbs ------------------------------------------------------------------------
 
     async def get(self, res: Resource, name: str, namespace: str | None = None) -> Obj:
-        return await self.request("GET", res.path(namespace, name),
-                                  what=f"get {res.plural} {_ref(namespace, name)}")
+        return await self.request(
+            "GET", res.path(namespace, name), what=f"get {res.plural} {_ref(namespace, name)}"
+        )
 
-    async def get_or_none(self, res: Resource, name: str, namespace: str | None = None
-                          ) -> Obj | None:
+    async def get_or_none(
+        self, res: Resource, name: str, namespace: str | None = None
+    ) -> Obj | None:
         try:
             return await self.get(res, name, namespace)
         except NotFound:
@@ -207,17 +221,25 @@ class Kube:
         resource_version: str | None = None,
     ) -> Obj:
         """The raw List object (``items`` and ``metadata.resourceVersion``)."""
-        query = {"labelSelector": labels, "fieldSelector": fields,
-                 "resourceVersion": resource_version}
-        return await self.request("GET", res.path(namespace), query=query,
-                                  what=f"list {res.plural}")
+        query = {
+            "labelSelector": labels,
+            "fieldSelector": fields,
+            "resourceVersion": resource_version,
+        }
+        return await self.request(
+            "GET", res.path(namespace), query=query, what=f"list {res.plural}"
+        )
 
-    async def create(self, res: Resource, obj: Obj, namespace: str | None = None,
-                     *, dry_run: bool = False) -> Obj:
+    async def create(
+        self, res: Resource, obj: Obj, namespace: str | None = None, *, dry_run: bool = False
+    ) -> Obj:
         ns = namespace or obj.get("metadata", {}).get("namespace")
         body = {"apiVersion": res.api_version, "kind": res.kind, **obj}
         return await self.request(
-            "POST", res.path(ns), body=body, query={"dryRun": "All" if dry_run else None},
+            "POST",
+            res.path(ns),
+            body=body,
+            query={"dryRun": "All" if dry_run else None},
             what=f"create {res.plural} {_ref(ns, obj.get('metadata', {}).get('name', ''))}",
         )
 
@@ -225,8 +247,9 @@ class Kube:
         meta = obj.get("metadata", {})
         ns, name = meta.get("namespace"), meta["name"]
         body = {"apiVersion": res.api_version, "kind": res.kind, **obj}
-        return await self.request("PUT", res.path(ns, name, sub), body=body,
-                                  what=f"update {res.plural} {_ref(ns, name)}")
+        return await self.request(
+            "PUT", res.path(ns, name, sub), body=body, what=f"update {res.plural} {_ref(ns, name)}"
+        )
 
     async def patch(
         self,
@@ -240,20 +263,40 @@ class Kube:
         field_manager: str | None = None,
     ) -> Obj:
         return await self.request(
-            "PATCH", res.path(namespace, name, sub), body=patch,
+            "PATCH",
+            res.path(namespace, name, sub),
+            body=patch,
             content_type=_PATCH_CONTENT_TYPES[patch_type],
             query={"fieldManager": field_manager},
             what=f"patch {res.plural}{'/' + sub if sub else ''} {_ref(namespace, name)}",
         )
 
-    async def delete(self, res: Resource, name: str, namespace: str | None = None,
-                     *, grace_seconds: int | None = None, missing_ok: bool = True) -> None:
-        body = ({"kind": "DeleteOptions", "apiVersion": "v1",
-                 "gracePeriodSeconds": grace_seconds, "propagationPolicy": "Background"}
-                if grace_seconds is not None else None)
+    async def delete(
+        self,
+        res: Resource,
+        name: str,
+        namespace: str | None = None,
+        *,
+        grace_seconds: int | None = None,
+        missing_ok: bool = True,
+    ) -> None:
+        body = (
+            {
+                "kind": "DeleteOptions",
+                "apiVersion": "v1",
+                "gracePeriodSeconds": grace_seconds,
+                "propagationPolicy": "Background",
+            }
+            if grace_seconds is not None
+            else None
+        )
         try:
-            await self.request("DELETE", res.path(namespace, name), body=body,
-                               what=f"delete {res.plural} {_ref(namespace, name)}")
+            await self.request(
+                "DELETE",
+                res.path(namespace, name),
+                body=body,
+                what=f"delete {res.plural} {_ref(namespace, name)}",
+            )
         except NotFound:
             if not missing_ok:
                 raise
@@ -272,18 +315,24 @@ class Kube:
         An ``ERROR`` event with code 410 is raised as ``Gone`` so the caller re-lists.
         The stream ends when the server closes it (``timeoutSeconds``).
         """
-        query = {"watch": "true", "allowWatchBookmarks": "true",
-                 "resourceVersion": resource_version, "labelSelector": labels,
-                 "timeoutSeconds": timeout_seconds}
+        query = {
+            "watch": "true",
+            "allowWatchBookmarks": "true",
+            "resourceVersion": resource_version,
+            "labelSelector": labels,
+            "timeoutSeconds": timeout_seconds,
+        }
         what = f"watch {res.plural}"
-        response = await self._send("GET", res.path(namespace), query, None,
-                                    "application/json", timeout_seconds + 30, what)
+        response = await self._send(
+            "GET", res.path(namespace), query, None, "application/json", timeout_seconds + 30, what
+        )
         try:
             if response.status != 200:
                 raw = await response.read()
                 decoded = json.loads(raw) if raw else None
-                raise _error_for(response.status, decoded if isinstance(decoded, dict) else None,
-                                 what)
+                raise _error_for(
+                    response.status, decoded if isinstance(decoded, dict) else None, what
+                )
             async for line in response.content:
                 if not line.strip():
                     continue
