@@ -1,0 +1,82 @@
+"""Webhook test fixtures: the reference's example release, captures, and a live HTTPS server.
+
+- ``inject_config``: agentd/opencode images and pins used by every capture's manifests.
+- ``capture(name)``: an AdmissionReview body from ``shared/fixtures/admission``.
+- ``webhook``: the real application (``make_app``) served over TLS on 127.0.0.1 with a
+  throwaway CA; ``webhook.post(body)`` sends as the API server does (``?timeout=10s``,
+  verified TLS to the Service's DNS name).
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import ssl
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from certs.build import issue_serving, new_ca, service_dns_names
+from certs.tls import context_for
+from webhook.app import make_app
+from webhook.inject import InjectConfig
+from webhook.validate import ValidatorConfig
+from wspin.contract import AGENTD, OPENCODE
+from wspin.delivery import PinSet, ResolvedArtifact
+from wspin.serving import Readiness, start
+
+FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "admission"
+AGENTD_IMAGE = "ghcr.io/example/agentd@sha256:" + "0123456789abcdef" * 4
+OPENCODE_IMAGE = "ghcr.io/example/opencode@sha256:" + "fedcba9876543210" * 4
+SERVICE_HOST = "wspin-webhook.wspin-system.svc"
+
+
+def example_config() -> InjectConfig:
+    return InjectConfig(
+        agentd=ResolvedArtifact(AGENTD, AGENTD_IMAGE, PinSet("a" * 64, "b" * 64)),
+        opencode=ResolvedArtifact(OPENCODE, OPENCODE_IMAGE, PinSet("c" * 64, "d" * 64)),
+    )
+
+
+@pytest.fixture
+def inject_config() -> InjectConfig:
+    return example_config()
+
+
+def load_capture(name: str) -> dict[str, Any]:
+    path = FIXTURES / name
+    assert path.exists(), f"missing capture {path}: the shared fixtures must sit beside the repo"
+    body: dict[str, Any] = json.loads(path.read_text())
+    return body
+
+
+@dataclass
+class LiveWebhook:
+    url: str
+    session: aiohttp.ClientSession
+    trust: ssl.SSLContext
+
+    async def post(self, body: Any, path: str = "/mutate-pods?timeout=10s",
+                   **kwargs: Any) -> aiohttp.ClientResponse:
+        kwargs.setdefault("headers", {"Content-Type": "application/json"})
+        data = body if isinstance(body, bytes) else json.dumps(body).encode()
+        return await self.session.post(self.url + path, data=data, ssl=self.trust,
+                                       server_hostname=SERVICE_HOST, **kwargs)
+
+
+@pytest.fixture
+async def webhook(tmp_path: Path) -> AsyncIterator[LiveWebhook]:
+    now = datetime.datetime.now(datetime.UTC)
+    ca = new_ca(now)
+    leaf = issue_serving(ca, service_dns_names("wspin-webhook", "wspin-system"), now)
+    trust = ssl.create_default_context(cadata=ca.cert_pem.decode())
+    app = make_app(example_config(), ValidatorConfig(), Readiness())
+    runner, port = await start(app, "127.0.0.1", 0,
+                               ssl_context=context_for(leaf.cert_pem, leaf.key_pem))
+    async with aiohttp.ClientSession() as session:
+        yield LiveWebhook(f"https://127.0.0.1:{port}", session, trust)
+    await runner.cleanup()

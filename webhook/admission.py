@@ -1,0 +1,75 @@
+"""Admission policy glue: an AdmissionReview ``request`` dict in, a ``Decision`` out.
+
+Pure apart from reading the request: the HTTP edge (``webhook/http.py``) decodes and times,
+the policies (``inject.py``, ``validate.py``) decide. Errors become responses here and
+nowhere else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from webhook import responses
+from webhook.inject import InjectConfig, Injection, inject
+from webhook.validate import ValidatorConfig, validate_workspace
+from wspin.errors import AdmissionDenied
+
+Outcome = Literal["patched", "allowed", "denied", "error"]
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What was decided, for the response, the log line and the metrics."""
+
+    response: responses.Response
+    outcome: Outcome
+    message: str
+    injection: Injection | None = None
+
+
+def _name(request: dict[str, Any]) -> str:
+    """``request.name`` is absent for generateName creates: fall back to the prefix."""
+    if request.get("name"):
+        return str(request["name"])
+    metadata = (request.get("object") or {}).get("metadata") or {}
+    return str(metadata.get("name") or f"{metadata.get('generateName', '')}<generated>")
+
+
+def review_pod(request: dict[str, Any], cfg: InjectConfig) -> Decision:
+    """Inject delivery into a workspace pod on CREATE; every other operation passes untouched."""
+    uid = str(request.get("uid", ""))
+    operation = request.get("operation")
+    if operation != "CREATE":
+        message = f"{operation} of pod {_name(request)}: delivery is injected on CREATE only"
+        return Decision(responses.allowed(uid, message), "allowed", message)
+    pod = request.get("object")
+    if not isinstance(pod, dict):
+        message = "request.object is missing or not a Pod"
+        return Decision(responses.denied(uid, message, 400), "denied", message)
+    try:
+        injection = inject(pod, cfg)
+    except AdmissionDenied as denial:
+        return Decision(responses.denied(uid, str(denial), denial.code), "denied", str(denial))
+    if injection.skipped:
+        message = f"pod {_name(request)}: {injection.skipped}; left unchanged"
+        return Decision(responses.allowed(uid, message), "allowed", message, injection)
+    if not injection.changed:
+        message = f"pod {_name(request)}: delivery already wired and recorded; nothing to change"
+        return Decision(
+            responses.allowed(uid, message, injection.warnings), "allowed", message, injection
+        )
+    digests = ", ".join(f"{r.artifact.name}@sha256:{r.digest[:12]}" for r in cfg.artifacts)
+    message = f"pod {_name(request)}: injected {digests}"
+    response = responses.patched(uid, message, injection.patch, injection.warnings)
+    return Decision(response, "patched", message, injection)
+
+
+def review_workspace(request: dict[str, Any], cfg: ValidatorConfig) -> Decision:
+    """Validate a Workspace CREATE or UPDATE (main endpoint or the status subresource)."""
+    uid = str(request.get("uid", ""))
+    problem = validate_workspace(request, cfg)
+    if problem:
+        return Decision(responses.denied(uid, problem), "denied", problem)
+    message = f"workspace {_name(request)}: valid"
+    return Decision(responses.allowed(uid, message), "allowed", message)

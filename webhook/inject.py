@@ -1,0 +1,336 @@
+"""The pod injector: a pure function from (pod, configuration) to JSON-patch ops and warnings.
+
+It serves both the admission webhook and the offline ``wspin inject`` command, so the two can
+never disagree. No I/O, no logging, no clock, no environment: everything it needs arrives in
+``InjectConfig``.
+
+Ops are built directly rather than by diffing two pod copies (diffing costs a deep copy and
+emits spurious ops, DESIGN.md §3). Lists that only grow get ``add …/-`` ops; a list where a
+caller-supplied entry must be replaced or removed is replaced whole, so no op depends on an
+index that an earlier op shifted.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Literal, TypedDict
+
+from wspin.contract import (
+    AGENTD,
+    ARCHES,
+    DELIVERY_ANNOTATION,
+    LABEL_APP,
+    LABEL_APP_VALUE,
+    LABEL_COMPONENT,
+    LABEL_COMPONENT_VALUE,
+    LABEL_WORKSPACE,
+    MAIN_CONTAINER,
+    OPENCODE,
+    PLATFORM_INIT_PREFIX,
+    SIDECAR_CONTAINER,
+    Artifact,
+)
+from wspin.delivery import ResolvedArtifact
+from wspin.errors import AdmissionDenied
+
+Pod = dict[str, Any]
+
+
+class PatchOp(TypedDict, total=False):
+    op: Literal["add", "replace", "remove"]
+    path: str
+    value: Any
+
+
+@dataclass(frozen=True)
+class InjectConfig:
+    """What the injector writes into a workspace pod: both artifacts, resolved and checked."""
+
+    agentd: ResolvedArtifact
+    opencode: ResolvedArtifact
+
+    @property
+    def artifacts(self) -> tuple[ResolvedArtifact, ResolvedArtifact]:
+        return (self.agentd, self.opencode)
+
+    def receipt(self) -> str:
+        """The receipt annotation value: artifact → digest, compact JSON with sorted keys."""
+        return json.dumps(
+            {r.artifact.name: f"sha256:{r.digest}" for r in self.artifacts},
+            sort_keys=True,
+            separators=(",", ":"),
+        )
+
+
+@dataclass(frozen=True)
+class Injection:
+    """The injector's answer. ``skipped`` says why a pod needs no delivery at all."""
+
+    patch: tuple[PatchOp, ...] = ()
+    warnings: tuple[str, ...] = ()
+    skipped: str | None = None
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.patch)
+
+
+def is_workspace_labelled(pod: Pod) -> bool:
+    """The pod carries the three workspace labels the Workspace reconciler sets."""
+    labels = (pod.get("metadata") or {}).get("labels") or {}
+    return (
+        labels.get(LABEL_APP) == LABEL_APP_VALUE
+        and labels.get(LABEL_COMPONENT) == LABEL_COMPONENT_VALUE
+        and bool(labels.get(LABEL_WORKSPACE))
+    )
+
+
+def workspace_pod_problem(pod: Pod) -> str | None:
+    """Why a workspace-labelled pod cannot receive delivery, or None when it can."""
+    containers = (pod.get("spec") or {}).get("containers") or []
+    if not any(c.get("name") == MAIN_CONTAINER for c in containers):
+        names = ", ".join(repr(c.get("name")) for c in containers) or "none"
+        return (
+            f"pod carries the workspace labels ({LABEL_APP}={LABEL_APP_VALUE}, "
+            f"{LABEL_COMPONENT}={LABEL_COMPONENT_VALUE}, {LABEL_WORKSPACE}) but has no container "
+            f"named {MAIN_CONTAINER!r} (containers: {names}); agentd and opencode are delivered "
+            f"into that container: name the main container {MAIN_CONTAINER!r} or remove the labels"
+        )
+    return None
+
+
+def inject(pod: Pod, cfg: InjectConfig) -> Injection:
+    """Compute the patch that gives ``pod`` the delivery wiring of ``cfg``.
+
+    Not a workspace pod → skipped, no patch. Labelled but without a ``workspace`` container,
+    or a foreign volume mounted at ``/agentd``/``/opencode`` → ``AdmissionDenied``.
+    An already-wired pod → empty patch (plus the receipt annotation if that is missing).
+    """
+    if not is_workspace_labelled(pod):
+        return Injection(skipped="not a workspace pod (workspace labels absent)")
+    problem = workspace_pod_problem(pod)
+    if problem:
+        raise AdmissionDenied(problem)
+
+    spec = pod.get("spec") or {}
+    ops: list[PatchOp] = []
+    warnings: list[str] = []
+    _inject_volumes(spec, cfg, ops, warnings)
+    for kind in ("containers", "initContainers"):
+        for index, container in enumerate(spec.get(kind) or []):
+            wanted = _artifacts_for(container, kind)
+            _inject_mounts(container, f"/spec/{kind}/{index}", wanted, ops, warnings)
+            if kind == "containers" and container.get("name") == MAIN_CONTAINER:
+                _inject_env(container, f"/spec/{kind}/{index}", cfg, ops, warnings)
+    _inject_receipt(pod, cfg, ops)
+    return Injection(patch=tuple(ops), warnings=tuple(warnings))
+
+
+# -- which container gets which mount --------------------------------------------------------
+
+
+def _artifacts_for(container: dict[str, Any], kind: str) -> tuple[Artifact, ...]:
+    """The delivery mounts a container must have (reference pod-delivery.md §2.2)."""
+    name = str(container.get("name", ""))
+    if kind == "containers":
+        return (AGENTD, OPENCODE) if name == MAIN_CONTAINER else ()
+    # The agentd native sidecar and the platform-* init containers run /agentd; opencode is
+    # the workspace container's alone.
+    if name == SIDECAR_CONTAINER or name.startswith(PLATFORM_INIT_PREFIX):
+        return (AGENTD,)
+    return ()
+
+
+# -- volumes ---------------------------------------------------------------------------------
+
+
+def _desired_volume(resolved: ResolvedArtifact) -> dict[str, Any]:
+    return {
+        "name": resolved.artifact.volume,
+        "image": {"reference": resolved.image, "pullPolicy": "IfNotPresent"},
+    }
+
+
+def _inject_volumes(
+    spec: dict[str, Any], cfg: InjectConfig, ops: list[PatchOp], warnings: list[str]
+) -> None:
+    current: list[dict[str, Any]] = list(spec.get("volumes") or [])
+    updated = list(current)
+    for resolved in cfg.artifacts:
+        desired = _desired_volume(resolved)
+        positions = [i for i, v in enumerate(updated) if v.get("name") == desired["name"]]
+        if not positions:
+            updated.append(desired)
+            continue
+        first = positions[0]
+        if updated[first] != desired:
+            warnings.append(
+                f"volume {desired['name']!r} replaced by the digest-pinned image volume "
+                f"(was {_volume_source(updated[first])})"
+            )
+            updated[first] = desired
+        for extra in reversed(positions[1:]):
+            del updated[extra]
+            warnings.append(f"duplicate volume {desired['name']!r} removed")
+    _write_list(ops, "/spec/volumes", spec.get("volumes") is not None, current, updated)
+
+
+def _volume_source(volume: dict[str, Any]) -> str:
+    sources = [key for key in volume if key != "name"]
+    return ", ".join(sources) or "no source"
+
+
+# -- mounts ----------------------------------------------------------------------------------
+
+
+def _desired_mount(artifact: Artifact) -> dict[str, Any]:
+    return {"name": artifact.volume, "readOnly": True, "mountPath": artifact.mount_path}
+
+
+def _inject_mounts(
+    container: dict[str, Any],
+    path: str,
+    wanted: tuple[Artifact, ...],
+    ops: list[PatchOp],
+    warnings: list[str],
+) -> None:
+    name = container.get("name")
+    current: list[dict[str, Any]] = list(container.get("volumeMounts") or [])
+    updated: list[dict[str, Any]] = []
+    for mount in current:
+        artifact = _artifact_of_mount(mount)
+        if artifact is None:
+            updated.append(mount)
+            continue
+        if mount.get("mountPath") == artifact.mount_path and mount.get("name") != artifact.volume:
+            raise AdmissionDenied(
+                f"container {name!r} mounts volume {mount.get('name')!r} at "
+                f"{artifact.mount_path}, where the {artifact.name} image volume must be mounted",
+                f"remove that mount or move it off {artifact.mount_path}",
+            )
+        if artifact not in wanted:
+            warnings.append(
+                f"mount of {artifact.volume!r} removed from container {name!r}: "
+                f"{artifact.mount_path} belongs to {_owners(artifact)} only"
+            )
+            continue
+        if mount != _desired_mount(artifact):
+            if any(m.get("mountPath") == artifact.mount_path for m in updated):
+                warnings.append(f"duplicate {artifact.mount_path} mount removed from {name!r}")
+                continue
+            warnings.append(
+                f"mount {artifact.mount_path} in container {name!r} replaced by a read-only "
+                f"mount of the {artifact.name} image volume"
+            )
+            updated.append(_desired_mount(artifact))
+            continue
+        updated.append(mount)
+    for artifact in wanted:
+        if _desired_mount(artifact) not in updated:
+            updated.append(_desired_mount(artifact))
+    _write_list(
+        ops, f"{path}/volumeMounts", container.get("volumeMounts") is not None, current, updated
+    )
+
+
+def _artifact_of_mount(mount: dict[str, Any]) -> Artifact | None:
+    """The artifact a mount belongs to, by volume name or by mount path."""
+    for artifact in (AGENTD, OPENCODE):
+        if mount.get("name") == artifact.volume or mount.get("mountPath") == artifact.mount_path:
+            return artifact
+    return None
+
+
+def _owners(artifact: Artifact) -> str:
+    if artifact is OPENCODE:
+        return f"the {MAIN_CONTAINER!r} container"
+    return (
+        f"{MAIN_CONTAINER!r}, the {SIDECAR_CONTAINER!r} sidecar and {PLATFORM_INIT_PREFIX}* inits"
+    )
+
+
+# -- env pins --------------------------------------------------------------------------------
+
+
+def _desired_env(cfg: InjectConfig) -> list[dict[str, str]]:
+    env: list[dict[str, str]] = []
+    for resolved in cfg.artifacts:
+        artifact = resolved.artifact
+        env.append({"name": artifact.marker_env, "value": "1"})
+        env.append({"name": artifact.binary_env, "value": artifact.binary_path})
+        for arch in ARCHES:
+            env.append({"name": artifact.sha256_env(arch), "value": resolved.pins.for_arch(arch)})
+    return env
+
+
+def _inject_env(
+    container: dict[str, Any],
+    path: str,
+    cfg: InjectConfig,
+    ops: list[PatchOp],
+    warnings: list[str],
+) -> None:
+    desired = _desired_env(cfg)
+    pinned = {entry["name"] for entry in desired}
+    current: list[dict[str, Any]] = list(container.get("env") or [])
+    supplied = [entry for entry in current if entry.get("name") in pinned]
+    if sorted(supplied, key=lambda e: str(e.get("name"))) == sorted(
+        desired, key=lambda e: e["name"]
+    ):
+        return  # every pin present once, with the configured value
+    kept = [entry for entry in current if entry.get("name") not in pinned]
+    wanted = {entry["name"]: entry for entry in desired}
+    seen: set[str] = set()
+    for entry in supplied:
+        env_name = str(entry.get("name"))
+        if env_name in seen:
+            warnings.append(f"duplicate env {env_name} removed from container {MAIN_CONTAINER!r}")
+        elif entry != wanted[env_name]:
+            warnings.append(
+                f"env {env_name} on container {MAIN_CONTAINER!r} replaced by the configured value"
+            )
+        seen.add(env_name)
+    _write_list(ops, f"{path}/env", container.get("env") is not None, current, kept + desired)
+
+
+# -- receipt annotation ----------------------------------------------------------------------
+
+
+def _inject_receipt(pod: Pod, cfg: InjectConfig, ops: list[PatchOp]) -> None:
+    metadata = pod.get("metadata") or {}
+    annotations = metadata.get("annotations")
+    receipt = cfg.receipt()
+    if annotations is None:
+        ops.append(
+            {"op": "add", "path": "/metadata/annotations", "value": {DELIVERY_ANNOTATION: receipt}}
+        )
+    elif annotations.get(DELIVERY_ANNOTATION) != receipt:
+        key = DELIVERY_ANNOTATION.replace("~", "~0").replace("/", "~1")
+        verb: Literal["add", "replace"] = "replace" if DELIVERY_ANNOTATION in annotations else "add"
+        ops.append({"op": verb, "path": f"/metadata/annotations/{key}", "value": receipt})
+
+
+# -- list writing ----------------------------------------------------------------------------
+
+
+def _write_list(
+    ops: list[PatchOp],
+    path: str,
+    present: bool,
+    current: list[dict[str, Any]],
+    updated: list[dict[str, Any]],
+) -> None:
+    """Append-only growth → ``add …/-`` per item; anything else → one whole-list replace."""
+    if updated == current and present:
+        return
+    if not present or (not current and not updated):
+        if updated:
+            ops.append({"op": "add", "path": path, "value": updated})
+        return
+    if updated[: len(current)] == current:
+        ops.extend(
+            {"op": "add", "path": f"{path}/-", "value": item} for item in updated[len(current) :]
+        )
+        return
+    ops.append({"op": "replace", "path": path, "value": updated})

@@ -1,0 +1,49 @@
+"""AdmissionResponse constructors: every response echoes the uid and carries a message."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Sequence
+from typing import Any
+
+import orjson
+
+from webhook.inject import PatchOp
+
+Response = dict[str, Any]
+
+
+def _status(message: str, code: int = 200) -> dict[str, Any]:
+    return {"code": code, "message": message}
+
+
+def allowed(uid: str, message: str, warnings: Sequence[str] = ()) -> Response:
+    response: Response = {"uid": uid, "allowed": True, "status": _status(message)}
+    if warnings:
+        response["warnings"] = list(warnings)
+    return response
+
+
+def patched(
+    uid: str, message: str, ops: Sequence[PatchOp], warnings: Sequence[str] = ()
+) -> Response:
+    response = allowed(uid, message, warnings)
+    response["patchType"] = "JSONPatch"
+    response["patch"] = base64.b64encode(orjson.dumps(list(ops))).decode("ascii")
+    return response
+
+
+def denied(uid: str, message: str, code: int = 403) -> Response:
+    return {
+        "uid": uid,
+        "allowed": False,
+        "status": {
+            **_status(message, code),
+            "reason": "Forbidden" if code == 403 else "InternalError",
+        },
+    }
+
+
+def review(response: Response) -> dict[str, Any]:
+    """Wrap a response in the AdmissionReview envelope the API server expects back."""
+    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}

@@ -1,0 +1,174 @@
+"""``wspin webhook``: resolve everything first, then serve, until SIGTERM.
+
+Start order, and why:
+1. Pins for both artifacts (flags, registry, or the same-digest cache): an unresolvable
+   configuration exits 1 before a socket is opened, so a broken release never looks healthy.
+2. The certificate source: the HTTPS listener needs its context.
+3. The plain-HTTP side server (/healthz, /readyz, /metrics) and the HTTPS admission server.
+4. Background work: certificate reload/renewal and the image-volume support probe; /readyz
+   stays 503 with the reason until the certificate is loaded and the probe has passed.
+Shutdown runs in reverse; aiohttp finishes in-flight admission requests before closing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+from collections.abc import AsyncIterator
+
+import aiohttp
+
+from certs.options import certificate_source_from_args
+from webhook.app import make_app
+from webhook.inject import InjectConfig
+from webhook.pins import resolve_artifact
+from webhook.probe import probe_image_volume_support
+from webhook.settings import WebhookSettings
+from wspin.delivery import ResolvedArtifact
+from wspin.kube import api_client, own_namespace
+from wspin.logs import fields
+from wspin.resources import Kube, KubeAPIError
+from wspin.serving import Readiness, probe_app, start
+
+log = logging.getLogger("wspin.webhook")
+
+PIN_RESOLUTION_TIMEOUT = 30.0
+"""Seconds for each artifact's registry read at start (the reference's startup budget)."""
+PROBE_RETRY_SECONDS = 10.0
+
+
+def has_api_access(settings: WebhookSettings) -> bool:
+    """A kubeconfig was given, or this runs in a pod with a service account."""
+    return bool(settings.kubeconfig or os.environ.get("KUBERNETES_SERVICE_HOST"))
+
+
+@contextlib.asynccontextmanager
+async def kube_client(settings: WebhookSettings) -> AsyncIterator[Kube | None]:
+    if not has_api_access(settings):
+        yield None
+        return
+    api = await api_client(settings.kubeconfig)
+    try:
+        yield Kube(api)
+    finally:
+        await api.close()
+
+
+async def resolve_both(
+    settings: WebhookSettings, kube: Kube | None, namespace: str
+) -> InjectConfig:
+    """Resolve agentd and opencode pins; ConfigError (exit 1) names the artifact and the fix."""
+    resolved: list[ResolvedArtifact] = []
+    async with aiohttp.ClientSession() as session:
+        for delivery in (settings.agentd, settings.opencode):
+            artifact = await resolve_artifact(
+                delivery,
+                kube=kube,
+                namespace=namespace,
+                insecure_registries=settings.insecure_registries,
+                session=session,
+                timeout=PIN_RESOLUTION_TIMEOUT,
+            )
+            log.info(
+                "pins resolved",
+                extra=fields(
+                    artifact=artifact.artifact.name, image=artifact.image, source=artifact.source
+                ),
+            )
+            resolved.append(artifact)
+    return InjectConfig(agentd=resolved[0], opencode=resolved[1])
+
+
+class ImageVolumeGate:
+    """The probe's verdict as a readiness check: pending, supported, or unsupported."""
+
+    def __init__(self, required: bool) -> None:
+        self.problem: str | None = (
+            "image-volume support probe has not run yet" if required else None
+        )
+
+    def check(self) -> str | None:
+        return self.problem
+
+    async def run(self, kube: Kube, namespace: str, image: str) -> None:
+        """Probe until the API server gives a definitive answer."""
+        while True:
+            try:
+                supported = await probe_image_volume_support(kube, namespace, image)
+            except KubeAPIError as err:
+                self.problem = f"image-volume support probe failed, retrying: {err}"
+                log.warning("image-volume probe failed", extra=fields(error=str(err)))
+                await asyncio.sleep(PROBE_RETRY_SECONDS)
+                continue
+            self.problem = (
+                None
+                if supported
+                else (
+                    "the API server drops image volumes: enable the ImageVolume feature gate "
+                    "(on by default from Kubernetes 1.35)"
+                )
+            )
+            return
+
+
+async def serve(settings: WebhookSettings, args: argparse.Namespace) -> int:
+    namespace = own_namespace()
+    async with kube_client(settings) as kube:
+        inject_config = await resolve_both(settings, kube, namespace)
+        source = certificate_source_from_args(args, kube, namespace)
+
+        readiness = Readiness()
+        readiness.add(
+            "certificate",
+            lambda: None if source.healthy() else "no valid serving certificate loaded",
+        )
+        probing = kube is not None and not settings.skip_image_volume_probe
+        if not probing:
+            log.info(
+                "image-volume support probe off",
+                extra=fields(reason="--skip-image-volume-probe" if kube else "no API access"),
+            )
+        gate = ImageVolumeGate(required=probing)
+        readiness.add("image-volume", gate.check)
+
+        background = [asyncio.create_task(source.run(), name="certificate-source")]
+        if probing and kube is not None:
+            background.append(
+                asyncio.create_task(
+                    gate.run(kube, namespace, settings.agentd.image), name="image-volume-probe"
+                )
+            )
+
+        serving = settings.serving
+        app = make_app(inject_config, settings.validator, readiness)
+        runners = []
+        try:
+            runner, port = await start(
+                app, serving.host, serving.port, ssl_context=source.ssl_context()
+            )
+            runners.append(runner)
+            if serving.metrics_port:
+                side, _ = await start(probe_app(readiness), serving.host, serving.metrics_port)
+                runners.append(side)
+            log.info("webhook serving", extra=fields(port=port, metricsPort=serving.metrics_port))
+            await _until_signalled()
+            log.info("webhook shutting down")
+        finally:
+            for runner in reversed(runners):
+                await runner.cleanup()
+            for task in background:
+                task.cancel()
+            await asyncio.gather(*background, return_exceptions=True)
+    return 0
+
+
+async def _until_signalled() -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
