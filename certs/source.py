@@ -1,8 +1,8 @@
 """What the TLS server asks of a certificate source.
 
-The server builds its listening socket once with ``ssl_context()``; a source reloads new
-certificates *into that same context* (``load_cert_chain`` affects every later handshake),
-so new connections get the new certificate without a restart.
+The server builds its listening socket once with ``ssl_context()``; a source swaps the
+certificate that context serves (through its SNI callback, ``certs/tls.py``), so new
+connections get a new certificate without a restart.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from typing import Any
 from certs.options import add_certificate_flags
 from webhook.inject import InjectConfig
 from webhook.offline import dump_documents, inject_object, load_documents
-from webhook.pins import add_pins_flags, resolve_artifact
+from webhook.pins import add_pins_flags, insecure_registries_from_args, resolve_artifact
 from webhook.settings import add_webhook_flags, settings_from_args
 from wspin.delivery import add_delivery_flags, deliveries_from_args
 from wspin.errors import WspinError
@@ -58,7 +58,7 @@ def run_webhook(args: argparse.Namespace) -> int:
 
 async def _offline_config(args: argparse.Namespace) -> InjectConfig:
     agentd, opencode = deliveries_from_args(args)
-    registries = frozenset(args.insecure_registry or ())
+    registries = insecure_registries_from_args(args)
     return InjectConfig(
         agentd=await resolve_artifact(
             agentd, kube=None, namespace="", insecure_registries=registries

@@ -25,11 +25,11 @@ import jsonpatch
 import yaml
 
 from certs.build import issue_serving, new_ca, service_dns_names
-from certs.files import FileSource
+from certs.files import FileSource, write_certificates
 from webhook.app import MUTATE_PODS_PATH, make_app
 from webhook.inject import InjectConfig
 from webhook.validate import ValidatorConfig
-from wspin.contract import AGENTD, ARCHES, OPENCODE, MAIN_CONTAINER
+from wspin.contract import AGENTD, ARCHES, MAIN_CONTAINER, OPENCODE
 from wspin.delivery import PinSet, ResolvedArtifact
 from wspin.serving import Readiness, start
 
@@ -82,6 +82,7 @@ async def _demo(pod: dict[str, Any]) -> int:
     with tempfile.TemporaryDirectory(prefix="wspin-demo-") as folder:
         ca_file = _write_throwaway_certificates(Path(folder))
         source = FileSource(Path(folder) / "tls.crt", Path(folder) / "tls.key")
+        source.load_at_start()
         app = make_app(DEMO_CONFIG, ValidatorConfig(), Readiness())
         runner, port = await start(app, "127.0.0.1", 0, ssl_context=source.ssl_context())
         try:
@@ -90,20 +91,23 @@ async def _demo(pod: dict[str, Any]) -> int:
                 f"(certificate for {SERVICE}.{NAMESPACE}.svc, throwaway CA)\n"
             )
             answer = await _send(port, ca_file, pod)
+            status = _report(pod, answer)
+            if status == 0 and answer.get("patch"):
+                injected = jsonpatch.apply_patch(pod, json.loads(base64.b64decode(answer["patch"])))
+                again = await _send(port, ca_file, injected)
+                verdict = "no patch" if "patch" not in again else "PATCHED AGAIN"
+                message = again.get("status", {}).get("message", "")
+                print(f"\nre-sent the injected pod: {verdict} — {message}")
+                status = 0 if "patch" not in again else 1
         finally:
             await runner.cleanup()
-    return _report(pod, answer)
+    return status
 
 
 def _write_throwaway_certificates(folder: Path) -> Path:
     now = datetime.datetime.now(datetime.UTC)
     ca = new_ca(now)
-    leaf = issue_serving(ca, service_dns_names(SERVICE, NAMESPACE), now)
-    (folder / "ca.crt").write_bytes(ca.cert_pem)
-    (folder / "tls.crt").write_bytes(leaf.cert_pem)
-    key = folder / "tls.key"
-    key.write_bytes(leaf.key_pem)
-    key.chmod(0o600)
+    write_certificates(folder, ca, issue_serving(ca, service_dns_names(SERVICE, NAMESPACE), now))
     return folder / "ca.crt"
 
 

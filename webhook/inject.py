@@ -195,8 +195,10 @@ def _inject_mounts(
     ops: list[PatchOp],
     warnings: list[str],
 ) -> None:
+    current: list[dict[str, Any]] = container.get("volumeMounts") or []
+    if not wanted and not any(map(_artifact_of_mount, current)):
+        return  # most containers: nothing of ours, nothing to add
     name = container.get("name")
-    current: list[dict[str, Any]] = list(container.get("volumeMounts") or [])
     updated: list[dict[str, Any]] = []
     for mount in current:
         artifact = _artifact_of_mount(mount)
@@ -236,10 +238,12 @@ def _inject_mounts(
 
 def _artifact_of_mount(mount: dict[str, Any]) -> Artifact | None:
     """The artifact a mount belongs to, by volume name or by mount path."""
-    for artifact in (AGENTD, OPENCODE):
-        if mount.get("name") == artifact.volume or mount.get("mountPath") == artifact.mount_path:
-            return artifact
-    return None
+    return _BY_VOLUME.get(mount.get("name")) or _BY_MOUNT_PATH.get(mount.get("mountPath"))
+
+
+# Lookup tables: the hot loop runs once per mount of every container of every pod.
+_BY_VOLUME: dict[Any, Artifact] = {a.volume: a for a in (AGENTD, OPENCODE)}
+_BY_MOUNT_PATH: dict[Any, Artifact] = {a.mount_path: a for a in (AGENTD, OPENCODE)}
 
 
 def _owners(artifact: Artifact) -> str:

@@ -19,6 +19,7 @@ import logging
 import os
 import signal
 from collections.abc import AsyncIterator
+from typing import Any
 
 import aiohttp
 
@@ -155,20 +156,37 @@ async def serve(settings: WebhookSettings, args: argparse.Namespace) -> int:
                 side, _ = await start(probe_app(readiness), serving.host, serving.metrics_port)
                 runners.append(side)
             log.info("webhook serving", extra=fields(port=port, metricsPort=serving.metrics_port))
-            await _until_signalled()
-            log.info("webhook shutting down")
+            status = await _until_signalled_or_failed(background)
+            log.info("webhook shutting down", extra=fields(exitStatus=status))
         finally:
             for runner in reversed(runners):
                 await runner.cleanup()
             for task in background:
                 task.cancel()
             await asyncio.gather(*background, return_exceptions=True)
-    return 0
+    return status
 
 
-async def _until_signalled() -> None:
+async def _until_signalled_or_failed(background: list[asyncio.Task[None]]) -> int:
+    """0 on SIGTERM/SIGINT; 1 if a background task dies (a bug: fail loudly, restart clean)."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    await stop.wait()
+    stopping = asyncio.create_task(stop.wait(), name="signal")
+    pending: set[asyncio.Task[Any]] = {stopping, *background}
+    try:
+        while True:
+            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            if stopping in done:
+                return 0
+            for task in done:
+                if not task.cancelled() and task.exception() is not None:
+                    log.error(
+                        "background task failed",
+                        exc_info=task.exception(),
+                        extra=fields(task=task.get_name()),
+                    )
+                    return 1
+    finally:
+        stopping.cancel()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-from webhook.pins import add_pins_flags
+from webhook.pins import add_pins_flags, insecure_registries_from_args
 from webhook.validate import ValidatorConfig, add_validator_flags, validator_config_from_args
 from wspin.delivery import (
     AgentdDelivery,
@@ -89,7 +89,7 @@ def settings_from_args(args: argparse.Namespace) -> WebhookSettings:
         agentd=agentd,
         opencode=opencode,
         validator=validator_config_from_args(args),
-        insecure_registries=frozenset(args.insecure_registry or ()),
+        insecure_registries=insecure_registries_from_args(args),
         skip_image_volume_probe=bool(args.skip_image_volume_probe),
         kubeconfig=args.kubeconfig,
         log_level=args.log_level,

@@ -17,6 +17,7 @@ SUBCOMMAND_MODULES = (
     "controller.cli",
     "certs.cli",
     "webhook.demo",
+    "webhook.pins_cli",
 )
 
 

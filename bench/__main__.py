@@ -1,0 +1,23 @@
+"""``make bench``: run every benchmark and print one table of ratios."""
+
+from __future__ import annotations
+
+import importlib
+
+from bench.table import Row, render
+
+BENCHMARKS = (
+    ("bench.webhook", "bench_injector_cost"),
+    ("bench.webhook", "bench_admission_throughput"),
+)
+
+
+def main() -> None:
+    rows: list[Row] = []
+    for module, function in BENCHMARKS:
+        rows.extend(getattr(importlib.import_module(module), function)())
+    print(render(rows))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,263 @@
+"""The self-managed source: every replica serves the Secret's certificate; the Lease holder
+also creates, renews and rotates it and patches the caBundle.
+
+Each round reads the Secret, lets the leader drive it through the authority's steps
+(``certs.authority``) one conditional write at a time, then serves whatever it now holds.
+Polling is the whole mechanism: rounds run every ``refresh`` seconds, sooner when a step is
+due or leadership is won, and the authority's ``propagation`` is sized to cover it.
+Non-leaders never write, so replicas cannot race; even two leaders briefly overlapping
+could not both write, because every write carries the resourceVersion it read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime
+import logging
+import ssl
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from certs.authority import Policy, apply_step, next_step
+from certs.build import CertificateError, fingerprint
+from certs.cabundle import Target, patch_ca_bundle
+from certs.clock import Clock, utc_now
+from certs.expiry import ExpiryReporter
+from certs.store import SecretStore, Stored
+from certs.tls import ServingContext
+from wspin.logs import fields
+from wspin.resources import Conflict, Forbidden, KubeAPIError, NotFound
+
+log = logging.getLogger("wspin.certs")
+
+MAX_STEPS = 8
+"""Steps the leader applies in one round; a fresh install needs three (create, publish,
+wait), so hitting this means something rewrites the Secret behind our back."""
+
+
+class Leadership(Protocol):
+    """What the source needs of a Lease-based leader elector (``wspin.leader``)."""
+
+    @property
+    def is_leader(self) -> bool: ...
+
+    def add_listener(self, listener: Callable[[bool], None]) -> None: ...
+
+    async def run(self) -> None: ...
+
+    async def release(self) -> bool: ...
+
+
+@dataclass(frozen=True)
+class SelfManagedSettings:
+    secret: str
+    """Name of the Secret holding CA, bundle and serving certificate (in the own namespace)."""
+    namespace: str
+    policy: Policy
+    webhooks: tuple[Target, ...] = ()
+    """Configurations whose caBundle the leader keeps equal to the Secret's bundle."""
+    refresh: float = 10.0
+    """Seconds between rounds: how soon a replica serves a certificate another one wrote."""
+
+
+class SelfManagedSource:
+    """A ``CertificateSource`` backed by the Secret, renewed by whichever replica leads."""
+
+    def __init__(
+        self,
+        store: SecretStore,
+        settings: SelfManagedSettings,
+        leadership: Leadership,
+        *,
+        clock: Clock = utc_now,
+    ) -> None:
+        self.store = store
+        self.settings = settings
+        self.leadership = leadership
+        self._clock = clock
+        self._serving = ServingContext()
+        self._expiry = ExpiryReporter()
+        self._wake = asyncio.Event()
+        self._due: datetime.datetime | None = None
+        self._waiting_logged = False
+        self._problems_logged: tuple[str, ...] = ()
+        leadership.add_listener(lambda leading: self._wake.set() if leading else None)
+
+    def ssl_context(self) -> ssl.SSLContext:
+        return self._serving.listening
+
+    def healthy(self) -> bool:
+        pair = self._serving.pair
+        return pair is not None and self._clock() < pair.not_after
+
+    def not_after(self) -> datetime.datetime | None:
+        pair = self._serving.pair
+        return pair.not_after if pair else None
+
+    async def run(self) -> None:
+        """Campaign for the Lease and run rounds until cancelled; then hand the Lease over.
+
+        Never raises (the webhook runs this as a background task nobody awaits): an
+        unexpected error is logged and the next round runs after ``refresh``.
+        """
+        campaign = asyncio.create_task(self.leadership.run(), name="certificate-lease")
+        campaign.add_done_callback(_report_campaign_end)
+        try:
+            while True:
+                try:
+                    delay = await self.round()
+                except Exception:
+                    log.exception("certificate round failed", extra=fields(secret=self._ref()))
+                    delay = self.settings.refresh
+                self._wake.clear()
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(delay):
+                        await self._wake.wait()
+        finally:
+            campaign.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await campaign
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(5):
+                    await self.leadership.release()
+
+    async def round(self) -> float:
+        """Read, drive (leader only), serve; returns seconds until the next round."""
+        self._due = None
+        try:
+            stored = await self.store.read()
+            if stored.problems and stored.problems != self._problems_logged:
+                self._problems_logged = stored.problems
+                log.warning(
+                    "certificate Secret has unusable parts",
+                    extra=fields(secret=self._ref(), problems=list(stored.problems)),
+                )
+            if self.leadership.is_leader:
+                stored = await self._drive(stored)
+            await self._serve(stored)
+        except Conflict:
+            return 0.0  # someone wrote since we read: read again now
+        except KubeAPIError as err:
+            log.warning(
+                "certificate Secret round failed; retrying",
+                extra=fields(secret=self._ref(), error=str(err), fix=self._fix(err)),
+            )
+        return self._delay()
+
+    async def _drive(self, stored: Stored) -> Stored:
+        policy = self.settings.policy
+        for _ in range(MAX_STEPS):
+            now = self._clock()
+            plan = next_step(stored, now, policy)
+            if plan.step == "wait":
+                self._due = plan.wait_until
+                await self._publish(stored)  # re-assert after e.g. a helm upgrade reset it
+                return stored
+            if plan.step == "publish" and not await self._publish(stored):
+                return stored
+            stored = await self.store.write(apply_step(plan.step, stored, now, policy))
+            log.info(
+                "certificate authority step",
+                extra=fields(
+                    secret=self._ref(),
+                    step=plan.step,
+                    reason=plan.reason,
+                    ca=fingerprint(stored.ca.cert) if stored.ca else None,
+                    serving=fingerprint(stored.serving.cert) if stored.serving else None,
+                    bundle=[fingerprint(c) for c in stored.bundle],
+                ),
+            )
+        log.warning(
+            "certificate authority did not settle in one round",
+            extra=fields(secret=self._ref(), steps=MAX_STEPS),
+        )
+        return stored
+
+    async def _publish(self, stored: Stored) -> bool:
+        """Patch the bundle into the configurations; False (logged) when that failed."""
+        if not stored.bundle or not self.settings.webhooks:
+            return True
+        try:
+            written = await patch_ca_bundle(
+                self.store.kube, stored.bundle_pem, list(self.settings.webhooks)
+            )
+        except KubeAPIError as err:
+            log.warning(
+                "caBundle not patched; retrying next round",
+                extra=fields(error=str(err), fix=self._fix(err)),
+            )
+            return False
+        if written:
+            log.info(
+                "caBundle patched",
+                extra=fields(
+                    configurations=written, bundle=[fingerprint(c) for c in stored.bundle]
+                ),
+            )
+        return True
+
+    async def _serve(self, stored: Stored) -> None:
+        now = self._clock()
+        if stored.ca is not None:
+            self._expiry.observe("ca", stored.ca.cert, now)
+        serving = stored.serving
+        if serving is None:
+            if not self._waiting_logged and self._serving.pair is None:
+                log.info(
+                    "waiting for the Lease holder to create the certificate Secret",
+                    extra=fields(secret=self._ref()),
+                )
+                self._waiting_logged = True
+            return
+        if not self._serving.serves(serving.cert_pem, serving.key_pem):
+            try:
+                await self._serving.load(serving.cert_pem, serving.key_pem, self._ref())
+            except CertificateError as err:
+                log.warning(
+                    "serving certificate from the Secret not loaded",
+                    extra=fields(secret=self._ref(), error=str(err)),
+                )
+                return
+            log.info(
+                "serving certificate loaded",
+                extra=fields(
+                    secret=self._ref(),
+                    fingerprint=fingerprint(serving.cert),
+                    issuer=fingerprint(stored.ca.cert) if stored.ca else None,
+                    notAfter=serving.not_after.isoformat(),
+                ),
+            )
+        self._expiry.observe("serving", serving.cert, now)
+
+    def _delay(self) -> float:
+        delay = self.settings.refresh
+        if self._due is not None:
+            until = (self._due - self._clock()).total_seconds()
+            delay = min(delay, max(until, 0.0))
+        return delay
+
+    def _ref(self) -> str:
+        return f"{self.settings.namespace}/{self.settings.secret}"
+
+    def _fix(self, err: KubeAPIError) -> str:
+        if isinstance(err, Forbidden):
+            return (
+                "grant the webhook's service account get, create and update on secrets "
+                f"{self._ref()} and get and update on the webhook configurations"
+            )
+        if isinstance(err, NotFound):
+            return (
+                "check --secret, --mutating-webhook-name and --validating-webhook-name "
+                "(Helm: the release's webhook configuration names)"
+            )
+        return "check the API server's availability"
+
+
+def _report_campaign_end(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error(
+            "leader election stopped; this replica will no longer renew certificates",
+            exc_info=task.exception(),
+        )

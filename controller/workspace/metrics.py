@@ -1,0 +1,33 @@
+"""The verify-failure counters (one increment per failure episode).
+
+``digest`` is the 12 hex of the injected image's digest, so an alert names the build that
+failed; cardinality stays small (digests change per release, nodes are bounded).
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter
+
+from controller.workspace.verify import VerifyFailure
+from wspin.contract import AGENTD, OPENCODE
+
+
+class VerifyMetrics:
+    """``wspin_workspace_{agentd,opencode}_verify_failures_total{outcome,node,digest}``."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.counters = {
+            artifact.name: Counter(
+                f"wspin_workspace_{artifact.name}_verify_failures_total",
+                f"Workspace pods whose {artifact.name} binary failed verification against its "
+                "pinned sha256 (exit codes 81-84), once per failure episode.",
+                ["outcome", "node", "digest"],
+                registry=registry,
+            )
+            for artifact in (AGENTD, OPENCODE)
+        }
+
+    def record(self, failure: VerifyFailure) -> None:
+        self.counters[failure.artifact.name].labels(
+            failure.kind.outcome, failure.node, failure.digest
+        ).inc()

@@ -1,0 +1,370 @@
+"""The objects a Workspace owns, built from the Workspace alone (pure: no I/O, no clock).
+
+The pod is created *without* delivery wiring; the admission webhook injects the agentd and
+opencode image volumes, mounts and pins on CREATE (DESIGN.md §3). What is built here is the
+pod the reference's builder makes before its delivery step: names, labels, owner, the hardened
+security context (reference/pod-delivery.md §2.6), node architecture and runtime class.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Final
+
+from controller.settings import WorkspaceSettings
+from wspin.contract import (
+    AGENTD,
+    API_GROUP,
+    API_VERSION,
+    ARCHES,
+    LABEL_APP,
+    LABEL_APP_VALUE,
+    LABEL_COMPONENT,
+    LABEL_COMPONENT_VALUE,
+    LABEL_WORKSPACE,
+    MAIN_CONTAINER,
+)
+from wspin.errors import WspinError
+
+Obj = dict[str, Any]
+
+LABEL_RUNTIME: Final = "runtime"
+LABEL_TENANT: Final = "llmsafespaces.dev/tenant"
+ANNOTATION_CREATED_BY: Final = "llmsafespaces.dev/created-by"
+ANNOTATION_RESTART_GENERATION: Final = "llmsafespaces.dev/restart-generation"
+"""The ``spec.restartGeneration`` a pod was built for; a different value recreates the pod."""
+LABEL_ARCH: Final = "kubernetes.io/arch"
+UNSPECIFIED: Final = "unspecified"
+
+DEFAULT_UID: Final = 1000
+DEFAULT_GID: Final = 1000
+DEFAULT_ARCH: Final = "amd64"
+OPENCODE_PORT: Final = 4096
+WORKSPACE_MOUNT: Final = "/workspace"
+
+# Labels and names the API server would reject: fail the Workspace with a reason instead.
+_MAX_LABEL_VALUE: Final = 63
+_MAX_NAME: Final = 253
+_LABEL_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+# The runtime image's former ENV block: tool homes on the PVC, the git credential store and
+# the PATH order (PVC-installed tools first). Platform contract, so the builder sets it.
+_BASE_ENV: Final = (
+    ("MISE_DATA_DIR", "/workspace/.local/share/mise"),
+    ("CARGO_HOME", "/workspace/.local/share/cargo"),
+    ("GEM_HOME", "/workspace/.local/share/gem"),
+    ("GOPATH", "/workspace/.local/share/go"),
+    ("NPM_CONFIG_PREFIX", "/workspace/.local"),
+    ("PYTHONUSERBASE", "/workspace/.local"),
+    ("GIT_CONFIG_COUNT", "1"),
+    ("GIT_CONFIG_KEY_0", "credential.helper"),
+    ("GIT_CONFIG_VALUE_0", "store --file=/home/sandbox/.git-credentials"),
+    (
+        "PATH",
+        "/workspace/.local/bin:/workspace/.local/share/mise/shims:/workspace/.local/share/go/bin"
+        ":/workspace/.local/share/cargo/bin:/usr/local/share/mise/shims:/usr/local/bin"
+        ":/usr/sbin:/usr/bin:/sbin:/bin",
+    ),
+)
+
+
+class PodBuildError(WspinError):
+    """The Workspace cannot become a pod; the message names the field (phase Failed)."""
+
+
+@dataclass(frozen=True)
+class Names:
+    """The names of everything one Workspace owns."""
+
+    pod: str
+    pvc: str
+    service_account: str
+
+
+def names(ws: Obj) -> Names:
+    """``<ws>-<first 8 chars of uid>`` for the pod: a recreated Workspace of the same name gets a
+    new pod name, so a slow-terminating old pod never blocks the new one."""
+    meta = ws.get("metadata") or {}
+    name, uid = str(meta.get("name", "")), str(meta.get("uid", ""))
+    if not uid:
+        raise PodBuildError(f"Workspace {name!r} has no metadata.uid yet")
+    return Names(
+        pod=f"{name}-{uid[:8]}", pvc=f"{name}-workspace", service_account=f"workspace-{name}"
+    )
+
+
+def sanitize_label(value: str) -> str:
+    """A label value from free text: ``:``, ``/``, ``@`` (and anything else a label value cannot
+    hold) → ``_``, the last 63 characters kept, non-alphanumerics trimmed from both ends;
+    nothing left → ``unspecified``."""
+    cleaned = _LABEL_UNSAFE.sub("_", value)[-_MAX_LABEL_VALUE:]
+    start, end = 0, len(cleaned)
+    while start < end and not cleaned[start].isalnum():
+        start += 1
+    while end > start and not cleaned[end - 1].isalnum():
+        end -= 1
+    return cleaned[start:end] or UNSPECIFIED
+
+
+def tenant_of(spec: Obj) -> str:
+    """``spec.owner.orgID`` when set, else ``userID``, sanitised for a label."""
+    owner = spec.get("owner") or {}
+    tenant = ""
+    if isinstance(owner, dict):
+        tenant = str(owner.get("orgID") or "") or str(owner.get("userID") or "")
+    return sanitize_label(tenant)
+
+
+def selector_labels(ws_name: str) -> dict[str, str]:
+    """The labels that make a pod a workspace pod (the webhook's objectSelector keys on them)."""
+    return {
+        LABEL_APP: LABEL_APP_VALUE,
+        LABEL_COMPONENT: LABEL_COMPONENT_VALUE,
+        LABEL_WORKSPACE: ws_name,
+    }
+
+
+def owner_reference(ws: Obj) -> Obj:
+    meta = ws["metadata"]
+    return {
+        "apiVersion": f"{API_GROUP}/{API_VERSION}",
+        "kind": "Workspace",
+        "name": meta["name"],
+        "uid": meta["uid"],
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def _spec(ws: Obj) -> Obj:
+    spec = ws.get("spec")
+    return spec if isinstance(spec, dict) else {}
+
+
+def architecture_of(ws: Obj) -> str:
+    arch = _spec(ws).get("architecture") or DEFAULT_ARCH
+    if arch not in ARCHES:
+        raise PodBuildError(
+            f"spec.architecture {arch!r} is not supported; use one of {', '.join(ARCHES)}"
+        )
+    return str(arch)
+
+
+def restart_generation_of(ws: Obj) -> str:
+    value = _spec(ws).get("restartGeneration") or 0
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise PodBuildError(f"spec.restartGeneration must be a whole number >= 0 (got {value!r})")
+    return str(value)
+
+
+def _metadata(ws: Obj, name: str, labels: dict[str, str]) -> Obj:
+    return {
+        "name": name,
+        "namespace": ws["metadata"].get("namespace", ""),
+        "labels": labels,
+        "ownerReferences": [owner_reference(ws)],
+    }
+
+
+def desired_pvc(ws: Obj) -> Obj:
+    """The workspace volume; it outlives suspend and goes with the Workspace (owner GC)."""
+    spec = _spec(ws)
+    storage = spec.get("storage") or {}
+    size = storage.get("size") if isinstance(storage, dict) else None
+    if not isinstance(size, str) or not size:
+        raise PodBuildError("spec.storage.size is required, like '10Gi'")
+    name = ws["metadata"]["name"]
+    pvc_spec: Obj = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": size}}}
+    storage_class = storage.get("storageClassName")
+    if storage_class:
+        pvc_spec["storageClassName"] = storage_class
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": _metadata(ws, names(ws).pvc, selector_labels(name)),
+        "spec": pvc_spec,
+    }
+
+
+def desired_service_account(ws: Obj) -> Obj:
+    """``workspace-<ws>``: the pod's identity, with no API token mounted."""
+    name = ws["metadata"]["name"]
+    return {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": _metadata(ws, names(ws).service_account, selector_labels(name)),
+        "automountServiceAccountToken": False,
+    }
+
+
+def runtime_image(spec: Obj) -> str:
+    """An image-shaped runtime (with ``/``) is the image; a bare name is used as an image name
+    too (``python`` → the registry's default namespace). The validator restricts both."""
+    runtime = spec.get("runtime")
+    if not isinstance(runtime, str) or not runtime.strip():
+        raise PodBuildError("spec.runtime is required: name a runtime or an image")
+    return runtime
+
+
+def runtime_class_of(spec: Obj, settings: WorkspaceSettings) -> str | None:
+    """None/absent → the controller default; any string, "" included, wins; "" → unset."""
+    if spec.get("runtimeClass") is not None:
+        chosen: str | None = str(spec["runtimeClass"])
+    else:
+        chosen = settings.default_runtime_class
+    return chosen or None
+
+
+def container_resources(spec: Obj) -> Obj:
+    """``spec.resources`` in either the Workspace shape (cpu, memory, cpuLimit, memoryLimit)
+    or the Kubernetes shape (requests/limits), as container resources."""
+    resources = spec.get("resources") or {}
+    if not isinstance(resources, dict):
+        raise PodBuildError("spec.resources must be an object")
+    requests: Obj = {}
+    limits: Obj = {}
+    for section, target in (("requests", requests), ("limits", limits)):
+        block = resources.get(section) or {}
+        if not isinstance(block, dict):
+            raise PodBuildError(f"spec.resources.{section} must be an object")
+        for key in ("cpu", "memory"):
+            if block.get(key) not in (None, ""):
+                target[key] = str(block[key])
+    for field, target, key in (
+        ("cpu", requests, "cpu"),
+        ("memory", requests, "memory"),
+        ("cpuLimit", limits, "cpu"),
+        ("memoryLimit", limits, "memory"),
+    ):
+        if resources.get(field) not in (None, ""):
+            target[key] = str(resources[field])
+    out: Obj = {}
+    if requests:
+        out["requests"] = requests
+    if limits:
+        out["limits"] = limits
+    return out
+
+
+def _identity(spec: Obj) -> tuple[int, int]:
+    """runAsUser/runAsGroup: 1000 each, overridden by a non-zero ``spec.podSecurityContext``
+    value (zero means "default", never root)."""
+    context = spec.get("podSecurityContext") or {}
+    if not isinstance(context, dict):
+        raise PodBuildError("spec.podSecurityContext must be an object")
+    chosen = []
+    for key, default in (("runAsUser", DEFAULT_UID), ("runAsGroup", DEFAULT_GID)):
+        value = context.get(key) or 0
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise PodBuildError(
+                f"spec.podSecurityContext.{key} must be a whole number >= 0 (got {value!r})"
+            )
+        chosen.append(value or default)
+    return chosen[0], chosen[1]
+
+
+def _env(ws_name: str, settings: WorkspaceSettings) -> list[Obj]:
+    env: list[Obj] = [{"name": "WORKSPACE_ID", "value": ws_name}]
+    env += [{"name": name, "value": value} for name, value in _BASE_ENV]
+    for name, value in (
+        ("LLMSAFESPACE_API_URL", settings.api_service_url),
+        ("LLMSAFESPACE_API_PUBLIC_URL", settings.api_public_url),
+        ("INFERENCE_RELAY_BASEURL", settings.inference_relay_url),
+        ("PREVIEW_ORIGIN_BASE_DOMAIN", settings.preview_origin_base_domain),
+        ("UPLOAD_STAGING_URL", settings.upload_staging_url),
+    ):
+        if value:
+            env.append({"name": name, "value": value})
+    return env
+
+
+def desired_pod(ws: Obj, settings: WorkspaceSettings) -> Obj:
+    """The workspace pod for ``ws``; raises PodBuildError naming the field that prevents it."""
+    spec = _spec(ws)
+    meta = ws.get("metadata") or {}
+    ws_name = str(meta.get("name", ""))
+    if len(ws_name) > _MAX_LABEL_VALUE:
+        raise PodBuildError(
+            f"Workspace name {ws_name!r} is longer than {_MAX_LABEL_VALUE} characters and cannot "
+            f"label its pod ({LABEL_WORKSPACE}); use a shorter name"
+        )
+    pod_names = names(ws)
+    if len(pod_names.pod) > _MAX_NAME:
+        raise PodBuildError(f"pod name {pod_names.pod!r} would exceed {_MAX_NAME} characters")
+    uid, gid = _identity(spec)
+    arch = architecture_of(ws)
+    labels = {
+        **selector_labels(ws_name),
+        LABEL_RUNTIME: sanitize_label(str(spec.get("runtime") or "")),
+        LABEL_TENANT: tenant_of(spec),
+    }
+    container: Obj = {
+        "name": MAIN_CONTAINER,
+        "image": runtime_image(spec),
+        # The supervisor always runs from the injected, pin-verified overlay (era E).
+        "command": [AGENTD.binary_path],
+        "args": ["--supervise"],
+        "env": _env(ws_name, settings),
+        "ports": [{"name": "opencode", "containerPort": OPENCODE_PORT}],
+        "volumeMounts": [
+            {"name": "workspace", "mountPath": WORKSPACE_MOUNT},
+            {"name": "tmp", "mountPath": "/tmp"},  # noqa: S108 - the pod's own emptyDir
+        ],
+        "securityContext": {
+            "readOnlyRootFilesystem": True,
+            "runAsNonRoot": True,
+            "allowPrivilegeEscalation": False,
+            "capabilities": {"drop": ["ALL"]},
+        },
+    }
+    resources = container_resources(spec)
+    if resources:
+        container["resources"] = resources
+    pod_spec: Obj = {
+        "serviceAccountName": pod_names.service_account,
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "terminationGracePeriodSeconds": settings.termination_grace,
+        "nodeSelector": {LABEL_ARCH: arch},
+        "securityContext": {
+            "runAsUser": uid,
+            "runAsGroup": gid,
+            "fsGroup": gid,
+            "fsGroupChangePolicy": "OnRootMismatch",
+            "runAsNonRoot": True,
+            # The CRD's own seccompProfile is deliberately ignored.
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "containers": [container],
+        "volumes": [
+            {"name": "workspace", "persistentVolumeClaim": {"claimName": pod_names.pvc}},
+            {"name": "tmp", "emptyDir": {}},
+        ],
+    }
+    runtime_class = runtime_class_of(spec, settings)
+    if runtime_class:
+        pod_spec["runtimeClassName"] = runtime_class
+    metadata = _metadata(ws, pod_names.pod, labels)
+    metadata["annotations"] = {
+        ANNOTATION_CREATED_BY: "controller",
+        ANNOTATION_RESTART_GENERATION: restart_generation_of(ws),
+    }
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": pod_spec}
+
+
+def pod_is_stale(pod: Obj, ws: Obj) -> str | None:
+    """Why an existing pod no longer matches its Workspace (so it must be recreated), or None.
+
+    Only a new ``restartGeneration`` or ``architecture`` recreates a pod: pod specs are
+    immutable, and nothing else justifies interrupting a running workspace.
+    """
+    annotations = (pod.get("metadata") or {}).get("annotations") or {}
+    wanted_generation = restart_generation_of(ws)
+    if annotations.get(ANNOTATION_RESTART_GENERATION, "0") != wanted_generation:
+        return f"restartGeneration changed to {wanted_generation}"
+    have_arch = ((pod.get("spec") or {}).get("nodeSelector") or {}).get(LABEL_ARCH)
+    wanted_arch = architecture_of(ws)
+    if have_arch != wanted_arch:
+        return f"architecture changed to {wanted_arch}"
+    return None

@@ -1,0 +1,189 @@
+"""Certificate test helpers: a fixed and a fake clock, real handshakes, a live HTTPS webhook.
+
+- ``NOW``: the fixed instant the pure tests build certificates at.
+- ``FakeClock``: a clock tests advance by hand (the sources and the authority take it).
+- ``handshake(port, trust_pem)``: the certificate a fresh TLS connection gets, verified by a
+  client that trusts only ``trust_pem`` and checks the Service's DNS name.
+- ``serve(source)``: the real webhook application (``make_app``) served over HTTPS from a
+  certificate source on loopback; yields the port.
+- ``admission_review()``: a real captured pod AdmissionReview.
+- ``webhooks`` (fixture): a Mutating and a ValidatingWebhookConfiguration on the API server,
+  uniquely named (they are cluster scoped), deleted afterwards.
+- ``replica(kube, namespace, webhooks, identity, …)``: a self-managed source as one webhook
+  replica runs it, campaigning for the shared Lease with short test timings.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime
+import json
+import ssl
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cryptography import x509
+
+from certs.authority import Policy
+from certs.build import service_dns_names
+from certs.cabundle import targets
+from certs.clock import Clock, utc_now
+from certs.selfmanaged import SelfManagedSettings, SelfManagedSource
+from certs.source import CertificateSource
+from certs.store import SecretStore
+from webhook.app import make_app
+from webhook.inject import InjectConfig
+from webhook.validate import ValidatorConfig
+from wspin.contract import AGENTD, OPENCODE
+from wspin.delivery import PinSet, ResolvedArtifact
+from wspin.leader import LeaderElector
+from wspin.resources import MUTATING_WEBHOOKS, VALIDATING_WEBHOOKS, Kube, Obj
+from wspin.serving import Readiness, start
+
+NOW = datetime.datetime(2026, 3, 1, 12, 0, 0, tzinfo=datetime.UTC)
+SERVICE = "wspin-webhook"
+NAMESPACE = "wspin-system"
+SERVICE_HOST = f"{SERVICE}.{NAMESPACE}.svc"
+CAPTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "admission"
+
+
+class FakeClock:
+    """A clock that only moves when told to."""
+
+    def __init__(self, now: datetime.datetime) -> None:
+        self.now = now
+
+    def __call__(self) -> datetime.datetime:
+        return self.now
+
+    def advance(self, delta: datetime.timedelta) -> None:
+        self.now += delta
+
+
+def trust(bundle_pem: bytes) -> ssl.SSLContext:
+    """A client context trusting exactly ``bundle_pem``, as the API server does a caBundle."""
+    return ssl.create_default_context(cadata=bundle_pem.decode())
+
+
+async def handshake(
+    port: int, trust_pem: bytes, server_hostname: str = SERVICE_HOST
+) -> x509.Certificate:
+    """Open a new verified TLS connection to 127.0.0.1:port; return the served certificate."""
+    _, writer = await asyncio.open_connection(
+        "127.0.0.1", port, ssl=trust(trust_pem), server_hostname=server_hostname
+    )
+    try:
+        ssl_object = writer.get_extra_info("ssl_object")
+        der = ssl_object.getpeercert(binary_form=True)
+        assert der is not None
+        return x509.load_der_x509_certificate(der)
+    finally:
+        writer.close()
+        with contextlib.suppress(ConnectionError, ssl.SSLError):
+            await writer.wait_closed()
+
+
+def inject_config() -> InjectConfig:
+    """The configuration the captured manifests were made with (README of the captures)."""
+    return InjectConfig(
+        agentd=ResolvedArtifact(
+            AGENTD,
+            "ghcr.io/example/agentd@sha256:" + "0123456789abcdef" * 4,
+            PinSet("a" * 64, "b" * 64),
+        ),
+        opencode=ResolvedArtifact(
+            OPENCODE,
+            "ghcr.io/example/opencode@sha256:" + "fedcba9876543210" * 4,
+            PinSet("c" * 64, "d" * 64),
+        ),
+    )
+
+
+def admission_review() -> dict[str, Any]:
+    review: dict[str, Any] = json.loads((CAPTURES / "pod-create-workspace.json").read_text())
+    return review
+
+
+@contextlib.asynccontextmanager
+async def serve(source: CertificateSource) -> AsyncIterator[int]:
+    """The webhook app over HTTPS on loopback, its TLS from ``source``; yields the port."""
+    app = make_app(inject_config(), ValidatorConfig(), Readiness())
+    runner, port = await start(app, "127.0.0.1", 0, ssl_context=source.ssl_context())
+    try:
+        yield port
+    finally:
+        await runner.cleanup()
+
+
+@dataclass(frozen=True)
+class Webhooks:
+    mutating: str
+    validating: str
+
+
+def _configuration(name: str, entries: int) -> Obj:
+    return {
+        "metadata": {"name": name},
+        "webhooks": [
+            {
+                "name": f"e{i}.llmsafespaces.dev",
+                "clientConfig": {
+                    "service": {"name": SERVICE, "namespace": NAMESPACE, "path": "/mutate-pods"}
+                },
+                "admissionReviewVersions": ["v1"],
+                "sideEffects": "None",
+            }
+            for i in range(entries)
+        ],
+    }
+
+
+@pytest.fixture
+async def webhooks(kube: Kube) -> AsyncIterator[Webhooks]:
+    suffix = uuid.uuid4().hex[:8]
+    names = Webhooks(f"wspin-test-{suffix}", f"wspin-test-{suffix}-workspaces")
+    await kube.create(MUTATING_WEBHOOKS, _configuration(names.mutating, 2))
+    await kube.create(VALIDATING_WEBHOOKS, _configuration(names.validating, 1))
+    yield names
+    await kube.delete(MUTATING_WEBHOOKS, names.mutating)
+    await kube.delete(VALIDATING_WEBHOOKS, names.validating)
+
+
+SECRET = "wspin-webhook-tls"
+TEST_POLICY = Policy(dns_names=tuple(service_dns_names(SERVICE, NAMESPACE)))
+
+
+def replica(
+    kube: Kube,
+    namespace: str,
+    webhooks: Webhooks,
+    identity: str,
+    *,
+    policy: Policy = TEST_POLICY,
+    clock: Clock = utc_now,
+    refresh: float = 0.05,
+) -> SelfManagedSource:
+    """One webhook replica's self-managed source, as ``certificate_source_from_args`` builds
+    it but with timings short enough for tests."""
+    settings = SelfManagedSettings(
+        secret=SECRET,
+        namespace=namespace,
+        policy=policy,
+        webhooks=tuple(targets(webhooks.mutating, webhooks.validating)),
+        refresh=refresh,
+    )
+    elector = LeaderElector(
+        kube,
+        namespace=namespace,
+        name=f"{SECRET}-authority",
+        identity=identity,
+        lease_duration=2.0,
+        renew_deadline=1.5,
+        retry_period=0.1,
+    )
+    return SelfManagedSource(SecretStore(kube, namespace, SECRET), settings, elector, clock=clock)

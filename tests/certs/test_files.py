@@ -1,0 +1,190 @@
+"""Certificates as files: writing them, and the file source's hot reload over real HTTPS."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import logging
+import stat
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from cryptography import x509
+
+from certs.build import KeyPair, issue_serving, new_ca, service_dns_names
+from certs.files import TOLERATED_FAILURES, FileSource, write_certificates
+from tests.certs.conftest import (
+    NAMESPACE,
+    SERVICE,
+    SERVICE_HOST,
+    admission_review,
+    handshake,
+    serve,
+    trust,
+)
+from wspin.errors import ConfigError
+
+
+def _now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
+
+
+def _leaf(ca: KeyPair) -> KeyPair:
+    return issue_serving(ca, service_dns_names(SERVICE, NAMESPACE), _now())
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+@pytest.fixture
+def ca() -> KeyPair:
+    return new_ca(_now())
+
+
+@pytest.fixture
+def files(tmp_path: Path, ca: KeyPair) -> Path:
+    write_certificates(tmp_path, ca, _leaf(ca))
+    return tmp_path
+
+
+def _source(folder: Path, interval: float = 10.0) -> FileSource:
+    return FileSource(folder / "tls.crt", folder / "tls.key", interval=interval)
+
+
+def test_generated_files_are_the_ca_the_leaf_and_a_private_key(tmp_path: Path) -> None:
+    ca = new_ca(_now())
+    leaf = _leaf(ca)
+    written = write_certificates(tmp_path / "out", ca, leaf)
+    assert [p.name for p in written] == ["ca.crt", "tls.crt", "tls.key"]
+    assert (tmp_path / "out" / "ca.crt").read_bytes() == ca.cert_pem
+    assert (tmp_path / "out" / "tls.crt").read_bytes() == leaf.cert_pem
+    assert (tmp_path / "out" / "tls.key").read_bytes() == leaf.key_pem
+    assert _mode(tmp_path / "out" / "tls.key") == 0o600
+    assert _mode(tmp_path / "out" / "tls.crt") == 0o644
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["ca.crt", "tls.crt", "tls.key"]
+
+
+def test_rewriting_a_world_readable_key_file_makes_it_private(tmp_path: Path) -> None:
+    key = tmp_path / "tls.key"
+    key.write_bytes(b"old")
+    key.chmod(0o644)
+    ca = new_ca(_now())
+    write_certificates(tmp_path, ca, _leaf(ca))
+    assert _mode(key) == 0o600
+
+
+def test_missing_files_at_start_name_the_flags(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as caught:
+        _source(tmp_path).load_at_start()
+    assert "--tls-cert-file" in str(caught.value)
+    assert "No such file" in str(caught.value)
+
+
+def test_a_key_that_does_not_match_at_start_is_a_config_error(files: Path, ca: KeyPair) -> None:
+    (files / "tls.key").write_bytes(ca.key_pem)
+    with pytest.raises(ConfigError, match="key does not belong to its certificate"):
+        _source(files).load_at_start()
+
+
+async def test_unchanged_files_are_not_reloaded(files: Path) -> None:
+    source = _source(files)
+    source.load_at_start()
+    assert source.healthy()
+    assert await source.reload() is False
+
+
+async def test_half_replaced_files_keep_the_old_certificate_until_both_are_new(
+    files: Path, ca: KeyPair
+) -> None:
+    source = _source(files)
+    source.load_at_start()
+    async with serve(source) as port:
+        old = await handshake(port, ca.cert_pem)
+        fresh = _leaf(ca)
+        (files / "tls.crt").write_bytes(fresh.cert_pem)  # the key is still the old one
+        assert await source.reload() is False
+        assert await handshake(port, ca.cert_pem) == old
+        (files / "tls.key").unlink()  # a writer between steps
+        assert await source.reload() is False
+        assert await handshake(port, ca.cert_pem) == old
+        (files / "tls.key").write_bytes(fresh.key_pem)
+        assert await source.reload() is True
+        assert await handshake(port, ca.cert_pem) == fresh.cert
+        assert source.not_after() == fresh.not_after
+
+
+async def test_failures_beyond_the_tolerated_few_become_warnings(
+    files: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    source = _source(files)
+    source.load_at_start()
+    (files / "tls.key").unlink()
+    caplog.set_level(logging.INFO, logger="wspin.certs")
+    caplog.clear()
+    for _ in range(TOLERATED_FAILURES + 2):
+        assert await source.reload() is False
+    levels = [r.levelno for r in caplog.records]
+    assert levels == [logging.INFO] * TOLERATED_FAILURES + [logging.WARNING] * 2
+    assert source.healthy()  # the previous certificate still serves
+
+
+class RecordingConnector(aiohttp.TCPConnector):
+    """Remembers, per request, the certificate of the pooled or new connection it used."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.peers: list[x509.Certificate] = []
+        self.handshakes = 0
+        self._seen: set[int] = set()
+
+    async def connect(self, req: Any, traces: Any, timeout: Any) -> Any:
+        connection = await super().connect(req, traces, timeout)
+        transport = connection.transport
+        assert transport is not None
+        if id(transport) not in self._seen:
+            self._seen.add(id(transport))
+            self.handshakes += 1
+        der = transport.get_extra_info("ssl_object").getpeercert(binary_form=True)
+        self.peers.append(x509.load_der_x509_certificate(der))
+        return connection
+
+
+async def _review(session: aiohttp.ClientSession, url: str, context: Any, **kw: Any) -> None:
+    async with session.post(
+        url, json=admission_review(), ssl=context, server_hostname=SERVICE_HOST, **kw
+    ) as response:
+        body = await response.json()
+    assert response.status == 200
+    assert body["response"]["allowed"] is True
+
+
+async def test_replaced_files_reach_the_next_handshake_of_a_pooled_client(
+    files: Path, ca: KeyPair
+) -> None:
+    source = _source(files, interval=0.02)
+    source.load_at_start()
+    task = asyncio.create_task(source.run())
+    connector = RecordingConnector()
+    context = trust(ca.cert_pem)
+    try:
+        async with serve(source) as port, aiohttp.ClientSession(connector=connector) as session:
+            url = f"https://127.0.0.1:{port}/mutate-pods?timeout=10s"
+            await _review(session, url, context)
+            old = connector.peers[-1]
+            fresh = _leaf(ca)
+            write_certificates(files, ca, fresh)
+            async with asyncio.timeout(5):
+                while await handshake(port, ca.cert_pem) != fresh.cert:
+                    await asyncio.sleep(0.01)
+            # The pooled keep-alive connection keeps working with the certificate it has.
+            await _review(session, url, context, headers={"Connection": "close"})
+            assert (connector.handshakes, connector.peers[-1]) == (1, old)
+            # The pool's next handshake gets the new certificate.
+            await _review(session, url, context)
+            assert (connector.handshakes, connector.peers[-1]) == (2, fresh.cert)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)

@@ -1,0 +1,182 @@
+"""Self-managed mode against the Kubernetes API test server: the Lease holder creates the
+Secret and publishes the CA; every replica serves what the Secret holds, without restarts."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import datetime
+import logging
+from collections.abc import AsyncIterator, Callable
+
+import pytest
+
+from certs.authority import apply_step, next_step
+from certs.build import signed_by
+from certs.selfmanaged import SelfManagedSource
+from certs.store import SecretStore, Stored
+from tests.certs.conftest import (
+    SECRET,
+    TEST_POLICY,
+    Webhooks,
+    handshake,
+    replica,
+    serve,
+)
+from tests.kubeapi import KubeServer
+from wspin.resources import LEASES, MUTATING_WEBHOOKS, VALIDATING_WEBHOOKS, Kube
+
+
+@contextlib.asynccontextmanager
+async def running(*sources: SelfManagedSource) -> AsyncIterator[None]:
+    tasks = [asyncio.create_task(s.run()) for s in sources]
+    try:
+        yield
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def eventually(condition: Callable[[], object], timeout: float = 10.0) -> None:
+    async with asyncio.timeout(timeout):
+        while not condition():
+            await asyncio.sleep(0.02)
+
+
+async def published_bundle(kube: Kube, webhooks: Webhooks) -> list[bytes]:
+    """What the API server would trust for each webhook entry of both configurations."""
+    found = []
+    for resource, name in (
+        (MUTATING_WEBHOOKS, webhooks.mutating),
+        (VALIDATING_WEBHOOKS, webhooks.validating),
+    ):
+        config = await kube.get(resource, name)
+        for entry in config["webhooks"]:
+            found.append(base64.b64decode(entry["clientConfig"].get("caBundle", "")))
+    return found
+
+
+async def test_the_first_replica_creates_publishes_and_serves(
+    kube: Kube, namespace: str, webhooks: Webhooks
+) -> None:
+    source = replica(kube, namespace, webhooks, "replica-a")
+    assert not source.healthy()
+    async with running(source), serve(source) as port:
+        await eventually(source.healthy)
+        stored = await SecretStore(kube, namespace, SECRET).read()
+        assert stored.ca is not None and stored.serving is not None
+        assert stored.published
+        bundles = await published_bundle(kube, webhooks)
+        assert bundles == [stored.bundle_pem] * 3
+        served = await handshake(port, bundles[0])
+        assert served == stored.serving.cert
+        assert signed_by(served, stored.ca.cert)
+        assert source.not_after() == stored.serving.not_after
+
+
+async def test_only_the_lease_holder_writes_and_every_replica_serves_the_same_certificate(
+    kube: Kube, namespace: str, webhooks: Webhooks, kube_server: KubeServer
+) -> None:
+    sources = [replica(kube, namespace, webhooks, name) for name in ("a", "b", "c")]
+    async with contextlib.AsyncExitStack() as stack:
+        ports = [await stack.enter_async_context(serve(s)) for s in sources]
+        await stack.enter_async_context(running(*sources))
+        await eventually(lambda: all(s.healthy() for s in sources))
+        await asyncio.sleep(0.3)  # several more rounds for every replica
+        stored = await SecretStore(kube, namespace, SECRET).read()
+        assert stored.serving is not None
+        for port in ports:
+            assert await handshake(port, stored.bundle_pem) == stored.serving.cert
+    secret_writes = [w.method for w in kube_server.writes if "/secrets" in w.path]
+    assert secret_writes == ["POST", "PUT"]  # the leader's create, then its publication record
+
+
+async def test_a_follower_waits_for_the_secret_then_serves_each_new_certificate(
+    kube: Kube, namespace: str, webhooks: Webhooks
+) -> None:
+    # Another replica holds the Lease for the whole test.
+    now = datetime.datetime.now(datetime.UTC)
+    await kube.create(
+        LEASES,
+        {
+            "metadata": {"name": f"{SECRET}-authority", "namespace": namespace},
+            "spec": {
+                "holderIdentity": "elsewhere",
+                "leaseDurationSeconds": 3600,
+                "acquireTime": now.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+                "renewTime": now.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+            },
+        },
+    )
+    follower = replica(kube, namespace, webhooks, "follower")
+    store = SecretStore(kube, namespace, SECRET)
+    async with running(follower), serve(follower) as port:
+        await asyncio.sleep(0.2)
+        assert not follower.healthy()
+        assert (await store.read()) == Stored()  # a follower never creates it
+        # The leader (elsewhere) creates the Secret.
+        earlier = now - datetime.timedelta(hours=1)
+        stored = await store.write(apply_step("create", Stored(), earlier, TEST_POLICY))
+        await eventually(follower.healthy)
+        assert stored.serving is not None
+        assert await handshake(port, stored.bundle_pem) == stored.serving.cert
+        # ...and later renews the leaf: the follower serves it without a restart.
+        renewed = await store.write(apply_step("renew-serving", stored, now, TEST_POLICY))
+        assert renewed.serving is not None
+        await eventually(lambda: follower.not_after() == renewed.serving.not_after)  # type: ignore[union-attr]
+        assert await handshake(port, stored.bundle_pem) == renewed.serving.cert
+    assert next_step(renewed, now, TEST_POLICY).step == "publish"  # the follower did not publish
+
+
+async def test_the_leader_restores_a_cabundle_that_an_upgrade_wiped(
+    kube: Kube, namespace: str, webhooks: Webhooks
+) -> None:
+    source = replica(kube, namespace, webhooks, "a")
+    async with running(source):
+        await eventually(source.healthy)
+        config = await kube.get(MUTATING_WEBHOOKS, webhooks.mutating)
+        for entry in config["webhooks"]:
+            entry["clientConfig"].pop("caBundle")
+        await kube.replace(MUTATING_WEBHOOKS, config)
+        stored = await SecretStore(kube, namespace, SECRET).read()
+
+        async def restored() -> bool:
+            return (await published_bundle(kube, webhooks)) == [stored.bundle_pem] * 3
+
+        async with asyncio.timeout(10):
+            while not await restored():
+                await asyncio.sleep(0.02)
+
+
+async def test_api_failures_are_logged_with_the_fix_and_retried(
+    kube: Kube,
+    namespace: str,
+    webhooks: Webhooks,
+    kube_server: KubeServer,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING, logger="wspin.certs")
+    source = replica(kube, namespace, webhooks, "a")
+    kube_server.fail_next(403, method="GET", path=f"/api/v1/namespaces/{namespace}/secrets")
+    assert await source.round() == pytest.approx(0.05)
+    assert not source.healthy()
+    record = next(r for r in caplog.records if "round failed" in r.getMessage())
+    assert "grant the webhook's service account" in record.fields["fix"]  # type: ignore[attr-defined]
+    async with running(source):
+        await eventually(source.healthy)
+
+
+async def test_a_missing_webhook_configuration_delays_publication_not_serving(
+    kube: Kube, namespace: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="wspin.certs")
+    source = replica(kube, namespace, Webhooks("absent-m", "absent-v"), "a")
+    async with running(source):
+        await eventually(source.healthy)
+        await eventually(
+            lambda: any("caBundle not patched" in r.getMessage() for r in caplog.records)
+        )
+    stored = await SecretStore(kube, namespace, SECRET).read()
+    assert not stored.published

@@ -1,0 +1,85 @@
+"""Workspace and pod dicts shaped like the API server returns them."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+from wspin.contract import AGENTD, DELIVERY_ANNOTATION, OPENCODE
+
+UID = "b8985526-5983-4ade-9338-3b5f9fd93057"
+AGENTD_IMAGE = "ghcr.io/lenaxia/llmsafespaces/agentd@sha256:" + "0123456789abcdef" * 4
+OPENCODE_IMAGE = "ghcr.io/lenaxia/llmsafespaces/opencode@sha256:" + "fedcba9876543210" * 4
+
+
+def workspace(name: str = "ws1", **spec: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {"runtime": "python", "storage": {"size": "10Gi"}}
+    body.update(spec)
+    return {
+        "apiVersion": "llmsafespaces.dev/v1",
+        "kind": "Workspace",
+        "metadata": {
+            "name": name,
+            "namespace": "ws-demo",
+            "uid": UID,
+            "generation": 1,
+            "resourceVersion": "7",
+        },
+        "spec": body,
+    }
+
+
+def injected(pod: dict[str, Any], *, agentd: bool = True, opencode: bool = True) -> dict[str, Any]:
+    """``pod`` as the webhook leaves it: image volumes, markers and the receipt annotation."""
+    pod = copy.deepcopy(pod)
+    main = pod["spec"]["containers"][0]
+    receipt = {}
+    for enabled, artifact, image in (
+        (agentd, AGENTD, AGENTD_IMAGE),
+        (opencode, OPENCODE, OPENCODE_IMAGE),
+    ):
+        if not enabled:
+            continue
+        pod["spec"]["volumes"].append(
+            {"name": artifact.volume, "image": {"reference": image, "pullPolicy": "IfNotPresent"}}
+        )
+        main["env"].append({"name": artifact.marker_env, "value": "1"})
+        receipt[artifact.name] = "sha256:" + image.rpartition(":")[2]
+    pod["metadata"]["annotations"][DELIVERY_ANNOTATION] = json.dumps(
+        receipt, sort_keys=True, separators=(",", ":")
+    )
+    pod["spec"]["nodeName"] = "node-a"
+    return pod
+
+
+def with_status(
+    pod: dict[str, Any],
+    *,
+    ready: bool = False,
+    exit_code: int | None = None,
+    message: str = "",
+    current: bool = False,
+    restarts: int = 0,
+    phase: str = "Running",
+) -> dict[str, Any]:
+    """Pod status as the kubelet reports it: optionally a terminated or last-terminated state."""
+    pod = copy.deepcopy(pod)
+    container: dict[str, Any] = {
+        "name": "workspace",
+        "ready": ready,
+        "restartCount": restarts,
+        "state": {"running": {}} if ready else {"waiting": {"reason": "CrashLoopBackOff"}},
+    }
+    if exit_code is not None:
+        terminated = {"exitCode": exit_code, "message": message, "reason": "Error"}
+        if current:
+            container["state"] = {"terminated": terminated}
+        else:
+            container["lastState"] = {"terminated": terminated}
+    pod["status"] = {
+        "phase": phase,
+        "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+        "containerStatuses": [container],
+    }
+    return pod

@@ -1,0 +1,290 @@
+"""The desired pod, PVC and service account: names, labels, owner, hardening, runtime class."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from controller.settings import WorkspaceSettings
+from controller.workspace.pod import (
+    ANNOTATION_RESTART_GENERATION,
+    PodBuildError,
+    desired_pod,
+    desired_pvc,
+    desired_service_account,
+    pod_is_stale,
+    sanitize_label,
+)
+from tests.controller.workspace.factories import UID, workspace
+from wspin.contract import AGENTD, ARTIFACTS
+
+SETTINGS = WorkspaceSettings(default_runtime_class="gvisor", termination_grace=40)
+
+
+def pod_for(**spec: Any) -> dict[str, Any]:
+    return desired_pod(workspace(**spec), SETTINGS)
+
+
+def main_container(pod: dict[str, Any]) -> dict[str, Any]:
+    container: dict[str, Any] = pod["spec"]["containers"][0]
+    return container
+
+
+class TestIdentity:
+    def test_the_pod_is_named_after_the_workspace_and_its_uid(self) -> None:
+        pod = pod_for()
+        assert pod["metadata"]["name"] == "ws1-" + UID[:8]
+        assert pod["metadata"]["namespace"] == "ws-demo"
+
+    def test_the_pod_carries_the_workspace_labels(self) -> None:
+        labels = pod_for(owner={"userID": "alice"})["metadata"]["labels"]
+        assert labels == {
+            "app": "llmsafespaces",
+            "component": "workspace",
+            "llmsafespaces.dev/workspace": "ws1",
+            "runtime": "python",
+            "llmsafespaces.dev/tenant": "alice",
+        }
+
+    def test_the_pod_has_a_blocking_controller_owner_reference(self) -> None:
+        (ref,) = pod_for()["metadata"]["ownerReferences"]
+        assert ref == {
+            "apiVersion": "llmsafespaces.dev/v1",
+            "kind": "Workspace",
+            "name": "ws1",
+            "uid": UID,
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+
+    def test_the_main_container_is_workspace_at_index_0(self) -> None:
+        assert main_container(pod_for())["name"] == "workspace"
+
+    def test_the_pod_has_no_delivery_wiring(self) -> None:
+        pod = pod_for()
+        volumes = {v["name"] for v in pod["spec"]["volumes"]}
+        env = {e["name"] for e in main_container(pod)["env"]}
+        for artifact in ARTIFACTS:
+            assert artifact.volume not in volumes
+            assert artifact.marker_env not in env
+            assert not any(name.startswith(artifact.env_prefix) for name in env)
+
+    def test_the_supervisor_runs_from_the_overlay_path(self) -> None:
+        container = main_container(pod_for())
+        assert container["command"] == [AGENTD.binary_path]
+        assert container["args"] == ["--supervise"]
+
+    def test_a_workspace_without_a_uid_cannot_build_a_pod(self) -> None:
+        ws = workspace()
+        del ws["metadata"]["uid"]
+        with pytest.raises(PodBuildError, match="uid"):
+            desired_pod(ws, SETTINGS)
+
+    def test_a_name_too_long_for_a_label_fails_with_the_reason(self) -> None:
+        with pytest.raises(PodBuildError, match="63 characters"):
+            desired_pod(workspace(name="w" * 64), SETTINGS)
+
+
+class TestTenantLabel:
+    @pytest.mark.parametrize(
+        ("owner", "tenant"),
+        [
+            ({"userID": "user-1"}, "user-1"),
+            ({"userID": "user-1", "orgID": "org-9"}, "org-9"),
+            ({"userID": "", "orgID": ""}, "unspecified"),
+            (None, "unspecified"),
+        ],
+    )
+    def test_tenant_is_the_org_else_the_user_else_unspecified(
+        self, owner: dict[str, str] | None, tenant: str
+    ) -> None:
+        spec = {"owner": owner} if owner is not None else {}
+        assert pod_for(**spec)["metadata"]["labels"]["llmsafespaces.dev/tenant"] == tenant
+
+    @pytest.mark.parametrize(
+        ("raw", "label"),
+        [
+            ("ghcr.io/acme/runtime:3.12", "ghcr.io_acme_runtime_3.12"),
+            ("user@example.com", "user_example.com"),
+            ("--//--", "unspecified"),
+            ("", "unspecified"),
+            ("a" * 70 + "b", "a" * 62 + "b"),
+            ("_x_", "x"),
+        ],
+    )
+    def test_label_values_are_sanitised(self, raw: str, label: str) -> None:
+        assert sanitize_label(raw) == label
+
+    def test_an_image_runtime_becomes_a_sanitised_runtime_label(self) -> None:
+        pod = pod_for(runtime="ghcr.io/acme/runtime-python@sha256:" + "a" * 64)
+        label = pod["metadata"]["labels"]["runtime"]
+        assert len(label) <= 63 and label.endswith("a") and "/" not in label
+
+
+class TestSecurity:
+    def test_the_pod_security_context_is_hardened(self) -> None:
+        spec = pod_for()["spec"]
+        assert spec["securityContext"] == {
+            "runAsUser": 1000,
+            "runAsGroup": 1000,
+            "fsGroup": 1000,
+            "fsGroupChangePolicy": "OnRootMismatch",
+            "runAsNonRoot": True,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        }
+        assert spec["automountServiceAccountToken"] is False
+        assert spec["enableServiceLinks"] is False
+        assert spec["serviceAccountName"] == "workspace-ws1"
+
+    def test_the_workspace_container_is_hardened(self) -> None:
+        assert main_container(pod_for())["securityContext"] == {
+            "readOnlyRootFilesystem": True,
+            "runAsNonRoot": True,
+            "allowPrivilegeEscalation": False,
+            "capabilities": {"drop": ["ALL"]},
+        }
+
+    def test_non_zero_pod_security_context_values_override_the_identity(self) -> None:
+        context = pod_for(podSecurityContext={"runAsUser": 2000, "runAsGroup": 0})["spec"][
+            "securityContext"
+        ]
+        assert (context["runAsUser"], context["runAsGroup"], context["fsGroup"]) == (
+            2000,
+            1000,
+            1000,
+        )
+
+    def test_the_crd_seccomp_profile_is_ignored(self) -> None:
+        pod = pod_for(podSecurityContext={"seccompProfile": {"type": "Unconfined"}})
+        assert pod["spec"]["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+
+    @pytest.mark.parametrize("value", [-1, "1000", True])
+    def test_a_malformed_identity_fails_naming_the_field(self, value: Any) -> None:
+        with pytest.raises(PodBuildError, match=r"spec\.podSecurityContext\.runAsUser"):
+            pod_for(podSecurityContext={"runAsUser": value})
+
+    def test_the_termination_grace_comes_from_the_settings(self) -> None:
+        ws = workspace()
+        grace = dataclasses.replace(SETTINGS, termination_grace=7)
+        assert desired_pod(ws, grace)["spec"]["terminationGracePeriodSeconds"] == 7
+        assert pod_for()["spec"]["terminationGracePeriodSeconds"] == 40
+
+
+class TestRuntimeClassAndArch:
+    def test_the_default_runtime_class_is_applied(self) -> None:
+        assert pod_for()["spec"]["runtimeClassName"] == "gvisor"
+
+    def test_no_default_configured_leaves_the_field_unset(self) -> None:
+        for default in (None, ""):
+            settings = dataclasses.replace(SETTINGS, default_runtime_class=default)
+            assert "runtimeClassName" not in desired_pod(workspace(), settings)["spec"]
+
+    def test_an_override_is_applied(self) -> None:
+        assert pod_for(runtimeClass="runc")["spec"]["runtimeClassName"] == "runc"
+
+    def test_an_empty_override_clears_the_field(self) -> None:
+        assert "runtimeClassName" not in pod_for(runtimeClass="")["spec"]
+
+    def test_hardening_survives_under_gvisor(self) -> None:
+        pod = pod_for(runtimeClass="gvisor")
+        assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
+        assert main_container(pod)["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+
+    def test_the_node_selector_follows_the_architecture(self) -> None:
+        assert pod_for()["spec"]["nodeSelector"] == {"kubernetes.io/arch": "amd64"}
+        assert pod_for(architecture="arm64")["spec"]["nodeSelector"] == {
+            "kubernetes.io/arch": "arm64"
+        }
+
+    def test_an_unknown_architecture_fails_naming_the_field(self) -> None:
+        with pytest.raises(PodBuildError, match=r"spec\.architecture 'riscv64'"):
+            pod_for(architecture="riscv64")
+
+
+class TestEnvAndResources:
+    def test_the_platform_urls_are_set_only_when_configured(self) -> None:
+        settings = dataclasses.replace(
+            SETTINGS,
+            api_service_url="http://api.svc:8080",
+            inference_relay_url="http://relay",
+            preview_origin_base_domain="preview.example.com",
+        )
+        env = {
+            e["name"]: e["value"] for e in main_container(desired_pod(workspace(), settings))["env"]
+        }
+        assert env["LLMSAFESPACE_API_URL"] == "http://api.svc:8080"
+        assert env["INFERENCE_RELAY_BASEURL"] == "http://relay"
+        assert env["PREVIEW_ORIGIN_BASE_DOMAIN"] == "preview.example.com"
+        assert "UPLOAD_STAGING_URL" not in env
+        assert env["WORKSPACE_ID"] == "ws1"
+        assert env["PATH"].startswith("/workspace/.local/bin:")
+
+    def test_opencode_runtime_env_is_left_to_the_supervisor(self) -> None:
+        names = {e["name"] for e in main_container(pod_for())["env"]}
+        assert not {"OPENCODE_CONFIG", "OPENCODE_SERVER_PASSWORD"} & names
+
+    def test_both_resource_shapes_become_container_resources(self) -> None:
+        flat = main_container(pod_for(resources={"cpu": "500m", "memoryLimit": "4Gi"}))
+        assert flat["resources"] == {"requests": {"cpu": "500m"}, "limits": {"memory": "4Gi"}}
+        nested = main_container(pod_for(resources={"requests": {"cpu": 2, "memory": "1Gi"}}))
+        assert nested["resources"] == {"requests": {"cpu": "2", "memory": "1Gi"}}
+        assert "resources" not in main_container(pod_for())
+
+    def test_the_pvc_volume_is_mounted_at_workspace(self) -> None:
+        pod = pod_for()
+        assert {
+            "name": "workspace",
+            "persistentVolumeClaim": {"claimName": "ws1-workspace"},
+        } in pod["spec"]["volumes"]
+        assert {"name": "workspace", "mountPath": "/workspace"} in main_container(pod)[
+            "volumeMounts"
+        ]
+
+
+class TestOwnedObjects:
+    def test_the_pvc_asks_for_the_size_and_class_and_is_owned(self) -> None:
+        pvc = desired_pvc(workspace(storage={"size": "20Gi", "storageClassName": "fast"}))
+        assert pvc["metadata"]["name"] == "ws1-workspace"
+        assert pvc["metadata"]["ownerReferences"][0]["uid"] == UID
+        assert pvc["spec"] == {
+            "accessModes": ["ReadWriteOnce"],
+            "resources": {"requests": {"storage": "20Gi"}},
+            "storageClassName": "fast",
+        }
+
+    def test_a_pvc_without_a_size_fails_naming_the_field(self) -> None:
+        with pytest.raises(PodBuildError, match=r"spec\.storage\.size"):
+            desired_pvc(workspace(storage={}))
+
+    def test_the_service_account_mounts_no_token(self) -> None:
+        account = desired_service_account(workspace())
+        assert account["metadata"]["name"] == "workspace-ws1"
+        assert account["automountServiceAccountToken"] is False
+
+
+class TestStaleness:
+    def test_a_pod_for_the_current_spec_is_not_stale(self) -> None:
+        ws = workspace(restartGeneration=3)
+        assert pod_is_stale(desired_pod(ws, SETTINGS), ws) is None
+
+    def test_a_new_restart_generation_makes_the_pod_stale(self) -> None:
+        pod = pod_for()
+        assert pod["metadata"]["annotations"][ANNOTATION_RESTART_GENERATION] == "0"
+        assert "restartGeneration" in (pod_is_stale(pod, workspace(restartGeneration=1)) or "")
+
+    def test_a_new_architecture_makes_the_pod_stale(self) -> None:
+        assert "architecture" in (pod_is_stale(pod_for(), workspace(architecture="arm64")) or "")
+
+
+def test_the_example_workspace_builds_a_pod_and_a_pvc() -> None:
+    example = Path(__file__).resolve().parents[3] / "examples" / "workspace.yaml"
+    ws = yaml.safe_load(example.read_text())
+    ws["metadata"]["uid"] = UID
+    pod = desired_pod(ws, SETTINGS)
+    assert pod["metadata"]["labels"]["llmsafespaces.dev/tenant"] == "alice"
+    assert main_container(pod)["resources"]["limits"] == {"cpu": "2.0", "memory": "4Gi"}
+    assert desired_pvc(ws)["spec"]["resources"]["requests"]["storage"] == "10Gi"

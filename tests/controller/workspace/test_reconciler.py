@@ -1,0 +1,405 @@
+"""The Workspace reconciler against the Kubernetes API: PVC and pod, phases, suspend and
+resume, deletion with the grace, recreation, and verify-failure detection."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from typing import Any
+
+from controller.types import ObjectKey, ObjectReader, Requeue
+from controller.workspace.pod import desired_pod
+from controller.workspace.reconciler import FINALIZER, VERIFY_FAILURE_REQUEUE
+from tests.controller.workspace.conftest import SETTINGS, Harness, injected
+from wspin.resources import EVENTS, PODS, PVCS, SERVICE_ACCOUNTS, WORKSPACES
+
+Obj = dict[str, Any]
+MISMATCH = (
+    "AgentdVerificationFailed: expected=" + "a" * 64 + " got=" + "f" * 64 + " binary=/proc/self/exe"
+)
+
+
+def condition(ws: Obj, type_: str) -> Obj | None:
+    return next((c for c in ws.get("status", {}).get("conditions", []) if c["type"] == type_), None)
+
+
+async def reconcile_until(h: Harness, phase: str, name: str = "ws1") -> Obj:
+    """Reconcile until the Workspace reports ``phase`` (pods take their grace on a cluster)."""
+    for _ in range(100):
+        await h.reconcile(name)
+        ws = await h.workspace(name)
+        if ws.get("status", {}).get("phase") == phase:
+            return ws
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"{name} never reached {phase}: {ws.get('status')}")
+
+
+def ready_status() -> Obj:
+    return {
+        "phase": "Running",
+        "conditions": [{"type": "Ready", "status": "True"}],
+        "containerStatuses": [
+            {"name": "workspace", "ready": True, "restartCount": 0, "state": {"running": {}}}
+        ],
+    }
+
+
+def crashed_status(exit_code: int, message: str, restarts: int = 1) -> Obj:
+    return {
+        "phase": "Running",
+        "conditions": [{"type": "Ready", "status": "False"}],
+        "containerStatuses": [
+            {
+                "name": "workspace",
+                "ready": False,
+                "restartCount": restarts,
+                "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+                "lastState": {"terminated": {"exitCode": exit_code, "message": message}},
+            }
+        ],
+    }
+
+
+async def create_injected_pod(h: Harness, *, inject: bool = True) -> str:
+    """Play the admission webhook: create the reconciler's pod with delivery injected."""
+    ws = await h.workspace()
+    pod = desired_pod(ws, SETTINGS)
+    if inject:
+        pod = injected(pod)
+    pod["spec"]["nodeName"] = "node-a"
+    created = await h.kube.create(PODS, pod, h.namespace)
+    await h.synced(h.pods, created["metadata"]["name"], created)
+    return str(created["metadata"]["name"])
+
+
+async def events_for(h: Harness, name: str = "ws1") -> list[Obj]:
+    listing = await h.kube.list(EVENTS, h.namespace, fields=f"involvedObject.name={name}")
+    return list(listing.get("items") or [])
+
+
+class TestApply:
+    async def test_a_workspace_gets_an_owned_pvc_and_a_hardened_labelled_pod(
+        self, harness: Harness
+    ) -> None:
+        ws = await harness.apply(owner={"userID": "alice"})
+        uid = ws["metadata"]["uid"]
+        assert await harness.reconcile() == Requeue(2.0)
+
+        pod = await harness.kube.get(PODS, f"ws1-{uid[:8]}", harness.namespace)
+        assert pod["metadata"]["labels"]["llmsafespaces.dev/workspace"] == "ws1"
+        assert pod["metadata"]["labels"]["llmsafespaces.dev/tenant"] == "alice"
+        (owner,) = pod["metadata"]["ownerReferences"]
+        assert (owner["uid"], owner["controller"], owner["kind"]) == (uid, True, "Workspace")
+        assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
+        assert pod["spec"]["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+        assert pod["spec"]["containers"][0]["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+        assert pod["spec"]["runtimeClassName"] == "gvisor"
+        assert pod["spec"]["terminationGracePeriodSeconds"] == SETTINGS.termination_grace
+
+        pvc = await harness.kube.get(PVCS, "ws1-workspace", harness.namespace)
+        assert pvc["metadata"]["ownerReferences"][0]["uid"] == uid
+        assert pvc["spec"]["resources"]["requests"]["storage"] == "10Gi"
+        account = await harness.kube.get(SERVICE_ACCOUNTS, "workspace-ws1", harness.namespace)
+        assert account["automountServiceAccountToken"] is False
+
+        ws = await harness.workspace()
+        assert FINALIZER in ws["metadata"]["finalizers"]
+        assert ws["status"]["phase"] == "Pending"  # nothing schedules pods on the test server
+        assert ws["status"]["podName"] == f"ws1-{uid[:8]}"
+        assert ws["status"]["pvcName"] == "ws1-workspace"
+        assert ws["status"]["observedGeneration"] == 1
+        assert condition(ws, "Ready")["reason"] == "PodPending"  # type: ignore[index]
+
+    async def test_a_ready_pod_makes_the_workspace_active_and_a_rerun_writes_nothing(
+        self, harness: Harness
+    ) -> None:
+        await harness.apply()
+        await harness.reconcile()
+        await harness.set_pod_status(await harness.pod_name(), ready_status())
+        assert await harness.reconcile() is None
+        ws = await harness.workspace()
+        assert ws["status"]["phase"] == "Active"
+        assert condition(ws, "Ready")["status"] == "True"  # type: ignore[index]
+
+        version = ws["metadata"]["resourceVersion"]
+        assert await harness.reconcile() is None
+        assert (await harness.workspace())["metadata"]["resourceVersion"] == version
+
+    async def test_a_workspace_that_cannot_become_a_pod_fails_with_the_reason(
+        self, harness: Harness
+    ) -> None:
+        await harness.apply(podSecurityContext={"runAsUser": -5})
+        assert await harness.reconcile() is None
+        ws = await harness.workspace()
+        assert ws["status"]["phase"] == "Failed"
+        assert ws["status"]["reason"] == "PodBuildFailed"
+        assert "spec.podSecurityContext.runAsUser" in ws["status"]["message"]
+        assert harness.pods.list() == []
+
+    async def test_a_deleted_workspace_is_not_found_and_that_is_success(
+        self, harness: Harness
+    ) -> None:
+        assert await harness.reconciler.reconcile(harness.key("never-created")) is None
+
+
+class TestLifecycle:
+    async def test_suspend_removes_the_pod_keeps_the_pvc_and_resume_brings_a_new_pod(
+        self, harness: Harness
+    ) -> None:
+        await harness.apply()
+        await harness.reconcile()
+        first = await harness.kube.get(PODS, await harness.pod_name(), harness.namespace)
+
+        await harness.kube.patch(WORKSPACES, "ws1", {"spec": {"suspend": True}}, harness.namespace)
+        ws = await reconcile_until(harness, "Suspended")
+        assert "podName" not in ws["status"]
+        assert (
+            await harness.kube.get_or_none(PODS, await harness.pod_name(), harness.namespace)
+            is None
+        )
+        assert await harness.kube.get_or_none(PVCS, "ws1-workspace", harness.namespace) is not None
+
+        await harness.kube.patch(WORKSPACES, "ws1", {"spec": {"suspend": False}}, harness.namespace)
+        ws = await reconcile_until(harness, "Pending")
+        second = await harness.kube.get(PODS, await harness.pod_name(), harness.namespace)
+        assert second["metadata"]["uid"] != first["metadata"]["uid"]
+        assert ws["status"]["podName"] == second["metadata"]["name"]
+
+    async def test_deletion_terminates_the_pod_with_the_grace_then_releases_the_workspace(
+        self, harness: Harness
+    ) -> None:
+        await harness.apply()
+        await harness.reconcile()
+        pod_name = await harness.pod_name()
+        await harness.kube.delete(WORKSPACES, "ws1", harness.namespace)
+        ws = await harness.workspace()
+        assert ws["metadata"]["deletionTimestamp"]  # held by the finalizer
+
+        await harness.reconciler.reconcile(harness.key())
+        ws_now = await harness.kube.get_or_none(WORKSPACES, "ws1", harness.namespace)
+        if ws_now is not None:  # the pod is still in its grace period
+            assert ws_now["status"]["phase"] == "Terminating"
+        for _ in range(100):
+            if await _gone(harness, WORKSPACES, "ws1"):
+                break
+            await harness.settle()
+            await harness.reconciler.reconcile(harness.key())
+            await asyncio.sleep(0.1)
+        assert await _gone(harness, WORKSPACES, "ws1")
+        assert await _gone(harness, PODS, pod_name)
+
+    async def test_a_new_restart_generation_recreates_the_pod(self, harness: Harness) -> None:
+        await harness.apply()
+        await harness.reconcile()
+        first = await harness.kube.get(PODS, await harness.pod_name(), harness.namespace)
+        await harness.kube.patch(
+            WORKSPACES, "ws1", {"spec": {"restartGeneration": 1}}, harness.namespace
+        )
+        await harness.settle()
+        for _ in range(100):
+            await harness.reconcile()
+            pod = await harness.kube.get_or_none(PODS, await harness.pod_name(), harness.namespace)
+            if pod and pod["metadata"]["uid"] != first["metadata"]["uid"]:
+                break
+            await asyncio.sleep(0.1)
+        assert pod is not None
+        assert pod["metadata"]["annotations"]["llmsafespaces.dev/restart-generation"] == "1"
+        assert (await harness.workspace())["status"]["observedGeneration"] == 2
+
+    async def test_a_new_architecture_recreates_the_pod_on_that_architecture(
+        self, harness: Harness
+    ) -> None:
+        await harness.apply()
+        await harness.reconcile()
+        await harness.kube.patch(
+            WORKSPACES, "ws1", {"spec": {"architecture": "arm64"}}, harness.namespace
+        )
+        await harness.settle()
+        for _ in range(100):
+            await harness.reconcile()
+            pod = await harness.kube.get_or_none(PODS, await harness.pod_name(), harness.namespace)
+            if pod and pod["spec"]["nodeSelector"]["kubernetes.io/arch"] == "arm64":
+                break
+            await asyncio.sleep(0.1)
+        else:
+            raise AssertionError("the pod was not recreated for arm64")
+
+
+async def _gone(h: Harness, resource: Any, name: str) -> bool:
+    return await h.kube.get_or_none(resource, name, h.namespace) is None
+
+
+class LaggingReader:
+    """A cache that stopped at the moment it was made: every read returns that state."""
+
+    def __init__(self, reader: ObjectReader) -> None:
+        self._frozen = {ObjectKey.of(obj): copy.deepcopy(obj) for obj in reader.list()}
+
+    def get(self, key: ObjectKey) -> Obj | None:
+        return copy.deepcopy(self._frozen.get(key))
+
+    def list(self, namespace: str | None = None, labels: dict[str, str] | None = None) -> list[Obj]:
+        return [copy.deepcopy(obj) for obj in self._frozen.values()]
+
+
+class TestVerifyFailureDetection:
+    def metric(self, h: Harness, artifact: str, outcome: str, digest: str) -> float:
+        value = h.registry.get_sample_value(
+            f"wspin_workspace_{artifact}_verify_failures_total",
+            {"outcome": outcome, "node": "node-a", "digest": digest},
+        )
+        return value or 0.0
+
+    async def test_an_81_gives_one_condition_one_event_and_one_metric_over_three_reconciles(
+        self, harness: Harness
+    ) -> None:
+        await harness.apply()
+        pod_name = await create_injected_pod(harness)
+        await harness.set_pod_status(pod_name, crashed_status(81, MISMATCH))
+
+        for _ in range(3):
+            # First boot failed in Creating: detected, handled, requeued after 5 minutes.
+            assert await harness.reconcile() == Requeue(VERIFY_FAILURE_REQUEUE)
+
+        ws = await harness.workspace()
+        verified = condition(ws, "AgentdVerified")
+        assert verified is not None
+        assert (verified["status"], verified["reason"]) == ("False", "AgentdVerificationFailed")
+        assert verified["message"] == MISMATCH
+        assert condition(ws, "OpencodeVerified") is None
+        assert ws["status"]["phase"] == "Creating"
+        assert self.metric(harness, "agentd", "verify_failed", "0123456789ab") == 1.0
+        (event,) = await events_for(harness)
+        assert event["type"] == "Warning"
+        assert event["reason"] == "AgentdVerificationFailed"
+        assert "expected=" in event["message"] and "node=node-a" in event["message"]
+        assert event["involvedObject"]["uid"] == ws["metadata"]["uid"]
+        # Handled, not recovered: the pod is left to the kubelet.
+        assert (await harness.kube.get(PODS, pod_name, harness.namespace))["metadata"]["uid"]
+
+    async def test_a_lagging_cache_does_not_turn_one_episode_into_several_reports(
+        self, harness: Harness
+    ) -> None:
+        await harness.apply()
+        pod_name = await create_injected_pod(harness)
+        await harness.reconcile()  # adds the finalizer; the pod has not failed yet
+        harness.reconciler.workspaces = LaggingReader(harness.workspaces)
+        await harness.set_pod_status(pod_name, crashed_status(81, MISMATCH))
+        for _ in range(3):  # every reconcile sees the Workspace from before the first report
+            await harness.reconciler.reconcile(harness.key())
+        assert self.metric(harness, "agentd", "verify_failed", "0123456789ab") == 1.0
+        assert len(await events_for(harness)) == 1
+
+    async def test_an_82_reports_the_overlay_missing_reason_and_outcome(
+        self, harness: Harness
+    ) -> None:
+        await harness.apply()
+        pod_name = await create_injected_pod(harness)
+        await harness.set_pod_status(pod_name, crashed_status(82, ""))
+        await harness.reconcile()
+        verified = condition(await harness.workspace(), "AgentdVerified")
+        assert verified is not None and verified["reason"] == "AgentdOverlayMissing"
+        assert verified["message"] == "agentd integrity failure: exit code 82"
+        assert self.metric(harness, "agentd", "overlay_missing", "0123456789ab") == 1.0
+
+    async def test_an_83_blames_only_opencode(self, harness: Harness) -> None:
+        await harness.apply()
+        pod_name = await create_injected_pod(harness)
+        await harness.set_pod_status(pod_name, crashed_status(83, "OpencodeVerificationFailed: x"))
+        await harness.reconcile()
+        ws = await harness.workspace()
+        assert condition(ws, "OpencodeVerified")["reason"] == "OpencodeVerificationFailed"  # type: ignore[index]
+        assert condition(ws, "AgentdVerified") is None
+        assert self.metric(harness, "opencode", "verify_failed", "fedcba987654") == 1.0
+        assert self.metric(harness, "agentd", "verify_failed", "0123456789ab") == 0.0
+
+    async def test_an_active_workspace_stays_active_on_a_verify_failure(
+        self, harness: Harness
+    ) -> None:
+        await harness.apply()
+        pod_name = await create_injected_pod(harness)
+        await harness.set_pod_status(pod_name, ready_status())
+        await harness.reconcile()
+        await harness.set_pod_status(pod_name, crashed_status(84, "OpencodeOverlayMissing: b"))
+        assert await harness.reconcile() == Requeue(VERIFY_FAILURE_REQUEUE)
+        ws = await harness.workspace()
+        assert ws["status"]["phase"] == "Active"
+        assert condition(ws, "OpencodeVerified")["status"] == "False"  # type: ignore[index]
+
+    async def test_a_healthy_injected_pod_is_marked_verified_for_both_artifacts(
+        self, harness: Harness
+    ) -> None:
+        await harness.apply()
+        pod_name = await create_injected_pod(harness)
+        await harness.set_pod_status(pod_name, ready_status())
+        await harness.reconcile()
+        ws = await harness.workspace()
+        for type_ in ("AgentdVerified", "OpencodeVerified"):
+            verified = condition(ws, type_)
+            assert verified is not None
+            assert (verified["status"], verified["reason"]) == ("True", type_)
+        assert await events_for(harness) == []
+
+    async def test_an_unmapped_exit_code_sets_no_condition(self, harness: Harness) -> None:
+        await harness.apply()
+        pod_name = await create_injected_pod(harness)
+        await harness.set_pod_status(pod_name, crashed_status(137, "OOMKilled"))
+        assert await harness.reconcile() == Requeue(2.0)
+        ws = await harness.workspace()
+        assert condition(ws, "AgentdVerified") is None
+        assert condition(ws, "OpencodeVerified") is None
+
+    async def test_a_pod_without_the_marker_is_never_verified_nor_blamed(
+        self, harness: Harness
+    ) -> None:
+        await harness.apply()
+        pod_name = await create_injected_pod(harness, inject=False)
+        await harness.set_pod_status(pod_name, crashed_status(81, MISMATCH))
+        await harness.reconcile()
+        await harness.set_pod_status(pod_name, ready_status())
+        await harness.reconcile()
+        ws = await harness.workspace()
+        assert ws["status"]["phase"] == "Active"
+        assert condition(ws, "AgentdVerified") is None
+        assert await events_for(harness) == []
+
+    async def test_a_recovered_pod_flips_the_condition_back_to_true(self, harness: Harness) -> None:
+        await harness.apply()
+        pod_name = await create_injected_pod(harness)
+        await harness.set_pod_status(pod_name, crashed_status(81, MISMATCH))
+        await harness.reconcile()
+        await harness.set_pod_status(pod_name, ready_status())
+        await harness.reconcile()
+        verified = condition(await harness.workspace(), "AgentdVerified")
+        assert verified is not None and verified["status"] == "True"
+
+
+class RecordingStaging:
+    """A staging pass that reports one condition and remembers the phases it ran in."""
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    async def run(self, ws: Obj) -> list[Obj]:
+        self.seen.append(ws["metadata"]["name"])
+        return [
+            {"type": "RelayStaged", "status": "True", "reason": "Staged", "message": "2 providers"}
+        ]
+
+
+async def test_the_staging_pass_runs_in_creating_and_active_and_its_conditions_land(
+    harness: Harness,
+) -> None:
+    staging = RecordingStaging()
+    harness.reconciler.staging = staging
+    await harness.apply()
+    await harness.reconcile()  # creates the pod: nothing to stage into yet
+    await harness.reconcile()  # pod not scheduled: still Pending
+    assert staging.seen == []
+    await harness.set_pod_status(await harness.pod_name(), ready_status())
+    await harness.reconcile()
+    assert staging.seen == ["ws1"]
+    ws = await harness.workspace()
+    assert ws["status"]["phase"] == "Active"
+    staged = condition(ws, "RelayStaged")
+    assert staged is not None and staged["reason"] == "Staged"

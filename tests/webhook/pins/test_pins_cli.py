@@ -1,0 +1,140 @@
+"""``wspin pins resolve``: what an operator sees when checking a release."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.kubeapi import KubeServer
+from tests.webhook.pins.registry_server import OciRegistry
+from webhook import pins_cli
+from wspin import cli
+from wspin.resources import CONFIGMAPS, Kube
+
+
+@pytest.fixture(autouse=True)
+def _restore_root_logging() -> Iterator[None]:
+    """The command installs its JSON log handler on the root logger; undo that afterwards."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
+
+
+def run(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="wspin")
+    pins_cli.register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    status: int = args.handler(args)
+    return status
+
+
+def test_pins_is_a_wspin_subcommand() -> None:
+    assert "webhook.pins_cli" in cli.SUBCOMMAND_MODULES
+
+
+def test_resolve_prints_the_pins_their_source_and_the_override_flags(
+    oci_registry: OciRegistry, capsys: pytest.CaptureFixture[str]
+) -> None:
+    image = oci_registry.ref("release", tag="v1.2.0")
+    status = run(["pins", "resolve", image, "--artifact", "opencode", "--no-cluster"])
+    out = capsys.readouterr().out
+    assert status == 0
+    assert "source:        registry" in out
+    assert f"image:         {image}" in out
+    assert f"sha256-amd64:  {'c' * 64}" in out
+    assert f"sha256-arm64:  {'d' * 64}" in out
+    assert f"--opencode-binary-sha256-arm64={'d' * 64}" in out
+
+
+def test_resolve_of_a_tag_only_image_exits_1_with_the_fix(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    status = run(["pins", "resolve", "ghcr.io/x/agentd:v1", "--artifact", "agentd", "--no-cluster"])
+    err = capsys.readouterr().err
+    assert status == 1
+    assert "error: agentd delivery: --agentd-image must be pinned by digest" in err
+    assert "fix: " in err
+
+
+def test_an_unloadable_kubeconfig_fails_first_naming_the_artifact(
+    oci_registry: OciRegistry, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "no-such-kubeconfig"
+    image = oci_registry.ref("release")
+    status = run(["pins", "resolve", image, "--artifact", "agentd", "--kubeconfig", str(missing)])
+    err = capsys.readouterr().err
+    assert status == 1
+    assert "error: agentd pins: cannot load Kubernetes credentials" in err
+    assert "--no-cluster" in err
+
+
+@pytest.fixture
+def kubeconfig(kube_server: KubeServer, tmp_path: Path) -> Path:
+    path = tmp_path / "kubeconfig"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "test", "cluster": {"server": kube_server.url}}],
+                "users": [{"name": "test", "user": {"token": "test-token"}}],
+                "contexts": [{"name": "test", "context": {"cluster": "test", "user": "test"}}],
+                "current-context": "test",
+            }
+        )
+    )
+    return path
+
+
+async def test_resolve_falls_back_to_the_cache_in_pod_namespace_and_never_writes_it(
+    kube: Kube,
+    namespace: str,
+    kube_server: KubeServer,
+    kubeconfig: Path,
+    oci_registry: OciRegistry,
+    dead_registry: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    image = oci_registry.ref("release", host=dead_registry)
+    data = {"image": image, "sha256-amd64": "e" * 64, "sha256-arm64": "f" * 64}
+    await kube.create(
+        CONFIGMAPS,
+        {"metadata": {"name": "llmsafespaces-agentd-pins", "namespace": namespace}, "data": data},
+        namespace,
+    )
+    monkeypatch.setenv("POD_NAMESPACE", namespace)
+    kube_server.writes.clear()
+    argv = ["pins", "resolve", image, "--artifact", "agentd", "--kubeconfig", str(kubeconfig)]
+    # The command runs its own event loop; this test's loop keeps serving the API meanwhile.
+    assert await asyncio.to_thread(run, argv) == 0
+    out = capsys.readouterr().out
+    assert "source:        cache" in out
+    assert f"sha256-amd64:  {'e' * 64}" in out
+    assert kube_server.writes == []
+
+
+async def test_a_registry_success_does_not_write_the_cache(
+    kube: Kube,
+    namespace: str,
+    kube_server: KubeServer,
+    kubeconfig: Path,
+    oci_registry: OciRegistry,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    kube_server.writes.clear()
+    image = oci_registry.ref("release")
+    argv = ["pins", "resolve", image, "--artifact", "opencode", "--kubeconfig", str(kubeconfig)]
+    argv += ["--namespace", namespace]
+    assert await asyncio.to_thread(run, argv) == 0
+    assert "source:        registry" in capsys.readouterr().out
+    assert kube_server.writes == []
+    assert await kube.get_or_none(CONFIGMAPS, "llmsafespaces-opencode-pins", namespace) is None

@@ -1,0 +1,453 @@
+"""The Workspace validator: reference §6/§8 cases, the cpu parser table, and real captures."""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from webhook.validate import (
+    RUNTIME_CLASS_OVERRIDE_ANNOTATION,
+    ValidatorConfig,
+    add_validator_flags,
+    validate_workspace,
+    validator_config_from_args,
+)
+from webhook.workspace_syntax import parse_cpu_millicores, parse_memory_mi, parse_storage_gi
+from wspin.errors import ConfigError
+
+CAPTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "admission"
+DEFAULT = ValidatorConfig()
+GHCR = ValidatorConfig(allowed_runtime_registries=("ghcr.io/acme/",))
+
+
+def workspace(**spec: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {"runtime": "python", "storage": {"size": "10Gi"}}
+    base.update(spec)
+    return {
+        "apiVersion": "llmsafespaces.dev/v1",
+        "kind": "Workspace",
+        "metadata": {"name": "ws1", "namespace": "ws-demo"},
+        "spec": base,
+    }
+
+
+def create(obj: dict[str, Any]) -> dict[str, Any]:
+    return {"operation": "CREATE", "object": obj, "oldObject": None}
+
+
+def update(obj: dict[str, Any], old: dict[str, Any] | None, sub: str = "") -> dict[str, Any]:
+    request: dict[str, Any] = {"operation": "UPDATE", "object": obj, "oldObject": old}
+    if sub:
+        request["subResource"] = sub
+    return request
+
+
+def denial(cfg: ValidatorConfig = DEFAULT, **spec: Any) -> str | None:
+    return validate_workspace(create(workspace(**spec)), cfg)
+
+
+class TestRuntime:
+    def test_a_runtime_environment_name_is_allowed_with_no_registries(self) -> None:
+        assert denial(runtime="python-3.11") is None
+
+    def test_an_image_from_an_allowed_registry_is_allowed(self) -> None:
+        assert denial(GHCR, runtime="ghcr.io/acme/runtime-python:3.12") is None
+
+    def test_an_image_from_another_registry_is_denied_naming_the_allowed_prefixes(self) -> None:
+        message = denial(GHCR, runtime="evil.example.com/x:latest")
+        assert message and "spec.runtime" in message and "ghcr.io/acme/" in message
+
+    def test_an_image_is_denied_when_no_registry_is_allowed(self) -> None:
+        message = denial(runtime="ghcr.io/acme/runtime:1")
+        assert message and "--allowed-runtime-registries" in message
+
+    def test_a_prefix_without_trailing_slash_is_normalized_so_lookalikes_fail(self) -> None:
+        args = parse(["--allowed-runtime-registries", "ghcr.io/acme, registry.k8s.io/"])
+        cfg = validator_config_from_args(args)
+        assert cfg.allowed_runtime_registries == ("ghcr.io/acme/", "registry.k8s.io/")
+        assert denial(cfg, runtime="ghcr.io/acme/rt:1") is None
+        assert denial(cfg, runtime="ghcr.io/acme.evil.com/rt:1") is not None
+
+    @pytest.mark.parametrize(
+        ("runtime", "fragment"),
+        [
+            ("", "required"),
+            ("   ", "required"),
+            ("../../etc/passwd", "traversal"),
+            ("py\x00thon", "NUL"),
+            ("py\\thon", "backslash"),
+            ("py thon", "whitespace"),
+            ("python;rm", "[a-zA-Z0-9._/:@-]"),
+            ("p" * 513, "513 characters"),
+            (42, "string"),
+        ],
+    )
+    def test_a_malformed_runtime_is_denied(self, runtime: Any, fragment: str) -> None:
+        message = denial(runtime=runtime)
+        assert message and "spec.runtime" in message and fragment in message
+
+    def test_a_missing_runtime_is_denied(self) -> None:
+        obj = workspace()
+        del obj["spec"]["runtime"]
+        assert "spec.runtime is required" in (validate_workspace(create(obj), DEFAULT) or "")
+
+    def test_a_runtime_of_exactly_512_characters_passes_the_length_check(self) -> None:
+        assert denial(runtime="p" * 512) is None
+
+
+class TestStorage:
+    @pytest.mark.parametrize("size", ["1Gi", "1024Gi", "256Mi", "1048576Mi"])
+    def test_sizes_within_the_cap_are_allowed(self, size: str) -> None:
+        assert denial(storage={"size": size}) is None
+
+    @pytest.mark.parametrize(
+        ("size", "fragment"),
+        [
+            ("1025Gi", "exceeds the maximum 1024 Gi"),
+            ("1048577Mi", "(1025 Gi) exceeds"),
+            ("999999Gi", "exceeds"),
+            ("0Gi", "^[1-9]"),
+            ("10G", "^[1-9]"),
+            ("10Ti", "^[1-9]"),
+            ("010Gi", "^[1-9]"),
+            ("", "required"),
+        ],
+    )
+    def test_sizes_out_of_bounds_or_format_are_denied(self, size: str, fragment: str) -> None:
+        message = denial(storage={"size": size})
+        assert message and "spec.storage.size" in message and fragment in message
+
+    def test_a_missing_size_is_denied(self) -> None:
+        assert "spec.storage.size is required" in (denial(storage={}) or "")
+        obj = workspace()
+        del obj["spec"]["storage"]
+        assert "spec.storage.size is required" in (validate_workspace(create(obj), DEFAULT) or "")
+
+    def test_a_zero_cap_disables_the_storage_limit(self) -> None:
+        assert denial(ValidatorConfig(max_storage_gi=0), storage={"size": "99999Gi"}) is None
+
+    def test_a_storage_class_outside_the_allow_list_is_denied(self) -> None:
+        cfg = ValidatorConfig(allowed_storage_classes=("fast", "standard"))
+        message = denial(cfg, storage={"size": "1Gi", "storageClassName": "hostpath"})
+        assert message and "spec.storage.storageClassName" in message and "fast" in message
+        assert denial(cfg, storage={"size": "1Gi", "storageClassName": "fast"}) is None
+
+    def test_an_empty_storage_class_always_passes(self) -> None:
+        cfg = ValidatorConfig(allowed_storage_classes=("fast",))
+        assert denial(cfg, storage={"size": "1Gi", "storageClassName": ""}) is None
+        assert denial(cfg, storage={"size": "1Gi"}) is None
+
+    def test_any_storage_class_passes_without_an_allow_list(self) -> None:
+        assert denial(storage={"size": "1Gi", "storageClassName": "anything"}) is None
+
+    def test_a_storage_class_over_253_characters_is_denied(self) -> None:
+        message = denial(storage={"size": "1Gi", "storageClassName": "s" * 254})
+        assert message and "254 characters" in message
+
+
+class TestCpuParser:
+    @pytest.mark.parametrize(
+        ("text", "millis"),
+        [("500m", 500), ("1.5", 1500), ("0.001", 1), ("2.0", 2000), ("16000m", 16000)],
+    )
+    def test_valid_cpu_quantities_convert_to_millicores(self, text: str, millis: int) -> None:
+        assert parse_cpu_millicores(text) == millis
+
+    @pytest.mark.parametrize("text", ["0", "0m", "500", "1000M", "-1", "1.5m", "", "0.0", "1e3"])
+    def test_invalid_cpu_quantities_are_rejected(self, text: str) -> None:
+        with pytest.raises(ValueError, match="millicores"):
+            parse_cpu_millicores(text)
+
+    def test_memory_and_storage_parsers_round_up(self) -> None:
+        assert parse_memory_mi("1Gi") == 1024
+        assert parse_memory_mi("1Ki") == 1
+        assert parse_memory_mi("1025Ki") == 2
+        assert parse_storage_gi("1Mi") == 1
+        assert parse_storage_gi("1025Mi") == 2
+        for bad in ("1G", "0Mi", "1.5Gi"):
+            with pytest.raises(ValueError):
+                parse_memory_mi(bad)
+
+
+class TestResources:
+    def test_requests_and_limits_within_the_caps_are_allowed(self) -> None:
+        flat = {"cpu": "500m", "memory": "1Gi", "cpuLimit": "2.0", "memoryLimit": "4Gi"}
+        assert denial(resources=flat) is None
+        nested = {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"cpu": "16000m"}}
+        assert denial(resources=nested) is None
+
+    @pytest.mark.parametrize(
+        ("resources", "fragment"),
+        [
+            ({"cpu": "16001m"}, "spec.resources.cpu '16001m' (16001 millicores) exceeds"),
+            ({"cpu": "500"}, "spec.resources.cpu '500'"),
+            ({"memory": "65537Mi"}, "spec.resources.memory '65537Mi' (65537 Mi) exceeds"),
+            ({"cpuLimit": "17.0"}, "spec.resources.cpuLimit '17.0' (17000 millicores) exceeds"),
+            ({"memoryLimit": "65Gi"}, "spec.resources.memoryLimit '65Gi' (66560 Mi) exceeds"),
+            ({"requests": {"cpu": "999999999m"}}, "spec.resources.requests.cpu"),
+            ({"limits": {"memory": "1000Gi"}}, "spec.resources.limits.memory"),
+            (
+                {"cpu": "2.0", "cpuLimit": "1.0"},
+                "cpuLimit '1.0' (1000 millicores) must be at least",
+            ),
+            ({"memory": "2Gi", "memoryLimit": "1Gi"}, "must be at least the request"),
+            ({"requests": {"cpu": "2.0"}, "limits": {"cpu": "500m"}}, "must be at least"),
+            ({"cpu": "1.0", "requests": {"cpu": "1.0"}}, "both set the same quantity"),
+            ({"memory": "1G"}, "Ki, Mi or Gi"),
+            ({"cpu": 2}, "string quantity"),
+        ],
+    )
+    def test_resources_over_the_caps_or_inverted_are_denied(
+        self, resources: dict[str, Any], fragment: str
+    ) -> None:
+        message = denial(resources=resources)
+        assert message and fragment in message
+
+    def test_zero_caps_disable_the_resource_limits(self) -> None:
+        cfg = ValidatorConfig(max_cpu_millicores=0, max_memory_mi=0)
+        assert denial(cfg, resources={"cpu": "100000m", "memory": "1000Gi"}) is None
+
+    def test_equal_limit_and_request_is_allowed(self) -> None:
+        assert denial(resources={"cpu": "1.0", "cpuLimit": "1000m"}) is None
+
+
+class TestPackages:
+    @pytest.mark.parametrize(
+        "requirement",
+        ["requests", "requests[security]>=2.0,<3", "numpy==1.26.4", "@types/node@20.1.0", "lodash"],
+    )
+    def test_legitimate_requirements_are_allowed(self, requirement: str) -> None:
+        assert denial(packages=[{"manager": "pip", "requirements": [requirement]}]) is None
+
+    @pytest.mark.parametrize(
+        ("requirement", "fragment"),
+        [
+            ("", "empty"),
+            ("--index-url=https://evil", "flag"),
+            ("-r/etc/passwd", "flag"),
+            ("git+https://evil.example/x.git", "URL or path"),
+            ("https://evil.example/x.whl", "URL or path"),
+            ("file:///tmp/x", "URL or path"),
+            ("./local", "URL or path"),
+            ("/abs/path", "URL or path"),
+            ("pkg/../../x", "traversal"),
+            ("pkg; rm -rf /", "package name"),
+            ("pkg$(id)", "package name"),
+            ("a" * 257, "257 characters"),
+        ],
+    )
+    def test_injection_flags_urls_and_long_requirements_are_denied(
+        self, requirement: str, fragment: str
+    ) -> None:
+        message = denial(packages=[{"manager": "pip", "requirements": ["ok", requirement]}])
+        assert message and "spec.packages[0].requirements[1]" in message and fragment in message
+
+
+class TestEgressDomains:
+    @pytest.mark.parametrize("domain", ["api.github.com", "*.pypi.org", "example.co.uk"])
+    def test_public_host_names_are_allowed(self, domain: str) -> None:
+        assert denial(networkAccess={"egress": [{"domain": domain}]}) is None
+
+    @pytest.mark.parametrize(
+        ("domain", "fragment"),
+        [
+            ("kubernetes.default.svc.cluster.local", "'.cluster.local'"),
+            ("api.svc", "'.svc'"),
+            ("printer.local", "'.local'"),
+            ("metadata.google.internal", "'.internal'"),
+            ("10.0.0.1", "IP address"),
+            ("::1", "IP address"),
+            ("bad_host.example.com", "valid host name"),
+            ("-bad.example.com", "valid host name"),
+            ("nodot", "valid host name"),
+            ("a." * 127 + "com", "characters"),
+            ("", "empty"),
+        ],
+    )
+    def test_internal_ip_and_malformed_domains_are_denied(self, domain: str, fragment: str) -> None:
+        message = denial(networkAccess={"egress": [{"domain": domain}]})
+        assert message and "spec.networkAccess.egress[0].domain" in message and fragment in message
+
+
+class TestRuntimeClassGate:
+    @staticmethod
+    def gated(runtime_class: Any, annotation: str | None, operation: str = "CREATE") -> str | None:
+        obj = workspace(runtimeClass=runtime_class)
+        if runtime_class is None:
+            del obj["spec"]["runtimeClass"]
+        if annotation is not None:
+            obj["metadata"]["annotations"] = {RUNTIME_CLASS_OVERRIDE_ANNOTATION: annotation}
+        request = create(obj) if operation == "CREATE" else update(obj, workspace())
+        return validate_workspace(request, DEFAULT)
+
+    @pytest.mark.parametrize("operation", ["CREATE", "UPDATE"])
+    @pytest.mark.parametrize("runtime_class", ["", "runc"])
+    def test_an_override_is_denied_without_the_annotation(
+        self, runtime_class: str, operation: str
+    ) -> None:
+        message = self.gated(runtime_class, None, operation)
+        assert message and "spec.runtimeClass" in message
+        assert RUNTIME_CLASS_OVERRIDE_ANNOTATION in message
+
+    @pytest.mark.parametrize("operation", ["CREATE", "UPDATE"])
+    @pytest.mark.parametrize("runtime_class", ["", "runc"])
+    def test_an_override_is_allowed_with_the_annotation(
+        self, runtime_class: str, operation: str
+    ) -> None:
+        assert self.gated(runtime_class, "true", operation) is None
+
+    @pytest.mark.parametrize("value", ["false", "True", "yes", "1", ""])
+    def test_any_annotation_value_but_true_counts_as_absent(self, value: str) -> None:
+        assert self.gated("runc", value) is not None
+
+    def test_no_runtime_class_is_always_allowed(self) -> None:
+        assert self.gated(None, None) is None
+
+    def test_an_explicit_null_runtime_class_is_allowed(self) -> None:
+        obj = workspace(runtimeClass=None)
+        assert validate_workspace(create(obj), DEFAULT) is None
+
+
+class TestStatusForging:
+    STATUS = {"phase": "Running", "podName": "forged"}
+
+    def test_status_set_on_create_is_denied(self) -> None:
+        obj = workspace()
+        obj["status"] = dict(self.STATUS)
+        message = validate_workspace(create(obj), DEFAULT)
+        assert message and "status must not be set on CREATE" in message
+
+    def test_an_all_zero_status_on_create_is_allowed(self) -> None:
+        obj = workspace()
+        obj["status"] = {"phase": "", "conditions": [], "observedGeneration": 0}
+        assert validate_workspace(create(obj), DEFAULT) is None
+
+    def test_status_changed_through_the_main_endpoint_is_denied(self) -> None:
+        old = workspace()
+        old["status"] = {"phase": "Pending"}
+        new = copy.deepcopy(old)
+        new["status"] = dict(self.STATUS)
+        message = validate_workspace(update(new, old), DEFAULT)
+        assert message and "workspaces/status subresource" in message
+
+    def test_an_empty_old_object_with_non_zero_status_is_denied(self) -> None:
+        new = workspace()
+        new["status"] = dict(self.STATUS)
+        assert validate_workspace(update(new, None), DEFAULT) is not None
+        assert validate_workspace(update(new, {}), DEFAULT) is not None
+
+    def test_an_empty_old_object_with_zero_status_is_allowed(self) -> None:
+        assert validate_workspace(update(workspace(), None), DEFAULT) is None
+
+    def test_an_unchanged_status_on_update_is_allowed(self) -> None:
+        old = workspace()
+        old["status"] = dict(self.STATUS)
+        assert validate_workspace(update(copy.deepcopy(old), old), DEFAULT) is None
+
+    def test_status_written_through_the_status_subresource_is_allowed(self) -> None:
+        new = workspace()
+        new["status"] = dict(self.STATUS)
+        assert validate_workspace(update(new, workspace(), sub="status"), DEFAULT) is None
+
+
+class TestRequestShape:
+    def test_delete_and_connect_are_allowed_unchecked(self) -> None:
+        for operation in ("DELETE", "CONNECT"):
+            assert validate_workspace({"operation": operation, "object": None}, DEFAULT) is None
+
+    def test_a_create_without_an_object_is_denied_with_a_reason(self) -> None:
+        message = validate_workspace({"operation": "CREATE", "object": None}, DEFAULT)
+        assert message and "request.object" in message
+
+    def test_unknown_spec_fields_are_ignored(self) -> None:
+        assert denial(somethingNew={"x": 1}) is None
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    add_validator_flags(parser)
+    return parser.parse_args(argv)
+
+
+class TestFlags:
+    def test_defaults_match_the_reference(self) -> None:
+        cfg = validator_config_from_args(parse([]))
+        assert cfg == ValidatorConfig(1024, 16000, 65536, (), ())
+
+    def test_flags_come_from_the_environment(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setenv("WSPIN_MAX_WORKSPACE_STORAGE_GI", "50")
+        monkeypatch.setenv("WSPIN_ALLOWED_STORAGE_CLASSES", "fast,standard")
+        cfg = validator_config_from_args(parse([]))
+        assert cfg.max_storage_gi == 50
+        assert cfg.allowed_storage_classes == ("fast", "standard")
+
+    def test_a_negative_cap_is_a_config_error_naming_the_flag(self) -> None:
+        with pytest.raises(ConfigError, match="--max-workspace-cpu-millicores"):
+            validator_config_from_args(parse(["--max-workspace-cpu-millicores", "-1"]))
+
+    def test_a_registry_entry_with_bad_characters_is_a_config_error(self) -> None:
+        with pytest.raises(ConfigError, match="--allowed-runtime-registries"):
+            validator_config_from_args(parse(["--allowed-runtime-registries", "ghcr.io/a b/"]))
+
+
+# Every Workspace capture from a real API server, with the outcome it must get.
+CAPTURE_OUTCOMES: dict[str, str | None] = {
+    "workspace-create.json": None,
+    # The status subresource strips status before validating admission: nothing to deny.
+    "workspace-create-with-status.json": None,
+    "workspace-update-spec.json": None,
+    "workspace-update-status-subresource.json": None,
+    "extra-workspace-create-dryrun.json": None,
+    # Only a mutating-stage webhook sees the forged status; the backstop denies it there.
+    "extra-workspace-create-with-status-mutating-stage.json": "status must not be set on CREATE",
+    "extra-workspace-create-with-status-validating-stage.json": None,
+    "extra-workspace-update-status-only-noop-via-main-endpoint.json": None,
+    "extra-workspace-update-status-via-main-endpoint.json": None,
+}
+
+
+def load_capture(name: str) -> dict[str, Any]:
+    review: dict[str, Any] = json.loads((CAPTURES / name).read_text())
+    return review["request"]  # type: ignore[no-any-return]
+
+
+def test_every_workspace_capture_is_listed() -> None:
+    found = {p.name for p in CAPTURES.glob("*workspace-*.json") if "pod-" not in p.name}
+    assert found == set(CAPTURE_OUTCOMES)
+
+
+@pytest.mark.parametrize(("name", "expected"), sorted(CAPTURE_OUTCOMES.items()))
+def test_captured_requests_get_the_expected_outcome(name: str, expected: str | None) -> None:
+    outcome = validate_workspace(load_capture(name), DEFAULT)
+    if expected is None:
+        assert outcome is None
+    else:
+        assert outcome is not None and expected in outcome
+
+
+def test_a_forged_status_on_a_captured_main_endpoint_update_is_denied() -> None:
+    request = load_capture("extra-workspace-update-status-via-main-endpoint.json")
+    request["object"]["status"] = {"phase": "Running", "podName": "forged"}
+    assert validate_workspace(request, DEFAULT) is not None
+
+
+def test_a_captured_status_subresource_update_is_allowed_even_from_no_status() -> None:
+    request = load_capture("workspace-update-status-subresource.json")
+    assert request["oldObject"].get("status") is None
+    assert request["object"]["status"]["phase"] == "Pending"
+    assert validate_workspace(request, DEFAULT) is None
+
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "workspace.yaml"
+
+
+def test_the_example_workspace_is_allowed_by_the_default_validator() -> None:
+    obj = yaml.safe_load(EXAMPLE.read_text())
+    assert obj["kind"] == "Workspace"
+    assert validate_workspace(create(obj), DEFAULT) is None

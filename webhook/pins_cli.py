@@ -1,0 +1,130 @@
+"""``wspin pins resolve IMAGE --artifact agentd|opencode``: check a release's pins by hand.
+
+Runs the webhook's own resolution (registry first, the pins cache only on a registry failure)
+and prints the pins and where they came from, so an operator can check a release before
+rolling it out. It never writes the cache: a release that is not deployed yet must not evict
+the running release's entry, which the webhook needs during a registry outage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from typing import Any
+
+from webhook.pins import add_insecure_registry_flag, insecure_registries_from_args, resolve_artifact
+from wspin.delivery import AgentdDelivery, ArtifactDelivery, OpencodeDelivery, ResolvedArtifact
+from wspin.errors import ConfigError
+from wspin.flags import add_flag
+from wspin.kube import api_client
+from wspin.logs import setup_logging
+from wspin.resources import Kube
+
+_DELIVERIES: dict[str, type[ArtifactDelivery]] = {
+    "agentd": AgentdDelivery,
+    "opencode": OpencodeDelivery,
+}
+
+
+def register(subparsers: Any) -> None:
+    """Add ``wspin pins resolve``."""
+    pins = subparsers.add_parser("pins", help="inspect the per-arch pins of a release image")
+    actions = pins.add_subparsers(dest="pins_command", required=True, metavar="ACTION")
+    resolve = actions.add_parser(
+        "resolve",
+        help="print an image's pins and their source (registry or cache)",
+        description="Resolve the per-arch sha256 pins of a digest-pinned release image the "
+        "way the webhook does at start: from the image index annotations, or from the pins "
+        "cache ConfigMap when the registry cannot be read. The cache is never written.",
+    )
+    resolve.add_argument("image", metavar="IMAGE", help="digest-pinned image (repo@sha256:…)")
+    resolve.add_argument(
+        "--artifact", required=True, choices=sorted(_DELIVERIES), help="which binary's pins"
+    )
+    add_flag(
+        resolve,
+        "--kubeconfig",
+        env="KUBECONFIG",
+        default=None,
+        help="kubeconfig for the cache fallback (default: in-cluster config)",
+    )
+    add_flag(
+        resolve,
+        "--namespace",
+        env="POD_NAMESPACE",
+        default="llmsafespaces",
+        help="namespace of the pins cache ConfigMaps (the webhook's namespace)",
+    )
+    add_flag(
+        resolve,
+        "--no-cluster",
+        default=False,
+        help="read the registry only: no Kubernetes access, no cache fallback",
+    )
+    add_flag(resolve, "--timeout", type=float, default=30.0, help="registry read timeout, s")
+    add_insecure_registry_flag(resolve)
+    resolve.set_defaults(handler=run_resolve)
+
+
+def run_resolve(args: argparse.Namespace) -> int:
+    """Resolve and print; exit 1 with the error and its fix on any failure."""
+    setup_logging("warning")
+    try:
+        resolved = asyncio.run(_resolve(args))
+    except ConfigError as err:
+        print(f"error: {err.message}", file=sys.stderr)
+        if err.fix:
+            print(f"fix: {err.fix}", file=sys.stderr)
+        return 1
+    print(render(resolved))
+    return 0
+
+
+def render(resolved: ResolvedArtifact) -> str:
+    """The pins as an operator reads them, with the flags that would pin them manually."""
+    name = resolved.artifact.name
+    return "\n".join(
+        (
+            f"artifact:      {name}",
+            f"image:         {resolved.image}",
+            f"source:        {resolved.source}",
+            f"sha256-amd64:  {resolved.pins.amd64}",
+            f"sha256-arm64:  {resolved.pins.arm64}",
+            f"flags:         --{name}-binary-sha256-amd64={resolved.pins.amd64} "
+            f"--{name}-binary-sha256-arm64={resolved.pins.arm64}",
+        )
+    )
+
+
+async def _resolve(args: argparse.Namespace) -> ResolvedArtifact:
+    delivery = _DELIVERIES[args.artifact](image=args.image)
+    insecure = insecure_registries_from_args(args)
+    if not args.timeout > 0:
+        raise ConfigError(f"--timeout must be positive, got {args.timeout:g}", "pass --timeout 30")
+    if args.no_cluster:
+        return await resolve_artifact(
+            delivery,
+            kube=None,
+            namespace=args.namespace,
+            insecure_registries=insecure,
+            timeout=args.timeout,
+            write_cache=False,
+        )
+    try:
+        api = await api_client(args.kubeconfig)
+    except ConfigError as err:
+        # Surfaces before anything touches a namespace, naming the artifact it was for.
+        raise ConfigError(
+            f"{args.artifact} pins: {err.message}",
+            f"{err.fix}; or pass --no-cluster to read the registry without the cache fallback",
+        ) from err
+    async with api:
+        return await resolve_artifact(
+            delivery,
+            kube=Kube(api),
+            namespace=args.namespace,
+            insecure_registries=insecure,
+            timeout=args.timeout,
+            write_cache=False,
+        )

@@ -1,0 +1,403 @@
+"""The Workspace validator: which Workspaces the API server may store.
+
+Pure: an AdmissionReview ``request`` dict and a frozen ``ValidatorConfig`` in, ``None`` (allow)
+or a denial message out. No I/O, no logging, no clock. The HTTP edge and the response
+constructors live elsewhere; this module is only the policy (reference/pod-delivery.md §6).
+
+Every denial names the field and says why, so ``kubectl apply`` shows the user what to change.
+Checks run in a fixed order and the first failure wins, so a message never depends on dict order.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from dataclasses import dataclass
+from typing import Any, Final
+
+from webhook.workspace_syntax import (
+    domain_problem,
+    parse_cpu_millicores,
+    parse_memory_mi,
+    parse_storage_gi,
+    requirement_problem,
+)
+from wspin.errors import ConfigError
+from wspin.flags import add_flag
+
+Obj = dict[str, Any]
+
+RUNTIME_CLASS_OVERRIDE_ANNOTATION: Final = "llmsafespaces.dev/allow-runtime-class-override"
+
+# Image references never exceed ~255 characters; 512 is generous and bounds the regex work.
+MAX_RUNTIME_LENGTH: Final = 512
+# Kubernetes object names (and so StorageClass names) cap at 253 characters (DNS subdomain).
+MAX_STORAGE_CLASS_LENGTH: Final = 253
+_RUNTIME_CHARS = re.compile(r"^[a-zA-Z0-9._/:@-]+$")
+_RUNTIME_FORBIDDEN = ("..", "\x00", "\\")
+
+
+@dataclass(frozen=True)
+class ValidatorConfig:
+    """Caps and allow-lists for Workspaces; 0 disables a numeric cap."""
+
+    max_storage_gi: int = 1024
+    """Largest ``spec.storage.size`` in GiB (Mi rounds up to 1 Gi)."""
+    max_cpu_millicores: int = 16000
+    """Largest cpu request or limit, in millicores (16 cores)."""
+    max_memory_mi: int = 65536
+    """Largest memory request or limit, in MiB (64 GiB)."""
+    allowed_runtime_registries: tuple[str, ...] = ()
+    """Registry prefixes an image-shaped ``spec.runtime`` must start with, each ending in "/".
+    Empty: only RuntimeEnvironment names (no "/") are accepted."""
+    allowed_storage_classes: tuple[str, ...] = ()
+    """StorageClass names a Workspace may ask for; empty allows any. An empty
+    ``storageClassName`` (the cluster default) always passes."""
+
+
+def add_validator_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """The validator's flags (each also read from its WSPIN_* environment variable)."""
+    add_flag(
+        parser,
+        "--max-workspace-storage-gi",
+        type=int,
+        default=1024,
+        help="largest Workspace spec.storage.size in GiB; 0 disables the cap",
+    )
+    add_flag(
+        parser,
+        "--max-workspace-cpu-millicores",
+        type=int,
+        default=16000,
+        help="largest Workspace cpu request or limit in millicores; 0 disables the cap",
+    )
+    add_flag(
+        parser,
+        "--max-workspace-memory-mi",
+        type=int,
+        default=65536,
+        help="largest Workspace memory request or limit in MiB; 0 disables the cap",
+    )
+    add_flag(
+        parser,
+        "--allowed-runtime-registries",
+        default="",
+        help="comma-separated registry prefixes an image-shaped spec.runtime must start with "
+        "(e.g. ghcr.io/acme/); empty allows only RuntimeEnvironment names",
+    )
+    add_flag(
+        parser,
+        "--allowed-storage-classes",
+        default="",
+        help="comma-separated StorageClass names a Workspace may use; empty allows any",
+    )
+
+
+def _comma_list(value: str | None) -> tuple[str, ...]:
+    return tuple(item.strip() for item in (value or "").split(",") if item.strip())
+
+
+def normalize_registry_prefix(prefix: str) -> str:
+    """``ghcr.io/acme`` → ``ghcr.io/acme/``: without the slash ``ghcr.io/acme.evil.com/x`` would
+    match."""
+    return prefix if prefix.endswith("/") else prefix + "/"
+
+
+def validator_config_from_args(args: argparse.Namespace) -> ValidatorConfig:
+    """Build the config from parsed flags; a negative cap raises ConfigError naming the flag."""
+    caps = {
+        "--max-workspace-storage-gi": args.max_workspace_storage_gi,
+        "--max-workspace-cpu-millicores": args.max_workspace_cpu_millicores,
+        "--max-workspace-memory-mi": args.max_workspace_memory_mi,
+    }
+    for flag, value in caps.items():
+        if not isinstance(value, int) or value < 0:
+            raise ConfigError(
+                f"{flag} must be a whole number >= 0 (got {value!r})",
+                f"set {flag} to a positive cap, or 0 to disable it",
+            )
+    registries = _comma_list(args.allowed_runtime_registries)
+    for prefix in registries:
+        if not _RUNTIME_CHARS.match(prefix) or ".." in prefix:
+            raise ConfigError(
+                f"--allowed-runtime-registries entry {prefix!r} is not a registry prefix",
+                "set --allowed-runtime-registries to prefixes like 'ghcr.io/acme/'",
+            )
+    return ValidatorConfig(
+        max_storage_gi=args.max_workspace_storage_gi,
+        max_cpu_millicores=args.max_workspace_cpu_millicores,
+        max_memory_mi=args.max_workspace_memory_mi,
+        allowed_runtime_registries=tuple(normalize_registry_prefix(p) for p in registries),
+        allowed_storage_classes=_comma_list(args.allowed_storage_classes),
+    )
+
+
+# -- the checks ------------------------------------------------------------------------------
+
+
+def validate_workspace(request: Obj, cfg: ValidatorConfig) -> str | None:
+    """None to allow the Workspace in ``request``, else why it is denied (naming the field).
+
+    Writes through the ``status`` subresource are allowed unchecked: the API server resets the
+    spec on them, so re-checking the spec would only wedge the controller's status writes on a
+    Workspace admitted under older caps. CREATE and UPDATE of the main resource get every check.
+    """
+    operation = request.get("operation")
+    if operation not in ("CREATE", "UPDATE"):
+        return None
+    if request.get("subResource"):
+        return None
+    workspace = request.get("object")
+    if not isinstance(workspace, dict):
+        return f"request.object must be a Workspace object on {operation} (got none)"
+    spec = workspace.get("spec")
+    if spec is None:
+        spec = {}
+    if not isinstance(spec, dict):
+        return "spec must be an object"
+    for check in (
+        _runtime_problem(spec, cfg),
+        _storage_problem(spec, cfg),
+        _resources_problem(spec, cfg),
+        _packages_problem(spec),
+        _egress_problem(spec),
+        _runtime_class_problem(workspace),
+        _status_problem(request, workspace),
+    ):
+        if check is not None:
+            return check
+    return None
+
+
+def _runtime_problem(spec: Obj, cfg: ValidatorConfig) -> str | None:
+    runtime = spec.get("runtime")
+    if runtime is None or (isinstance(runtime, str) and not runtime.strip()):
+        return "spec.runtime is required: name a RuntimeEnvironment (like 'python') or an image"
+    if not isinstance(runtime, str):
+        return f"spec.runtime must be a string (got {type(runtime).__name__})"
+    if len(runtime) > MAX_RUNTIME_LENGTH:
+        return f"spec.runtime is {len(runtime)} characters; the limit is {MAX_RUNTIME_LENGTH}"
+    if any(bad in runtime for bad in _RUNTIME_FORBIDDEN) or any(c.isspace() for c in runtime):
+        return (
+            "spec.runtime contains a forbidden sequence (path traversal '..', NUL, backslash "
+            "or whitespace)"
+        )
+    if not _RUNTIME_CHARS.match(runtime):
+        return f"spec.runtime {runtime!r} has characters outside [a-zA-Z0-9._/:@-]"
+    if "/" in runtime and not any(runtime.startswith(p) for p in cfg.allowed_runtime_registries):
+        allowed = ", ".join(cfg.allowed_runtime_registries) or (
+            "none: the operator has not set --allowed-runtime-registries"
+        )
+        return (
+            f"spec.runtime {runtime!r} is an image reference from a registry that is not "
+            f"allowed (allowed prefixes: {allowed}); use a RuntimeEnvironment name instead"
+        )
+    return None
+
+
+def _storage_problem(spec: Obj, cfg: ValidatorConfig) -> str | None:
+    storage = spec.get("storage")
+    if storage is None:
+        storage = {}
+    if not isinstance(storage, dict):
+        return "spec.storage must be an object with 'size'"
+    size = storage.get("size")
+    if not isinstance(size, str) or not size.strip():
+        return "spec.storage.size is required, like '10Gi'"
+    try:
+        gi = parse_storage_gi(size)
+    except ValueError as err:
+        return f"spec.storage.size {size!r} {err}"
+    if cfg.max_storage_gi and gi > cfg.max_storage_gi:
+        return (
+            f"spec.storage.size {size!r} ({gi} Gi) exceeds the maximum {cfg.max_storage_gi} Gi "
+            "(--max-workspace-storage-gi)"
+        )
+    storage_class = storage.get("storageClassName")
+    if storage_class in (None, ""):
+        return None
+    if not isinstance(storage_class, str):
+        return "spec.storage.storageClassName must be a string"
+    if len(storage_class) > MAX_STORAGE_CLASS_LENGTH:
+        return (
+            f"spec.storage.storageClassName is {len(storage_class)} characters; the limit is "
+            f"{MAX_STORAGE_CLASS_LENGTH}"
+        )
+    if cfg.allowed_storage_classes and storage_class not in cfg.allowed_storage_classes:
+        return (
+            f"spec.storage.storageClassName {storage_class!r} is not allowed (allowed: "
+            f"{', '.join(cfg.allowed_storage_classes)}); omit it to use the cluster default"
+        )
+    return None
+
+
+@dataclass(frozen=True)
+class _Quantity:
+    path: str
+    value: str
+
+
+def _resource_fields(resources: Obj) -> dict[str, _Quantity] | str:
+    """The four quantities, keyed by cpu/memory and request/limit, from either accepted shape.
+
+    Workspaces use the flat shape (``cpu``, ``memory``, ``cpuLimit``, ``memoryLimit``); the
+    Kubernetes shape (``requests``/``limits``) is accepted too, but not both for one quantity.
+    """
+    found: dict[str, _Quantity] = {}
+    flat = {
+        "cpu": "cpu",
+        "memory": "memory",
+        "cpuLimit": "cpu-limit",
+        "memoryLimit": "memory-limit",
+    }
+    for field, key in flat.items():
+        if field in resources and resources[field] not in (None, ""):
+            found[key] = _Quantity(f"spec.resources.{field}", resources[field])
+    for section, suffix in (("requests", ""), ("limits", "-limit")):
+        block = resources.get(section)
+        if block is None:
+            continue
+        if not isinstance(block, dict):
+            return f"spec.resources.{section} must be an object"
+        for name in ("cpu", "memory"):
+            if block.get(name) in (None, ""):
+                continue
+            key = name + suffix
+            path = f"spec.resources.{section}.{name}"
+            if key in found:
+                return f"{path} and {found[key].path} both set the same quantity; keep one"
+            found[key] = _Quantity(path, block[name])
+    for quantity in found.values():
+        if not isinstance(quantity.value, str):
+            return f"{quantity.path} must be a string quantity like '500m' or '1Gi'"
+    return found
+
+
+def _resources_problem(spec: Obj, cfg: ValidatorConfig) -> str | None:
+    resources = spec.get("resources")
+    if resources is None:
+        return None
+    if not isinstance(resources, dict):
+        return "spec.resources must be an object"
+    fields = _resource_fields(resources)
+    if isinstance(fields, str):
+        return fields
+    parsed: dict[str, int] = {}
+    for key, quantity in fields.items():
+        is_cpu = key.startswith("cpu")
+        try:
+            amount = (parse_cpu_millicores if is_cpu else parse_memory_mi)(quantity.value)
+        except ValueError as err:
+            return f"{quantity.path} {quantity.value!r} {err}"
+        cap, unit, flag = (
+            (cfg.max_cpu_millicores, "millicores", "--max-workspace-cpu-millicores")
+            if is_cpu
+            else (cfg.max_memory_mi, "Mi", "--max-workspace-memory-mi")
+        )
+        if cap and amount > cap:
+            return (
+                f"{quantity.path} {quantity.value!r} ({amount} {unit}) exceeds the maximum "
+                f"{cap} {unit} ({flag})"
+            )
+        parsed[key] = amount
+    for name, unit in (("cpu", "millicores"), ("memory", "Mi")):
+        request, limit = parsed.get(name), parsed.get(f"{name}-limit")
+        if request is not None and limit is not None and limit < request:
+            return (
+                f"{fields[name + '-limit'].path} {fields[name + '-limit'].value!r} ({limit} "
+                f"{unit}) must be at least the request {fields[name].path} "
+                f"{fields[name].value!r} ({request} {unit})"
+            )
+    return None
+
+
+def _packages_problem(spec: Obj) -> str | None:
+    packages = spec.get("packages")
+    if packages is None:
+        return None
+    if not isinstance(packages, list):
+        return "spec.packages must be a list of {manager, requirements}"
+    for i, package_set in enumerate(packages):
+        if not isinstance(package_set, dict):
+            return f"spec.packages[{i}] must be an object with 'requirements'"
+        requirements = package_set.get("requirements") or []
+        if not isinstance(requirements, list):
+            return f"spec.packages[{i}].requirements must be a list of strings"
+        for j, requirement in enumerate(requirements):
+            path = f"spec.packages[{i}].requirements[{j}]"
+            if not isinstance(requirement, str):
+                return f"{path} must be a string"
+            problem = requirement_problem(requirement)
+            if problem:
+                return f"{path} {requirement!r} {problem}"
+    return None
+
+
+def _egress_problem(spec: Obj) -> str | None:
+    access = spec.get("networkAccess")
+    if access is None:
+        return None
+    if not isinstance(access, dict):
+        return "spec.networkAccess must be an object"
+    egress = access.get("egress") or []
+    if not isinstance(egress, list):
+        return "spec.networkAccess.egress must be a list of {domain}"
+    for i, rule in enumerate(egress):
+        path = f"spec.networkAccess.egress[{i}].domain"
+        domain = rule.get("domain") if isinstance(rule, dict) else None
+        if not isinstance(domain, str):
+            return f"{path} must be a string host name"
+        problem = domain_problem(domain)
+        if problem:
+            return f"{path} {domain!r} {problem}"
+    return None
+
+
+def _runtime_class_problem(workspace: Obj) -> str | None:
+    """Any explicit ``spec.runtimeClass`` needs the admin annotation, "" included: "" clears the
+    pod's runtimeClassName, which escapes gVisor just as ``runc`` would."""
+    spec = workspace.get("spec") or {}
+    if "runtimeClass" not in spec or spec["runtimeClass"] is None:
+        return None
+    annotations = (workspace.get("metadata") or {}).get("annotations") or {}
+    if annotations.get(RUNTIME_CLASS_OVERRIDE_ANNOTATION) == "true":
+        return None
+    shown = spec["runtimeClass"] if spec["runtimeClass"] != "" else "(empty: runc opt-out)"
+    return (
+        f"spec.runtimeClass {shown!r} overrides the cluster's sandbox runtime and is "
+        "admin-gated; a cluster admin must set annotation "
+        f'{RUNTIME_CLASS_OVERRIDE_ANNOTATION}="true"'
+    )
+
+
+def _is_zero(value: Any) -> bool:
+    if isinstance(value, dict):
+        return all(_is_zero(v) for v in value.values())
+    return value in (None, "", 0, False, [])
+
+
+def _status_problem(request: Obj, workspace: Obj) -> str | None:
+    """Only the controller writes status, through the status subresource.
+
+    On a real API server the subresource split already strips status on CREATE and resets it
+    on UPDATE before this runs (fixtures/admission/README.md); this is the fail-closed backstop.
+    A missing ``oldObject`` on UPDATE counts as a zero status.
+    """
+    status = workspace.get("status")
+    if request.get("operation") == "CREATE":
+        if not _is_zero(status):
+            return (
+                "status must not be set on CREATE; the controller writes it through the "
+                "workspaces/status subresource"
+            )
+        return None
+    old = request.get("oldObject")
+    old_status = old.get("status") if isinstance(old, dict) else None
+    if _is_zero(status) and _is_zero(old_status):
+        return None
+    if status != old_status:
+        return (
+            "status cannot be changed through the workspaces endpoint; only the controller "
+            "writes it, through the workspaces/status subresource"
+        )
+    return None

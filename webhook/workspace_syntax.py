@@ -1,0 +1,117 @@
+"""The syntax of Workspace fields: resource quantities, package requirements, host names.
+
+Pure predicates and parsers the Workspace validator applies; each parser raises ValueError
+with the reason, each ``*_problem`` returns the reason or None. The patterns are deliberately
+narrower than Kubernetes' own: they define what a workspace may ask for, not what parses.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from typing import Final
+
+MAX_REQUIREMENT_LENGTH: Final = 256
+# RFC 1035 total length of a domain name.
+MAX_DOMAIN_LENGTH: Final = 253
+
+_STORAGE_SIZE = re.compile(r"^([1-9][0-9]*)(Gi|Mi)$")
+# Positive millicores ("500m"), or positive decimal cores ("1.5", "0.001"). A bare integer
+# ("2") is refused like the reference's settings pattern: cores must be written "2.0" or "2000m".
+_CPU = re.compile(r"^([1-9][0-9]*)m$|^([1-9][0-9]*\.[0-9]+|0\.[0-9]*[1-9][0-9]*)$")
+_MEMORY = re.compile(r"^([1-9][0-9]*)(Ki|Mi|Gi)$")
+# Package name (optional npm scope), optional pip extras, optional @version, optional
+# comma-separated version constraints. Deliberately narrow: flags, URLs, markers and
+# whitespace all fail it.
+_REQUIREMENT = re.compile(
+    r"^@?[a-zA-Z][a-zA-Z0-9._/-]*"
+    r"(\[[a-zA-Z0-9._,-]+\])?"
+    r"(@[a-zA-Z0-9._+/-]+)?"
+    r"(([<>=!~]=?)[a-zA-Z0-9._+-]+(,([<>=!~]=?)[a-zA-Z0-9._+-]+)*)?$"
+)
+_REQUIREMENT_SOURCE = re.compile(r"(?i)^(git\+|https?:|ssh:|ftp:|file:|svn\+|hg\+|bzr\+|\.\.?/|/)")
+_DOMAIN = re.compile(r"^(\*\.)?([a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?\.)+[a-zA-Z]{2,63}$")
+# In-cluster names would let a user open a NetworkPolicy hole to cluster services.
+_INTERNAL_SUFFIXES: Final = (".cluster.local", ".svc", ".local", ".internal")
+
+
+def parse_cpu_millicores(value: str) -> int:
+    """``500m`` → 500, ``1.5`` → 1500, ``0.001`` → 1; zero, bare integers and other units fail.
+
+    Sub-millicore digits are truncated, as the scheduler cannot use them either.
+    """
+    match = _CPU.match(value)
+    if not match:
+        raise ValueError(
+            "must be positive millicores like '500m' or decimal cores like '1.5' "
+            "(zero, bare integers and other units are refused)"
+        )
+    if match.group(1):
+        return int(match.group(1))
+    whole, _, fraction = match.group(2).partition(".")
+    millis = int(whole) * 1000 + int((fraction + "000")[:3])
+    if millis < 1:
+        raise ValueError("is below one millicore")
+    return millis
+
+
+def parse_memory_mi(value: str) -> int:
+    """``1Gi`` → 1024, ``512Mi`` → 512, ``1Ki`` → 1 (rounded up); other units fail."""
+    match = _MEMORY.match(value)
+    if not match:
+        raise ValueError("must be a positive whole number with Ki, Mi or Gi, like '1Gi'")
+    amount, unit = int(match.group(1)), match.group(2)
+    if unit == "Ki":
+        return max(1, -(-amount // 1024))
+    return amount * 1024 if unit == "Gi" else amount
+
+
+def parse_storage_gi(value: str) -> int:
+    """``10Gi`` → 10, ``256Mi`` → 1 (Mi rounds up: a claim occupies at least 1 Gi of quota)."""
+    match = _STORAGE_SIZE.match(value)
+    if not match:
+        raise ValueError("must match ^[1-9][0-9]*(Gi|Mi)$, like '10Gi'")
+    amount = int(match.group(1))
+    return max(1, -(-amount // 1024)) if match.group(2) == "Mi" else amount
+
+
+def requirement_problem(requirement: str) -> str | None:
+    """Why a package requirement is refused, or None: flags, URLs and paths would let pip/npm
+    fetch and run attacker-chosen code in the workspace's init container."""
+    text = requirement.strip()
+    if not text:
+        return "must not be empty"
+    if len(text) > MAX_REQUIREMENT_LENGTH:
+        return f"is {len(text)} characters; the limit is {MAX_REQUIREMENT_LENGTH}"
+    if text.startswith("-"):
+        return "starts with '-', which the package manager would read as a flag"
+    if _REQUIREMENT_SOURCE.match(text):
+        return "looks like a URL or path; only registry package names may be installed"
+    if ".." in text:
+        return "contains '..' (path traversal)"
+    if not _REQUIREMENT.match(text):
+        return "is not a package name with optional [extras], @version or version constraints"
+    return None
+
+
+def domain_problem(domain: str) -> str | None:
+    """Why an egress domain is refused, or None: IP literals and in-cluster names would open a
+    NetworkPolicy hole past the chart's blocked CIDRs."""
+    text = domain.strip()
+    if not text:
+        return "must not be empty"
+    if len(text) > MAX_DOMAIN_LENGTH:
+        return f"is {len(text)} characters; the limit is {MAX_DOMAIN_LENGTH}"
+    try:
+        ipaddress.ip_address(text.strip("[]"))
+    except ValueError:
+        pass
+    else:
+        return "is an IP address; egress rules take host names only"
+    lowered = text.lower().rstrip(".")
+    for suffix in _INTERNAL_SUFFIXES:
+        if lowered.endswith(suffix):
+            return f"ends in the cluster-internal suffix {suffix!r}; use a public host name"
+    if not _DOMAIN.match(text):
+        return "is not a valid host name (letters, digits and '-' per label, optional leading '*.')"
+    return None

@@ -1,0 +1,280 @@
+"""Lease-based leader election (``coordination.k8s.io/v1``), client-go's algorithm in asyncio.
+
+Both processes use it: the controller so that one replica reconciles and sweeps orphans, the
+webhook's certificate authority so that one replica rotates the CA.
+
+The algorithm (client-go ``leaderelection``): a candidate reads the Lease; it may take it when
+nobody holds it, when it already holds it, or when the record has not changed for the lease
+duration as measured on the candidate's own clock (remote timestamps are never compared with
+local time, so clock skew between nodes cannot hand out two leases). Every write carries the
+resourceVersion it read, so two candidates racing for an expired lease cannot both win: the
+API server answers the second with 409.
+
+A leader renews every ``retry_period``; when it has not renewed for ``renew_deadline`` (which is
+shorter than ``lease_duration``) it stops leading at once, before any other candidate can see
+the lease as expired. That ordering is what makes "exactly one leader" hold.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import random
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from wspin.errors import ConfigError
+from wspin.logs import fields
+from wspin.resources import LEASES, AlreadyExists, Conflict, Kube, KubeAPIError, Obj
+
+log = logging.getLogger("wspin.leader")
+
+Listener = Callable[[bool], None]
+
+# client-go's JitterFactor: retries spread over [retry, 1.2 * retry] so candidates do not
+# hit the API server in lock step.
+_JITTER = 0.2
+
+
+def _micro_time(moment: datetime) -> str:
+    """A ``MicroTime`` as the API server writes it (RFC 3339, microseconds, UTC)."""
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class LeaderElector:
+    """One candidate for the Lease ``namespace/name``.
+
+    ``run()`` campaigns forever: acquire, renew, and on loss campaign again. ``is_leader``,
+    ``wait_until_leading()`` and the ``lost`` event tell leader-only work when to start and
+    stop; ``run_while_leading(work)`` does both for one coroutine. ``release()`` hands the lease
+    over at once on a clean shutdown instead of making the successor wait for expiry.
+    """
+
+    def __init__(
+        self,
+        kube: Kube,
+        *,
+        namespace: str,
+        name: str,
+        identity: str,
+        lease_duration: float = 15,
+        renew_deadline: float = 10,
+        retry_period: float = 2,
+    ) -> None:
+        if not (lease_duration > renew_deadline > retry_period * (1 + _JITTER) > 0):
+            raise ConfigError(
+                "leader election timing must satisfy lease duration > renew deadline > "
+                f"1.2 * retry period > 0 (got {lease_duration}, {renew_deadline}, {retry_period})",
+                "use the defaults 15 s / 10 s / 2 s or keep their proportions",
+            )
+        if not identity:
+            raise ConfigError("leader election identity is empty", "pass a unique identity")
+        self.kube = kube
+        self.namespace = namespace
+        self.name = name
+        self.identity = identity
+        self.lease_duration = lease_duration
+        self.renew_deadline = renew_deadline
+        self.retry_period = retry_period
+        self.lost = asyncio.Event()
+        """Set when leadership is lost (after having been held); cleared on re-acquiring."""
+        self._leading = asyncio.Event()
+        self._listeners: list[Listener] = []
+        self._observed_record: tuple[Any, ...] | None = None
+        self._observed_at = 0.0
+        self._held_by_other = False
+
+    # -- what callers read -------------------------------------------------------------------
+
+    @property
+    def is_leader(self) -> bool:
+        return self._leading.is_set()
+
+    async def wait_until_leading(self) -> None:
+        await self._leading.wait()
+
+    def add_listener(self, listener: Listener) -> None:
+        """Call ``listener(True)`` on becoming leader and ``listener(False)`` on losing it."""
+        self._listeners.append(listener)
+
+    async def run_while_leading(self, work: Callable[[], Awaitable[None]]) -> None:
+        """Run ``work()`` each time leadership is won and cancel it the moment it is lost.
+
+        Never returns until cancelled; ``run()`` must be running alongside.
+        """
+        while True:
+            await self.wait_until_leading()
+            task = asyncio.ensure_future(work())
+            lost = asyncio.ensure_future(self.lost.wait())
+            try:
+                await asyncio.wait({task, lost}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for pending in (task, lost):
+                    pending.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await pending
+            if task.done() and not task.cancelled() and task.exception() is not None:
+                log.error(
+                    "leader-only work failed",
+                    exc_info=task.exception(),
+                    extra=fields(lease=self.name),
+                )
+            if self.is_leader:  # the work ended by itself: wait for the next term
+                await self.lost.wait()
+
+    # -- the campaign ------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Acquire, renew until the deadline passes, lose, campaign again; until cancelled."""
+        try:
+            while True:
+                await self._acquire()
+                self._set_leading(True)
+                await self._renew()
+                self._set_leading(False)
+        finally:
+            if self.is_leader:
+                self._set_leading(False)
+
+    async def release(self) -> bool:
+        """Give the lease up (empty holder) so a successor takes over without waiting.
+
+        Call after ``run()`` has been cancelled. Best effort: a failure is logged and the
+        lease then simply expires. Returns True when the lease was released.
+        """
+        self._set_leading(False)
+        try:
+            lease = await self.kube.get_or_none(LEASES, self.name, self.namespace)
+            if lease is None or lease.get("spec", {}).get("holderIdentity") != self.identity:
+                return False
+            now = _micro_time(datetime.now(UTC))
+            lease["spec"] = {
+                **lease.get("spec", {}),
+                "holderIdentity": None,
+                "leaseDurationSeconds": 1,
+                "acquireTime": now,
+                "renewTime": now,
+            }
+            await self.kube.replace(LEASES, lease)
+        except KubeAPIError as err:
+            log.warning(
+                "could not release the leader lease; it will expire instead",
+                extra=fields(lease=self.name, error=str(err)),
+            )
+            return False
+        log.info("released the leader lease", extra=fields(lease=self.name))
+        return True
+
+    async def _acquire(self) -> None:
+        log.info(
+            "waiting to acquire the leader lease",
+            extra=fields(lease=f"{self.namespace}/{self.name}", identity=self.identity),
+        )
+        while True:
+            if await self._try_acquire_or_renew():
+                return
+            await asyncio.sleep(self.retry_period * (1 + random.random() * _JITTER))  # noqa: S311
+
+    async def _renew(self) -> None:
+        """Renew every retry period; return (leadership lost) once the renew deadline passes
+        without a successful renewal, or at once when another candidate holds the lease."""
+        loop = asyncio.get_running_loop()
+        renewed_at = loop.time()
+        while True:
+            await asyncio.sleep(self.retry_period)
+            remaining = self.renew_deadline - (loop.time() - renewed_at)
+            ok = False
+            if remaining > 0:
+                try:
+                    async with asyncio.timeout(remaining):
+                        ok = await self._try_acquire_or_renew()
+                except TimeoutError:
+                    ok = False
+            if ok:
+                renewed_at = loop.time()
+                continue
+            if self._held_by_other or loop.time() - renewed_at >= self.renew_deadline:
+                log.warning(
+                    "lost the leader lease",
+                    extra=fields(
+                        lease=self.name,
+                        reason="held by another candidate"
+                        if self._held_by_other
+                        else "renew deadline passed",
+                    ),
+                )
+                return
+
+    async def _try_acquire_or_renew(self) -> bool:
+        loop = asyncio.get_running_loop()
+        now = _micro_time(datetime.now(UTC))
+        self._held_by_other = False
+        spec: Obj = {
+            "holderIdentity": self.identity,
+            "leaseDurationSeconds": max(1, math.ceil(self.lease_duration)),
+            "acquireTime": now,
+            "renewTime": now,
+            "leaseTransitions": 0,
+        }
+        try:
+            lease = await self.kube.get_or_none(LEASES, self.name, self.namespace)
+            if lease is None:
+                created = await self.kube.create(
+                    LEASES,
+                    {"metadata": {"name": self.name, "namespace": self.namespace}, "spec": spec},
+                )
+                self._observe(created, loop.time())
+                return True
+            current = lease.get("spec") or {}
+            self._observe(lease, loop.time())
+            holder = current.get("holderIdentity") or ""
+            duration = float(current.get("leaseDurationSeconds") or self.lease_duration)
+            if holder and holder != self.identity and loop.time() < self._observed_at + duration:
+                self._held_by_other = True
+                return False
+            if holder == self.identity:
+                spec["acquireTime"] = current.get("acquireTime") or now
+                spec["leaseTransitions"] = int(current.get("leaseTransitions") or 0)
+            else:
+                spec["leaseTransitions"] = int(current.get("leaseTransitions") or 0) + 1
+            lease["spec"] = {**current, **spec}
+            updated = await self.kube.replace(LEASES, lease)
+        except (AlreadyExists, Conflict):
+            return False  # another candidate wrote first; read again next round
+        except KubeAPIError as err:
+            log.warning(
+                "leader lease request failed", extra=fields(lease=self.name, error=str(err))
+            )
+            return False
+        self._observe(updated, loop.time())
+        return True
+
+    def _observe(self, lease: Obj, at: float) -> None:
+        """Remember when the lease record last changed, on our own clock."""
+        spec = lease.get("spec") or {}
+        record = tuple(
+            spec.get(key)
+            for key in ("holderIdentity", "renewTime", "acquireTime", "leaseTransitions")
+        )
+        if record != self._observed_record:
+            self._observed_record = record
+            self._observed_at = at
+
+    def _set_leading(self, leading: bool) -> None:
+        if leading == self.is_leader:
+            return
+        if leading:
+            self.lost.clear()
+            self._leading.set()
+            log.info("acquired the leader lease", extra=fields(lease=self.name))
+        else:
+            self._leading.clear()
+            self.lost.set()
+        for listener in self._listeners:
+            try:
+                listener(leading)
+            except Exception:
+                log.exception("leader listener failed", extra=fields(lease=self.name))
