@@ -1,0 +1,130 @@
+{{/*
+Names, labels and shared pod fragments. Delivery and certificate checks live in _validate.tpl.
+*/}}
+
+{{- define "wspin.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "wspin.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "wspin.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Object names; 52-character stems leave room for the suffixes. */}}
+{{- define "wspin.webhook.name" -}}
+{{- printf "%s-webhook" (include "wspin.fullname" . | trunc 52 | trimSuffix "-") }}
+{{- end }}
+
+{{- define "wspin.controller.name" -}}
+{{- printf "%s-controller" (include "wspin.fullname" . | trunc 52 | trimSuffix "-") }}
+{{- end }}
+
+{{/* Webhook configurations are cluster scoped: the release namespace keeps two installs apart. */}}
+{{- define "wspin.mutatingWebhookName" -}}
+{{- printf "%s-%s" (include "wspin.webhook.name" .) .Release.Namespace | trunc 253 }}
+{{- end }}
+
+{{- define "wspin.validatingWebhookName" -}}
+{{- printf "%s-%s-workspaces" (include "wspin.webhook.name" .) .Release.Namespace | trunc 253 }}
+{{- end }}
+
+{{- define "wspin.certSecretName" -}}
+{{- default (printf "%s-tls" (include "wspin.webhook.name" .)) .Values.certificates.secretName }}
+{{- end }}
+
+{{- define "wspin.labels" -}}
+helm.sh/chart: {{ include "wspin.chart" . }}
+app.kubernetes.io/name: {{ include "wspin.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: llmsafespaces
+{{- end }}
+
+{{- define "wspin.webhook.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "wspin.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: webhook
+{{- end }}
+
+{{- define "wspin.controller.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "wspin.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: controller
+{{- end }}
+
+{{- define "wspin.webhook.labels" -}}
+{{ include "wspin.labels" . }}
+app.kubernetes.io/component: webhook
+{{- end }}
+
+{{- define "wspin.controller.labels" -}}
+{{ include "wspin.labels" . }}
+app.kubernetes.io/component: controller
+{{- end }}
+
+{{/* The image reference: a digest wins over the tag; the tag defaults to appVersion. */}}
+{{- define "wspin.image" -}}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+{{- end }}
+
+{{/*
+The numeric user of the image (Dockerfile USER). Numeric so runAsNonRoot can be verified by the
+kubelet without reading /etc/passwd from the image.
+*/}}
+{{- define "wspin.uid" -}}
+10001
+{{- end }}
+
+{{- define "wspin.podSecurityContext" -}}
+runAsNonRoot: true
+runAsUser: {{ include "wspin.uid" . }}
+runAsGroup: {{ include "wspin.uid" . }}
+fsGroup: {{ include "wspin.uid" . }}
+seccompProfile:
+  type: RuntimeDefault
+{{- end }}
+
+{{- define "wspin.containerSecurityContext" -}}
+allowPrivilegeEscalation: false
+readOnlyRootFilesystem: true
+runAsNonRoot: true
+privileged: false
+capabilities:
+  drop:
+    - ALL
+seccompProfile:
+  type: RuntimeDefault
+{{- end }}
+
+{{/*
+From the downward API: POD_NAMESPACE is where both processes keep their Leases and caches;
+POD_NAME identifies a replica as a Lease holder.
+*/}}
+{{- define "wspin.podEnv" -}}
+- name: POD_NAMESPACE
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.namespace
+- name: POD_NAME
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.name
+{{- end }}

@@ -1,0 +1,69 @@
+{{/*
+Render gates. A configuration the processes would refuse at start fails `helm install` instead,
+with a message naming the value to fix. values.schema.json checks types and formats; these
+checks need more than one value or a message the schema cannot give.
+*/}}
+
+{{/* One artifact: $ = (list "agentdDelivery" .Values.agentdDelivery). */}}
+{{- define "wspin.validateDelivery" -}}
+{{- $key := index . 0 -}}
+{{- $d := index . 1 -}}
+{{- if not $d.image -}}
+{{- fail (printf "%s.image is mandatory: every workspace pod gets this image volume; set it to a digest-pinned reference (repo@sha256:<64 lowercase hex>)" $key) -}}
+{{- end -}}
+{{- if not (regexMatch "@sha256:[0-9a-f]{64}$" $d.image) -}}
+{{- fail (printf "%s.image must be pinned by digest, ending in @sha256: and 64 lowercase hex (got %q); a tag can move, a digest cannot" $key $d.image) -}}
+{{- end -}}
+{{- $amd := $d.binarySHA256Amd64 | default "" -}}
+{{- $arm := $d.binarySHA256Arm64 | default "" -}}
+{{- if or (and $amd (not $arm)) (and $arm (not $amd)) -}}
+{{- fail (printf "%s: set BOTH hashes or NEITHER (%s.binarySHA256Amd64 and %s.binarySHA256Arm64); with neither, the pins are read from the image index annotations" $key $key $key) -}}
+{{- end -}}
+{{- range $field, $value := dict "binarySHA256Amd64" $amd "binarySHA256Arm64" $arm -}}
+{{- if and $value (not (regexMatch "^[0-9a-f]{64}$" $value)) -}}
+{{- fail (printf "%s.%s must be 64 lowercase hex characters (got %q)" $key $field $value) -}}
+{{- end -}}
+{{- end -}}
+{{- end }}
+
+{{- define "wspin.validate" -}}
+{{- include "wspin.validateDelivery" (list "agentdDelivery" .Values.agentdDelivery) -}}
+{{- include "wspin.validateDelivery" (list "opencodeDelivery" .Values.opencodeDelivery) -}}
+{{- $certs := .Values.certificates -}}
+{{- if eq $certs.mode "provided" -}}
+{{- if not $certs.secretName -}}
+{{- fail "certificates.secretName is required when certificates.mode is provided: name the Secret (keys tls.crt, tls.key) that holds the webhook's serving certificate" -}}
+{{- end -}}
+{{- if not $certs.caBundle -}}
+{{- fail "certificates.caBundle is required when certificates.mode is provided: the base64 PEM of the CA that signed the serving certificate, so the API server trusts the webhook" -}}
+{{- end -}}
+{{- end -}}
+{{- $pdb := .Values.webhook.podDisruptionBudget -}}
+{{- if and $pdb.enabled (ge (int $pdb.minAvailable) (int .Values.webhook.replicas)) -}}
+{{- fail (printf "webhook.podDisruptionBudget.minAvailable (%d) must be below webhook.replicas (%d): otherwise no node drain can ever evict a webhook pod" (int $pdb.minAvailable) (int .Values.webhook.replicas)) -}}
+{{- end -}}
+{{- $c := .Values.controller -}}
+{{- if $c.relayStaging.enabled -}}
+{{- if not $c.internalToken.secretName -}}
+{{- fail "controller.internalToken.secretName is required when controller.relayStaging.enabled: relay staging fetches provider credentials from the API with that token (give a Secret name, never the token)" -}}
+{{- end -}}
+{{- if not $c.apiServiceURL -}}
+{{- fail "controller.apiServiceURL is required when controller.relayStaging.enabled: relay staging fetches provider credentials from the API's internal endpoint" -}}
+{{- end -}}
+{{- end -}}
+{{- if $c.inferenceRelay.enabled -}}
+{{- $a := $c.inferenceRelay.artifact -}}
+{{- if not $a.urls -}}
+{{- fail "controller.inferenceRelay.artifact.urls needs at least one mirror URL when controller.inferenceRelay.enabled: relay VMs download the relay-proxy binary from it" -}}
+{{- end -}}
+{{- if not (and $a.sha256Amd64 $a.sha256Arm64) -}}
+{{- fail "controller.inferenceRelay.artifact.sha256Amd64 and sha256Arm64 are both required when controller.inferenceRelay.enabled: cloud-init checks the downloaded binary against them" -}}
+{{- end -}}
+{{- end -}}
+{{- if .Values.tests.enabled -}}
+{{- $excluded := concat (list "kube-system" .Release.Namespace) .Values.webhook.excludedNamespaces -}}
+{{- if has .Values.tests.probeNamespace $excluded -}}
+{{- fail (printf "tests.probeNamespace %q is excluded from the pod webhook, so the helm test probe would never be injected; pick a workspace namespace" .Values.tests.probeNamespace) -}}
+{{- end -}}
+{{- end -}}
+{{- end }}

@@ -1,0 +1,95 @@
+"""Every rendered object is valid Kubernetes 1.32 and the chart lints clean."""
+
+from __future__ import annotations
+
+import kubernetes_validate
+import pytest
+
+from tests.chart.helm import CHART, VALUES, Rendered, run_helm, template
+
+# Kinds whose schemas come from other projects' CRDs (cert-manager, Prometheus Operator); their
+# shape is checked in test_certificates.py and test_monitoring.py.
+THIRD_PARTY = {
+    ("cert-manager.io/v1", "Certificate"),
+    ("cert-manager.io/v1", "Issuer"),
+    ("monitoring.coreos.com/v1", "ServiceMonitor"),
+    ("monitoring.coreos.com/v1", "PrometheusRule"),
+}
+
+
+def test_every_rendered_object_validates_against_the_kubernetes_1_32_schemas(
+    any_render: Rendered,
+) -> None:
+    problems = []
+    for doc in any_render:
+        if (doc["apiVersion"], doc["kind"]) in THIRD_PARTY:
+            continue
+        try:
+            kubernetes_validate.validate(doc, "1.32", strict=True)
+        except kubernetes_validate.ValidationError as err:
+            path = "/".join(str(p) for p in err.path)
+            problems.append(f"{doc['kind']}/{doc['metadata']['name']} {path}: {err.message}")
+        except kubernetes_validate.SchemaNotFoundError:
+            problems.append(f"{doc['apiVersion']} {doc['kind']} has no 1.32 schema")
+    assert problems == []
+
+
+def test_every_object_carries_the_release_labels(any_render: Rendered) -> None:
+    for doc in any_render:
+        if doc["kind"] == "CustomResourceDefinition":
+            continue  # crds/ are installed once and shared by releases
+        labels = doc["metadata"].get("labels", {})
+        assert labels.get("app.kubernetes.io/instance") == "wspin", doc["metadata"]["name"]
+        assert labels.get("app.kubernetes.io/name") == "wspin", doc["metadata"]["name"]
+
+
+@pytest.mark.parametrize(
+    "sets",
+    [
+        {},
+        {"certificates.mode": "certManager"},
+        {
+            "certificates.mode": "provided",
+            "certificates.secretName": "tls",
+            "certificates.caBundle": "Q0E=",
+        },
+    ],
+    ids=["selfManaged", "certManager", "provided"],
+)
+def test_helm_lint_strict_passes(sets: dict[str, str]) -> None:
+    args = ["lint", "--strict", str(CHART), "--namespace", "wspin", "--kube-version", "1.35.0"]
+    args += ["--values", str(VALUES / "minimal.yaml")]
+    for key, value in sets.items():
+        args += ["--set-string", f"{key}={value}"]
+    result = run_helm(args)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "0 chart(s) failed" in result.stdout
+
+
+def test_helm_lint_strict_passes_with_every_option_enabled() -> None:
+    args = ["lint", "--strict", str(CHART), "--namespace", "wspin", "--kube-version", "1.35.0"]
+    args += ["--values", str(VALUES / "minimal.yaml"), "--values", str(VALUES / "full.yaml")]
+    result = run_helm(args)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_clusters_older_than_1_35_are_refused_because_image_volumes_are_off_by_default() -> None:
+    result = template(kube_version="1.34.3")
+    assert result.returncode != 0
+    assert ">=1.35.0-0" in result.stderr
+
+
+def test_provider_builds_of_1_35_are_accepted() -> None:
+    assert template(kube_version="1.35.2-eks-4a1b2c").returncode == 0
+
+
+def test_a_misspelled_value_is_rejected_by_the_values_schema() -> None:
+    result = template(sets={"webhook.replica": "3"})
+    assert result.returncode != 0
+    assert "replica" in result.stderr
+
+
+def test_the_values_schema_rejects_an_unknown_certificate_mode() -> None:
+    result = template(sets={"certificates.mode": "letsencrypt"})
+    assert result.returncode != 0
+    assert "certificates.mode" in result.stderr

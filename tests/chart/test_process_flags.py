@@ -1,0 +1,115 @@
+"""The rendered container args are accepted by the real `wspin` parsers and settings checks.
+
+This is the contract between the chart and the processes: a flag the chart renders but a
+process does not know, or a value it would refuse at start, fails here instead of in a pod.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+import pytest
+
+from tests.chart.helm import Rendered, flag_values
+
+
+@pytest.fixture
+def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Every flag also reads WSPIN_<FLAG> while the parser is built; only the args count here.
+    for name in list(os.environ):
+        if name.startswith("WSPIN_") or name == "LLMSAFESPACES_INTERNAL_TOKEN":
+            monkeypatch.delenv(name)
+
+
+def parse(rendered: Rendered, component: str) -> argparse.Namespace:
+    from wspin.cli import build_parser
+
+    container = rendered.container(component)
+    assert container["command"] == ["wspin"]
+    assert container["args"][0] == component
+    return build_parser().parse_args(container["args"])
+
+
+@pytest.mark.usefixtures("clean_environment")
+def test_webhook_args_parse_and_pass_the_webhooks_settings_checks(any_render: Rendered) -> None:
+    from webhook.settings import settings_from_args
+
+    args = parse(any_render, "webhook")
+    settings = settings_from_args(args)
+    assert settings.serving.port == 8443
+    assert settings.serving.metrics_port == 9090
+    assert settings.agentd.image == flag_values(any_render.args("webhook"), "--agentd-image")[0]
+
+
+@pytest.mark.usefixtures("clean_environment")
+def test_webhook_certificate_flags_name_the_rendered_objects(any_render: Rendered) -> None:
+    args = parse(any_render, "webhook")
+    mutating_config = any_render.one("MutatingWebhookConfiguration")
+    validating_config = any_render.one("ValidatingWebhookConfiguration")
+    for config in (mutating_config, validating_config):
+        # The serving certificate's DNS names derive from --service-name.
+        assert config["webhooks"][0]["clientConfig"]["service"]["name"] == args.service_name
+    any_render.get("Service", args.service_name)
+    mutating = mutating_config["metadata"]["name"]
+    validating = validating_config["metadata"]["name"]
+    assert (args.mutating_webhook_name, args.validating_webhook_name) == (mutating, validating)
+    if args.self_managed_certs:
+        assert args.tls_cert_file is None and args.tls_key_file is None
+        assert args.secret
+    else:
+        assert (args.tls_cert_file, args.tls_key_file) == (
+            "/etc/wspin/tls/tls.crt",
+            "/etc/wspin/tls/tls.key",
+        )
+
+
+@pytest.mark.usefixtures("clean_environment")
+def test_controller_args_parse_and_pass_the_controllers_settings_checks(
+    any_render: Rendered,
+) -> None:
+    from controller.settings import settings_from_args
+
+    settings = settings_from_args(
+        parse(any_render, "controller"), environ={"POD_NAMESPACE": "wspin"}
+    )
+    assert settings.runtime.health_port == 8081
+    assert settings.runtime.metrics_port == 8080
+    assert settings.runtime.leader_election.enabled is True
+    assert settings.runtime.leader_election.name == "wspin-controller"
+
+
+@pytest.mark.usefixtures("clean_environment")
+def test_every_controller_value_reaches_its_setting(full_render: Rendered) -> None:
+    from controller.settings import settings_from_args
+
+    settings = settings_from_args(parse(full_render, "controller"), environ={})
+    workspace = settings.workspace
+    assert workspace.default_runtime_class == "gvisor"
+    assert workspace.termination_grace == 40
+    assert (
+        workspace.api_service_url == "http://llmsafespaces-api.llmsafespaces.svc.cluster.local:8080"
+    )
+    assert workspace.api_public_url == "https://api.example.com"
+    assert workspace.preview_origin_base_domain == "preview.example.com"
+    assert settings.relay_staging.enabled is True
+    assert settings.relay_staging.namespace == "llm-relay"
+    assert settings.relay_staging.token_ttl == 24 * 3600
+    relay = settings.inference_relay
+    assert relay.enabled is True
+
+
+@pytest.mark.usefixtures("clean_environment")
+def test_every_webhook_value_reaches_its_setting(full_render: Rendered) -> None:
+    from webhook.settings import settings_from_args
+
+    settings = settings_from_args(parse(full_render, "webhook"))
+    assert settings.insecure_registries == frozenset({"registry.internal:5000", "10.0.0.5:5000"})
+    assert settings.agentd.binary_sha256_amd64 == "a" * 64
+    assert settings.opencode.binary_sha256_arm64 == "d" * 64
+    assert settings.validator.allowed_storage_classes == ("fast-ssd", "standard")
+    assert settings.validator.allowed_runtime_registries == (
+        "ghcr.io/acme/",
+        "registry.internal:5000/runtimes/",
+    )
+    assert settings.validator.max_storage_gi == 1024

@@ -1,0 +1,236 @@
+"""RBAC, object by object: each component gets exactly the grants its code uses, by name where
+the object's name is known, and nothing with a wildcard."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.chart.helm import NAMESPACE, Rendered
+
+Rule = tuple[str, str, tuple[str, ...], tuple[str, ...]]
+"""(apiGroup, resource, resourceNames, verbs), one per resource of a rule."""
+
+ROLE_KINDS = ("Role", "ClusterRole")
+SECRET_READ_VERBS = {"get", "list", "watch"}
+
+
+def grants(role: dict[str, Any]) -> set[Rule]:
+    out = set()
+    for rule in role.get("rules") or []:
+        for group in rule.get("apiGroups", []):
+            for resource in rule.get("resources", []):
+                out.add(
+                    (
+                        group,
+                        resource,
+                        tuple(sorted(rule.get("resourceNames") or ())),
+                        tuple(sorted(rule["verbs"])),
+                    )
+                )
+    return out
+
+
+def role(rendered: Rendered, kind: str, name: str, namespace: str | None = None) -> set[Rule]:
+    doc = rendered.get(kind, name)
+    if kind == "Role":
+        assert doc["metadata"]["namespace"] == (namespace or NAMESPACE)
+    return grants(doc)
+
+
+def verbs(*names: str) -> tuple[str, ...]:
+    return tuple(sorted(names))
+
+
+PINS = ("llmsafespaces-agentd-pins", "llmsafespaces-opencode-pins")
+WEBHOOK_ROLE_BASE = {
+    ("", "configmaps", PINS, verbs("get", "update")),
+    ("", "configmaps", (), verbs("create")),
+    ("", "pods", (), verbs("create")),
+}
+WEBHOOK_ROLE_SELF_MANAGED = WEBHOOK_ROLE_BASE | {
+    ("", "secrets", ("wspin-webhook-tls",), verbs("get", "update")),
+    ("", "secrets", (), verbs("create")),
+    ("coordination.k8s.io", "leases", ("wspin-webhook-tls-authority",), verbs("get", "update")),
+    ("coordination.k8s.io", "leases", (), verbs("create")),
+}
+WEBHOOK_CONFIGS = {
+    (
+        "admissionregistration.k8s.io",
+        "mutatingwebhookconfigurations",
+        ("wspin-webhook-wspin",),
+        verbs("get", "patch", "update"),
+    ),
+    (
+        "admissionregistration.k8s.io",
+        "validatingwebhookconfigurations",
+        ("wspin-webhook-wspin-workspaces",),
+        verbs("get", "patch", "update"),
+    ),
+}
+CONTROLLER_CLUSTER_BASE = {
+    ("llmsafespaces.dev", "workspaces", (), verbs("get", "list", "watch", "update", "patch")),
+    ("llmsafespaces.dev", "workspaces/status", (), verbs("get", "update", "patch")),
+    ("llmsafespaces.dev", "workspaces/finalizers", (), verbs("update")),
+    ("", "pods", (), verbs("get", "list", "watch", "create", "delete")),
+    ("", "persistentvolumeclaims", (), verbs("get", "list", "watch", "create", "delete")),
+    ("", "events", (), verbs("create", "patch")),
+}
+CONTROLLER_CLUSTER_FULL = CONTROLLER_CLUSTER_BASE | {
+    ("llmsafespaces.dev", "inferencerelays", (), verbs("get", "list", "watch", "update", "patch")),
+    ("llmsafespaces.dev", "inferencerelays/status", (), verbs("get", "update", "patch")),
+    ("llmsafespaces.dev", "inferencerelays/finalizers", (), verbs("update")),
+    ("", "secrets", (), verbs("get", "create", "update", "delete")),
+}
+LEADER_LEASE = {
+    ("coordination.k8s.io", "leases", ("wspin-controller",), verbs("get", "update")),
+    ("coordination.k8s.io", "leases", (), verbs("create")),
+}
+CONTROLLER_ROLE_FULL = LEADER_LEASE | {
+    ("", "configmaps", ("relay-router-peers",), verbs("get", "update")),
+    ("", "secrets", ("relay-vm-tokens",), verbs("get", "update")),
+    ("", "secrets", ("aws-relay-irwa", "oci-credentials"), verbs("get")),
+    ("", "configmaps", (), verbs("create")),
+    ("", "secrets", (), verbs("create")),
+}
+RELAY_STAGING_ROLE = {
+    ("", "secrets", (), verbs("create", "update", "delete")),
+    ("", "secrets", ("llm-relay-hpke-pub", "llm-relay-mint-key"), verbs("get")),
+}
+
+
+def test_webhook_role_in_self_managed_mode(default_render: Rendered) -> None:
+    assert role(default_render, "Role", "wspin-webhook") == WEBHOOK_ROLE_SELF_MANAGED
+    assert role(default_render, "ClusterRole", "wspin-webhook-wspin") == WEBHOOK_CONFIGS
+
+
+@pytest.mark.parametrize("mode", ["certManager", "provided"])
+def test_with_mounted_certificates_the_webhook_reads_no_secret_and_patches_no_configuration(
+    renders: Any, mode: str
+) -> None:
+    rendered = renders[mode]
+    assert role(rendered, "Role", "wspin-webhook") == WEBHOOK_ROLE_BASE
+    assert [d["metadata"]["name"] for d in rendered.of_kind("ClusterRole")] == [
+        "wspin-controller-wspin"
+    ]
+
+
+def test_skipping_the_image_volume_probe_drops_pod_create_and_its_policy() -> None:
+    from tests.chart.helm import render
+
+    rendered = render(sets={"webhook.skipImageVolumeProbe": True})
+    assert role(rendered, "Role", "wspin-webhook") == WEBHOOK_ROLE_SELF_MANAGED - {
+        ("", "pods", (), verbs("create"))
+    }
+    assert rendered.of_kind("ValidatingAdmissionPolicy") == []
+
+
+def test_controller_grants_by_default(default_render: Rendered) -> None:
+    assert role(default_render, "ClusterRole", "wspin-controller-wspin") == CONTROLLER_CLUSTER_BASE
+    assert role(default_render, "Role", "wspin-controller") == LEADER_LEASE
+    names = {d["metadata"]["name"] for d in default_render.of_kind("Role")}
+    assert "wspin-controller-relay-staging" not in names
+
+
+def test_controller_grants_with_relay_staging_and_inference_relay(full_render: Rendered) -> None:
+    assert role(full_render, "ClusterRole", "wspin-controller-wspin") == CONTROLLER_CLUSTER_FULL
+    assert role(full_render, "Role", "wspin-controller") == CONTROLLER_ROLE_FULL
+    staging = role(full_render, "Role", "wspin-controller-relay-staging", namespace="llm-relay")
+    assert staging == RELAY_STAGING_ROLE
+
+
+def test_no_rule_uses_a_wildcard(any_render: Rendered) -> None:
+    for doc in (d for kind in ROLE_KINDS for d in any_render.of_kind(kind)):
+        for rule in doc["rules"]:
+            for key in ("apiGroups", "resources", "verbs", "resourceNames", "nonResourceURLs"):
+                assert "*" not in (rule.get(key) or []), (doc["metadata"]["name"], rule)
+                assert not any("*" in item for item in rule.get(key) or []), rule
+
+
+def test_no_role_can_escalate_bind_or_impersonate(any_render: Rendered) -> None:
+    for doc in (d for kind in ROLE_KINDS for d in any_render.of_kind(kind)):
+        for group, resource, _, granted in grants(doc):
+            assert not {"escalate", "bind", "impersonate"} & set(granted), (resource, granted)
+            assert group != "rbac.authorization.k8s.io", doc["metadata"]["name"]
+
+
+def test_no_role_lists_or_watches_secrets(any_render: Rendered) -> None:
+    # A list or watch returns every Secret's data; reads of Secrets are by name only, except
+    # the per-workspace relay handoff Secret whose name varies (get, never list).
+    for doc in (d for kind in ROLE_KINDS for d in any_render.of_kind(kind)):
+        for _, resource, _, granted in grants(doc):
+            if resource == "secrets":
+                assert not {"list", "watch"} & set(granted), doc["metadata"]["name"]
+
+
+def test_names_the_webhook_knows_are_granted_only_by_resource_names(any_render: Rendered) -> None:
+    # Every verb that reads or changes an existing object of these kinds is name-restricted;
+    # only create (the object does not exist yet) goes without names.
+    named_kinds = {
+        "configmaps",
+        "leases",
+        "mutatingwebhookconfigurations",
+        "validatingwebhookconfigurations",
+    }
+    for doc in any_render.of_kind("Role") + any_render.of_kind("ClusterRole"):
+        if not doc["metadata"]["name"].startswith("wspin-webhook"):
+            continue
+        for _, resource, names, granted in grants(doc):
+            if resource in named_kinds | {"secrets"} and granted != ("create",):
+                assert names, (resource, granted)
+
+
+def test_the_webhook_cannot_create_webhook_configurations(any_render: Rendered) -> None:
+    # So a replica still running after `helm uninstall` cannot bring a configuration back.
+    for doc in (d for kind in ROLE_KINDS for d in any_render.of_kind(kind)):
+        for _, resource, _, granted in grants(doc):
+            if resource.endswith("webhookconfigurations"):
+                assert "create" not in granted and "delete" not in granted
+
+
+def test_each_binding_names_a_rendered_role_and_the_deployments_service_account(
+    any_render: Rendered,
+) -> None:
+    accounts = {
+        d["spec"]["template"]["spec"]["serviceAccountName"]
+        for d in any_render.of_kind("Deployment")
+    }
+    rendered_accounts = {d["metadata"]["name"] for d in any_render.of_kind("ServiceAccount")}
+    assert accounts <= rendered_accounts
+    for binding_kind, role_kind in (("RoleBinding", "Role"), ("ClusterRoleBinding", "ClusterRole")):
+        for binding in any_render.of_kind(binding_kind):
+            ref = binding["roleRef"]
+            assert ref["kind"] == role_kind
+            target = any_render.get(role_kind, ref["name"])
+            if role_kind == "Role":
+                assert target["metadata"]["namespace"] == binding["metadata"]["namespace"]
+            for subject in binding["subjects"]:
+                assert subject["kind"] == "ServiceAccount"
+                assert subject["name"] in rendered_accounts
+                assert subject["namespace"] == NAMESPACE
+
+
+def test_the_dry_run_policy_binds_the_webhook_account_to_dry_run_pod_creates(
+    default_render: Rendered,
+) -> None:
+    policy = default_render.one("ValidatingAdmissionPolicy")
+    binding = default_render.one("ValidatingAdmissionPolicyBinding")
+    assert binding["spec"]["policyName"] == policy["metadata"]["name"]
+    assert binding["spec"]["validationActions"] == ["Deny"]
+    (rule,) = policy["spec"]["matchConstraints"]["resourceRules"]
+    assert (rule["resources"], rule["operations"]) == (["pods"], ["CREATE"])
+    (condition,) = policy["spec"]["matchConditions"]
+    assert "system:serviceaccount:wspin:wspin-webhook" in condition["expression"]
+    assert [v["expression"] for v in policy["spec"]["validations"]] == ["request.dryRun == true"]
+
+
+def test_the_webhook_role_secret_name_matches_its_secret_flag(renders: Any) -> None:
+    from tests.chart.helm import flag_values
+
+    rendered = renders["selfManaged"]
+    (secret,) = flag_values(rendered.args("webhook"), "--secret")
+    names = {
+        n for _, r, ns, _ in role(rendered, "Role", "wspin-webhook") if r == "secrets" for n in ns
+    }
+    assert names == {secret}

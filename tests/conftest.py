@@ -1,0 +1,113 @@
+"""Shared fixtures for every test package.
+
+Kubernetes API fixtures (API-level tests use only these, so they run unchanged against a
+real cluster when ``WSPIN_TEST_KUBECONFIG`` names a kubeconfig):
+
+- ``real_cluster`` -> bool: whether ``WSPIN_TEST_KUBECONFIG`` is set.
+- ``kube_server`` -> ``tests.kubeapi.KubeServer``: the in-process API test server (``.url``,
+  ``.store``, ``.writes``, ``.image_volume_gate``, ``fail_next()``, ``compact()``,
+  ``drop_watches()``, ``send_bookmarks()``). It is a fault-injection fixture, so it skips
+  on a real cluster; request it only in tests that need those controls.
+- ``kube_api`` -> ``kubernetes_asyncio.client.ApiClient`` for the fake server
+  (``Configuration(host=kube_server.url)``) or the real cluster; closed at teardown.
+- ``kube`` -> ``wspin.resources.Kube`` over ``kube_api``.
+- ``namespace`` -> str: a fresh, uniquely named namespace (deleted at teardown on a real
+  cluster; the fake server is discarded whole).
+
+Hygiene: ``_no_asyncio_pending_tasks`` (autouse) fails any async test that leaves asyncio
+tasks running after its fixtures are torn down; sync tests are not affected.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import os
+import uuid
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+from kubernetes_asyncio import client, config
+
+from tests.kubeapi import KubeServer
+from wspin.resources import NAMESPACES, Kube
+
+KUBECONFIG_ENV = "WSPIN_TEST_KUBECONFIG"
+
+
+@pytest.fixture(scope="session")
+def real_cluster() -> bool:
+    return bool(os.environ.get(KUBECONFIG_ENV))
+
+
+@pytest.fixture
+async def kube_server(real_cluster: bool) -> AsyncIterator[KubeServer]:
+    if real_cluster:
+        pytest.skip(f"fault injection needs the test API server; {KUBECONFIG_ENV} is set")
+    async with KubeServer() as server:
+        yield server
+
+
+@pytest.fixture
+def _kube_server_url(real_cluster: bool, request: pytest.FixtureRequest) -> str | None:
+    """Sync on purpose: resolving ``kube_server`` lazily cannot happen inside a running loop."""
+    if real_cluster:
+        return None
+    server: KubeServer = request.getfixturevalue("kube_server")
+    return server.url
+
+
+@pytest.fixture
+async def kube_api(_kube_server_url: str | None) -> AsyncIterator[client.ApiClient]:
+    configuration = client.Configuration()
+    if _kube_server_url is None:
+        await config.load_kube_config(
+            config_file=os.environ[KUBECONFIG_ENV], client_configuration=configuration
+        )
+    else:
+        configuration.host = _kube_server_url
+    api = client.ApiClient(configuration)
+    try:
+        yield api
+    finally:
+        await api.close()
+
+
+@pytest.fixture
+def kube(kube_api: client.ApiClient) -> Kube:
+    return Kube(kube_api)
+
+
+@pytest.fixture
+async def namespace(kube: Kube, real_cluster: bool) -> AsyncIterator[str]:
+    name = f"wspin-test-{uuid.uuid4().hex[:10]}"
+    await kube.create(NAMESPACES, {"metadata": {"name": name, "labels": {"wspin-test": "1"}}})
+    yield name
+    if real_cluster:
+        await kube.delete(NAMESPACES, name)
+
+
+@pytest.fixture(autouse=True)
+def _no_asyncio_pending_tasks(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Async tests only: sync tests must not get an event loop they never asked for."""
+    if inspect.iscoroutinefunction(getattr(request.node, "obj", None)):
+        request.getfixturevalue("_asyncio_task_leak_check")
+    yield
+
+
+@pytest.fixture
+async def _asyncio_task_leak_check() -> AsyncIterator[None]:
+    """Set up before, torn down after, every other fixture of the test (STYLE.md §12)."""
+    before = asyncio.all_tasks()
+    yield
+    # Let tasks cancelled by other fixtures' teardown run their last callbacks.
+    for _ in range(3):
+        await asyncio.sleep(0)
+    current = asyncio.current_task()
+    leaked = {t for t in asyncio.all_tasks() - before if t is not current and not t.done()}
+    if leaked:
+        described = sorted(map(repr, leaked))
+        for task in leaked:
+            task.cancel()
+        await asyncio.gather(*leaked, return_exceptions=True)
+        pytest.fail(f"the test left asyncio tasks running: {described}")

@@ -1,0 +1,18 @@
+"""An in-process Kubernetes API server for tests: real HTTP on loopback, plain dicts inside.
+
+It exists because the product's API-level tests must run unchanged against a real cluster
+(``WSPIN_TEST_KUBECONFIG``), so the fake is reached only over HTTP through the real
+kubernetes_asyncio client, never by patching it. It emulates what the controller relies on:
+server-set metadata, optimistic concurrency, selectors, the three patch flavours, the status
+subresource, generation, finalizers, garbage collection and watches with resume, 410 and
+bookmarks. It is not a full API server: no admission, no server-side apply, no RBAC, no
+defaulting beyond what ``defaults`` lists.
+
+Modules: ``kinds`` (what is served), ``selectors``, ``patch``, ``defaults`` (per-kind
+strategies), ``store`` (objects and history), ``watch`` (streams), ``server`` (routing and
+test controls), ``status`` (error bodies).
+"""
+
+from tests.kubeapi.server import KubeServer, Write
+
+__all__ = ["KubeServer", "Write"]

@@ -1,0 +1,143 @@
+"""What kube-apiserver's registry strategies do to built-in kinds on create and update.
+
+Only the behaviour the product can observe is emulated: the initial status of pods,
+namespaces and PVCs, Secret ``stringData``, pod spec immutability, and the ImageVolume
+feature gate being off (the pod strategy then drops image volumes and the mounts that use
+them, and keeps env, exactly as recorded on v1.32 in the admission fixtures' README).
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+from typing import Any
+
+from tests.kubeapi.kinds import Kind
+from tests.kubeapi.status import ApiError, invalid
+
+Obj = dict[str, Any]
+
+_CONTAINER_LISTS = ("initContainers", "containers", "ephemeralContainers")
+#: Pod spec fields an update may change (core/v1 ValidatePodUpdate, without resize).
+_MUTABLE_POD_SPEC = ("activeDeadlineSeconds", "tolerations", "terminationGracePeriodSeconds")
+
+
+def prepare_create(kind: Kind, obj: Obj, *, image_volume_gate: bool) -> None:
+    """Apply the kind's create-time strategy to ``obj`` in place."""
+    if kind.custom and kind.status_subresource:
+        obj.pop("status", None)
+    if kind.group:
+        return
+    if kind.plural == "pods":
+        _validate_pod(obj)
+        if not image_volume_gate:
+            drop_image_volumes(obj["spec"])
+        obj["status"] = {"phase": "Pending", "qosClass": _qos_class(obj["spec"])}
+    elif kind.plural == "namespaces":
+        obj["spec"] = {"finalizers": ["kubernetes"]}
+        obj["status"] = {"phase": "Active"}
+    elif kind.plural == "persistentvolumeclaims":
+        obj["status"] = {"phase": "Pending"}
+    elif kind.plural == "secrets":
+        obj.setdefault("type", "Opaque")
+    fold_string_data(kind, obj)
+
+
+def prepare_update(kind: Kind, old: Obj, new: Obj) -> None:
+    """Apply the kind's update-time strategy and validation to ``new`` in place."""
+    fold_string_data(kind, new)
+    if kind.plural == "pods" and not kind.group:
+        _validate_pod(new)
+        if _frozen_pod_spec(old["spec"]) != _frozen_pod_spec(new["spec"]):
+            raise invalid(
+                "Pod",
+                new["metadata"]["name"],
+                "spec",
+                "Forbidden: pod updates may not change fields other than "
+                "`spec.containers[*].image`, `spec.initContainers[*].image`, "
+                "`spec.activeDeadlineSeconds`, `spec.tolerations` (only additions to "
+                "existing tolerations) or `spec.terminationGracePeriodSeconds`",
+            )
+
+
+def fold_string_data(kind: Kind, obj: Obj) -> None:
+    """Secrets: ``stringData`` is write-only; the server folds it into base64 ``data``."""
+    if kind.plural != "secrets" or kind.group or "stringData" not in obj:
+        return
+    data = obj.setdefault("data", {}) or {}
+    for key, value in (obj.pop("stringData") or {}).items():
+        data[key] = base64.b64encode(str(value).encode()).decode()
+    obj["data"] = data
+
+
+def drop_image_volumes(spec: Obj) -> None:
+    """The gate-off pod strategy: image volumes and every mount of them vanish, env stays."""
+    volumes = spec.get("volumes") or []
+    dropped = {v.get("name") for v in volumes if "image" in v}
+    if not dropped:
+        return
+    spec["volumes"] = [v for v in volumes if v.get("name") not in dropped]
+    if not spec["volumes"]:
+        del spec["volumes"]
+    for list_name in _CONTAINER_LISTS:
+        for container in spec.get(list_name) or []:
+            mounts = [m for m in container.get("volumeMounts") or [] if m["name"] not in dropped]
+            if mounts:
+                container["volumeMounts"] = mounts
+            else:
+                container.pop("volumeMounts", None)
+
+
+def _validate_pod(pod: Obj) -> None:
+    spec = pod.get("spec")
+    name = pod.get("metadata", {}).get("name") or pod.get("metadata", {}).get("generateName", "")
+    if not isinstance(spec, dict) or not spec.get("containers"):
+        raise invalid("Pod", name, "spec.containers", "Required value")
+    for list_name in _CONTAINER_LISTS:
+        for n, container in enumerate(spec.get(list_name) or []):
+            for field in ("name", "image"):
+                if not container.get(field) and not (list_name == "ephemeralContainers"):
+                    raise invalid("Pod", name, f"spec.{list_name}[{n}].{field}", "Required value")
+
+
+def _frozen_pod_spec(spec: Obj) -> Obj:
+    frozen = {k: v for k, v in spec.items() if k not in _MUTABLE_POD_SPEC}
+    for list_name in ("initContainers", "containers"):
+        frozen[list_name] = [
+            {k: v for k, v in c.items() if k != "image"} for c in spec.get(list_name) or []
+        ]
+    return frozen
+
+
+def _qos_class(spec: Obj) -> str:
+    """BestEffort, Guaranteed or Burstable from the containers' cpu/memory resources."""
+    containers = [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]
+    resources = [c.get("resources") or {} for c in containers]
+    if not any(r.get("requests") or r.get("limits") for r in resources):
+        return "BestEffort"
+    for r in resources:
+        limits, requests = r.get("limits") or {}, r.get("requests") or {}
+        for name in ("cpu", "memory"):
+            if name not in limits or requests.get(name, limits[name]) != limits[name]:
+                return "Burstable"
+    return "Guaranteed"
+
+
+def check_name(kind: Kind, name: str) -> None:
+    """Names are DNS-1123 subdomains (namespaces: labels), as the API server validates."""
+    label = kind.plural == "namespaces" and not kind.group
+    pattern = (
+        r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+        if label
+        else (r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+    )
+    limit = 63 if label else 253
+    if len(name) > limit or not re.fullmatch(pattern, name):
+        raise ApiError(
+            422,
+            f'{kind.kind} "{name}" is invalid: metadata.name: Invalid value: "{name}": '
+            f"a lowercase RFC 1123 {'label' if label else 'subdomain'} must consist of lower "
+            "case alphanumeric characters, '-' or '.', and must start and end with an "
+            f"alphanumeric character (at most {limit} characters)",
+            "Invalid",
+        )

@@ -1,0 +1,332 @@
+"""The test API server: REST routing over the store, fault injection and a write log.
+
+``KubeServer`` is what fixtures hand to tests: ``url`` for ``Configuration(host=…)``, the
+``store`` for direct inspection, ``writes`` (every POST/PUT/PATCH/DELETE it received, as
+``(method, path)``), and the fault controls ``fail_next``, ``compact``, ``drop_watches`` and
+``send_bookmarks``. It listens on 127.0.0.1, port 0, plain HTTP.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any, NamedTuple
+
+from aiohttp import web
+
+from tests.kubeapi import patch as patches
+from tests.kubeapi.kinds import BUILTIN_KINDS, Kind, KindRegistry, chart_crd_files, load_crds
+from tests.kubeapi.selectors import field_selector, label_selector
+from tests.kubeapi.status import ApiError, bad_request
+from tests.kubeapi.store import Signal, Store
+from tests.kubeapi.watch import is_true, serve_watch
+
+Obj = dict[str, Any]
+log = logging.getLogger(__name__)
+_WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+_NO_ROUTE = "the server could not find the requested resource"
+
+
+class Write(NamedTuple):
+    """One write request as received (recorded even when it then failed)."""
+
+    method: str
+    path: str
+
+
+@dataclass
+class _Fault:
+    status: int
+    method: str | None
+    path: str
+    remaining: int
+    message: str
+
+    def matches(self, method: str, path: str) -> bool:
+        return (self.method in (None, method)) and path.startswith(self.path)
+
+
+class KubeServer:
+    """A Kubernetes API test server on loopback; use ``async with KubeServer() as server``."""
+
+    def __init__(
+        self,
+        *,
+        crd_files: Iterable[Path] | None = None,
+        image_volume_gate: bool = True,
+        bookmark_interval: float = 1.0,
+        history_limit: int = 10_000,
+    ) -> None:
+        files = list(crd_files) if crd_files is not None else chart_crd_files()
+        self.kinds = KindRegistry([*BUILTIN_KINDS, *load_crds(files)])
+        self.store = Store(self.kinds, history_limit=history_limit)
+        self.store.image_volume_gate = image_volume_gate
+        #: Seconds between BOOKMARKs on watches that allow them.
+        self.bookmark_interval = bookmark_interval
+        #: Every POST/PUT/PATCH/DELETE received, in order; clear it to start counting.
+        self.writes: list[Write] = []
+        self.url = ""
+        self._faults: list[_Fault] = []
+        self._runner: web.AppRunner | None = None
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    async def start(self) -> KubeServer:
+        app = web.Application(client_max_size=8 * 1024 * 1024)
+        app.router.add_route("*", "/{path:.*}", self._handle)
+        # handler_cancellation: a client that hangs up ends its watch handler at once.
+        self._runner = web.AppRunner(
+            app, handler_cancellation=True, shutdown_timeout=1.0, access_log=None
+        )
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        host, port = self._runner.addresses[0][:2]
+        self.url = f"http://{host}:{port}"
+        return self
+
+    async def close(self) -> None:
+        self.store.signal_watches(Signal.CLOSE)
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def __aenter__(self) -> KubeServer:
+        return await self.start()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    # -- test controls --------------------------------------------------------------------
+
+    @property
+    def image_volume_gate(self) -> bool:
+        """False: pods lose image volumes and their mounts on create, as with the gate off."""
+        return self.store.image_volume_gate
+
+    @image_volume_gate.setter
+    def image_volume_gate(self, enabled: bool) -> None:
+        self.store.image_volume_gate = enabled
+
+    @property
+    def open_watches(self) -> int:
+        """How many watch streams are open now (wait for one before signalling it)."""
+        return self.store.open_watches
+
+    def fail_next(
+        self,
+        status: int = 500,
+        *,
+        method: str | None = None,
+        path: str = "/",
+        count: int = 1,
+        message: str = "injected failure",
+    ) -> None:
+        """Answer the next ``count`` requests matching method and path prefix with ``status``.
+
+        The failed requests change nothing (they are still recorded in ``writes``).
+        """
+        self._faults.append(_Fault(status, method and method.upper(), path, count, message))
+
+    def compact(self) -> None:
+        """Compact history: a watch resuming from an older resourceVersion gets 410 Expired."""
+        self.store.compact()
+
+    def drop_watches(self, *, abort: bool = False) -> int:
+        """End every open watch (cleanly, or by cutting the connection); returns how many."""
+        return self.store.signal_watches(Signal.ABORT if abort else Signal.CLOSE)
+
+    def send_bookmarks(self) -> int:
+        """A BOOKMARK now on every open watch that allows them; returns how many watches."""
+        return self.store.signal_watches(Signal.BOOKMARK)
+
+    # -- HTTP -----------------------------------------------------------------------------
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        if request.method in _WRITES:
+            self.writes.append(Write(request.method, request.path))
+        try:
+            self._inject_fault(request.method, request.path)
+            if request.path == "/version":
+                return web.json_response({"major": "1", "minor": "32", "gitVersion": "v1.32.0"})
+            return await self._dispatch(request)
+        except ApiError as err:
+            return web.json_response(err.status(), status=err.code)
+        except Exception as err:
+            log.exception("test API server failed on %s %s", request.method, request.path)
+            failure = ApiError(
+                500, f"test API server bug on {request.method} {request.path}: {err!r}"
+            )
+            return web.json_response(failure.status(), status=500)
+
+    def _inject_fault(self, method: str, path: str) -> None:
+        for fault in self._faults:
+            if fault.remaining > 0 and fault.matches(method, path):
+                fault.remaining -= 1
+                raise ApiError(fault.status, fault.message)
+
+    def _route(self, path: str) -> tuple[Kind, str, str, str]:
+        """(kind, namespace, name, subresource) for a REST path, or a 404."""
+        parts = [p for p in path.split("/") if p]
+        if parts[:1] == ["api"] and len(parts) >= 3:
+            group, version, rest = "", parts[1], parts[2:]
+        elif parts[:1] == ["apis"] and len(parts) >= 4:
+            group, version, rest = parts[1], parts[2], parts[3:]
+        else:
+            raise ApiError(404, _NO_ROUTE, details={})
+        namespace = ""
+        if len(rest) >= 3 and rest[0] == "namespaces":
+            inner = self.kinds.find(group, version, rest[2])
+            if inner is not None and inner.namespaced:
+                namespace, rest = rest[1], rest[2:]
+        kind = self.kinds.find(group, version, rest[0])
+        if kind is None or len(rest) > 3 or (kind.namespaced and len(rest) > 1 and not namespace):
+            raise ApiError(404, _NO_ROUTE, details={})
+        name = rest[1] if len(rest) > 1 else ""
+        sub = rest[2] if len(rest) > 2 else ""
+        if sub and (sub != "status" or not kind.status_subresource):
+            raise ApiError(404, _NO_ROUTE, details={})
+        return kind, namespace, name, sub
+
+    async def _dispatch(self, request: web.Request) -> web.StreamResponse:
+        kind, ns, name, sub = self._route(request.path)
+        query = request.query
+        dry_run = _dry_run(query.getall("dryRun", []))
+        method = request.method
+        store = self.store
+        if method == "GET" and name:
+            return _reply(store.get(kind, ns, name))
+        if method == "GET":
+            labels = label_selector(query.get("labelSelector"))
+            fields = field_selector(query.get("fieldSelector"), kind)
+
+            def matches(obj: Obj) -> bool:
+                in_ns = not ns or obj["metadata"].get("namespace") == ns
+                return in_ns and labels(obj) and fields(obj)
+
+            if is_true(query.get("watch")):
+                return await serve_watch(
+                    request, store, kind, matches, bookmark_interval=self.bookmark_interval
+                )
+            return _reply(self._list(kind, store.select(kind, ns, matches), query))
+        if kind.namespaced and not ns:
+            raise ApiError(405, f"{method} needs a namespace for {kind.plural}")
+        if method == "POST" and not name:
+            return _reply(store.create(kind, ns, await _body(request), dry_run=dry_run), 201)
+        if method == "PUT" and name:
+            body = await _body(request)
+            return _reply(
+                store.update(kind, ns, name, body, status=sub == "status", dry_run=dry_run)
+            )
+        if method == "PATCH" and name:
+            apply = _patcher(kind, request.content_type, await _body(request))
+            return _reply(
+                store.patch(kind, ns, name, apply, status=sub == "status", dry_run=dry_run)
+            )
+        if method == "DELETE":
+            options = await _delete_options(request)
+            if name and not sub:
+                return _reply(store.delete(kind, ns, name, options, dry_run=dry_run))
+            if not name:
+                labels = label_selector(query.get("labelSelector"))
+                fields = field_selector(query.get("fieldSelector"), kind)
+                deleted = [
+                    store.delete(kind, ns, obj["metadata"]["name"], options, dry_run=dry_run)
+                    for obj in store.select(kind, ns, labels, fields)
+                ]
+                return _reply(self._list(kind, deleted, {}))
+        raise ApiError(405, f"the server does not allow {method} on {request.path}")
+
+    def _list(self, kind: Kind, items: list[Obj], query: Any) -> Obj:
+        """A List object; built-in items carry no kind/apiVersion, like kube-apiserver's."""
+        if not kind.custom:
+            items = [{k: v for k, v in i.items() if k not in ("kind", "apiVersion")} for i in items]
+        meta: Obj = {"resourceVersion": str(self.store.resource_version)}
+        offset = _continue_offset(query.get("continue"))
+        items = items[offset:]
+        if limit := int(query.get("limit") or 0):
+            if len(items) > limit:
+                meta["continue"] = base64.urlsafe_b64encode(
+                    json.dumps({"offset": offset + limit}).encode()
+                ).decode()
+                meta["remainingItemCount"] = len(items) - limit
+            items = items[:limit]
+        return {
+            "kind": f"{kind.kind}List",
+            "apiVersion": kind.api_version,
+            "metadata": meta,
+            "items": items,
+        }
+
+
+def _reply(body: Obj, status: int = 200) -> web.Response:
+    return web.json_response(body, status=status)
+
+
+def _dry_run(values: list[str]) -> bool:
+    for value in values:
+        if value != "All":
+            raise bad_request(f'unsupported dryRun value {value!r}: only "All" is allowed')
+    return bool(values)
+
+
+def _continue_offset(token: str | None) -> int:
+    if not token:
+        return 0
+    try:
+        return int(json.loads(base64.urlsafe_b64decode(token.encode()))["offset"])
+    except (ValueError, KeyError, TypeError) as err:
+        raise bad_request(f"invalid continue token {token!r}") from err
+
+
+async def _body(request: web.Request) -> Any:
+    raw = await request.read()
+    if not raw:
+        raise bad_request(f"{request.method} {request.path} needs a JSON body")
+    try:
+        return json.loads(raw)
+    except ValueError as err:
+        raise bad_request(f"the request body is not valid JSON: {err}") from err
+
+
+async def _delete_options(request: web.Request) -> Obj:
+    raw = await request.read()
+    options: Obj = {}
+    if raw:
+        try:
+            decoded = json.loads(raw)
+        except ValueError as err:
+            raise bad_request(f"DeleteOptions are not valid JSON: {err}") from err
+        options = decoded if isinstance(decoded, dict) else {}
+    for key in ("propagationPolicy", "gracePeriodSeconds"):
+        if key in request.query:
+            options[key] = request.query[key]
+    if "orphanDependents" in request.query:
+        options["orphanDependents"] = is_true(request.query["orphanDependents"])
+    return options
+
+
+def _patcher(kind: Kind, content_type: str, body: Any) -> Callable[[Obj], Any]:
+    if content_type == patches.MERGE:
+        return lambda obj: patches.merge_patch(obj, body)
+    if content_type == patches.JSON:
+        return lambda obj: patches.json_patch(obj, body)
+    if content_type == patches.STRATEGIC and not kind.custom:
+        return lambda obj: patches.strategic_merge_patch(obj, body)
+    accepted = [patches.JSON, patches.MERGE] + ([] if kind.custom else [patches.STRATEGIC])
+    raise ApiError(
+        415,
+        f"the body of the request was in an unknown format ({content_type or 'none'}) - "
+        f"accepted media types include: {', '.join(accepted)}"
+        + (" (server-side apply is not emulated)" if content_type == patches.APPLY else ""),
+    )

@@ -1,0 +1,403 @@
+"""The object store: resourceVersions, write semantics, finalizers, garbage collection.
+
+Everything here is synchronous and runs on the server's event loop, so each request's
+read-check-write is atomic, like an etcd transaction. Stored dicts are never mutated in
+place: a write builds a new dict, which makes the history a list of immutable snapshots
+that watches can replay. Objects are keyed by group and plural, so every served version of
+a kind shares one storage.
+
+Simplifications, each chosen because no product code depends on the difference: garbage
+collection runs synchronously inside the owner's deletion (a cluster takes a moment: tests
+poll), ``Foreground`` propagation behaves like ``Background``, and a dependent whose owner
+never existed is left alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import enum
+import random
+import uuid
+from collections import deque
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from typing import Any, NamedTuple
+
+from tests.kubeapi.defaults import check_name, prepare_create
+from tests.kubeapi.kinds import Kind, KindRegistry
+from tests.kubeapi.selectors import Selector
+from tests.kubeapi.status import (
+    ApiError,
+    already_exists,
+    bad_request,
+    conflict,
+    expired,
+    invalid,
+    not_found,
+    stale,
+    success,
+)
+from tests.kubeapi.writes import check_same_namespace, is_no_op, merged_update, typed
+
+Obj = dict[str, Any]
+#: kube-apiserver's generateName alphabet (no vowels, no look-alike digits).
+_SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+
+
+class Change(NamedTuple):
+    """One committed write, as watches replay it."""
+
+    rv: int
+    type: str
+    kind: Kind
+    obj: Obj
+    old: Obj | None
+
+
+class Signal(enum.Enum):
+    """Out-of-band instructions to open watches (tests trigger them through the server)."""
+
+    BOOKMARK = "bookmark"
+    CLOSE = "close"
+    ABORT = "abort"
+
+
+def now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class Store:
+    """All objects of one test API server, their history and the open watches' queues."""
+
+    def __init__(self, kinds: KindRegistry, *, history_limit: int = 10_000) -> None:
+        self.kinds = kinds
+        #: False emulates kube-apiserver v1.32 with the ImageVolume feature gate off.
+        self.image_volume_gate = True
+        self.history: deque[Change] = deque()
+        self.history_limit = history_limit
+        #: Watches may resume from any resourceVersion >= this one.
+        self.compacted_rv = 0
+        self._rv = 0
+        self._objects: dict[tuple[str, str], dict[tuple[str, str], Obj]] = {}
+        self._watchers: set[asyncio.Queue[Change | Signal]] = set()
+        self._orphaning: set[str] = set()
+        namespaces = kinds.find("", "v1", "namespaces")
+        if namespaces is None:
+            raise ValueError("the store needs the core/v1 namespaces kind")
+        self._namespaces = namespaces
+        for name in ("default", "kube-system"):
+            self.create(self._namespaces, "", {"metadata": {"name": name}})
+
+    # -- reads ----------------------------------------------------------------------------
+
+    @property
+    def resource_version(self) -> int:
+        return self._rv
+
+    def get(self, kind: Kind, namespace: str, name: str) -> Obj:
+        return copy.deepcopy(self._get(kind, namespace, name))
+
+    def select(self, kind: Kind, namespace: str, *selectors: Selector) -> list[Obj]:
+        """Matching objects in etcd key order (namespace, then name)."""
+        items = sorted(self._bucket(kind).items())
+        return [
+            copy.deepcopy(obj)
+            for (ns, _), obj in items
+            if (not namespace or ns == namespace) and all(s(obj) for s in selectors)
+        ]
+
+    # -- writes ---------------------------------------------------------------------------
+
+    def create(self, kind: Kind, namespace: str, body: Obj, *, dry_run: bool = False) -> Obj:
+        obj = typed(kind, body)
+        meta = obj["metadata"]
+        if kind.namespaced:
+            check_same_namespace(meta, namespace)
+            meta["namespace"] = namespace
+            self._check_namespace_open(namespace)
+        else:
+            meta.pop("namespace", None)
+        if meta.get("resourceVersion"):
+            raise bad_request("resourceVersion should not be set on objects to be created")
+        meta["name"] = self._name_for(kind, namespace, meta)
+        if (namespace if kind.namespaced else "", meta["name"]) in self._bucket(kind):
+            raise already_exists(kind.plural, kind.group, meta["name"])
+        for key in ("deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"):
+            meta.pop(key, None)
+        meta["uid"] = str(uuid.uuid4())
+        meta["creationTimestamp"] = now()
+        if kind.tracks_generation:
+            meta["generation"] = 1
+        prepare_create(kind, obj, image_volume_gate=self.image_volume_gate)
+        if dry_run:
+            return obj
+        return self._commit("ADDED", kind, obj, None)
+
+    def update(
+        self,
+        kind: Kind,
+        namespace: str,
+        name: str,
+        body: Obj,
+        *,
+        status: bool = False,
+        dry_run: bool = False,
+    ) -> Obj:
+        """PUT: a full replacement with optimistic concurrency on resourceVersion."""
+        old = self._get(kind, namespace, name)
+        new = typed(kind, body)
+        meta = new["metadata"]
+        if meta.get("name") not in (None, name):
+            raise bad_request(
+                f"the name of the object ({meta.get('name')}) does not match the name on "
+                f"the URL ({name})"
+            )
+        if kind.namespaced:
+            check_same_namespace(meta, namespace)
+        if not meta.get("resourceVersion") and kind.custom:
+            raise invalid(
+                kind.kind,
+                name,
+                "metadata.resourceVersion",
+                "Invalid value: 0x0: must be specified for an update",
+            )
+        return self._update(kind, old, new, status=status, dry_run=dry_run)
+
+    def patch(
+        self,
+        kind: Kind,
+        namespace: str,
+        name: str,
+        apply: Callable[[Obj], Any],
+        *,
+        status: bool = False,
+        dry_run: bool = False,
+    ) -> Obj:
+        """PATCH: ``apply`` turns the current object into the new one, then as an update.
+
+        A resourceVersion the patch itself sets is a precondition, as on a real server.
+        """
+        old = self._get(kind, namespace, name)
+        new = apply(copy.deepcopy(old))
+        if not isinstance(new, dict):
+            raise invalid(kind.kind, name, "<root>", "the patched object is not an object")
+        new = typed(kind, new)
+        if new["metadata"].get("name") != name:
+            raise bad_request("a patch may not change metadata.name")
+        return self._update(kind, old, new, status=status, dry_run=dry_run)
+
+    def delete(
+        self, kind: Kind, namespace: str, name: str, options: Obj, *, dry_run: bool = False
+    ) -> Obj:
+        """DELETE: at once without finalizers, else mark with ``deletionTimestamp``."""
+        obj = self._get(kind, namespace, name)
+        meta = obj["metadata"]
+        pre = options.get("preconditions") or {}
+        if pre.get("uid") and pre["uid"] != meta["uid"]:
+            raise conflict(
+                kind.plural,
+                kind.group,
+                name,
+                f"Precondition failed: UID in precondition: {pre['uid']}, UID in object meta: "
+                f"{meta['uid']}",
+            )
+        if pre.get("resourceVersion") and pre["resourceVersion"] != meta["resourceVersion"]:
+            raise stale(kind.plural, kind.group, name)
+        orphan = options.get("propagationPolicy") == "Orphan" or bool(
+            options.get("orphanDependents")
+        )
+        if meta.get("deletionTimestamp"):
+            return copy.deepcopy(obj)
+        if not meta.get("finalizers") and not self._is_namespace(kind):
+            if dry_run:
+                return self._deleted_reply(kind, obj)
+            return self._deleted_reply(kind, self._remove(kind, obj, orphan=orphan))
+        marked = copy.deepcopy(obj)
+        marked["metadata"]["deletionTimestamp"] = now()
+        marked["metadata"]["deletionGracePeriodSeconds"] = 0
+        if self._is_namespace(kind):
+            marked["status"] = {**(marked.get("status") or {}), "phase": "Terminating"}
+        if dry_run:
+            return marked
+        if orphan:
+            self._orphaning.add(meta["uid"])
+        self._commit("MODIFIED", kind, marked, obj)
+        if self._is_namespace(kind):
+            for content_kind in self.kinds:
+                if content_kind.namespaced:
+                    for item in self.select(content_kind, name):
+                        if item["metadata"].get("deletionTimestamp") is None:
+                            self._delete_quietly(content_kind, name, item["metadata"]["name"])
+            self._finish_namespace(name)
+        return self._current_or(kind, namespace, name, marked)
+
+    def compact(self) -> None:
+        """Forget the history: resuming a watch from any older resourceVersion gets 410."""
+        self.history.clear()
+        self.compacted_rv = self._rv
+
+    # -- watches --------------------------------------------------------------------------
+
+    def open_watch(self, since: int | None) -> tuple[list[Change], asyncio.Queue[Change | Signal]]:
+        """The changes after ``since`` and a queue of every later one (atomically)."""
+        if since is not None and since < self.compacted_rv:
+            raise expired(f"too old resource version: {since} ({self.compacted_rv})")
+        backlog = [c for c in self.history if since is not None and c.rv > since]
+        queue: asyncio.Queue[Change | Signal] = asyncio.Queue()
+        self._watchers.add(queue)
+        return backlog, queue
+
+    @property
+    def open_watches(self) -> int:
+        return len(self._watchers)
+
+    def close_watch(self, queue: asyncio.Queue[Change | Signal]) -> None:
+        self._watchers.discard(queue)
+
+    def signal_watches(self, signal: Signal) -> int:
+        for queue in self._watchers:
+            queue.put_nowait(signal)
+        return len(self._watchers)
+
+    # -- internals ------------------------------------------------------------------------
+
+    def _bucket(self, kind: Kind) -> dict[tuple[str, str], Obj]:
+        return self._objects.setdefault((kind.group, kind.plural), {})
+
+    def _get(self, kind: Kind, namespace: str, name: str) -> Obj:
+        if kind.namespaced and (("", namespace) not in self._bucket(self._namespaces)):
+            raise not_found("namespaces", "", namespace)
+        obj = self._bucket(kind).get((namespace if kind.namespaced else "", name))
+        if obj is None:
+            raise not_found(kind.plural, kind.group, name)
+        return obj
+
+    def _check_namespace_open(self, namespace: str) -> None:
+        ns = self._bucket(self._namespaces).get(("", namespace))
+        if ns is None:
+            raise not_found("namespaces", "", namespace)
+        if ns["metadata"].get("deletionTimestamp"):
+            raise ApiError(
+                403,
+                f"unable to create new content in namespace {namespace} because it is being "
+                "terminated",
+                "Forbidden",
+            )
+
+    def _name_for(self, kind: Kind, namespace: str, meta: Obj) -> str:
+        if meta.get("name"):
+            check_name(kind, str(meta["name"]))
+            return str(meta["name"])
+        prefix = meta.get("generateName")
+        if not prefix:
+            raise invalid(
+                kind.kind, "", "metadata.name", "Required value: name or generateName is required"
+            )
+        while True:
+            name = str(prefix) + "".join(random.choices(_SUFFIX_ALPHABET, k=5))
+            if (namespace if kind.namespaced else "", name) not in self._bucket(kind):
+                check_name(kind, name)
+                return name
+
+    def _update(self, kind: Kind, old: Obj, new: Obj, *, status: bool, dry_run: bool) -> Obj:
+        result = merged_update(kind, old, new, status=status)
+        if is_no_op(old, result):
+            return copy.deepcopy(old)
+        name, old_meta = old["metadata"]["name"], old["metadata"]
+        if dry_run:
+            return result
+        rmeta = result["metadata"]
+        released = rmeta.get("deletionTimestamp") and not rmeta.get("finalizers")
+        if released and not (self._is_namespace(kind) and self._namespace_has_content(name)):
+            orphan = old_meta["uid"] in self._orphaning
+            return self._remove(kind, result, orphan=orphan, previous=old)
+        return self._commit("MODIFIED", kind, result, old)
+
+    def _remove(self, kind: Kind, obj: Obj, *, orphan: bool, previous: Obj | None = None) -> Obj:
+        meta = obj["metadata"]
+        gone = self._commit("DELETED", kind, obj, previous or obj)
+        self._orphaning.discard(meta["uid"])
+        self._collect_dependents(meta["uid"], orphan=orphan)
+        if kind.namespaced:
+            self._finish_namespace(meta["namespace"])
+        return gone
+
+    def _collect_dependents(self, owner_uid: str, *, orphan: bool) -> None:
+        """The garbage collector: drop refs to the gone owner, delete orphans-to-be."""
+        for kind, dependent in list(self._all_objects()):
+            refs = dependent["metadata"].get("ownerReferences") or []
+            if not any(r.get("uid") == owner_uid for r in refs):
+                continue
+            remaining = [r for r in refs if r.get("uid") != owner_uid]
+            live = [r for r in remaining if self._uid_exists(str(r.get("uid")))]
+            meta = dependent["metadata"]
+            ns = meta.get("namespace", "")
+            if not orphan and not live:
+                if not meta.get("deletionTimestamp"):
+                    self._delete_quietly(kind, ns, meta["name"])
+                continue
+            updated = copy.deepcopy(dependent)
+            updated["metadata"]["ownerReferences"] = remaining
+            if not remaining:
+                del updated["metadata"]["ownerReferences"]
+            self._commit("MODIFIED", kind, updated, dependent)
+
+    def _finish_namespace(self, namespace: str) -> None:
+        ns = self._bucket(self._namespaces).get(("", namespace))
+        if ns is None or not ns["metadata"].get("deletionTimestamp"):
+            return
+        if ns["metadata"].get("finalizers") or self._namespace_has_content(namespace):
+            return
+        self._remove(self._namespaces, ns, orphan=False)
+
+    def _namespace_has_content(self, namespace: str) -> bool:
+        return any(obj["metadata"].get("namespace") == namespace for _, obj in self._all_objects())
+
+    def _all_objects(self) -> Iterator[tuple[Kind, Obj]]:
+        storage = {(k.group, k.plural): k for k in self.kinds}
+        for key, bucket in list(self._objects.items()):
+            for obj in list(bucket.values()):
+                yield storage[key], obj
+
+    def _uid_exists(self, uid: str) -> bool:
+        return any(obj["metadata"]["uid"] == uid for _, obj in self._all_objects())
+
+    def _delete_quietly(self, kind: Kind, namespace: str, name: str) -> None:
+        """Delete if still there: the garbage collector may have got there first."""
+        try:
+            self.delete(kind, namespace, name, {})
+        except ApiError as err:
+            if err.code != 404:
+                raise
+
+    def _current_or(self, kind: Kind, namespace: str, name: str, fallback: Obj) -> Obj:
+        current = self._bucket(kind).get((namespace if kind.namespaced else "", name))
+        return copy.deepcopy(current if current is not None else fallback)
+
+    def _deleted_reply(self, kind: Kind, obj: Obj) -> Obj:
+        if kind.returns_deleted:
+            return copy.deepcopy(obj)
+        meta = obj["metadata"]
+        return success(kind.plural, kind.group, meta["name"], meta["uid"])
+
+    @staticmethod
+    def _is_namespace(kind: Kind) -> bool:
+        return kind.plural == "namespaces" and not kind.group
+
+    def _commit(self, type_: str, kind: Kind, obj: Obj, old: Obj | None) -> Obj:
+        self._rv += 1
+        stored = copy.deepcopy(obj)
+        stored["metadata"]["resourceVersion"] = str(self._rv)
+        key = (stored["metadata"].get("namespace", ""), stored["metadata"]["name"])
+        if type_ == "DELETED":
+            self._bucket(kind).pop(key, None)
+        else:
+            self._bucket(kind)[key] = stored
+        change = Change(self._rv, type_, kind, stored, old)
+        self.history.append(change)
+        while len(self.history) > self.history_limit:
+            self.compacted_rv = self.history.popleft().rv
+        for queue in self._watchers:
+            queue.put_nowait(change)
+        return copy.deepcopy(stored)

@@ -1,0 +1,133 @@
+"""Deletion: finalizers, ownerReference garbage collection, namespaces, pods."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from tests.kubeapi import KubeServer
+from wspin.resources import (
+    CONFIGMAPS,
+    INFERENCE_RELAYS,
+    NAMESPACES,
+    PODS,
+    WORKSPACES,
+    Invalid,
+    Kube,
+)
+
+FINALIZER = "inferencerelay.llmsafespaces.dev/finalizer"
+
+
+def _owned_by(owner: dict[str, Any], name: str) -> dict[str, Any]:
+    ref = {
+        "apiVersion": owner["apiVersion"],
+        "kind": owner["kind"],
+        "name": owner["metadata"]["name"],
+        "uid": owner["metadata"]["uid"],
+        "controller": True,
+    }
+    return {"metadata": {"name": name, "ownerReferences": [ref]}}
+
+
+async def _gone(kube: Kube, res: Any, name: str, namespace: str | None = None) -> bool:
+    """Garbage collection is asynchronous on a cluster: poll briefly for the 404."""
+    for _ in range(100):
+        if await kube.get_or_none(res, name, namespace) is None:
+            return True
+        await asyncio.sleep(0.05)
+    return False
+
+
+async def test_finalizer_keeps_the_object_with_a_deletion_timestamp_until_removed(
+    kube: Kube,
+) -> None:
+    relay = {"metadata": {"name": "r1", "finalizers": [FINALIZER]}, "spec": {"provider": "fake"}}
+    await kube.create(INFERENCE_RELAYS, relay)
+    try:
+        await kube.delete(INFERENCE_RELAYS, "r1")
+        marked = await kube.get(INFERENCE_RELAYS, "r1")
+        assert marked["metadata"]["deletionTimestamp"]
+        assert marked["metadata"]["finalizers"] == [FINALIZER]
+    finally:
+        await kube.patch(INFERENCE_RELAYS, "r1", {"metadata": {"finalizers": None}})
+    assert await _gone(kube, INFERENCE_RELAYS, "r1")
+
+
+async def test_no_new_finalizer_may_be_added_while_deleting(kube: Kube, namespace: str) -> None:
+    await kube.create(CONFIGMAPS, {"metadata": {"name": "a", "finalizers": ["x/y"]}}, namespace)
+    await kube.delete(CONFIGMAPS, "a", namespace)
+    try:
+        with pytest.raises(Invalid):
+            await kube.patch(
+                CONFIGMAPS, "a", {"metadata": {"finalizers": ["x/y", "x/z"]}}, namespace
+            )
+    finally:
+        await kube.patch(CONFIGMAPS, "a", {"metadata": {"finalizers": None}}, namespace)
+
+
+async def test_dependents_are_garbage_collected_with_their_owner(
+    kube: Kube, namespace: str
+) -> None:
+    ws = await kube.create(WORKSPACES, {"metadata": {"name": "w"}, "spec": {}}, namespace)
+    await kube.create(CONFIGMAPS, _owned_by(ws, "w-config"), namespace)
+    await kube.create(CONFIGMAPS, {"metadata": {"name": "unowned"}}, namespace)
+    await kube.delete(WORKSPACES, "w", namespace)
+    assert await _gone(kube, CONFIGMAPS, "w-config", namespace)
+    assert await kube.get_or_none(CONFIGMAPS, "unowned", namespace) is not None
+
+
+async def test_cluster_scoped_owner_collects_namespaced_dependents(
+    kube: Kube, namespace: str
+) -> None:
+    relay = await kube.create(INFERENCE_RELAYS, {"metadata": {"name": "r2"}, "spec": {}})
+    await kube.create(CONFIGMAPS, _owned_by(relay, "r2-peers"), namespace)
+    await kube.delete(INFERENCE_RELAYS, "r2")
+    assert await _gone(kube, CONFIGMAPS, "r2-peers", namespace)
+
+
+async def test_a_dependent_with_another_live_owner_only_loses_the_reference(
+    kube_server: KubeServer, kube: Kube, namespace: str
+) -> None:
+    one = await kube.create(CONFIGMAPS, {"metadata": {"name": "one"}}, namespace)
+    two = await kube.create(CONFIGMAPS, {"metadata": {"name": "two"}}, namespace)
+    body = _owned_by(one, "shared")
+    body["metadata"]["ownerReferences"] += _owned_by(two, "x")["metadata"]["ownerReferences"]
+    body["metadata"]["ownerReferences"][1]["controller"] = False
+    await kube.create(CONFIGMAPS, body, namespace)
+    await kube.delete(CONFIGMAPS, "one", namespace)
+    shared = await kube.get(CONFIGMAPS, "shared", namespace)
+    assert [r["name"] for r in shared["metadata"]["ownerReferences"]] == ["two"]
+
+
+async def test_pods_are_deleted_at_once_without_a_kubelet(
+    kube_server: KubeServer, kube: Kube, namespace: str
+) -> None:
+    spec = {"containers": [{"name": "workspace", "image": "i"}]}
+    await kube.create(PODS, {"metadata": {"name": "p"}, "spec": spec}, namespace)
+    await kube.delete(PODS, "p", namespace, grace_seconds=30)
+    assert await kube.get_or_none(PODS, "p", namespace) is None
+
+
+async def test_deleting_a_namespace_deletes_its_content(
+    kube_server: KubeServer, kube: Kube
+) -> None:
+    await kube.create(NAMESPACES, {"metadata": {"name": "doomed"}})
+    await kube.create(CONFIGMAPS, {"metadata": {"name": "a"}}, "doomed")
+    await kube.create(CONFIGMAPS, {"metadata": {"name": "held", "finalizers": ["x/y"]}}, "doomed")
+    await kube.delete(NAMESPACES, "doomed")
+    terminating = await kube.get(NAMESPACES, "doomed")
+    assert terminating["status"]["phase"] == "Terminating"
+    assert await kube.get_or_none(CONFIGMAPS, "a", "doomed") is None
+    await kube.patch(CONFIGMAPS, "held", {"metadata": {"finalizers": None}}, "doomed")
+    assert await kube.get_or_none(NAMESPACES, "doomed") is None
+
+
+async def test_dry_run_delete_keeps_the_object(kube: Kube, namespace: str) -> None:
+    await kube.create(CONFIGMAPS, {"metadata": {"name": "a"}}, namespace)
+    await kube.request(
+        "DELETE", CONFIGMAPS.path(namespace, "a"), query={"dryRun": "All"}, body=None
+    )
+    assert await kube.get_or_none(CONFIGMAPS, "a", namespace) is not None

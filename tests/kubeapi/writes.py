@@ -1,0 +1,118 @@
+"""The pure rules of one write: typing the body, merging an update, no-op and generation.
+
+Kept apart from the store because none of it needs state: given the stored object and the
+request body, these functions decide what the new object is (or which error to answer).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from tests.kubeapi.defaults import prepare_update
+from tests.kubeapi.kinds import Kind
+from tests.kubeapi.status import bad_request, conflict, invalid, stale
+
+Obj = dict[str, Any]
+
+#: Metadata only the server sets; an update keeps the stored values whatever the body says.
+_SERVER_META = (
+    "uid",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "generation",
+    "namespace",
+    "name",
+    "resourceVersion",
+)
+_VOLATILE_META = ("resourceVersion", "managedFields")
+
+
+def typed(kind: Kind, body: Any) -> Obj:
+    """A copy of ``body`` with apiVersion/kind defaulted from the URL, or a 400."""
+    if not isinstance(body, dict):
+        raise bad_request(f"the request body must be a JSON object (a {kind.kind})")
+    obj = copy.deepcopy(body)
+    for field, expected in (("apiVersion", kind.api_version), ("kind", kind.kind)):
+        if obj.get(field) in (None, ""):
+            obj[field] = expected
+        elif obj[field] != expected:
+            raise bad_request(
+                f"the API version and kind in the body ({obj.get('apiVersion')}, "
+                f"{obj.get('kind')}) do not match the URL ({expected!s} for {kind.plural})"
+            )
+    if not isinstance(obj.setdefault("metadata", {}), dict):
+        raise bad_request("metadata must be an object")
+    return obj
+
+
+def check_same_namespace(meta: Obj, namespace: str) -> None:
+    if meta.get("namespace") not in (None, "", namespace):
+        raise bad_request(
+            "the namespace of the provided object does not match the namespace sent on the request"
+        )
+
+
+def merged_update(kind: Kind, old: Obj, new: Obj, *, status: bool) -> Obj:
+    """The object an update of ``old`` with ``new`` stores (generation not yet bumped).
+
+    ``status`` is the ``/status`` endpoint: only status changes. The main endpoint of a kind
+    with a status subresource keeps the stored status. resourceVersion and uid in the body
+    are preconditions.
+    """
+    name, meta, old_meta = old["metadata"]["name"], new["metadata"], old["metadata"]
+    if meta.get("resourceVersion") and meta["resourceVersion"] != old_meta["resourceVersion"]:
+        raise stale(kind.plural, kind.group, name)
+    if meta.get("uid") and meta["uid"] != old_meta["uid"]:
+        raise conflict(
+            kind.plural,
+            kind.group,
+            name,
+            f"Precondition failed: UID in precondition: {meta['uid']}, UID in object meta: "
+            f"{old_meta['uid']}",
+        )
+    if status:
+        result = copy.deepcopy(old)
+        result.pop("status", None)
+        if new.get("status") is not None:
+            result["status"] = new["status"]
+        return result
+    result = copy.deepcopy(new)
+    for key in _SERVER_META:
+        result["metadata"].pop(key, None)
+        if key in old_meta:
+            result["metadata"][key] = old_meta[key]
+    if kind.status_subresource:
+        result.pop("status", None)
+        if "status" in old:
+            result["status"] = copy.deepcopy(old["status"])
+    if old_meta.get("deletionTimestamp"):
+        added = set(meta.get("finalizers") or ()) - set(old_meta.get("finalizers") or ())
+        if added:
+            raise invalid(
+                kind.kind,
+                name,
+                "metadata.finalizers",
+                "Forbidden: no new finalizers can be added if the object is being deleted",
+            )
+    prepare_update(kind, old, result)
+    if kind.tracks_generation and _spec_part(kind, result) != _spec_part(kind, old):
+        result["metadata"]["generation"] = int(old_meta.get("generation", 1)) + 1
+    return result
+
+
+def is_no_op(old: Obj, new: Obj) -> bool:
+    """A write that changes nothing neither bumps resourceVersion nor emits an event."""
+    return _comparable(old) == _comparable(new)
+
+
+def _comparable(obj: Obj) -> Obj:
+    meta = {k: v for k, v in obj.get("metadata", {}).items() if k not in _VOLATILE_META}
+    return {**obj, "metadata": meta}
+
+
+def _spec_part(kind: Kind, obj: Obj) -> Obj:
+    """What ``generation`` tracks: everything but metadata (and status, with the subresource)."""
+    skip = {"metadata", "status"} if kind.status_subresource else {"metadata"}
+    return {k: v for k, v in obj.items() if k not in skip}
