@@ -9,6 +9,8 @@ from bench.table import Row, render
 BENCHMARKS = (
     ("bench.webhook", "bench_injector_cost"),
     ("bench.webhook", "bench_admission_throughput"),
+    ("bench.workspaces", "bench_workspace_pods"),
+    ("bench.relay_orphans", "bench_orphan_sweep"),
 )
 
 

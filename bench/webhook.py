@@ -32,14 +32,24 @@ from wspin.contract import AGENTD, OPENCODE
 from wspin.delivery import PinSet, ResolvedArtifact
 from wspin.serving import Readiness, start
 
-CAPTURE = (Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "admission"
-           / "pod-create-many-containers.json")
+CAPTURE = (
+    Path(__file__).resolve().parents[2]
+    / "shared"
+    / "fixtures"
+    / "admission"
+    / "pod-create-many-containers.json"
+)
 CONFIG = InjectConfig(
-    agentd=ResolvedArtifact(AGENTD, "ghcr.io/example/agentd@sha256:" + "0123456789abcdef" * 4,
-                            PinSet("a" * 64, "b" * 64)),
-    opencode=ResolvedArtifact(OPENCODE,
-                              "ghcr.io/example/opencode@sha256:" + "fedcba9876543210" * 4,
-                              PinSet("c" * 64, "d" * 64)),
+    agentd=ResolvedArtifact(
+        AGENTD,
+        "ghcr.io/example/agentd@sha256:" + "0123456789abcdef" * 4,
+        PinSet("a" * 64, "b" * 64),
+    ),
+    opencode=ResolvedArtifact(
+        OPENCODE,
+        "ghcr.io/example/opencode@sha256:" + "fedcba9876543210" * 4,
+        PinSet("c" * 64, "d" * 64),
+    ),
 )
 HOST = "wspin-webhook.wspin-system.svc"
 CONNECTIONS = 8
@@ -50,8 +60,11 @@ def _bare_app() -> web.Application:
     async def handle(request: web.Request) -> web.Response:
         review = orjson.loads(await request.read())
         uid = review["request"]["uid"]
-        body = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-                "response": {"uid": uid, "allowed": True}}
+        body = {
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "response": {"uid": uid, "allowed": True},
+        }
         return web.json_response(body, dumps=lambda o: orjson.dumps(o).decode())
 
     app = web.Application(client_max_size=4 * 1024 * 1024)
@@ -61,15 +74,14 @@ def _bare_app() -> web.Application:
 
 def _serve(mode: str, leaf_pem: bytes, key_pem: bytes, pipe: Connection) -> None:
     async def main() -> None:
-        app = (make_app(CONFIG, ValidatorConfig(), Readiness()) if mode == "wspin"
-               else _bare_app())
-        runner, port = await start(app, "127.0.0.1", 0, ssl_context=context_for(leaf_pem,
-                                                                                  key_pem))
+        app = make_app(CONFIG, ValidatorConfig(), Readiness()) if mode == "wspin" else _bare_app()
+        runner, port = await start(app, "127.0.0.1", 0, ssl_context=context_for(leaf_pem, key_pem))
         pipe.send(port)
         await asyncio.get_running_loop().run_in_executor(None, pipe.recv)
         await runner.cleanup()
 
     import logging
+
     logging.disable(logging.CRITICAL)  # measure serving, not log formatting to a pipe
     asyncio.run(main())
 
@@ -81,14 +93,18 @@ async def _drive(port: int, trust: ssl.SSLContext, request: bytes) -> int:
 
     async def one_connection() -> None:
         nonlocal done
-        reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=trust,
-                                                       server_hostname=HOST)
+        reader, writer = await asyncio.open_connection(
+            "127.0.0.1", port, ssl=trust, server_hostname=HOST
+        )
         while time.perf_counter() < deadline:
             writer.write(request)
             head = await reader.readuntil(b"\r\n\r\n")
             assert head.startswith(b"HTTP/1.1 200"), head[:80]
-            length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
-                          if line.lower().startswith(b"content-length"))
+            length = next(
+                int(line.split(b":")[1])
+                for line in head.split(b"\r\n")
+                if line.lower().startswith(b"content-length")
+            )
             await reader.readexactly(length)
             done += 1
         writer.close()
@@ -120,14 +136,25 @@ def bench_admission_throughput() -> list[Row]:
     ca = new_ca(now)
     leaf = issue_serving(ca, [HOST], now)
     body = json.dumps(json.loads(CAPTURE.read_text()), separators=(",", ":")).encode()
-    request = (b"POST /mutate-pods?timeout=10s HTTP/1.1\r\nHost: " + HOST.encode()
-               + b"\r\nContent-Type: application/json\r\nAccept: application/json, */*\r\n"
-               + b"User-Agent: kube-apiserver-admission\r\nContent-Length: "
-               + str(len(body)).encode() + b"\r\n\r\n" + body)
+    request = (
+        b"POST /mutate-pods?timeout=10s HTTP/1.1\r\nHost: "
+        + HOST.encode()
+        + b"\r\nContent-Type: application/json\r\nAccept: application/json, */*\r\n"
+        + b"User-Agent: kube-apiserver-admission\r\nContent-Length: "
+        + str(len(body)).encode()
+        + b"\r\n\r\n"
+        + body
+    )
     bare = _throughput("bare", ca, leaf, request)
     real = _throughput("wspin", ca, leaf, request)
-    return [Row("HTTPS reviews/s, many-containers pod, vs bare aiohttp", real / bare, ">= 0.85",
-                f"wspin {real:,.0f}/s, bare handler {bare:,.0f}/s, {CONNECTIONS} connections")]
+    return [
+        Row(
+            "HTTPS reviews/s, many-containers pod, vs bare aiohttp",
+            real / bare,
+            ">= 0.85",
+            f"wspin {real:,.0f}/s, bare handler {bare:,.0f}/s, {CONNECTIONS} connections",
+        )
+    ]
 
 
 def _per_call(fn: Any, seconds: float = 1.5) -> float:
@@ -160,8 +187,16 @@ def bench_injector_cost() -> list[Row]:
     whole = _per_call(full)
     core = _per_call(injector_only)
     return [
-        Row("decode + inject + encode, vs json.loads+json.dumps", whole / base, "<= 2",
-            f"{whole * 1e6:,.0f} µs vs {base * 1e6:,.0f} µs per review"),
-        Row("inject() alone, vs json.loads+json.dumps", core / base, "-",
-            f"{core * 1e6:,.0f} µs per pod (17 ops, 40 976-byte review)"),
+        Row(
+            "decode + inject + encode, vs json.loads+json.dumps",
+            whole / base,
+            "<= 2",
+            f"{whole * 1e6:,.0f} µs vs {base * 1e6:,.0f} µs per review",
+        ),
+        Row(
+            "inject() alone, vs json.loads+json.dumps",
+            core / base,
+            "-",
+            f"{core * 1e6:,.0f} µs per pod (17 ops, 40 976-byte review)",
+        ),
     ]

@@ -1,0 +1,194 @@
+"""The cloud-init user data that turns a fresh VM into a relay. Pure: no I/O.
+
+The VM downloads relay-proxy from the mirrors in order, keeps the first file whose sha256
+matches and only then starts the service. The reference aborted at the first mirror that
+returned a file with the wrong hash and started a unit with an unusable binary; here a bad
+file is deleted and the next mirror tried, and ``FATAL`` plus a non-zero exit come only when
+every mirror failed, in which case the service is never started.
+
+The token goes into a root-only environment file, not the world-readable unit file, and the
+download script never sees it, so cloud-init's output log cannot contain it.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from wspin.errors import WspinError
+
+BINARY_PATH = "/usr/local/bin/relay-proxy"
+SCRIPT_PATH = "/usr/local/bin/download-relay-proxy.sh"
+UNIT_PATH = "/etc/systemd/system/relay-proxy.service"
+ENV_PATH = "/etc/relay-proxy/env"
+LISTEN = "0.0.0.0:8080"
+RELAY_PORT = 8080
+DEFAULT_BINARY = "relay-proxy-arm64"
+
+_TOKEN = re.compile(r"^[A-Za-z0-9._~-]+$")
+_SAFE_URL = re.compile(r"^https?://[^\s'\"`$\\]+$")
+
+
+class CloudInitError(WspinError):
+    """An input the user data cannot be rendered from; the message names the input."""
+
+
+@dataclass(frozen=True)
+class CloudInitInput:
+    upstream_url: str
+    token: str
+    artifact_urls: Sequence[str]
+    artifact_sha256: str
+    binary_name: str = DEFAULT_BINARY
+
+
+def render(params: CloudInitInput) -> str:
+    """The ``#cloud-config`` document, base64-encoded with padding (both clouds want base64)."""
+    return base64.b64encode(render_text(params).encode()).decode()
+
+
+def render_text(params: CloudInitInput) -> str:
+    """The ``#cloud-config`` document as text (what ``render`` encodes)."""
+    _check(params)
+    binary = params.binary_name or DEFAULT_BINARY
+    document: dict[str, Any] = {
+        "package_update": True,
+        "packages": ["curl"],
+        "write_files": [
+            {
+                "path": ENV_PATH,
+                "owner": "root:root",
+                "permissions": "0600",
+                "content": f"RELAY_TOKEN={params.token}\n",
+            },
+            {
+                "path": SCRIPT_PATH,
+                "owner": "root:root",
+                "permissions": "0755",
+                "content": download_script(
+                    [u.rstrip("/") for u in params.artifact_urls], params.artifact_sha256, binary
+                ),
+            },
+            {
+                "path": UNIT_PATH,
+                "owner": "root:root",
+                "permissions": "0644",
+                "content": _unit(params.upstream_url),
+            },
+        ],
+        # One shell line, so a failed download stops it before systemctl: the unit starts
+        # only after a verified download (cloud-init runs the runcmd lines without -e).
+        "runcmd": [
+            [
+                "sh",
+                "-c",
+                f"{SCRIPT_PATH} && systemctl daemon-reload && "
+                "systemctl enable relay-proxy.service && systemctl start relay-proxy.service",
+            ]
+        ],
+    }
+    body = yaml.dump(document, Dumper=_LiteralDumper, sort_keys=False, width=1000)
+    return "#cloud-config\n" + body
+
+
+def download_script(urls: Sequence[str], sha256: str, binary: str) -> str:
+    """A POSIX sh script: first mirror whose file matches ``sha256`` wins, else FATAL, exit 1.
+
+    ``RELAY_PROXY_PATH`` overrides the install path (tests run the script in a temp folder).
+    """
+    mirrors = " ".join(shlex.quote(url) for url in urls)
+    return f"""#!/bin/sh
+set -eu
+target="${{RELAY_PROXY_PATH:-{BINARY_PATH}}}"
+partial="$target.download"
+want={shlex.quote(sha256.lower())}
+for base in {mirrors}; do
+  rm -f "$partial"
+  if curl -fsS --connect-timeout 10 --max-time 300 -o "$partial" "$base/{binary}"; then
+    if echo "$want  $partial" | sha256sum -c - >/dev/null 2>&1; then
+      chmod 0755 "$partial"
+      mv -f "$partial" "$target"
+      echo "relay-proxy: downloaded and verified $base/{binary}"
+      exit 0
+    fi
+    echo "relay-proxy: sha256 mismatch for $base/{binary}, trying the next mirror" >&2
+  else
+    echo "relay-proxy: download of $base/{binary} failed, trying the next mirror" >&2
+  fi
+  rm -f "$partial"
+done
+echo "FATAL: could not download and verify relay-proxy from any mirror" >&2
+exit 1
+"""
+
+
+def _unit(upstream_url: str) -> str:
+    return f"""[Unit]
+Description=LLMSafeSpaces inference relay proxy
+After=network-online.target
+Wants=network-online.target
+ConditionFileIsExecutable={BINARY_PATH}
+
+[Service]
+EnvironmentFile={ENV_PATH}
+ExecStart={BINARY_PATH} --upstream={upstream_url} --listen={LISTEN} --token=${{RELAY_TOKEN}}
+Restart=always
+RestartSec=5
+User=nobody
+
+[Install]
+WantedBy=multi-user.target
+"""
+
+
+def _check(params: CloudInitInput) -> None:
+    if not params.upstream_url:
+        raise CloudInitError("relay cloud-init needs the upstream URL", "set spec.upstreamURL")
+    if not _SAFE_URL.match(params.upstream_url):
+        raise CloudInitError(
+            f"upstream URL {params.upstream_url!r} must be an http(s) URL without whitespace, "
+            "quotes, backslashes or $",
+            "fix spec.upstreamURL",
+        )
+    if not params.token:
+        raise CloudInitError(
+            "relay cloud-init needs a token: without one the VM would be an open forwarder"
+        )
+    if not _TOKEN.match(params.token):
+        raise CloudInitError("the relay token may only hold letters, digits and ._~-")
+    if not params.artifact_urls:
+        raise CloudInitError(
+            "relay cloud-init needs at least one artifact URL: otherwise the binary never arrives",
+            "set --relay-artifact-url",
+        )
+    for url in params.artifact_urls:
+        if not _SAFE_URL.match(url):
+            raise CloudInitError(
+                f"artifact URL {url!r} must be an http(s) URL without whitespace or quotes",
+                "fix --relay-artifact-url",
+            )
+    if not params.artifact_sha256:
+        raise CloudInitError(
+            "relay cloud-init needs the artifact SHA-256: the download is always verified",
+            "set --relay-artifact-sha256-amd64 / --relay-artifact-sha256-arm64",
+        )
+    if not re.fullmatch(r"[0-9a-fA-F]+", params.artifact_sha256):
+        raise CloudInitError("the artifact SHA-256 must be hex", "fix the sha256 flags")
+
+
+class _LiteralDumper(yaml.SafeDumper):
+    """Multi-line strings as ``|`` blocks, so the scripts read as scripts in the user data."""
+
+
+def _str_representer(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in data else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
+
+
+_LiteralDumper.add_representer(str, _str_representer)

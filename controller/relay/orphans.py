@@ -1,0 +1,176 @@
+"""The orphan detector: destroy relay VMs whose InferenceRelay no longer exists.
+
+A sweep is a sandwich read straight from the API server (never a cache): list the CRs,
+list the VMs, list the CRs again, and take the owners from the second CR list. A VM exists
+only after its CR did, and a CR cannot vanish without its finalizer destroying its VMs, so
+a VM seen in the middle whose owner is missing from the later list is a true orphan. On top
+of that a VM must be tagged as ours with an owner UID (untagged and legacy VMs are never
+touched), be pending or running, and be older than a grace period (cache lag, a CR restored
+from backup). At most ``max_deletions`` VMs go per sweep, so a bug cannot empty a cloud in
+one tick, and every destroy is logged with the evidence that justified it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any, Protocol
+
+from controller.relay.deps import utc_now
+from controller.relay.drivers.base import Clock, CloudInstance, ProviderDriver
+from controller.relay.metrics import RelayMetrics
+from wspin.logs import fields
+from wspin.resources import INFERENCE_RELAYS, Resource
+
+log = logging.getLogger(__name__)
+
+
+class RelayLister(Protocol):
+    """Lists InferenceRelays straight from the API server (``wspin.resources.Kube``)."""
+
+    async def list(self, res: Resource, namespace: str | None = None) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class OrphanPolicy:
+    grace_seconds: float = 600.0
+    """A VM younger than this (from launch) is never an orphan."""
+    max_deletions: int = 10
+    """Destroys per sweep; the rest wait for the next sweep."""
+    dry_run: bool = False
+    """Report what would be destroyed, destroy nothing."""
+
+
+@dataclass
+class SweepResult:
+    skipped: str = ""
+    """Why the sweep did nothing (a CR list failed); empty when it ran."""
+    listed: int = 0
+    orphans: list[CloudInstance] = field(default_factory=list)
+    destroyed: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+    deferred: list[str] = field(default_factory=list)
+
+
+class OrphanDetector:
+    def __init__(
+        self,
+        kube: RelayLister,
+        drivers: Mapping[str, ProviderDriver],
+        metrics: RelayMetrics,
+        *,
+        policy: OrphanPolicy = OrphanPolicy(),
+        extra_regions: Mapping[str, Sequence[str]] | None = None,
+        clock: Clock = utc_now,
+    ) -> None:
+        self.kube = kube
+        self.drivers = drivers
+        self.metrics = metrics
+        self.policy = policy
+        self.extra_regions = extra_regions or {}
+        self.clock = clock
+
+    async def sweep(self) -> SweepResult:
+        result = SweepResult()
+        try:
+            first = await self._list_relays()
+        except Exception as err:
+            return self._skip(result, f"listing InferenceRelays failed: {err}")
+        regions = self._regions(first)
+        listed: list[tuple[str, CloudInstance]] = []
+        for provider, region in regions:
+            try:
+                vms = await self.drivers[provider].list_instances(region)
+            except Exception as err:
+                log.warning(
+                    "orphan sweep: listing VMs failed",
+                    extra=fields(provider=provider, region=region, error=str(err)),
+                )
+                continue
+            listed.extend((provider, vm) for vm in vms)
+        try:
+            second = await self._list_relays()
+        except Exception as err:
+            return self._skip(result, f"listing InferenceRelays again failed: {err}")
+        active = {uid for cr in second if (uid := cr.get("metadata", {}).get("uid"))}
+        result.listed = len(listed)
+        now = self.clock()
+        grace = timedelta(seconds=self.policy.grace_seconds)
+        for provider, vm in listed:
+            if not vm.owner_uid or vm.owner_uid in active or not vm.live:
+                continue
+            if vm.launched_at is None or now - vm.launched_at < grace:
+                continue
+            result.orphans.append(vm)
+            if len(result.destroyed) + len(result.failed) >= self.policy.max_deletions:
+                result.deferred.append(vm.instance_id)
+                continue
+            await self._destroy(provider, vm, now - vm.launched_at, len(active), result)
+        if result.deferred:
+            log.warning(
+                "orphan sweep hit its deletion limit; the rest waits for the next sweep",
+                extra=fields(limit=self.policy.max_deletions, deferred=result.deferred),
+            )
+        self.metrics.orphan_sweeps.labels(outcome="completed").inc()
+        return result
+
+    async def _destroy(
+        self,
+        provider: str,
+        vm: CloudInstance,
+        age: timedelta,
+        active_count: int,
+        result: SweepResult,
+    ) -> None:
+        evidence = fields(
+            provider=provider,
+            instance=vm.instance_id,
+            region=vm.region,
+            owner_uid=vm.owner_uid,
+            state=vm.state,
+            launched_at=vm.launched_at.isoformat() if vm.launched_at else "",
+            age_seconds=int(age.total_seconds()),
+            grace_seconds=self.policy.grace_seconds,
+            active_relays=active_count,
+            dry_run=self.policy.dry_run,
+        )
+        if self.policy.dry_run:
+            log.warning("orphan sweep (dry run): would destroy relay VM", extra=evidence)
+            self.metrics.orphans_destroyed.labels(provider=provider, outcome="dry_run").inc()
+            result.destroyed.append(vm.instance_id)
+            return
+        try:
+            await self.drivers[provider].destroy(vm.instance_id, vm.region)
+        except Exception as err:
+            evidence["fields"]["error"] = str(err)
+            log.warning("orphan sweep: destroying relay VM failed", extra=evidence)
+            self.metrics.orphans_destroyed.labels(provider=provider, outcome="failed").inc()
+            result.failed.append(vm.instance_id)
+            return
+        log.warning("orphan sweep destroyed relay VM whose InferenceRelay is gone", extra=evidence)
+        self.metrics.orphans_destroyed.labels(provider=provider, outcome="destroyed").inc()
+        result.destroyed.append(vm.instance_id)
+
+    async def _list_relays(self) -> list[dict[str, Any]]:
+        listing = await self.kube.list(INFERENCE_RELAYS)
+        items: list[dict[str, Any]] = listing.get("items") or []
+        return items
+
+    def _regions(self, relays: Sequence[dict[str, Any]]) -> list[tuple[str, str]]:
+        pairs: set[tuple[str, str]] = set()
+        for cr in relays:
+            for entry in (cr.get("spec") or {}).get("providers") or []:
+                pairs.add((str(entry.get("provider", "")), str(entry.get("region", ""))))
+            for instance in (cr.get("status") or {}).get("instances") or []:
+                pairs.add((str(instance.get("provider", "")), str(instance.get("region", ""))))
+        for provider, regions in self.extra_regions.items():
+            pairs.update((provider, region) for region in regions)
+        return sorted((p, r) for p, r in pairs if p in self.drivers and r)
+
+    def _skip(self, result: SweepResult, why: str) -> SweepResult:
+        log.warning("orphan sweep skipped", extra=fields(reason=why))
+        self.metrics.orphan_sweeps.labels(outcome="skipped").inc()
+        result.skipped = why
+        return result

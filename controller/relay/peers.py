@@ -1,0 +1,75 @@
+"""The ``relay-router-peers`` ConfigMap: where the router learns each relay's endpoint and token.
+
+It has no ownerReference on purpose: garbage-collected with the CR, the router's mounted
+file would never see the cleared list. An unchanged body is not written, so the ConfigMap's
+resourceVersion (and the kubelet's volume refresh) stays quiet between changes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Final, TypedDict
+
+from controller.relay.cloudinit import RELAY_PORT
+from controller.relay.spec import Instance
+from wspin.resources import CONFIGMAPS, Kube
+
+PEERS_CONFIGMAP: Final = "relay-router-peers"
+PEERS_KEY: Final = "peers.json"
+
+
+class Peer(TypedDict):
+    id: str
+    endpoint: str
+    provider: str
+    state: str
+    token: str
+
+
+def peer_entries(instances: Sequence[Instance], tokens: Mapping[str, str]) -> list[Peer]:
+    """One peer per instance, in status order; endpoint ``<ip>:8080`` or empty without an IP."""
+    peers: list[Peer] = []
+    for instance in instances:
+        ip = str(instance.get("publicIP") or "")
+        provider = str(instance.get("provider") or "")
+        peers.append(
+            {
+                "id": str(instance.get("id") or ""),
+                "endpoint": f"{ip}:{RELAY_PORT}" if ip else "",
+                "provider": provider,
+                "state": str(instance.get("state") or "healthy"),
+                "token": tokens.get(provider, ""),
+            }
+        )
+    return peers
+
+
+def render_peers(peers: Sequence[Peer]) -> str:
+    """Compact JSON, keys in contract order; an empty fleet is exactly ``{"relays":[]}``."""
+    return json.dumps({"relays": list(peers)}, separators=(",", ":"), ensure_ascii=False)
+
+
+async def sync_peers(kube: Kube, namespace: str, peers: Sequence[Peer]) -> bool:
+    """Create or update the ConfigMap; returns False when it already held this content."""
+    body = render_peers(peers)
+    current = await kube.get_or_none(CONFIGMAPS, PEERS_CONFIGMAP, namespace)
+    if current is None:
+        await kube.create(
+            CONFIGMAPS,
+            {
+                "metadata": {"name": PEERS_CONFIGMAP, "namespace": namespace},
+                "data": {PEERS_KEY: body},
+            },
+            namespace,
+        )
+        return True
+    metadata = current.setdefault("metadata", {})
+    data = current.get("data") or {}
+    if data.get(PEERS_KEY) == body and not metadata.get("ownerReferences"):
+        return False
+    data[PEERS_KEY] = body
+    current["data"] = data
+    metadata.pop("ownerReferences", None)
+    await kube.replace(CONFIGMAPS, current)
+    return True

@@ -1,0 +1,227 @@
+"""The AWS driver against moto's in-process EC2 (boto3's HTTP boundary)."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from botocore.exceptions import ClientError
+from moto import mock_aws
+from moto.ec2.models import amis as moto_amis
+
+from controller.relay.drivers.aws import AwsDriver, classify, map_state
+from controller.relay.drivers.base import (
+    CapacityError,
+    ConfigurationError,
+    DriverError,
+    ProvisionRequest,
+)
+from controller.relay.drivers.ec2_setup import ImageQuery
+from wspin.resources import SECRETS, Kube
+
+REGION = "us-east-1"
+CANONICAL = "099720109477"
+# The cloud's image catalogue for these tests: one Canonical jammy image per architecture,
+# named as the production query expects (moto's stock catalogue has no jammy and no arm64,
+# and loading it costs seconds per test).
+
+
+def _ami(ami_id: str, arch: str, aws_arch: str) -> dict[str, object]:
+    return {
+        "ami_id": ami_id,
+        "name": f"ubuntu/images/hvm-ssd/ubuntu-jammy-22.04-{arch}-server-20250101",
+        "architecture": aws_arch,
+        "owner_id": CANONICAL,
+        "state": "available",
+        "creation_date": "2025-01-01T00:00:00.000Z",
+        "virtualization_type": "hvm",
+        "root_device_type": "ebs",
+        "root_device_name": "/dev/sda1",
+        "public": True,
+    }
+
+
+AMIS = [
+    _ami("ami-0a11ce0000000amd", "amd64", "x86_64"),
+    _ami("ami-0a11ce0000000arm", "arm64", "arm64"),
+]
+IMAGES = ImageQuery()
+USER_DATA = "#cloud-config\npackages: [curl]\n"
+
+
+@pytest.fixture
+def ec2(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Any]:
+    catalogue = tmp_path / "amis.json"
+    catalogue.write_text(json.dumps(AMIS))
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
+    monkeypatch.setenv("MOTO_AMIS_PATH", str(catalogue))
+    monkeypatch.setattr(moto_amis, "AMIS", [dict(ami) for ami in AMIS])
+    with mock_aws():
+        yield boto3.client("ec2", region_name=REGION)
+
+
+def _request(**changes: Any) -> ProvisionRequest:
+    base: dict[str, Any] = {
+        "name": "relay-aws",
+        "region": REGION,
+        "shape": "t3.micro",
+        "cloud_init": base64.b64encode(USER_DATA.encode()).decode(),
+        "owner_uid": "uid-1",
+        "provider": "aws",
+        "client_token": "c" * 64,
+        "arch": "amd64",
+    }
+    return ProvisionRequest(**(base | changes))
+
+
+def _driver(kube: Kube | None = None, namespace: str = "ns") -> AwsDriver:
+    return AwsDriver(kube, namespace, image=IMAGES, poll_seconds=0.01, timeout_seconds=5)
+
+
+def _instances(ec2: Any) -> list[dict[str, Any]]:
+    return [i for r in ec2.describe_instances()["Reservations"] for i in r["Instances"]]
+
+
+async def test_a_launch_is_tagged_carries_the_client_token_and_the_document(ec2: Any) -> None:
+    result = await _driver().provision(_request())
+    [instance] = _instances(ec2)
+    assert instance["InstanceId"] == result.instance_id
+    assert result.public_ip == instance["PublicIpAddress"]
+    tags = {t["Key"]: t["Value"] for t in instance["Tags"]}
+    assert tags == {
+        "Name": "relay-aws",
+        "managed-by": "llmsafespaces-relay",
+        "inferencerelay-uid": "uid-1",
+        "inferencerelay-provider": "aws",
+    }
+    assert instance["ClientToken"] == "c" * 64
+    assert instance["ImageId"] == "ami-0a11ce0000000amd"
+    attribute = ec2.describe_instance_attribute(InstanceId=result.instance_id, Attribute="userData")
+    assert base64.b64decode(attribute["UserData"]["Value"]).decode() == USER_DATA
+    [group] = ec2.describe_security_groups(GroupNames=["llmsafespaces-relay-proxy"])[
+        "SecurityGroups"
+    ]
+    assert group["IpPermissions"][0]["FromPort"] == 8080
+
+
+async def test_a_retried_launch_with_the_same_token_returns_the_same_instance(ec2: Any) -> None:
+    driver = _driver()
+    first = await driver.provision(_request())
+    second = await driver.provision(_request())
+    assert first.instance_id == second.instance_id
+    assert len(_instances(ec2)) == 1
+    third = await driver.provision(_request(client_token="d" * 64))
+    assert third.instance_id != first.instance_id
+
+
+async def test_a_token_whose_launch_died_is_skipped_for_the_next_in_sequence(ec2: Any) -> None:
+    """EC2 replays a used ClientToken with its (terminated) instance: the driver moves on."""
+    driver = _driver()
+    first = await driver.provision(_request())
+    await driver.destroy(first.instance_id, REGION)
+    second = await driver.provision(_request())
+    assert second.instance_id != first.instance_id
+    tokens = {i["InstanceId"]: i["ClientToken"] for i in _instances(ec2)}
+    assert tokens == {first.instance_id: "c" * 64, second.instance_id: "c" * 60 + "-001"}
+    again = await driver.provision(_request())
+    assert again.instance_id == second.instance_id and len(_instances(ec2)) == 2
+
+
+async def test_listing_returns_only_tagged_vms_with_owner_provider_and_launch_time(
+    ec2: Any,
+) -> None:
+    driver = _driver()
+    ours = await driver.provision(_request())
+    ec2.run_instances(
+        ImageId="ami-0a11ce0000000amd", InstanceType="t3.micro", MinCount=1, MaxCount=1
+    )
+    [listed] = await driver.list_instances(REGION)
+    assert listed.instance_id == ours.instance_id
+    assert (listed.owner_uid, listed.provider, listed.state) == ("uid-1", "aws", "running")
+    assert listed.launched_at is not None and listed.public_ip == ours.public_ip
+    assert await driver.list_instances("eu-west-1") == []
+
+
+async def test_destroy_terminates_and_is_idempotent(ec2: Any) -> None:
+    driver = _driver()
+    vm = await driver.provision(_request())
+    await driver.destroy(vm.instance_id, REGION)
+    [listed] = await driver.list_instances(REGION)
+    assert listed.state == "terminated"
+    assert (await driver.get_status(vm.instance_id, REGION)).state == "terminated"
+    await driver.destroy("i-0123456789abcdef0", REGION)
+    assert (await driver.get_status("i-0123456789abcdef0", REGION)).state == "not-found"
+
+
+async def test_the_image_follows_the_shapes_architecture(ec2: Any) -> None:
+    await _driver().provision(_request(shape="t4g.micro", arch="", client_token="a" * 64))
+    await _driver().provision(_request(shape="m6i.large", arch="", client_token="b" * 64))
+    by_type = {i["InstanceType"]: i["ImageId"] for i in _instances(ec2)}
+    assert by_type == {"t4g.micro": "ami-0a11ce0000000arm", "m6i.large": "ami-0a11ce0000000amd"}
+
+
+async def test_no_image_for_the_architecture_is_a_configuration_error(ec2: Any) -> None:
+    driver = AwsDriver(None, "ns", image=ImageQuery(name_pattern="ubuntu-noble-{arch}-*"))
+    with pytest.raises(ConfigurationError, match="arm64"):
+        await driver.provision(_request(shape="t4g.micro", arch="arm64"))
+    assert _instances(ec2) == []
+
+
+async def test_credentials_come_from_the_secret_or_the_default_chain(
+    ec2: Any, kube: Kube, namespace: str
+) -> None:
+    driver = _driver(kube, namespace)
+    assert await driver.list_instances(REGION) == []  # no Secret: default chain
+    await kube.create(
+        SECRETS,
+        {"metadata": {"name": "aws-relay-irwa"},
+         "data": {"accessKeyId": base64.b64encode(b"AKIDEXAMPLE").decode(),
+                  "secretAccessKey": base64.b64encode(b"secret").decode()}},
+        namespace,
+    )  # fmt: skip
+    assert await driver._static_credentials() == ("AKIDEXAMPLE", "secret")
+    assert (await driver.provision(_request())).instance_id
+
+
+def _client_error(code: str) -> ClientError:
+    return ClientError({"Error": {"Code": code, "Message": "m"}}, "RunInstances")
+
+
+@pytest.mark.parametrize(
+    ("code", "kind"),
+    [
+        ("InsufficientInstanceCapacity", CapacityError),
+        ("InstanceLimitExceeded", CapacityError),
+        ("RequestLimitExceeded", CapacityError),
+        ("Throttling", CapacityError),
+        ("InvalidParameterValue", ConfigurationError),
+        ("InvalidAMIID.NotFound", ConfigurationError),
+        ("UnauthorizedOperation", ConfigurationError),
+        ("AccessDenied", ConfigurationError),
+    ],
+)
+def test_aws_error_codes_map_to_classes(code: str, kind: type[DriverError]) -> None:
+    error = classify(_client_error(code), "run instance")
+    assert type(error) is kind
+
+
+def test_an_unknown_aws_error_is_in_no_class_and_says_aws_api_error() -> None:
+    error = classify(_client_error("SomethingOdd"), "run instance")
+    assert type(error) is DriverError and "AWS API error" in str(error)
+
+
+@pytest.mark.parametrize(
+    ("name", "state"),
+    [("pending", "pending"), ("running", "running"), ("stopping", "stopping"),
+     ("stopped", "stopped"), ("shutting-down", "terminated"), ("terminated", "terminated"),
+     ("weird", "pending")],
+)  # fmt: skip
+def test_aws_states_map(name: str, state: str) -> None:
+    assert map_state(name) == state

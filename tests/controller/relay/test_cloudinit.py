@@ -1,0 +1,204 @@
+"""Cloud-init: the rendered document, and its download script run for real under ``sh``."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import os
+import stat
+import subprocess
+from collections.abc import AsyncIterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from aiohttp import web
+
+from controller.relay.cloudinit import (
+    SCRIPT_PATH,
+    CloudInitError,
+    CloudInitInput,
+    render,
+    render_text,
+)
+from tests.controller.relay.conftest import serve
+
+TOKEN = "0123456789abcdef" * 4
+GOOD = b"#!/bin/sh\necho relay-proxy\n"
+GOOD_SHA = hashlib.sha256(GOOD).hexdigest()
+PARAMS = CloudInitInput(
+    upstream_url="https://upstream.example/v1",
+    token=TOKEN,
+    artifact_urls=["https://one.example/relay", "https://two.example/relay"],
+    artifact_sha256=GOOD_SHA,
+)
+
+
+def _document() -> dict[str, Any]:
+    text = base64.b64decode(render(PARAMS)).decode()
+    assert text.startswith("#cloud-config\n")
+    loaded: dict[str, Any] = yaml.safe_load(text)
+    return loaded
+
+
+def _file(path: str) -> dict[str, str]:
+    files = _document()["write_files"]
+    assert isinstance(files, list)
+    return next(f for f in files if f["path"] == path)
+
+
+def test_the_document_holds_the_unit_the_script_and_the_pins() -> None:
+    text = render_text(PARAMS)
+    for needle in (
+        "#cloud-config",
+        "relay-proxy.service",
+        "curl",
+        "sha256sum",
+        "--upstream=https://upstream.example/v1",
+        "--listen=0.0.0.0:8080",
+        "--token=${RELAY_TOKEN}",
+        GOOD_SHA,
+        "https://one.example/relay",
+        "https://two.example/relay",
+        "relay-proxy-arm64",
+        "/usr/local/bin/relay-proxy",
+        "FATAL",
+    ):
+        assert needle in text, needle
+
+
+def test_the_download_runs_before_the_service_starts_in_one_chained_command() -> None:
+    [command] = _document()["runcmd"]
+    line: str = command[-1]
+    assert line.index(SCRIPT_PATH) < line.index("systemctl start relay-proxy")
+    assert " && " in line
+
+
+def test_the_token_is_only_in_the_root_only_environment_file() -> None:
+    env = _file("/etc/relay-proxy/env")
+    assert env["permissions"] == "0600" and TOKEN in env["content"]
+    text = render_text(PARAMS)
+    assert text.count(TOKEN) == 1
+    assert TOKEN not in _file(SCRIPT_PATH)["content"]
+    assert _file("/etc/systemd/system/relay-proxy.service")["permissions"] == "0644"
+
+
+def test_nothing_of_wireguard_is_left() -> None:
+    text = render_text(PARAMS).lower()
+    for gone in ("wireguard", "wg-quick", "wg0.conf", "51820", "10.42.42"):
+        assert gone not in text
+
+
+@pytest.mark.parametrize(
+    ("change", "phrase"),
+    [
+        ({"upstream_url": ""}, "upstream URL"),
+        ({"token": ""}, "token"),
+        ({"artifact_urls": []}, "artifact URL"),
+        ({"artifact_sha256": ""}, "artifact SHA-256"),
+        ({"upstream_url": "https://x.example/$(reboot)"}, "upstream URL"),
+        ({"token": "a b"}, "token"),
+        ({"artifact_urls": ["https://a.example/'x"]}, "artifact URL"),
+    ],
+)
+def test_each_required_input_is_rejected_when_missing_or_unsafe(
+    change: dict[str, object], phrase: str
+) -> None:
+    with pytest.raises(CloudInitError, match=phrase):
+        render(replace(PARAMS, **change))  # type: ignore[arg-type]
+
+
+def test_the_user_data_is_padded_standard_base64() -> None:
+    encoded = render(PARAMS)
+    assert len(encoded) % 4 == 0
+    assert base64.b64decode(encoded, validate=True)
+
+
+# -- the script, run for real --------------------------------------------------------------
+
+
+@pytest.fixture
+async def mirrors() -> AsyncIterator[dict[str, str]]:
+    """Three mirrors on loopback: 404, a corrupt file, the good file."""
+
+    async def missing(_: web.Request) -> web.Response:
+        return web.Response(status=404, text="not found")
+
+    async def corrupt(_: web.Request) -> web.Response:
+        return web.Response(body=GOOD + b"tampered")
+
+    async def good(_: web.Request) -> web.Response:
+        return web.Response(body=GOOD)
+
+    app = web.Application()
+    app.router.add_get("/missing/relay-proxy-arm64", missing)
+    app.router.add_get("/corrupt/relay-proxy-arm64", corrupt)
+    app.router.add_get("/good/relay-proxy-arm64", good)
+    runner, url = await serve(app)
+    try:
+        yield {"missing": f"{url}/missing", "corrupt": f"{url}/corrupt", "good": f"{url}/good"}
+    finally:
+        await runner.cleanup()
+
+
+def _shim_systemctl(folder: Path) -> Path:
+    log = folder / "systemctl.log"
+    shim = folder / "bin" / "systemctl"
+    shim.parent.mkdir()
+    shim.write_text(f'#!/bin/sh\necho "$@" >> {log}\n')
+    shim.chmod(0o755)
+    return log
+
+
+async def _run_bootstrap(folder: Path, urls: list[str]) -> subprocess.CompletedProcess[str]:
+    """Render the user data for ``urls`` and run its runcmd line with the rendered script,
+    the script and binary paths moved into ``folder`` and systemctl shimmed."""
+    document = yaml.safe_load(render_text(replace(PARAMS, artifact_urls=urls)))
+    content = next(f["content"] for f in document["write_files"] if f["path"] == SCRIPT_PATH)
+    script = folder / "download-relay-proxy.sh"
+    script.write_text(content)
+    script.chmod(0o755)
+    [command] = document["runcmd"]
+    line = str(command[-1]).replace(SCRIPT_PATH, str(script))
+    env = {
+        "PATH": f"{folder / 'bin'}:{os.environ['PATH']}",
+        "RELAY_PROXY_PATH": str(folder / "relay-proxy"),
+    }
+    return await asyncio.to_thread(
+        subprocess.run, ["sh", "-c", line], env=env, capture_output=True, text=True, timeout=60
+    )
+
+
+async def test_the_script_skips_a_missing_and_a_corrupt_mirror_and_installs_the_good_file(
+    tmp_path: Path, mirrors: dict[str, str]
+) -> None:
+    log = _shim_systemctl(tmp_path)
+    done = await _run_bootstrap(tmp_path, [mirrors["missing"], mirrors["corrupt"], mirrors["good"]])
+    assert done.returncode == 0, done.stderr
+    binary = tmp_path / "relay-proxy"
+    assert binary.read_bytes() == GOOD
+    assert binary.stat().st_mode & stat.S_IXUSR
+    assert not (tmp_path / "relay-proxy.download").exists()
+    assert "sha256 mismatch" in done.stderr and "failed" in done.stderr
+    assert log.read_text().splitlines() == [
+        "daemon-reload",
+        "enable relay-proxy.service",
+        "start relay-proxy.service",
+    ]
+    assert TOKEN not in done.stdout + done.stderr
+
+
+async def test_the_script_fails_with_fatal_and_never_starts_the_unit_when_no_mirror_is_good(
+    tmp_path: Path, mirrors: dict[str, str]
+) -> None:
+    log = _shim_systemctl(tmp_path)
+    done = await _run_bootstrap(tmp_path, [mirrors["missing"], mirrors["corrupt"]])
+    assert done.returncode != 0
+    assert "FATAL" in done.stderr
+    assert not (tmp_path / "relay-proxy").exists()
+    assert not (tmp_path / "relay-proxy.download").exists()
+    assert not log.exists()
+    assert TOKEN not in done.stdout + done.stderr

@@ -1,0 +1,55 @@
+"""The wspin_relay_ metrics."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry
+
+from controller.relay.metrics import RelayMetrics
+from controller.relay.spec import new_instance
+
+
+def _value(metrics: RelayMetrics, name: str, **labels: str) -> float | None:
+    value: float | None = metrics.registry.get_sample_value(name, labels)
+    return value
+
+
+def test_a_fleet_pass_sets_and_resets_the_per_provider_gauges() -> None:
+    metrics = RelayMetrics(CollectorRegistry())
+    failed = new_instance(instance_id="aws-provisioning", provider="aws", region="r",
+                          state="provisioning-failed")  # fmt: skip
+    draining = new_instance(instance_id="o1", provider="oci", region="r", state="draining")
+    metrics.record_fleet([failed, draining], healthy=0)
+    assert _value(metrics, "wspin_relay_provisioning_failed", provider="aws") == 1
+    assert _value(metrics, "wspin_relay_draining", provider="oci") == 1
+    assert _value(metrics, "wspin_relay_draining", provider="aws") == 0
+    metrics.record_fleet([new_instance(instance_id="i", provider="aws", region="r")], healthy=1)
+    assert _value(metrics, "wspin_relay_provisioning_failed", provider="aws") == 0
+    assert _value(metrics, "wspin_relay_draining", provider="oci") is None
+    assert _value(metrics, "wspin_relay_healthy_replicas") == 1
+
+
+def test_counters_accumulate_per_label_set_and_the_histogram_records() -> None:
+    metrics = RelayMetrics(CollectorRegistry())
+    metrics.rotations.labels(provider="aws", reason="manual").inc()
+    metrics.rotations.labels(provider="aws", reason="manual").inc()
+    metrics.rotations.labels(provider="oci", reason="manual").inc()
+    metrics.provision_duration.labels(provider="aws").observe(42)
+    assert _value(metrics, "wspin_relay_rotation_total", provider="aws", reason="manual") == 2
+    assert _value(metrics, "wspin_relay_provision_duration_seconds_count", provider="aws") == 1
+    assert _value(metrics, "wspin_relay_provision_duration_seconds_sum", provider="aws") == 42
+
+
+def test_every_metric_name_is_registered_with_the_wspin_prefix() -> None:
+    registry = CollectorRegistry()
+    RelayMetrics(registry)
+    names = {family.name for family in registry.collect()}
+    assert names == {
+        "wspin_relay_healthy_replicas",
+        "wspin_relay_provisioning_failed",
+        "wspin_relay_draining",
+        "wspin_relay_quota_exhausted",
+        "wspin_relay_provision_duration_seconds",
+        "wspin_relay_rotation",
+        "wspin_relay_orphans_destroyed",
+        "wspin_relay_orphan_sweeps",
+    }

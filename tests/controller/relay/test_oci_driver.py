@@ -1,0 +1,290 @@
+"""The OCI driver: credentials, error classes, tags, and SDK calls over loopback HTTP."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from aiohttp import web
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+from controller.relay.drivers.base import (
+    CapacityError,
+    ConfigurationError,
+    DriverError,
+    ProvisionResult,
+)
+from controller.relay.drivers.oci import (
+    OciDriver,
+    classify_status,
+    freeform_tags,
+    map_state,
+    oci_config,
+)
+from tests.controller.relay.conftest import serve
+from wspin.resources import SECRETS, Kube
+
+TENANCY = "ocid1.tenancy.oc1..aaaa"
+USER = "ocid1.user.oc1..bbbb"
+FINGERPRINT = "12:34:56:78:90:ab:cd:ef:12:34:56:78:90:ab:cd:ef"
+
+
+@pytest.fixture(scope="module")
+def pem() -> str:
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    return key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    ).decode()
+
+
+def _data(pem: str, **extra: str) -> dict[str, str]:
+    return {"tenancy": TENANCY, "user": USER, "fingerprint": FINGERPRINT, "key": pem} | extra
+
+
+@pytest.mark.parametrize(
+    ("lifecycle", "state"),
+    [("PROVISIONING", "pending"), ("STARTING", "pending"), ("RUNNING", "running"),
+     ("STOPPING", "stopping"), ("STOPPED", "stopped"), ("TERMINATING", "terminated"),
+     ("TERMINATED", "terminated"), ("running", "running"), ("MOVING", "pending")],
+)  # fmt: skip
+def test_oci_lifecycle_states_map(lifecycle: str, state: str) -> None:
+    assert map_state(lifecycle) == state
+
+
+@pytest.mark.parametrize(
+    ("status", "kind"),
+    [(429, CapacityError), (500, CapacityError), (503, CapacityError),
+     (400, ConfigurationError), (401, ConfigurationError), (403, ConfigurationError),
+     (422, ConfigurationError), (502, DriverError)],
+)  # fmt: skip
+def test_oci_statuses_map_to_classes(status: int, kind: type[DriverError]) -> None:
+    assert type(classify_status(status, f"{status} x")) is kind
+
+
+@pytest.mark.parametrize(
+    ("uid", "provider", "tags"),
+    [
+        ("u", "oci", {"managed-by": "llmsafespaces-relay", "inferencerelay-uid": "u",
+                      "inferencerelay-provider": "oci"}),
+        ("u", "", {"managed-by": "llmsafespaces-relay", "inferencerelay-uid": "u"}),
+        ("", "oci", {"managed-by": "llmsafespaces-relay", "inferencerelay-provider": "oci"}),
+        ("", "", {"managed-by": "llmsafespaces-relay"}),
+    ],
+)  # fmt: skip
+def test_freeform_tags_always_mark_the_vm_as_ours(
+    uid: str, provider: str, tags: dict[str, str]
+) -> None:
+    assert freeform_tags(uid, provider) == tags
+
+
+def test_missing_credential_keys_are_named(pem: str) -> None:
+    with pytest.raises(ConfigurationError, match="fingerprint, key"):
+        oci_config({"tenancy": TENANCY, "user": USER}, "us-ashburn-1")
+
+
+def test_an_unparseable_key_is_a_configuration_error(pem: str) -> None:
+    with pytest.raises(ConfigurationError, match="unusable OCI API key"):
+        oci_config(_data("-----BEGIN PRIVATE KEY-----\nnot a key\n-----END PRIVATE KEY-----"), "r")
+
+
+def test_the_region_comes_from_the_call_then_the_secret(pem: str) -> None:
+    assert oci_config(_data(pem, region="eu-frankfurt-1"), "")["region"] == "eu-frankfurt-1"
+    assert (
+        oci_config(_data(pem, region="eu-frankfurt-1"), "us-phoenix-1")["region"] == "us-phoenix-1"
+    )
+    assert oci_config(_data(pem), "")["region"] == "us-ashburn-1"
+
+
+async def test_a_missing_secret_is_a_configuration_error(kube: Kube, namespace: str) -> None:
+    with pytest.raises(ConfigurationError, match="oci-credentials"):
+        await OciDriver(kube, namespace).list_instances("us-ashburn-1")
+
+
+# -- SDK calls against a loopback compute endpoint -------------------------------------------
+
+
+@pytest.fixture
+async def compute(pem: str) -> AsyncIterator[tuple[str, list[dict[str, Any]]]]:
+    """A compute API on loopback with three instances; records the signed requests."""
+    seen: list[dict[str, Any]] = []
+
+    def instance(ocid: str, state: str, tags: dict[str, str]) -> dict[str, Any]:
+        return {
+            "id": ocid,
+            "lifecycleState": state,
+            "freeformTags": tags,
+            "compartmentId": TENANCY,
+            "availabilityDomain": "AD-1",
+            "shape": "VM.Standard.A1.Flex",
+            "region": "us-ashburn-1",
+            "displayName": "relay-oci",
+            "timeCreated": "2026-01-01T00:00:00.000Z",
+        }
+
+    ours = freeform_tags("u-1", "oci")
+    instances = {
+        "ocid1.instance.ours": instance("ocid1.instance.ours", "RUNNING", ours),
+        "ocid1.instance.gone": instance("ocid1.instance.gone", "TERMINATED", ours),
+        "ocid1.instance.foreign": instance("ocid1.instance.foreign", "RUNNING", {}),
+    }
+
+    async def record(request: web.Request) -> None:
+        seen.append({"method": request.method, "path": request.path,
+                     "authorization": request.headers.get("authorization", "")})  # fmt: skip
+
+    async def list_instances(request: web.Request) -> web.Response:
+        await record(request)
+        return web.json_response(list(instances.values()))
+
+    async def get_instance(request: web.Request) -> web.Response:
+        await record(request)
+        found = instances.get(request.match_info["id"])
+        if found is None:
+            return web.json_response(
+                {"code": "NotAuthorizedOrNotFound", "message": "no"}, status=404
+            )
+        return web.json_response(found)
+
+    async def terminate(request: web.Request) -> web.Response:
+        await record(request)
+        if request.match_info["id"] not in instances:
+            return web.json_response(
+                {"code": "NotAuthorizedOrNotFound", "message": "no"}, status=404
+            )
+        instances[request.match_info["id"]]["lifecycleState"] = "TERMINATING"
+        return web.Response(status=204)
+
+    async def vnic_attachments(request: web.Request) -> web.Response:
+        await record(request)
+        return web.json_response(
+            [{"id": "att", "vnicId": "ocid1.vnic.1", "lifecycleState": "ATTACHED",
+              "instanceId": request.query["instanceId"], "compartmentId": TENANCY,
+              "availabilityDomain": "AD-1"}]
+        )  # fmt: skip
+
+    async def domains(request: web.Request) -> web.Response:
+        await record(request)
+        return web.json_response([{"name": "Uocm:US-ASHBURN-AD-1", "compartmentId": TENANCY}])
+
+    async def images(request: web.Request) -> web.Response:
+        await record(request)
+        seen[-1]["query"] = dict(request.query)
+        return web.json_response([{"id": "ocid1.image.jammy-arm", "compartmentId": TENANCY}])
+
+    async def launch(request: web.Request) -> web.Response:
+        await record(request)
+        body = await request.json()
+        seen[-1]["body"] = body
+        seen[-1]["retry_token"] = request.headers.get("opc-retry-token", "")
+        ocid = "ocid1.instance.launched"
+        instances[ocid] = instance(ocid, "PROVISIONING", body["freeformTags"])
+        return web.json_response(instances[ocid])
+
+    async def get_and_boot(request: web.Request) -> web.Response:
+        found = instances.get(request.match_info["id"])
+        response = await get_instance(request)
+        if found is not None and found["lifecycleState"] == "PROVISIONING":
+            found["lifecycleState"] = "RUNNING"  # boots between two polls
+        return response
+
+    async def vnic(request: web.Request) -> web.Response:
+        await record(request)
+        return web.json_response({"id": "ocid1.vnic.1", "publicIp": "192.0.2.10"})
+
+    app = web.Application()
+    app.router.add_get("/20160918/instances", list_instances)
+    app.router.add_get("/20160918/instances/", list_instances)
+    app.router.add_get("/20160918/instances/{id}", get_and_boot)
+    app.router.add_get("/20160918/availabilityDomains", domains)
+    app.router.add_get("/20160918/availabilityDomains/", domains)
+    app.router.add_get("/20160918/images", images)
+    app.router.add_get("/20160918/images/", images)
+    app.router.add_post("/20160918/instances", launch)
+    app.router.add_post("/20160918/instances/", launch)
+    app.router.add_delete("/20160918/instances/{id}", terminate)
+    app.router.add_get("/20160918/vnicAttachments", vnic_attachments)
+    app.router.add_get("/20160918/vnicAttachments/", vnic_attachments)
+    app.router.add_get("/20160918/vnics/{id}", vnic)
+    runner, url = await serve(app)
+    try:
+        yield url, seen
+    finally:
+        await runner.cleanup()
+
+
+@pytest.fixture
+async def oci_driver(
+    kube: Kube, namespace: str, pem: str, compute: tuple[str, list[dict[str, Any]]]
+) -> OciDriver:
+    data = {k: base64.b64encode(v.encode()).decode() for k, v in _data(pem).items()}
+    await kube.create(SECRETS, {"metadata": {"name": "oci-credentials"}, "data": data}, namespace)
+    return OciDriver(kube, namespace, endpoint=compute[0])
+
+
+async def test_listing_keeps_our_tagged_vms_with_ip_owner_and_signed_requests(
+    oci_driver: OciDriver, compute: tuple[str, list[dict[str, Any]]]
+) -> None:
+    listed = {vm.instance_id: vm for vm in await oci_driver.list_instances("us-ashburn-1")}
+    assert set(listed) == {"ocid1.instance.ours", "ocid1.instance.gone"}
+    ours = listed["ocid1.instance.ours"]
+    assert (ours.state, ours.public_ip, ours.owner_uid, ours.provider) == (
+        "running", "192.0.2.10", "u-1", "oci",
+    )  # fmt: skip
+    assert ours.launched_at is not None and listed["ocid1.instance.gone"].public_ip == ""
+    authorization = compute[1][0]["authorization"]
+    assert 'version="1"' in authorization
+    assert f'keyId="{TENANCY}/{USER}/{FINGERPRINT}"' in authorization
+    assert json.dumps(compute[1]).count(FINGERPRINT) == len(compute[1])
+
+
+async def test_destroy_is_idempotent_and_status_reports_not_found(oci_driver: OciDriver) -> None:
+    await oci_driver.destroy("ocid1.instance.ours", "us-ashburn-1")
+    assert (
+        await oci_driver.get_status("ocid1.instance.ours", "us-ashburn-1")
+    ).state == "terminated"
+    await oci_driver.destroy("ocid1.instance.nope", "us-ashburn-1")
+    assert (await oci_driver.get_status("ocid1.instance.nope", "us-ashburn-1")).state == "not-found"
+
+
+async def test_a_launch_attaches_tags_user_data_and_retry_token_and_waits_for_the_ip(
+    kube: Kube, namespace: str, pem: str, compute: tuple[str, list[dict[str, Any]]]
+) -> None:
+    from controller.relay.drivers.base import ProvisionRequest
+
+    data = _data(pem, subnet="ocid1.subnet.relay")
+    encoded = {k: base64.b64encode(v.encode()).decode() for k, v in data.items()}
+    await kube.create(
+        SECRETS, {"metadata": {"name": "oci-credentials"}, "data": encoded}, namespace
+    )
+    driver = OciDriver(kube, namespace, endpoint=compute[0], poll_seconds=0.01)
+    request = ProvisionRequest(
+        "relay-oci", "us-ashburn-1", "", "I2Nsb3VkLWNvbmZpZwo=", "u-1", "oci", "r" * 64, "arm64"
+    )
+    result = await driver.provision(request)
+    assert result == ProvisionResult("ocid1.instance.launched", "192.0.2.10")
+    [launch] = [c for c in compute[1] if c["method"] == "POST"]
+    body = launch["body"]
+    assert body["freeformTags"] == freeform_tags("u-1", "oci")
+    assert body["metadata"] == {"user_data": "I2Nsb3VkLWNvbmZpZwo="}
+    assert body["shape"] == "VM.Standard.A1.Flex"
+    assert body["createVnicDetails"] == {"assignPublicIp": True, "subnetId": "ocid1.subnet.relay"}
+    assert body["sourceDetails"]["imageId"] == "ocid1.image.jammy-arm"
+    assert launch["retry_token"] == "r" * 64
+    [images] = [c for c in compute[1] if c["path"].startswith("/20160918/images")]
+    assert images["query"]["shape"] == "VM.Standard.A1.Flex"
+
+
+async def test_a_launch_without_a_subnet_in_the_secret_is_a_configuration_error(
+    oci_driver: OciDriver,
+) -> None:
+    from controller.relay.drivers.base import ProvisionRequest
+
+    request = ProvisionRequest("relay-oci", "us-ashburn-1", "", "e30=", "u-1", "oci")
+    with pytest.raises(ConfigurationError, match="subnet"):
+        await oci_driver.provision(request)

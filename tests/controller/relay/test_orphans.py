@@ -1,0 +1,187 @@
+"""The orphan detector: only tagged, owner-less, live VMs past the grace are destroyed."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from controller.relay.drivers.base import DriverError
+from controller.relay.drivers.fake import FakeCloud, ManualClock
+from controller.relay.metrics import RelayMetrics
+from controller.relay.orphans import OrphanDetector, OrphanPolicy
+from tests.controller.relay.conftest import AWS_SLOT, OCI_SLOT
+from wspin.resources import INFERENCE_RELAYS, Kube
+
+OLD = 3600.0
+
+
+@pytest.fixture
+async def relays(kube: Kube) -> AsyncIterator[list[dict[str, Any]]]:
+    """Creates CRs on demand (``await make(...)`` via the list's helper) and removes them."""
+    created: list[dict[str, Any]] = []
+    yield created
+    for cr in created:
+        await kube.delete(INFERENCE_RELAYS, cr["metadata"]["name"])
+
+
+async def _relay(kube: Kube, created: list[dict[str, Any]], *slots: dict[str, Any]) -> str:
+    body = {
+        "metadata": {"name": f"orphans-{uuid.uuid4().hex[:8]}"},
+        "spec": {"upstreamURL": "https://u.example", "providers": list(slots or [AWS_SLOT])},
+    }
+    cr = await kube.create(INFERENCE_RELAYS, body)
+    created.append(cr)
+    return str(cr["metadata"]["uid"])
+
+
+def _detector(
+    kube: Kube,
+    clouds: dict[str, FakeCloud],
+    clock: ManualClock,
+    metrics: RelayMetrics,
+    **policy: Any,
+) -> OrphanDetector:
+    return OrphanDetector(
+        kube, dict(clouds), metrics, policy=OrphanPolicy(**policy), clock=clock.now,
+        extra_regions={"aws": ["us-east-1"]},
+    )  # fmt: skip
+
+
+async def test_an_empty_cloud_gives_an_empty_sweep(
+    kube: Kube, aws: FakeCloud, clock: ManualClock, metrics: RelayMetrics
+) -> None:
+    result = await _detector(kube, {"aws": aws}, clock, metrics).sweep()
+    assert result.destroyed == [] and result.skipped == ""
+    assert aws.calls_of("destroy") == []
+
+
+async def test_only_a_vm_with_an_unknown_owner_is_destroyed(
+    kube: Kube,
+    aws: FakeCloud,
+    clock: ManualClock,
+    metrics: RelayMetrics,
+    relays: list[dict[str, Any]],
+) -> None:
+    uid = await _relay(kube, relays)
+    owned = aws.seed("us-east-1", owner_uid=uid, provider="aws", age_seconds=OLD)
+    orphan = aws.seed("us-east-1", owner_uid="gone-uid", provider="aws", age_seconds=OLD)
+    legacy = aws.seed("us-east-1", age_seconds=OLD)
+    untagged = aws.seed("us-east-1", owner_uid="gone-uid", managed=False, age_seconds=OLD)
+    stopped = aws.seed("us-east-1", owner_uid="gone-uid", state="stopped", age_seconds=OLD)
+    dead = aws.seed("us-east-1", owner_uid="gone-uid", state="terminated", age_seconds=OLD)
+    result = await _detector(kube, {"aws": aws}, clock, metrics).sweep()
+    assert result.destroyed == [orphan]
+    assert aws.live_ids() == {owned, legacy, untagged}
+    assert {c.args["instance_id"] for c in aws.calls_of("destroy")} == {orphan}
+    assert stopped not in result.destroyed and dead not in result.destroyed
+    assert (
+        metrics.registry.get_sample_value(
+            "wspin_relay_orphans_destroyed_total", {"provider": "aws", "outcome": "destroyed"}
+        )
+        == 1
+    )
+
+
+async def test_a_young_orphan_waits_for_the_grace(
+    kube: Kube, aws: FakeCloud, clock: ManualClock, metrics: RelayMetrics
+) -> None:
+    young = aws.seed("us-east-1", owner_uid="gone-uid", age_seconds=60)
+    detector = _detector(kube, {"aws": aws}, clock, metrics, grace_seconds=600)
+    assert (await detector.sweep()).destroyed == []
+    clock.advance(541)
+    assert (await detector.sweep()).destroyed == [young]
+
+
+async def test_dry_run_reports_without_destroying(
+    kube: Kube, aws: FakeCloud, clock: ManualClock, metrics: RelayMetrics
+) -> None:
+    orphan = aws.seed("us-east-1", owner_uid="gone-uid", age_seconds=OLD)
+    result = await _detector(kube, {"aws": aws}, clock, metrics, dry_run=True).sweep()
+    assert result.destroyed == [orphan]
+    assert aws.calls_of("destroy") == [] and aws.live_ids() == {orphan}
+
+
+async def test_a_sweep_destroys_at_most_its_limit_and_defers_the_rest(
+    kube: Kube, aws: FakeCloud, clock: ManualClock, metrics: RelayMetrics
+) -> None:
+    for _ in range(5):
+        aws.seed("us-east-1", owner_uid="gone-uid", age_seconds=OLD)
+    detector = _detector(kube, {"aws": aws}, clock, metrics, max_deletions=2)
+    first = await detector.sweep()
+    assert len(first.destroyed) == 2 and len(first.deferred) == 3
+    assert len(aws.live_ids()) == 3
+
+
+async def test_a_list_error_in_one_place_does_not_stop_the_others(
+    kube: Kube,
+    aws: FakeCloud,
+    oci: FakeCloud,
+    clock: ManualClock,
+    metrics: RelayMetrics,
+    relays: list[dict[str, Any]],
+) -> None:
+    await _relay(kube, relays, OCI_SLOT)
+    aws.inject("list_instances", DriverError("throttled"))
+    orphan = oci.seed("us-ashburn-1", owner_uid="gone-uid", age_seconds=OLD)
+    aws.seed("us-east-1", owner_uid="gone-uid", age_seconds=OLD)
+    result = await _detector(kube, {"aws": aws, "oci": oci}, clock, metrics).sweep()
+    assert result.destroyed == [orphan]
+
+
+async def test_a_destroy_error_does_not_stop_the_sweep(
+    kube: Kube, aws: FakeCloud, clock: ManualClock, metrics: RelayMetrics
+) -> None:
+    aws.inject("destroy", DriverError("API down"), times=2)
+    first = aws.seed("us-east-1", owner_uid="gone-a", age_seconds=OLD)
+    second = aws.seed("us-east-1", owner_uid="gone-b", age_seconds=OLD)
+    result = await _detector(kube, {"aws": aws}, clock, metrics).sweep()
+    assert sorted(result.failed) == sorted([first, second])
+    assert len(aws.calls_of("destroy")) == 2
+
+
+async def test_every_region_of_every_relay_and_the_extra_regions_are_swept(
+    kube: Kube,
+    aws: FakeCloud,
+    oci: FakeCloud,
+    clock: ManualClock,
+    metrics: RelayMetrics,
+    relays: list[dict[str, Any]],
+) -> None:
+    await _relay(kube, relays, AWS_SLOT | {"region": "eu-west-1"}, OCI_SLOT)
+    await _detector(kube, {"aws": aws, "oci": oci}, clock, metrics).sweep()
+    assert {c.args["region"] for c in aws.calls_of("list_instances")} == {"eu-west-1", "us-east-1"}
+    assert {c.args["region"] for c in oci.calls_of("list_instances")} == {"us-ashburn-1"}
+
+
+async def test_a_relay_created_during_the_sweep_keeps_its_vm(
+    kube: Kube,
+    aws: FakeCloud,
+    clock: ManualClock,
+    metrics: RelayMetrics,
+    relays: list[dict[str, Any]],
+) -> None:
+    """The race the sandwich exists for: the CR appears after pass 1, its VM during pass 2."""
+    seeded: list[str] = []
+
+    async def create_during_listing(_: str) -> None:
+        if not seeded:
+            uid = await _relay(kube, relays)
+            seeded.append(aws.seed("us-east-1", owner_uid=uid, age_seconds=OLD))
+
+    aws.on_list = create_during_listing
+    result = await _detector(kube, {"aws": aws}, clock, metrics).sweep()
+    assert result.destroyed == [] and aws.live_ids() == set(seeded)
+
+
+async def test_a_failing_relay_list_skips_the_sweep(
+    kube: Kube, aws: FakeCloud, clock: ManualClock, metrics: RelayMetrics, kube_server: Any
+) -> None:
+    aws.seed("us-east-1", owner_uid="gone-uid", age_seconds=OLD)
+    kube_server.fail_next(
+        500, method="GET", path="/apis/llmsafespaces.dev/v1/inferencerelays", count=2
+    )
+    result = await _detector(kube, {"aws": aws}, clock, metrics).sweep()
+    assert result.skipped and aws.calls_of("destroy") == []

@@ -1,0 +1,115 @@
+"""The relay controller on a running manager with ``--relay-cloud=fake``: a fleet gets a VM."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import Awaitable, Callable
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from controller.relay import wiring
+from controller.runtime.manager import Manager
+from controller.settings import (
+    ControllerSettings,
+    InferenceRelaySettings,
+    OrphanSweepSettings,
+    RelayArtifactConfig,
+    RuntimeSettings,
+)
+from tests.controller.relay.conftest import AWS_SLOT, SHA_AMD64, SHA_ARM64
+from wspin.errors import ConfigError
+from wspin.resources import CONFIGMAPS, INFERENCE_RELAYS, Kube
+
+
+async def _eventually(check: Callable[[], Awaitable[bool]], what: str) -> None:
+    for _ in range(200):
+        if await check():
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+GOOD_ARTIFACTS = RelayArtifactConfig(("https://mirror.example/relay",), SHA_ARM64, SHA_AMD64)
+
+
+def _settings(namespace: str, artifact: RelayArtifactConfig = GOOD_ARTIFACTS) -> ControllerSettings:
+    return ControllerSettings(
+        namespace=namespace,
+        runtime=RuntimeSettings(health_port=0, metrics_port=0, bind_host="127.0.0.1"),
+        inference_relay=InferenceRelaySettings(
+            enabled=True,
+            cloud="fake",
+            router_url="http://127.0.0.1:9",  # no router: health is simply unknown
+            artifact=artifact,
+            orphans=OrphanSweepSettings(interval=3600),
+        ),
+    )
+
+
+async def test_an_applied_fleet_gets_a_vm_status_and_peers_through_the_manager(
+    kube: Kube, namespace: str
+) -> None:
+    settings = _settings(namespace)
+    registry = CollectorRegistry()
+    manager = Manager(kube, settings, registry=registry)
+    wiring.register(manager, settings)
+    running = asyncio.create_task(manager.run())
+    name = f"wired-{uuid.uuid4().hex[:8]}"
+    try:
+        await kube.create(
+            INFERENCE_RELAYS,
+            {
+                "metadata": {"name": name},
+                "spec": {"upstreamURL": "https://u.example", "providers": [AWS_SLOT]},
+            },
+        )
+
+        async def launched() -> bool:
+            status = (await kube.get(INFERENCE_RELAYS, name)).get("status") or {}
+            instances = status.get("instances") or []
+            return bool(instances) and instances[0]["id"].startswith("i-")
+
+        await _eventually(launched, "the fleet's VM in status")
+        peers = await kube.get(CONFIGMAPS, "relay-router-peers", namespace)
+        assert len(json.loads(peers["data"]["peers.json"])["relays"]) == 1
+        assert (
+            registry.get_sample_value("wspin_relay_orphan_sweeps_total", {"outcome": "completed"})
+            == 1
+        )
+        await kube.delete(INFERENCE_RELAYS, name)
+
+        async def gone() -> bool:
+            return await kube.get_or_none(INFERENCE_RELAYS, name) is None
+
+        await _eventually(gone, "the finalizer to release the deleted fleet")
+    finally:
+        manager.stop()
+        await asyncio.wait_for(running, 10)
+        if await kube.get_or_none(INFERENCE_RELAYS, name) is not None:
+            await kube.patch(INFERENCE_RELAYS, name, {"metadata": {"finalizers": None}})
+            await kube.delete(INFERENCE_RELAYS, name)
+
+
+def test_bad_artifact_settings_stop_the_start_naming_the_flag(kube: Kube) -> None:
+    settings = _settings("ns", artifact=RelayArtifactConfig((), SHA_ARM64, SHA_AMD64))
+    with pytest.raises(ConfigError, match="--relay-artifact-url"):
+        wiring.register(Manager(kube, settings), settings)
+
+
+def test_the_fake_cloud_serves_every_provider_and_real_mode_builds_the_sdk_drivers(
+    kube: Kube,
+) -> None:
+    from controller.relay.drivers.aws import AwsDriver
+    from controller.relay.drivers.fake import FakeCloud
+    from controller.relay.drivers.oci import OciDriver
+    from controller.relay.drivers.select import build_drivers
+
+    fake = build_drivers("fake", kube, "ns")
+    assert set(fake) == {"aws", "oci"} and all(isinstance(d, FakeCloud) for d in fake.values())
+    real = build_drivers("", kube, "ns")
+    assert isinstance(real["aws"], AwsDriver) and isinstance(real["oci"], OciDriver)
+    with pytest.raises(ConfigError, match="--relay-cloud"):
+        build_drivers("gcp-sim", kube, "ns")
