@@ -147,6 +147,17 @@ class LeaderElector:
         """
         self._set_leading(False)
         try:
+            async with asyncio.timeout(self.renew_deadline):
+                return await self._release()
+        except TimeoutError:
+            log.warning(
+                "releasing the leader lease timed out; it will expire instead",
+                extra=fields(lease=self.name),
+            )
+            return False
+
+    async def _release(self) -> bool:
+        try:
             lease = await self.kube.get_or_none(LEASES, self.name, self.namespace)
             if lease is None or lease.get("spec", {}).get("holderIdentity") != self.identity:
                 return False
@@ -174,7 +185,7 @@ class LeaderElector:
             extra=fields(lease=f"{self.namespace}/{self.name}", identity=self.identity),
         )
         while True:
-            if await self._try_acquire_or_renew():
+            if await self._attempt(self.renew_deadline):
                 return
             await asyncio.sleep(self.retry_period * (1 + random.random() * _JITTER))  # noqa: S311
 
@@ -186,13 +197,7 @@ class LeaderElector:
         while True:
             await asyncio.sleep(self.retry_period)
             remaining = self.renew_deadline - (loop.time() - renewed_at)
-            ok = False
-            if remaining > 0:
-                try:
-                    async with asyncio.timeout(remaining):
-                        ok = await self._try_acquire_or_renew()
-                except TimeoutError:
-                    ok = False
+            ok = remaining > 0 and await self._attempt(remaining)
             if ok:
                 renewed_at = loop.time()
                 continue
@@ -207,6 +212,16 @@ class LeaderElector:
                     ),
                 )
                 return
+
+    async def _attempt(self, budget: float) -> bool:
+        """One acquire-or-renew that gives up after ``budget`` seconds (a hung API call counts as a
+        failed attempt, never as a stalled campaign)."""
+        try:
+            async with asyncio.timeout(budget):
+                return await self._try_acquire_or_renew()
+        except TimeoutError:
+            log.warning("leader lease request timed out", extra=fields(lease=self.name))
+            return False
 
     async def _try_acquire_or_renew(self) -> bool:
         loop = asyncio.get_running_loop()

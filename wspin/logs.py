@@ -1,7 +1,7 @@
 """JSON logging: one object per line, fields passed with ``extra={"fields": {...}}``.
 
 Never log a secret: callers pass only what is safe to show; the controller's redactor
-(``controller/relaystaging``) additionally scrubs staged keys from its own output.
+(``controller/staging/redact.py``) additionally scrubs staged keys from every line.
 """
 
 from __future__ import annotations
@@ -20,6 +20,12 @@ _scrubbers: list[_Scrubber] = []
 def add_scrubber(scrub: _Scrubber) -> None:
     """Register a function applied to every rendered log line (used to redact secrets)."""
     _scrubbers.append(scrub)
+
+
+def remove_scrubber(scrub: _Scrubber) -> None:
+    """Undo ``add_scrubber`` (a no-op when ``scrub`` is not registered)."""
+    if scrub in _scrubbers:
+        _scrubbers.remove(scrub)
 
 
 class JSONFormatter(logging.Formatter):

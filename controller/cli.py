@@ -1,0 +1,98 @@
+"""``wspin controller``: the controller process.
+
+Reads like the sentence it is: parse settings (bad → exit 1), connect to the API, arm relay
+staging (enabled but not armed → exit 85), register the controllers, run the manager until
+SIGTERM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+from typing import Any
+
+from controller.settings import LOG_LEVELS, ControllerSettings, add_controller_flags
+from controller.settings import settings_from_args as build_settings
+from wspin.errors import ConfigError
+from wspin.logs import fields, setup_logging
+
+log = logging.getLogger("controller")
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "controller",
+        help="run the Workspace and InferenceRelay controllers",
+        description="Reconcile Workspaces and InferenceRelays, arm relay-only key delivery, "
+        "and sweep orphaned relay VMs; one active replica via a Lease.",
+    )
+    add_controller_flags(parser)
+    parser.set_defaults(handler=run_controller)
+
+
+def run_controller(args: argparse.Namespace) -> int:
+    level = str(args.log_level).strip().lower()
+    setup_logging(level if level in LOG_LEVELS else "info")
+    try:
+        settings = build_settings(args)
+    except ConfigError as err:
+        log.error("invalid configuration", extra=fields(error=str(err)))
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    return asyncio.run(serve(settings))
+
+
+async def serve(settings: ControllerSettings) -> int:
+    """Run the controller process with ``settings``; returns the exit status."""
+    # Imported here so `wspin webhook` and `wspin inject` never load the controller runtime.
+    from controller.runtime.manager import Manager
+    from controller.setup import (
+        register_agent_runtime,
+        relay_staging_exit_code_for,
+        setup_controllers,
+        setup_relay_controller,
+        setup_relay_staging,
+    )
+    from controller.staging.arming import REFUSED_MESSAGE
+    from wspin.kube import api_client
+    from wspin.resources import Kube
+
+    try:
+        api = await api_client(settings.kubeconfig)
+    except ConfigError as err:
+        log.error("cannot reach the Kubernetes API", extra=fields(error=str(err)))
+        return 1
+    try:
+        manager = Manager(Kube(api), settings)
+        staging = settings.relay_staging
+        try:
+            relay_staging = await setup_relay_staging(
+                manager,
+                enabled=staging.enabled,
+                router_url=staging.router_url,
+                namespace=staging.namespace,
+                token_ttl=staging.token_ttl,
+                api_service_url=settings.workspace.api_service_url,
+                api_internal_token=settings.api_internal_token,
+            )
+        except Exception as err:
+            log.error(REFUSED_MESSAGE, extra=fields(reason=str(err)))
+            return relay_staging_exit_code_for(err)
+        register_agent_runtime()
+        try:
+            setup_controllers(manager, settings, relay_staging=relay_staging)
+            setup_relay_controller(manager, settings)
+        except ConfigError as err:
+            log.error("invalid configuration", extra=fields(error=str(err)))
+            return 1
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, manager.stop)
+        await manager.run()
+        log.info("controller stopped")
+        return 0
+    finally:
+        await api.close()

@@ -1,0 +1,12 @@
+"""The controller runtime: informer caches, the work queue, the manager that wires them with
+leader election and the probe/metrics servers, and the runtime's metrics.
+
+Reconcilers never import this package's internals: they see ``controller.types`` only
+(keys, ``Requeue``, ``ObjectReader``) and register through ``Manager.add_controller``.
+"""
+
+from controller.runtime.informer import Informer
+from controller.runtime.manager import Manager
+from controller.runtime.queue import WorkQueue
+
+__all__ = ["Informer", "Manager", "WorkQueue"]

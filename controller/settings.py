@@ -1,0 +1,426 @@
+"""``ControllerSettings``: everything the controller process is configured with, as one frozen
+tree built once at start from flags and their ``WSPIN_*`` environment variables.
+
+``add_controller_flags`` declares the flags (the chart renders exactly these) and
+``settings_from_args`` turns the parsed values into settings, raising ``ConfigError`` naming the
+flag for anything malformed (the process then exits 1). Range checks that belong to relay
+staging arming (the token TTL) are deliberately left to arming, whose failures exit 85.
+
+Nothing reads ``os.environ`` after this; tests vary settings with ``dataclasses.replace``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import socket
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from controller.durations import parse_duration
+from wspin.delivery import AgentdDelivery, ArtifactDelivery, OpencodeDelivery, add_delivery_flags
+from wspin.errors import ConfigError
+from wspin.flags import add_flag, env_name, parse_bool
+
+log = logging.getLogger("controller")
+
+LEASE_TIMING_ENV = {
+    "lease_duration": "WSPIN_LEASE_DURATION",
+    "renew_deadline": "WSPIN_RENEW_DEADLINE",
+    "retry_period": "WSPIN_RETRY_PERIOD",
+}
+"""Environment-only overrides of the leader election timings (Go durations). Not flags: the
+defaults are right for every deployment; tests shorten them to see a takeover in seconds."""
+
+INTERNAL_TOKEN_ENV = "LLMSAFESPACES_INTERNAL_TOKEN"  # noqa: S105 - a variable name
+"""The shared secret sent as ``X-Internal-Token`` to the API; environment only, never a flag."""
+
+DEFAULT_LLM_RELAY_ROUTER_URL = "http://llm-relay-router.llm-relay.svc.cluster.local"
+LOG_LEVELS = ("debug", "info", "warning", "error")
+RELAY_CLOUDS = ("", "fake")
+
+_D = TypeVar("_D", bound=ArtifactDelivery)
+MAX_CONCURRENT_RECONCILES = (1, 64)
+
+
+@dataclass(frozen=True)
+class LeaderElectionSettings:
+    """The Lease that makes one replica the reconciling one."""
+
+    enabled: bool = False
+    """``--enable-leader-election``. Off: this process always leads (a single replica)."""
+    namespace: str = "llmsafespaces"
+    """Namespace of the Lease: the controller's own (``POD_NAMESPACE``)."""
+    name: str = "wspin-controller"
+    """Name of the Lease object."""
+    identity: str = ""
+    """This replica's holder identity: pod name (hostname) plus a random suffix, so a
+    restarted container never inherits its predecessor's term."""
+    lease_duration: float = 15.0
+    """Seconds a non-leader waits after the last renewal before taking over (client-go: 15)."""
+    renew_deadline: float = 10.0
+    """Seconds the leader keeps trying to renew before stepping down (client-go: 10); shorter
+    than the lease duration so the old leader stops before a new one can start."""
+    retry_period: float = 2.0
+    """Seconds between acquire/renew attempts (client-go: 2)."""
+
+
+@dataclass(frozen=True)
+class RuntimeSettings:
+    """How the process runs: ports, concurrency, leader election, shutdown."""
+
+    health_port: int = 8081
+    """``--health-port``: ``/healthz`` and ``/readyz`` (0 = any free port, for tests)."""
+    metrics_port: int = 8080
+    """``--metrics-port``: Prometheus ``/metrics`` (0 = any free port, for tests)."""
+    bind_host: str | None = None
+    """Address both side servers bind; None = every interface (in a pod). A port of 0 on the
+    command line binds loopback: "any free port" only makes sense for a local test, and on
+    every interface IPv4 and IPv6 would get different free ports."""
+    max_concurrent_reconciles: int = 4
+    """``--max-concurrent-reconciles``: workers per controller, clamped to 1..64; 4 is the
+    reference's default and keeps API load modest."""
+    graceful_shutdown_timeout: float = 30.0
+    """Seconds in-flight reconciles get to finish after SIGTERM (Kubernetes' default grace)."""
+    leader_election: LeaderElectionSettings = field(default_factory=LeaderElectionSettings)
+
+
+@dataclass(frozen=True)
+class WorkspaceSettings:
+    """What the Workspace reconciler builds pods and status from."""
+
+    inference_relay_url: str = ""
+    """``--inference-relay-url``: set as the fleet relay base URL on workspace containers; ""
+    = not configured."""
+    api_service_url: str = ""
+    """``--api-service-url``: root URL of the in-cluster API (also relay staging's credential
+    source)."""
+    api_public_url: str = ""
+    """``--api-public-url``: the API's public URL as workspaces should reach it."""
+    default_runtime_class: str | None = None
+    """``--default-runtime-class``: None = flag not given; "" = explicitly no runtime class."""
+    preview_origin_base_domain: str = ""
+    """``--preview-origin-base-domain``: base domain of workspace preview origins."""
+    upload_staging_url: str = ""
+    """``--upload-staging-url``: optional upload staging endpoint; "" = disabled."""
+    termination_grace: int = 40
+    """``--workspace-termination-grace``: seconds a workspace pod gets to stop (40 leaves
+    agentd time to flush sessions after the default 30 s)."""
+    agentd: AgentdDelivery | None = None
+    """agentd delivery flags when given (validated); used to label events and metrics."""
+    opencode: OpencodeDelivery | None = None
+    """opencode delivery flags when given (validated); used to label events and metrics."""
+
+
+@dataclass(frozen=True)
+class RelayStagingSettings:
+    """Relay-only key delivery flags (reference relay-staging.md §2), validated by arming."""
+
+    enabled: bool = False
+    """``--relay-only-key-delivery``: off = nothing relay-staging related happens."""
+    router_url: str = DEFAULT_LLM_RELAY_ROUTER_URL
+    """``--llm-relay-router-url``: the BYO resolve router's base URL."""
+    namespace: str = "llm-relay"
+    """``--llm-relay-namespace``: where the router, envelopes and key Secrets live."""
+    token_ttl: float = 24 * 3600.0
+    """``--relay-token-ttl`` in seconds (Go syntax on the command line, 24h default); arming
+    requires 1 s..7 d."""
+
+
+@dataclass(frozen=True)
+class RelayArtifactConfig:
+    """Where relay VMs download the relay-proxy binary from, and its per-arch sha256.
+
+    All required when the inference relay is enabled (checked by the relay controller): a VM
+    without a download path boots a relay unit whose binary never arrives.
+    """
+
+    urls: tuple[str, ...] = ()
+    """``--relay-artifact-url`` (comma list): base mirror URLs; cloud-init appends the binary
+    name and tries each in turn."""
+    sha256_arm64: str = ""
+    """``--relay-artifact-sha256-arm64``: hex sha256 of the arm64 binary."""
+    sha256_amd64: str = ""
+    """``--relay-artifact-sha256-amd64``: hex sha256 of the amd64 binary."""
+
+
+@dataclass(frozen=True)
+class OrphanSweepSettings:
+    """The leader-only sweep that deletes relay VMs whose InferenceRelay is gone."""
+
+    interval: float = 300.0
+    """``--orphan-sweep-interval`` seconds (5m): how often the sweep runs."""
+    grace: float = 600.0
+    """``--orphan-grace`` seconds (10m): a VM younger than this is never an orphan (its CR
+    may not be visible yet)."""
+    max_deletions_per_sweep: int = 10
+    """``--orphan-max-deletions-per-sweep``: caps the damage of a wrong decision."""
+    dry_run: bool = False
+    """``--orphan-dry-run``: log what would be deleted, delete nothing."""
+
+
+@dataclass(frozen=True)
+class InferenceRelaySettings:
+    """The InferenceRelay controller (cloud relay VMs) and its orphan sweep."""
+
+    enabled: bool = False
+    """``--enable-inference-relay``: register the InferenceRelay reconciler."""
+    router_url: str = "http://relay-router:8080"
+    """``--relay-router-url``: the relay router (health ``/metrics``, peers)."""
+    artifact: RelayArtifactConfig = field(default_factory=RelayArtifactConfig)
+    cloud: str = ""
+    """``--relay-cloud``: "" = the real cloud drivers, ``fake`` = in-process driver."""
+    orphans: OrphanSweepSettings = field(default_factory=OrphanSweepSettings)
+
+
+@dataclass(frozen=True)
+class ControllerSettings:
+    """The whole controller configuration."""
+
+    kubeconfig: str | None = None
+    """``--kubeconfig``; None = ``$KUBECONFIG``, else the in-cluster service account."""
+    log_level: str = "info"
+    """``--log-level``: debug, info, warning or error."""
+    namespace: str = "llmsafespaces"
+    """The controller's own namespace (``POD_NAMESPACE``)."""
+    api_internal_token: str = field(default="", repr=False)
+    """From ``LLMSAFESPACES_INTERNAL_TOKEN`` only; never logged, never in a repr."""
+    runtime: RuntimeSettings = field(default_factory=RuntimeSettings)
+    workspace: WorkspaceSettings = field(default_factory=WorkspaceSettings)
+    relay_staging: RelayStagingSettings = field(default_factory=RelayStagingSettings)
+    inference_relay: InferenceRelaySettings = field(default_factory=InferenceRelaySettings)
+
+
+# -- flags ---------------------------------------------------------------------------------
+
+
+def _bool_flag(group: argparse._ArgumentGroup, flag: str, help: str) -> None:
+    # Parsed as text and checked in settings_from_args, so a bad value (flag or env) exits 1
+    # with a message naming the flag instead of an argparse usage error.
+    add_flag(group, flag, default="false", nargs="?", const="true", help=help)
+
+
+def add_controller_flags(parser: argparse.ArgumentParser) -> None:
+    """Every ``wspin controller`` flag; each also reads ``WSPIN_<FLAG>``."""
+    process = parser.add_argument_group("process")
+    add_flag(process, "--kubeconfig", default=None, help="kubeconfig path (else KUBECONFIG)")
+    add_flag(process, "--health-port", default="8081", help="port of /healthz and /readyz")
+    add_flag(process, "--metrics-port", default="8080", help="port of /metrics")
+    add_flag(process, "--log-level", default="info", help="debug, info, warning or error")
+    _bool_flag(process, "--enable-leader-election", "one active replica via a Lease")
+    add_flag(process, "--max-concurrent-reconciles", default="4", help="workers, 1..64")
+
+    workspace = parser.add_argument_group("workspace")
+    add_flag(workspace, "--default-runtime-class", default=None, help="pod runtimeClassName")
+    add_flag(workspace, "--workspace-termination-grace", default="40", help="seconds")
+    for flag in (
+        "--inference-relay-url",
+        "--api-service-url",
+        "--api-public-url",
+        "--preview-origin-base-domain",
+        "--upload-staging-url",
+    ):
+        add_flag(workspace, flag, default="", help=flag.lstrip("-").replace("-", " "))
+    add_delivery_flags(parser)
+
+    staging = parser.add_argument_group("relay staging")
+    _bool_flag(staging, "--relay-only-key-delivery", "stage BYO keys through the relay router")
+    add_flag(staging, "--llm-relay-router-url", default=DEFAULT_LLM_RELAY_ROUTER_URL, help="URL")
+    add_flag(staging, "--llm-relay-namespace", default="llm-relay", help="relay namespace")
+    add_flag(staging, "--relay-token-ttl", default="24h", help="token lifetime, 1s..7d")
+
+    relay = parser.add_argument_group("inference relay")
+    _bool_flag(relay, "--enable-inference-relay", "run the InferenceRelay controller")
+    add_flag(relay, "--relay-router-url", default="http://relay-router:8080", help="router URL")
+    add_flag(relay, "--relay-artifact-url", default="", help="comma list of mirror base URLs")
+    add_flag(relay, "--relay-artifact-sha256-amd64", default="", help="amd64 binary sha256")
+    add_flag(relay, "--relay-artifact-sha256-arm64", default="", help="arm64 binary sha256")
+    add_flag(relay, "--relay-cloud", default="", help='"" for real drivers, or fake')
+    add_flag(relay, "--orphan-sweep-interval", default="5m", help="Go duration")
+    add_flag(relay, "--orphan-grace", default="10m", help="Go duration")
+    add_flag(relay, "--orphan-max-deletions-per-sweep", default="10", help="count")
+    _bool_flag(relay, "--orphan-dry-run", "log orphan deletions without deleting")
+
+
+# -- parsing -------------------------------------------------------------------------------
+
+
+def _flag_error(flag: str, message: str, fix: str) -> ConfigError:
+    return ConfigError(f"{flag}: {message}", f"{fix} (flag {flag} or env {env_name(flag)})")
+
+
+def _bool(flag: str, value: object) -> bool:
+    if isinstance(value, bool):
+        return value
+    try:
+        return parse_bool(str(value))
+    except argparse.ArgumentTypeError:
+        raise _flag_error(
+            flag, f"expected true or false, got {value!r}", "pass true or false"
+        ) from None
+
+
+def _int(flag: str, value: object, low: int, high: int) -> int:
+    try:
+        number = int(str(value).strip())
+    except ValueError:
+        raise _flag_error(
+            flag, f"expected an integer, got {value!r}", "pass a whole number"
+        ) from None
+    if not low <= number <= high:
+        raise _flag_error(
+            flag, f"must be within {low}..{high}, got {number}", "pass a value in range"
+        )
+    return number
+
+
+def _duration(flag: str, value: object) -> float:
+    try:
+        return parse_duration(str(value))
+    except ValueError as err:
+        raise _flag_error(flag, str(err), "use a Go duration such as 24h, 90m or 30s") from None
+
+
+def _delivery(kind: type[_D], args: argparse.Namespace) -> _D | None:
+    name = kind.artifact.name
+    given = kind(
+        getattr(args, f"{name}_image"),
+        getattr(args, f"{name}_binary_sha256_amd64"),
+        getattr(args, f"{name}_binary_sha256_arm64"),
+    )
+    if not (given.image or given.binary_sha256_amd64 or given.binary_sha256_arm64):
+        return None  # optional for the controller: only labels events and metrics
+    given.validate()
+    return given
+
+
+def _lease_timings(environ: Mapping[str, str]) -> tuple[float, float, float]:
+    timings: dict[str, float] = {}
+    for name, variable in LEASE_TIMING_ENV.items():
+        raw = environ.get(variable)
+        if raw is None:
+            continue
+        try:
+            timings[name] = parse_duration(raw)
+        except ValueError as err:
+            raise ConfigError(f"{variable}: {err}", f"unset {variable} or use e.g. 15s") from None
+    defaults = LeaderElectionSettings()
+    lease = timings.get("lease_duration", defaults.lease_duration)
+    renew = timings.get("renew_deadline", defaults.renew_deadline)
+    retry = timings.get("retry_period", defaults.retry_period)
+    if not lease > renew > retry * 1.2 > 0:
+        raise ConfigError(
+            f"leader election timings out of proportion (lease {lease}s, renew {renew}s, "
+            f"retry {retry}s)",
+            "keep lease duration > renew deadline > 1.2 x retry period > 0 "
+            f"({', '.join(LEASE_TIMING_ENV.values())})",
+        )
+    return lease, renew, retry
+
+
+def settings_from_args(
+    args: argparse.Namespace, environ: Mapping[str, str] = os.environ
+) -> ControllerSettings:
+    """Build and check the settings once; ``ConfigError`` names the flag at fault."""
+    log_level = str(args.log_level).strip().lower()
+    if log_level not in LOG_LEVELS:
+        raise _flag_error(
+            "--log-level",
+            f"unknown level {args.log_level!r}",
+            f"use one of {', '.join(LOG_LEVELS)}",
+        )
+    health_port = _int("--health-port", args.health_port, 0, 65535)
+    metrics_port = _int("--metrics-port", args.metrics_port, 0, 65535)
+    if health_port == metrics_port and health_port != 0:
+        raise _flag_error(
+            "--metrics-port",
+            f"equals --health-port ({health_port})",
+            "give the two servers different ports",
+        )
+    requested = _int("--max-concurrent-reconciles", args.max_concurrent_reconciles, -(2**31), 2**31)
+    workers = min(max(requested, MAX_CONCURRENT_RECONCILES[0]), MAX_CONCURRENT_RECONCILES[1])
+    if workers != requested:
+        log.warning(
+            "--max-concurrent-reconciles clamped",
+            extra={"fields": {"requested": requested, "used": workers}},
+        )
+    namespace = environ.get("POD_NAMESPACE") or "llmsafespaces"
+    lease_duration, renew_deadline, retry_period = _lease_timings(environ)
+    identity = f"{environ.get('POD_NAME') or socket.gethostname()}_{uuid.uuid4().hex[:8]}"
+
+    cloud = str(args.relay_cloud).strip()
+    if cloud not in RELAY_CLOUDS:
+        raise _flag_error("--relay-cloud", f"unknown cloud mode {cloud!r}", 'use "" or "fake"')
+    orphan_interval = _duration("--orphan-sweep-interval", args.orphan_sweep_interval)
+    if orphan_interval <= 0:
+        raise _flag_error("--orphan-sweep-interval", "must be positive", "use e.g. 5m")
+    orphan_grace = _duration("--orphan-grace", args.orphan_grace)
+    if orphan_grace < 0:
+        raise _flag_error("--orphan-grace", "must not be negative", "use e.g. 10m")
+
+    agentd = _delivery(AgentdDelivery, args)
+    opencode = _delivery(OpencodeDelivery, args)
+
+    return ControllerSettings(
+        kubeconfig=args.kubeconfig or None,
+        log_level=log_level,
+        namespace=namespace,
+        api_internal_token=environ.get(INTERNAL_TOKEN_ENV, ""),
+        runtime=RuntimeSettings(
+            health_port=health_port,
+            metrics_port=metrics_port,
+            bind_host="127.0.0.1" if 0 in (health_port, metrics_port) else None,
+            max_concurrent_reconciles=workers,
+            leader_election=LeaderElectionSettings(
+                enabled=_bool("--enable-leader-election", args.enable_leader_election),
+                namespace=namespace,
+                identity=identity,
+                lease_duration=lease_duration,
+                renew_deadline=renew_deadline,
+                retry_period=retry_period,
+            ),
+        ),
+        workspace=WorkspaceSettings(
+            inference_relay_url=args.inference_relay_url.strip(),
+            api_service_url=args.api_service_url.strip(),
+            api_public_url=args.api_public_url.strip(),
+            default_runtime_class=args.default_runtime_class,
+            preview_origin_base_domain=args.preview_origin_base_domain.strip(),
+            upload_staging_url=args.upload_staging_url.strip(),
+            termination_grace=_int(
+                "--workspace-termination-grace", args.workspace_termination_grace, 0, 86400
+            ),
+            agentd=agentd,
+            opencode=opencode,
+        ),
+        relay_staging=RelayStagingSettings(
+            enabled=_bool("--relay-only-key-delivery", args.relay_only_key_delivery),
+            router_url=args.llm_relay_router_url.strip(),
+            namespace=args.llm_relay_namespace.strip(),
+            token_ttl=_duration("--relay-token-ttl", args.relay_token_ttl),
+        ),
+        inference_relay=InferenceRelaySettings(
+            enabled=_bool("--enable-inference-relay", args.enable_inference_relay),
+            router_url=args.relay_router_url.strip(),
+            artifact=RelayArtifactConfig(
+                urls=tuple(u.strip() for u in args.relay_artifact_url.split(",") if u.strip()),
+                sha256_arm64=args.relay_artifact_sha256_arm64.strip(),
+                sha256_amd64=args.relay_artifact_sha256_amd64.strip(),
+            ),
+            cloud=cloud,
+            orphans=OrphanSweepSettings(
+                interval=orphan_interval,
+                grace=orphan_grace,
+                max_deletions_per_sweep=_int(
+                    "--orphan-max-deletions-per-sweep",
+                    args.orphan_max_deletions_per_sweep,
+                    0,
+                    10_000,
+                ),
+                dry_run=_bool("--orphan-dry-run", args.orphan_dry_run),
+            ),
+        ),
+    )

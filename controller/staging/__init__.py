@@ -1,0 +1,34 @@
+"""Relay-only key delivery ("relay staging"), controller side.
+
+``arming`` decides at start whether staging may run at all (flags, config, the startup guard
+within ``ARMING_STARTUP_GUARD_WINDOW``; exit 85 when not armed) and yields the
+``RelayStagingConfig`` the per-workspace staging pass consumes. ``secrets`` is the direct,
+uncached client for the relay namespace: it reads by name and never lists or watches, which
+is all the RBAC there allows.
+
+The per-workspace pass (``staging_pass.RelayStagingPass``, run by the Workspace reconciler)
+is built from small parts: ``source`` (the API's credential endpoint) and ``router`` (mint,
+rotate) are the HTTP clients; ``envelope`` seals with HPKE; ``envelopes`` and ``handoff`` are
+the two Secrets it writes; ``desired``, ``bookkeeping``, ``tokens``, ``revision`` and
+``conditions`` are pure decisions; ``revoke`` and ``escalation`` are the two recovery paths;
+``redact`` keeps every staged key out of log lines, Events and condition messages. Not
+exported here: the pass depends on the Workspace package, which imports this one.
+"""
+
+from controller.staging.arming import (
+    ARMING_STARTUP_GUARD_WINDOW,
+    RELAY_STAGING_NOT_ARMED_EXIT_CODE,
+    RelayStagingConfig,
+    RelayStagingError,
+    relay_staging_exit_code_for,
+    setup_relay_staging,
+)
+
+__all__ = [
+    "ARMING_STARTUP_GUARD_WINDOW",
+    "RELAY_STAGING_NOT_ARMED_EXIT_CODE",
+    "RelayStagingConfig",
+    "RelayStagingError",
+    "relay_staging_exit_code_for",
+    "setup_relay_staging",
+]

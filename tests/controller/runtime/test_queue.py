@@ -1,0 +1,133 @@
+"""The work queue: de-duplication, one worker per key, delayed adds and per-key backoff."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from controller.runtime.queue import BASE_DELAY, MAX_DELAY, Backoff, ShutDown, WorkQueue
+from controller.types import ObjectKey
+
+A = ObjectKey("ns", "a")
+B = ObjectKey("ns", "b")
+
+
+def test_backoff_starts_at_5ms_and_doubles() -> None:
+    backoff = Backoff()
+    delays = [backoff.when(A) for _ in range(5)]
+    assert delays == [0.005, 0.01, 0.02, 0.04, 0.08]
+    assert BASE_DELAY == 0.005
+
+
+def test_backoff_is_capped_at_1000_seconds_even_after_many_failures() -> None:
+    backoff = Backoff()
+    delays = [backoff.when(A) for _ in range(200)]
+    assert max(delays) == MAX_DELAY == 1000.0
+    assert delays[-1] == 1000.0
+
+
+def test_backoff_is_per_key_and_forget_resets_it() -> None:
+    backoff = Backoff()
+    backoff.when(A)
+    backoff.when(A)
+    assert backoff.when(B) == 0.005
+    backoff.forget(A)
+    assert backoff.retries(A) == 0
+    assert backoff.when(A) == 0.005
+
+
+async def test_a_key_added_many_times_is_handed_out_once() -> None:
+    queue = WorkQueue("t")
+    for _ in range(5):
+        queue.add(A)
+    queue.add(B)
+    assert len(queue) == 2
+    assert await queue.get() == A
+    assert await queue.get() == B
+    assert len(queue) == 0
+
+
+async def test_a_key_added_while_processing_comes_back_after_done_not_before() -> None:
+    queue = WorkQueue("t")
+    queue.add(A)
+    key = await queue.get()
+    queue.add(A)  # a change arrived while a worker holds A
+    assert len(queue) == 0, "A must not go to a second worker while in flight"
+    queue.done(key)
+    assert len(queue) == 1
+    assert await queue.get() == A
+
+
+async def test_done_without_a_new_add_does_not_requeue() -> None:
+    queue = WorkQueue("t")
+    queue.add(A)
+    queue.done(await queue.get())
+    assert len(queue) == 0
+
+
+async def test_get_waits_for_an_add() -> None:
+    queue = WorkQueue("t")
+    getter = asyncio.create_task(queue.get())
+    await asyncio.sleep(0)
+    assert not getter.done()
+    queue.add(B)
+    assert await asyncio.wait_for(getter, 1) == B
+
+
+async def test_add_after_queues_the_key_only_after_the_delay() -> None:
+    queue = WorkQueue("t")
+    queue.add_after(A, 0.05)
+    assert len(queue) == 0
+    assert await asyncio.wait_for(queue.get(), 2) == A
+
+
+async def test_of_two_pending_delays_the_earlier_wins() -> None:
+    queue = WorkQueue("t")
+    queue.add_after(A, 30)
+    queue.add_after(A, 0.01)
+    assert await asyncio.wait_for(queue.get(), 2) == A
+    queue.shut_down()
+
+
+async def test_add_rate_limited_uses_the_growing_backoff() -> None:
+    queue = WorkQueue("t", backoff=Backoff(base=0.001))
+    assert queue.add_rate_limited(A) == 0.001
+    assert queue.add_rate_limited(A) == 0.002
+    queue.forget(A)
+    assert queue.add_rate_limited(A) == 0.001
+    assert await asyncio.wait_for(queue.get(), 2) == A
+
+
+async def test_shutdown_wakes_waiting_workers_and_refuses_new_keys() -> None:
+    queue = WorkQueue("t")
+    getters = [asyncio.create_task(queue.get()) for _ in range(3)]
+    await asyncio.sleep(0)
+    queue.shut_down()
+    for getter in getters:
+        with pytest.raises(ShutDown):
+            await asyncio.wait_for(getter, 1)
+    queue.add(A)
+    queue.add_after(A, 0.001)
+    assert len(queue) == 0
+
+
+async def test_shutdown_lets_an_in_flight_key_finish_without_requeue() -> None:
+    queue = WorkQueue("t")
+    queue.add(A)
+    key = await queue.get()
+    queue.add(A)
+    queue.shut_down()
+    queue.done(key)
+    assert len(queue) == 0
+    with pytest.raises(ShutDown):
+        await queue.get()
+
+
+async def test_depth_is_reported_as_it_changes() -> None:
+    depths: list[int] = []
+    queue = WorkQueue("t", on_depth=depths.append)
+    queue.add(A)
+    queue.add(B)
+    await queue.get()
+    assert depths == [1, 2, 1]

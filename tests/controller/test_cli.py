@@ -1,0 +1,271 @@
+"""``wspin controller`` as a real process: exit codes, arming from argv, leadership, SIGTERM."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import sys
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from tests.controller.conftest import INTERNAL_TOKEN, CredentialSource, FakeRouter, publish_pub
+from wspin.resources import LEASES, Kube
+
+Line = dict[str, Any]
+SHORT_LEASE = {
+    "WSPIN_LEASE_DURATION": "2s",
+    "WSPIN_RENEW_DEADLINE": "1500ms",
+    "WSPIN_RETRY_PERIOD": "200ms",
+}
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("WSPIN_") and k not in ("KUBECONFIG", "POD_NAMESPACE", "POD_NAME")
+    }
+    env.update(extra)
+    return env
+
+
+class Controller:
+    """A ``wspin controller`` subprocess whose JSON log lines are collected as they come."""
+
+    def __init__(self, process: asyncio.subprocess.Process) -> None:
+        self.process = process
+        self.lines: list[Line] = []
+        self._reader = asyncio.create_task(self._read())
+
+    @classmethod
+    async def start(cls, *argv: str, env: dict[str, str]) -> Controller:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "wspin.cli",
+            "controller",
+            *argv,
+            env=env,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        return cls(process)
+
+    async def _read(self) -> None:
+        assert self.process.stderr is not None
+        async for raw in self.process.stderr:
+            text = raw.decode(errors="replace").strip()
+            if not text:
+                continue
+            try:
+                line = json.loads(text)
+            except ValueError:
+                line = {"msg": text, "raw": True}
+            self.lines.append(line if isinstance(line, dict) else {"msg": text})
+
+    def find(self, msg: str) -> list[Line]:
+        return [line for line in self.lines if line.get("msg") == msg]
+
+    async def wait_for(self, msg: str, timeout: float = 15) -> Line:
+        async with asyncio.timeout(timeout):
+            while not self.find(msg):
+                if self.process.returncode is not None and self._reader.done():
+                    raise AssertionError(f"exited {self.process.returncode}: {self.text()}")
+                await asyncio.sleep(0.05)
+        return self.find(msg)[0]
+
+    async def exit_code(self, timeout: float = 20) -> int:
+        code = await asyncio.wait_for(self.process.wait(), timeout)
+        await asyncio.wait_for(self._reader, 5)
+        return code
+
+    def text(self) -> str:
+        return "\n".join(json.dumps(line) for line in self.lines)
+
+    async def close(self) -> None:
+        if self.process.returncode is None:
+            self.process.kill()
+            await self.process.wait()
+        self._reader.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._reader
+
+
+@pytest.fixture
+async def spawn() -> AsyncIterator[Callable[..., Any]]:
+    started: list[Controller] = []
+
+    async def start(*argv: str, env: dict[str, str]) -> Controller:
+        controller = await Controller.start(*argv, env=env)
+        started.append(controller)
+        return controller
+
+    try:
+        yield start
+    finally:
+        for controller in started:
+            await controller.close()
+
+
+def unreachable_kubeconfig(tmp_path: Path) -> Path:
+    path = tmp_path / "kubeconfig"
+    path.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        "clusters: [{name: c, cluster: {server: 'http://127.0.0.1:1'}}]\n"
+        "users: [{name: u, user: {token: t}}]\n"
+        "contexts: [{name: c, context: {cluster: c, user: u}}]\n"
+    )
+    return path
+
+
+async def test_an_out_of_range_ttl_on_the_command_line_exits_85_before_any_api_call(
+    spawn: Callable[..., Any], tmp_path: Path
+) -> None:
+    controller = await spawn(
+        f"--kubeconfig={unreachable_kubeconfig(tmp_path)}",
+        "--relay-only-key-delivery=true",
+        "--relay-token-ttl=192h",
+        "--api-service-url=http://api.invalid",
+        env=clean_env(),
+    )
+    assert await controller.exit_code() == 85
+    (refusal,) = controller.find("relay-only key delivery: refusing to start (not armed)")
+    assert refusal["level"] == "error"
+    assert "--relay-token-ttl must be within 1s..7d, got 192h0m0s" in refusal["reason"]
+    assert not controller.find("relay-only key delivery enabled")
+
+
+async def test_the_ttl_from_the_environment_reaches_arming_too(
+    spawn: Callable[..., Any], tmp_path: Path
+) -> None:
+    controller = await spawn(
+        f"--kubeconfig={unreachable_kubeconfig(tmp_path)}",
+        env=clean_env(
+            WSPIN_RELAY_ONLY_KEY_DELIVERY="true",
+            WSPIN_RELAY_TOKEN_TTL="0s",
+            WSPIN_API_SERVICE_URL="http://api.invalid",
+        ),
+    )
+    assert await controller.exit_code() == 85
+    (refusal,) = controller.find("relay-only key delivery: refusing to start (not armed)")
+    assert "got 0s" in refusal["reason"]
+
+
+async def test_invalid_settings_exit_1_naming_the_flag(
+    spawn: Callable[..., Any], tmp_path: Path
+) -> None:
+    # Every flag's checks are covered in test_settings; this proves the exit status.
+    controller = await spawn(
+        f"--kubeconfig={unreachable_kubeconfig(tmp_path)}",
+        "--relay-token-ttl=1d",
+        env=clean_env(),
+    )
+    assert await controller.exit_code() == 1
+    (line,) = controller.find("invalid configuration")
+    assert "--relay-token-ttl" in line["error"]
+
+
+async def test_unusable_kubeconfig_exits_1_saying_where_it_looked(
+    spawn: Callable[..., Any], tmp_path: Path
+) -> None:
+    missing = tmp_path / "nope"
+    controller = await spawn(f"--kubeconfig={missing}", env=clean_env())
+    assert await controller.exit_code() == 1
+    (line,) = controller.find("cannot reach the Kubernetes API")
+    assert str(missing) in line["error"]
+
+
+async def test_an_armed_leader_serves_ready_and_releases_its_lease_on_sigterm(
+    spawn: Callable[..., Any],
+    kube: Kube,
+    namespace: str,
+    kubeconfig: Path,
+    router: FakeRouter,
+    credentials: CredentialSource,
+) -> None:
+    await publish_pub(kube, namespace)
+    controller = await spawn(
+        f"--kubeconfig={kubeconfig}",
+        "--health-port=0",
+        "--metrics-port=0",
+        "--enable-leader-election",
+        "--relay-only-key-delivery=true",
+        f"--llm-relay-router-url={router.url}",
+        f"--llm-relay-namespace={namespace}",
+        "--relay-token-ttl=12h",
+        f"--api-service-url={credentials.url}",
+        env=clean_env(
+            POD_NAMESPACE=namespace,
+            POD_NAME="ctrl-a",
+            LLMSAFESPACES_INTERNAL_TOKEN=INTERNAL_TOKEN,
+            **SHORT_LEASE,
+        ),
+    )
+    armed = await controller.wait_for("relay-only key delivery enabled")
+    assert (armed["routerURL"], armed["namespace"], armed["tokenTTL"]) == (
+        router.url,
+        namespace,
+        "12h0m0s",
+    )
+    serving = await controller.wait_for("serving probes and metrics")
+    await controller.wait_for("acquired the leader lease")
+    lease = await kube.get(LEASES, "wspin-controller", namespace)
+    assert lease["spec"]["holderIdentity"].startswith("ctrl-a_")
+    async with aiohttp.ClientSession() as http:
+        ready_url = f"http://127.0.0.1:{serving['health_port']}/readyz"
+        async with asyncio.timeout(10):
+            while True:
+                async with http.get(ready_url) as response:
+                    if response.status == 200:
+                        break
+                await asyncio.sleep(0.05)
+        metrics_url = f"http://127.0.0.1:{serving['metrics_port']}/metrics"
+        async with http.get(metrics_url) as response:
+            assert 'wspin_controller_leader{identity="ctrl-a_' in await response.text()
+
+    controller.process.send_signal(signal.SIGTERM)
+    assert await controller.exit_code() == 0
+    lease = await kube.get(LEASES, "wspin-controller", namespace)
+    assert not lease["spec"].get("holderIdentity"), "SIGTERM must release the lease"
+    assert INTERNAL_TOKEN not in controller.text()
+
+
+async def test_two_controllers_elect_one_leader_and_the_other_takes_over_after_a_kill(
+    spawn: Callable[..., Any], kube: Kube, namespace: str, kubeconfig: Path
+) -> None:
+    def start(name: str) -> Any:
+        return spawn(
+            f"--kubeconfig={kubeconfig}",
+            "--health-port=0",
+            "--metrics-port=0",
+            "--enable-leader-election",
+            env=clean_env(POD_NAMESPACE=namespace, POD_NAME=name, **SHORT_LEASE),
+        )
+
+    first, second = await start("first"), await start("second")
+    await first.wait_for("waiting to acquire the leader lease")
+    await second.wait_for("waiting to acquire the leader lease")
+    async with asyncio.timeout(15):
+        while not (
+            first.find("acquired the leader lease") or second.find("acquired the leader lease")
+        ):
+            await asyncio.sleep(0.05)
+    await asyncio.sleep(2.5)  # longer than a lease: the follower must still be following
+    leaders = [c for c in (first, second) if c.find("acquired the leader lease")]
+    assert len(leaders) == 1
+    leader, follower = leaders[0], (second if leaders[0] is first else first)
+    leader.process.kill()  # no release: the follower must wait for the lease to expire
+    await leader.exit_code()
+    await follower.wait_for("acquired the leader lease", timeout=2 + 1.5 + 5)
+    lease = await kube.get(LEASES, "wspin-controller", namespace)
+    follower_name = "second" if follower is second else "first"
+    assert lease["spec"]["holderIdentity"].startswith(f"{follower_name}_")
+    follower.process.send_signal(signal.SIGTERM)
+    assert await follower.exit_code() == 0

@@ -1,0 +1,102 @@
+"""The seed's entry points wire the reconcilers into the manager, and fail loudly when they
+cannot."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import sys
+
+import pytest
+from prometheus_client import generate_latest
+
+import controller.setup as setup
+from controller.runtime.manager import Manager
+from controller.settings import ControllerSettings, InferenceRelaySettings, RelayArtifactConfig
+from wspin.errors import ConfigError
+from wspin.resources import Kube
+
+SHA_A, SHA_B = "a" * 64, "b" * 64
+
+
+def registered(manager: Manager) -> set[str]:
+    """Controllers the manager knows, as its metrics expose them."""
+    text = generate_latest(manager.registry).decode()
+    return {
+        line.split('controller="')[1].split('"')[0]
+        for line in text.splitlines()
+        if line.startswith("wspin_controller_reconcile_errors_total{")
+    }
+
+
+def test_the_seed_names_are_all_importable_from_setup() -> None:
+    for name in (
+        "setup_controllers",
+        "setup_relay_controller",
+        "setup_relay_staging",
+        "relay_staging_exit_code_for",
+        "register_agent_runtime",
+        "AgentdDelivery",
+        "OpencodeDelivery",
+        "RelayArtifactConfig",
+        "ARMING_STARTUP_GUARD_WINDOW",
+        "RELAY_STAGING_NOT_ARMED_EXIT_CODE",
+    ):
+        assert hasattr(setup, name), name
+    assert setup.ARMING_STARTUP_GUARD_WINDOW == 30
+    assert setup.RELAY_STAGING_NOT_ARMED_EXIT_CODE == 85
+    fields = [f.name for f in dataclasses.fields(RelayArtifactConfig)]
+    assert fields == ["urls", "sha256_arm64", "sha256_amd64"]
+
+
+def test_register_agent_runtime_records_opencode_once() -> None:
+    setup.register_agent_runtime()
+    setup.register_agent_runtime()
+    assert "opencode" in setup.agent_runtimes()
+    assert len([r for r in setup.agent_runtimes() if r == "opencode"]) == 1
+
+
+def test_setup_controllers_registers_the_workspace_controller(kube: Kube) -> None:
+    manager = Manager(kube, ControllerSettings())
+    setup.setup_controllers(manager, manager.settings)
+    assert registered(manager) == {"workspace"}
+
+
+def test_the_relay_controller_stays_out_when_disabled(kube: Kube) -> None:
+    manager = Manager(kube, ControllerSettings())
+    setup.setup_relay_controller(manager, manager.settings)
+    assert registered(manager) == set()
+
+
+def test_the_relay_controller_registers_when_enabled(kube: Kube) -> None:
+    settings = ControllerSettings(
+        inference_relay=InferenceRelaySettings(
+            enabled=True,
+            cloud="fake",
+            artifact=RelayArtifactConfig(
+                urls=("https://mirror.example/relay",), sha256_arm64=SHA_A, sha256_amd64=SHA_B
+            ),
+        )
+    )
+    manager = Manager(kube, settings)
+    setup.setup_relay_controller(manager, settings)
+    assert registered(manager) == {"inferencerelay"}
+
+
+def test_an_enabled_relay_without_artifacts_is_a_config_error(kube: Kube) -> None:
+    settings = ControllerSettings(
+        inference_relay=InferenceRelaySettings(enabled=True, cloud="fake")
+    )
+    with pytest.raises(ConfigError):
+        setup.setup_relay_controller(Manager(kube, settings), settings)
+
+
+def test_a_missing_wiring_module_fails_loudly_instead_of_skipping(
+    kube: Kube, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Simulate a build without the workspace package: the import must raise.
+    monkeypatch.setitem(sys.modules, "controller.workspace.wiring", None)
+    importlib.invalidate_caches()
+    manager = Manager(kube, ControllerSettings())
+    with pytest.raises(ImportError):
+        setup.setup_controllers(manager, manager.settings)

@@ -1,0 +1,185 @@
+"""Lease-based leader election against the API: one leader, takeover, release, loss."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+
+import pytest
+
+from tests.kubeapi import KubeServer
+from wspin.errors import ConfigError
+from wspin.leader import LeaderElector
+from wspin.resources import LEASES, Kube
+
+# Short, but in the production proportions (15 / 10 / 2).
+LEASE, RENEW, RETRY = 1.5, 1.0, 0.2
+
+
+def elector(kube: Kube, namespace: str, identity: str) -> LeaderElector:
+    return LeaderElector(
+        kube,
+        namespace=namespace,
+        name="test-lease",
+        identity=identity,
+        lease_duration=LEASE,
+        renew_deadline=RENEW,
+        retry_period=RETRY,
+    )
+
+
+@contextlib.asynccontextmanager
+async def running(candidate: LeaderElector) -> AsyncIterator[asyncio.Task[None]]:
+    task = asyncio.create_task(candidate.run())
+    try:
+        yield task
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def holder(kube: Kube, namespace: str) -> str | None:
+    lease = await kube.get(LEASES, "test-lease", namespace)
+    value: str | None = lease["spec"].get("holderIdentity")
+    return value
+
+
+async def test_a_single_candidate_acquires_and_records_itself_in_the_lease(
+    kube: Kube, namespace: str
+) -> None:
+    one = elector(kube, namespace, "one")
+    async with running(one):
+        await asyncio.wait_for(one.wait_until_leading(), 5)
+        assert one.is_leader
+        assert not one.lost.is_set()
+        assert await holder(kube, namespace) == "one"
+        lease = await kube.get(LEASES, "test-lease", namespace)
+        assert lease["spec"]["leaseDurationSeconds"] == 2
+        assert lease["spec"]["renewTime"].endswith("Z")
+
+
+async def test_two_candidates_never_lead_together_and_the_second_takes_over_after_a_kill(
+    kube: Kube, namespace: str
+) -> None:
+    first, second = elector(kube, namespace, "first"), elector(kube, namespace, "second")
+    first_task = asyncio.create_task(first.run())
+    await asyncio.wait_for(first.wait_until_leading(), 5)
+    async with running(second):
+        for _ in range(int(2 * LEASE / 0.05)):  # well past a lease duration of renewals
+            assert not (first.is_leader and second.is_leader)
+            await asyncio.sleep(0.05)
+        assert first.is_leader and not second.is_leader
+        # Kill the leader without a release: the successor waits for the lease to expire.
+        first_task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await first_task
+        loop = asyncio.get_running_loop()
+        killed_at = loop.time()
+        await asyncio.wait_for(second.wait_until_leading(), LEASE + 3 * RETRY + 2)
+        assert loop.time() - killed_at >= LEASE * 0.9, "took over before the lease expired"
+        assert await holder(kube, namespace) == "second"
+        lease = await kube.get(LEASES, "test-lease", namespace)
+        assert lease["spec"]["leaseTransitions"] == 1
+
+
+async def test_release_hands_the_lease_over_without_waiting_for_expiry(
+    kube: Kube, namespace: str
+) -> None:
+    first, second = elector(kube, namespace, "first"), elector(kube, namespace, "second")
+    async with running(first) as first_task:
+        await asyncio.wait_for(first.wait_until_leading(), 5)
+        async with running(second):
+            await asyncio.sleep(2 * RETRY)
+            first_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await first_task
+            assert await first.release()
+            loop = asyncio.get_running_loop()
+            released_at = loop.time()
+            await asyncio.wait_for(second.wait_until_leading(), 5)
+            assert loop.time() - released_at < LEASE, "waited for expiry despite release"
+
+
+async def test_release_by_a_non_holder_changes_nothing(kube: Kube, namespace: str) -> None:
+    first, other = elector(kube, namespace, "first"), elector(kube, namespace, "other")
+    async with running(first):
+        await asyncio.wait_for(first.wait_until_leading(), 5)
+        assert not await other.release()
+        assert await holder(kube, namespace) == "first"
+
+
+async def test_a_leader_that_cannot_renew_stops_leading_within_the_renew_deadline(
+    kube: Kube, namespace: str, kube_server: KubeServer
+) -> None:
+    one = elector(kube, namespace, "one")
+    changes: list[bool] = []
+    one.add_listener(changes.append)
+    async with running(one):
+        await asyncio.wait_for(one.wait_until_leading(), 5)
+        kube_server.fail_next(503, path="/apis/coordination.k8s.io", count=1000)
+        loop = asyncio.get_running_loop()
+        failing_since = loop.time()
+        await asyncio.wait_for(one.lost.wait(), RENEW + 2 * RETRY + 1)
+        assert not one.is_leader
+        assert loop.time() - failing_since < LEASE, "still leading when others may take over"
+        assert changes == [True, False]
+
+
+async def test_run_while_leading_cancels_the_work_the_moment_the_lease_is_lost(
+    kube: Kube, namespace: str, kube_server: KubeServer
+) -> None:
+    one = elector(kube, namespace, "one")
+    started, cancelled = asyncio.Event(), asyncio.Event()
+
+    async def work() -> None:
+        started.set()
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    async with running(one):
+        worker = asyncio.create_task(one.run_while_leading(work))
+        try:
+            await asyncio.wait_for(started.wait(), 5)
+            kube_server.fail_next(503, path="/apis/coordination.k8s.io", count=1000)
+            await asyncio.wait_for(one.lost.wait(), RENEW + 2)
+            await asyncio.wait_for(cancelled.wait(), 1)
+        finally:
+            worker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await worker
+
+
+async def test_a_lease_held_by_a_live_candidate_is_not_taken(kube: Kube, namespace: str) -> None:
+    await kube.create(
+        LEASES,
+        {
+            "metadata": {"name": "test-lease", "namespace": namespace},
+            "spec": {"holderIdentity": "someone-else", "leaseDurationSeconds": 3600},
+        },
+    )
+    one = elector(kube, namespace, "one")
+    async with running(one):
+        await asyncio.sleep(4 * RETRY)
+        assert not one.is_leader
+        assert await holder(kube, namespace) == "someone-else"
+
+
+@pytest.mark.parametrize(
+    ("lease", "renew", "retry"), [(10, 10, 2), (15, 10, 9), (15, 10, 0), (5, 10, 2)]
+)
+def test_timings_out_of_proportion_are_refused(lease: float, renew: float, retry: float) -> None:
+    with pytest.raises(ConfigError, match="lease duration > renew deadline"):
+        LeaderElector(
+            Kube(None),  # type: ignore[arg-type]
+            namespace="ns",
+            name="x",
+            identity="me",
+            lease_duration=lease,
+            renew_deadline=renew,
+            retry_period=retry,
+        )
