@@ -34,6 +34,7 @@ def register(manager: Manager, settings: ControllerSettings) -> None:
     )
     reconciler = InferenceRelayReconciler(deps, manager.cache(INFERENCE_RELAYS))
     manager.add_controller(reconciler, for_=INFERENCE_RELAYS)
+    manager.add_cleanup(reconciler.close)
     detector = OrphanDetector(
         manager.kube,
         drivers,

@@ -90,6 +90,7 @@ class Manager:
         self._informer_tasks: list[asyncio.Task[None]] = []
         self._controllers: list[Controller] = []
         self._periodics: list[_PeriodicTask] = []
+        self._cleanups: list[Callable[[], Awaitable[None]]] = []
         self._stopping = asyncio.Event()
         self._running = False
         self._failure: BaseException | None = None
@@ -170,6 +171,11 @@ class Manager:
             raise ValueError(f"periodic task {name!r} needs a positive interval")
         self._periodics.append(_PeriodicTask(name, interval_seconds, fn, leader_only, run_at_start))
 
+    def add_cleanup(self, close: Callable[[], Awaitable[None]]) -> None:
+        """Run ``close`` on shutdown, after leader-only work has stopped and before the caches
+        stop (for work a reconciler owns outside its reconcile calls, such as VM launches)."""
+        self._cleanups.append(close)
+
     # -- state -------------------------------------------------------------------------------
 
     @property
@@ -207,6 +213,8 @@ class Manager:
             await self._start_servers(stack)
             # 2. Caches, stopped last (registered first on the exit stack).
             stack.push_async_callback(self._stop_informers)
+            for close in self._cleanups:
+                stack.push_async_callback(close)
             for informer in self._informers.values():
                 self._informer_tasks.append(asyncio.create_task(informer.run()))
             if not await self._until_stopping(self._wait_synced()):

@@ -419,3 +419,26 @@ async def test_a_failed_leader_campaign_stops_the_manager_loudly(
     manager = Manager(kube, settings_for(namespace, election=True))
     with pytest.raises(ValueError, match="many"):
         await asyncio.wait_for(manager.run(), 10)
+
+
+async def test_cleanups_run_once_on_shutdown_after_leader_work_stopped(
+    kube: Kube, namespace: str
+) -> None:
+    order: list[str] = []
+    manager = Manager(kube, settings_for(namespace))
+
+    async def periodic() -> None:
+        try:
+            await asyncio.Event().wait()
+        finally:
+            order.append("leader work stopped")
+
+    async def close() -> None:
+        order.append("cleanup")
+
+    manager.add_periodic("forever", 60, periodic)
+    manager.add_cleanup(close)
+    async with running(manager):
+        await eventually(lambda: manager.is_leader)
+        assert order == []
+    assert order == ["leader work stopped", "cleanup"]
