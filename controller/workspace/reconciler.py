@@ -17,7 +17,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Final, Protocol
+from typing import Any, Final, Protocol, runtime_checkable
 
 from controller.settings import WorkspaceSettings
 from controller.types import ObjectKey, ObjectReader, Requeue
@@ -55,14 +55,35 @@ PROGRESS_REQUEUE: Final = 2.0
 VERIFY_FAILURE_REQUEUE: Final = 300.0
 
 
+@dataclass(frozen=True)
+class StagingReport:
+    """What a staging pass wants on the Workspace's status."""
+
+    conditions: list[Obj] = field(default_factory=list)
+    """Conditions to set (type, status, reason, message)."""
+    remove: tuple[str, ...] = ()
+    """Condition types to drop (the cause they reported is gone)."""
+    error: Exception | None = None
+    """Raised after the status is written, so the reconcile is retried with backoff while
+    what the pass recorded (e.g. an incomplete revocation) is already visible."""
+
+
 class StagingPass(Protocol):
     """The per-workspace relay staging pass, run in Creating and Active when armed.
 
-    Returns the conditions it wants on the Workspace (type, status, reason, message); it
+    Returns the conditions it wants on the Workspace (a bare list means "set these"); it
     must never put a staged key in a condition, Event or log line.
     """
 
-    async def run(self, ws: Obj) -> list[Obj]: ...
+    async def run(self, ws: Obj) -> list[Obj] | StagingReport: ...
+
+
+@runtime_checkable
+class StagingCleanup(Protocol):
+    """A staging pass that also cleans up what it staged when its Workspace is deleted;
+    it must not raise (termination is never blocked on relay cleanup)."""
+
+    async def cleanup(self, ws: Obj) -> None: ...
 
 
 @dataclass
@@ -74,6 +95,10 @@ class _Outcome:
     """Conditions beyond Ready (verification, relay staging)."""
     failures: list[verify.VerifyFailure] = field(default_factory=list)
     """Verify failures starting a new episode: reported once the status records them."""
+    remove: tuple[str, ...] = ()
+    """Condition types to drop (relay staging causes that went away)."""
+    error: Exception | None = None
+    """Raised once the status is written (relay staging incomplete)."""
 
 
 def _utc_now() -> datetime:
@@ -136,6 +161,8 @@ class WorkspaceReconciler:
         # that finds the episode unrecorded, never a second Event for the same one.
         for failure in outcome.failures:
             await self._report(ws, failure)
+        if outcome.error is not None:
+            raise outcome.error
         return Requeue(outcome.requeue) if outcome.requeue is not None else None
 
     # -- phases -----------------------------------------------------------------------------
@@ -168,7 +195,11 @@ class WorkspaceReconciler:
         if failure is not None:
             outcome.requeue = VERIFY_FAILURE_REQUEUE
         if self.staging is not None and phase in ("Creating", "Active"):
-            outcome.conditions += await self.staging.run(ws)
+            report = await self.staging.run(ws)
+            if isinstance(report, list):
+                report = StagingReport(report)
+            outcome.conditions += report.conditions
+            outcome.remove, outcome.error = report.remove, report.error
         return outcome
 
     async def _suspend(self, ws: Obj) -> _Outcome:
@@ -194,6 +225,8 @@ class WorkspaceReconciler:
                 await self._delete_pod(pod)
             await self._write_status(ws, _Outcome("Terminating", PROGRESS_REQUEUE))
             return Requeue(PROGRESS_REQUEUE)
+        if isinstance(self.staging, StagingCleanup):
+            await self.staging.cleanup(ws)
         finalizers = [f for f in ws["metadata"].get("finalizers") or [] if f != FINALIZER]
         try:
             await self.kube.patch(
@@ -329,6 +362,7 @@ class WorkspaceReconciler:
         )
         for condition in outcome.conditions:
             conditions = st.set_condition(conditions, condition, now)
+        conditions = [c for c in conditions if c.get("type") not in outcome.remove]
         new: Obj = {
             **old,
             "phase": outcome.phase,

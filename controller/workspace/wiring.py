@@ -7,8 +7,11 @@ import logging
 from controller.runtime.manager import Manager
 from controller.settings import ControllerSettings
 from controller.staging.arming import RelayStagingConfig
+from controller.staging.redact import Redactor
+from controller.staging.staging_pass import RelayStagingPass
 from controller.workspace.metrics import VerifyMetrics
 from controller.workspace.reconciler import StagingPass, WorkspaceReconciler
+from wspin.logs import add_scrubber
 from wspin.resources import PODS, PVCS, WORKSPACES
 
 log = logging.getLogger("controller.workspace")
@@ -26,13 +29,16 @@ def register(
     The pod and PVC caches are the ones ``add_controller`` keeps for ``owns``, so each kind is
     watched once: a change to an owned object queues its Workspace, and the reconciler reads
     the same cache. ``staging`` is the per-workspace relay staging pass, run in Creating and
-    Active; ``relay_staging`` is the armed configuration it is built from.
+    Active; when only ``relay_staging`` (the armed configuration) is given, the pass is built
+    from it here, and its redactor is registered with the log formatter so no staged key
+    reaches a log line.
     """
     if relay_staging is not None and staging is None:
-        log.error(
-            "relay staging is armed but no per-workspace staging pass was given; "
-            "workspaces will get no staged relay keys"
-        )
+        # One redactor per process: the pass registers each staged key with it, and every
+        # rendered log line goes through it.
+        redactor = Redactor()
+        add_scrubber(redactor.redact)
+        staging = RelayStagingPass(relay_staging, manager.kube, redactor=redactor)
     reconciler = WorkspaceReconciler(
         manager.kube,
         manager.cache(WORKSPACES),

@@ -60,12 +60,14 @@ class LiveWebhook:
     session: aiohttp.ClientSession
     trust: ssl.SSLContext
 
-    async def post(self, body: Any, path: str = "/mutate-pods?timeout=10s",
-                   **kwargs: Any) -> aiohttp.ClientResponse:
+    async def post(
+        self, body: Any, path: str = "/mutate-pods?timeout=10s", **kwargs: Any
+    ) -> aiohttp.ClientResponse:
         kwargs.setdefault("headers", {"Content-Type": "application/json"})
         data = body if isinstance(body, bytes) else json.dumps(body).encode()
-        return await self.session.post(self.url + path, data=data, ssl=self.trust,
-                                       server_hostname=SERVICE_HOST, **kwargs)
+        return await self.session.post(
+            self.url + path, data=data, ssl=self.trust, server_hostname=SERVICE_HOST, **kwargs
+        )
 
 
 @pytest.fixture
@@ -75,8 +77,9 @@ async def webhook(tmp_path: Path) -> AsyncIterator[LiveWebhook]:
     leaf = issue_serving(ca, service_dns_names("wspin-webhook", "wspin-system"), now)
     trust = ssl.create_default_context(cadata=ca.cert_pem.decode())
     app = make_app(example_config(), ValidatorConfig(), Readiness())
-    runner, port = await start(app, "127.0.0.1", 0,
-                               ssl_context=context_for(leaf.cert_pem, leaf.key_pem))
+    runner, port = await start(
+        app, "127.0.0.1", 0, ssl_context=context_for(leaf.cert_pem, leaf.key_pem)
+    )
     async with aiohttp.ClientSession() as session:
         yield LiveWebhook(f"https://127.0.0.1:{port}", session, trust)
     await runner.cleanup()

@@ -92,20 +92,21 @@ async def test_pod_capture_gets_the_expected_answer(webhook: LiveWebhook, captur
 
 async def test_dry_run_gets_the_same_answer_as_a_real_create(webhook: LiveWebhook) -> None:
     real = await answer_for(webhook, load_capture("pod-create-workspace.json"), "/mutate-pods")
-    dry = await answer_for(webhook, load_capture("pod-create-workspace-dryrun.json"),
-                           "/mutate-pods")
+    dry = await answer_for(
+        webhook, load_capture("pod-create-workspace-dryrun.json"), "/mutate-pods"
+    )
     assert dry["patch"] == real["patch"]
 
 
 async def test_forged_pins_are_replaced_with_warnings(webhook: LiveWebhook) -> None:
-    answer = await answer_for(webhook, load_capture("pod-create-workspace-forged-pins.json"),
-                              "/mutate-pods")
+    answer = await answer_for(
+        webhook, load_capture("pod-create-workspace-forged-pins.json"), "/mutate-pods"
+    )
     assert len(answer["warnings"]) == 3
     assert all(len(w) < 256 for w in answer["warnings"])
 
 
-async def test_generate_name_pods_without_request_name_are_injected(webhook: LiveWebhook
-                                                                    ) -> None:
+async def test_generate_name_pods_without_request_name_are_injected(webhook: LiveWebhook) -> None:
     body = copy.deepcopy(load_capture("pod-create-workspace.json"))
     del body["request"]["name"]
     del body["request"]["object"]["metadata"]["name"]
@@ -117,8 +118,9 @@ async def test_generate_name_pods_without_request_name_are_injected(webhook: Liv
 
 
 @pytest.mark.parametrize("capture", sorted(WORKSPACE_CAPTURES))
-async def test_workspace_capture_gets_the_expected_verdict(webhook: LiveWebhook, capture: str
-                                                           ) -> None:
+async def test_workspace_capture_gets_the_expected_verdict(
+    webhook: LiveWebhook, capture: str
+) -> None:
     body = load_capture(capture)
     answer = await answer_for(webhook, body, "/validate-workspaces?timeout=10s")
     assert answer["uid"] == body["request"]["uid"]
@@ -135,22 +137,43 @@ async def test_workspace_capture_gets_the_expected_verdict(webhook: LiveWebhook,
         ("POST", {"Content-Type": "text/plain"}, b"{}", 415, "content type 'text/plain'"),
         ("POST", {"Content-Type": "application/json"}, b"{not json", 400, "not valid JSON"),
         ("POST", {"Content-Type": "application/json"}, b"[1, 2]", 400, "not a JSON object"),
-        ("POST", {"Content-Type": "application/json"},
-         b'{"apiVersion": "v1", "kind": "Pod"}', 400, "expected an admission.k8s.io/v1"),
-        ("POST", {"Content-Type": "application/json"},
-         b'{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}', 400,
-         "has no request"),
-        ("POST", {"Content-Type": "application/json"},
-         b'{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {}}',
-         400, "has no uid"),
+        (
+            "POST",
+            {"Content-Type": "application/json"},
+            b'{"apiVersion": "v1", "kind": "Pod"}',
+            400,
+            "expected an admission.k8s.io/v1",
+        ),
+        (
+            "POST",
+            {"Content-Type": "application/json"},
+            b'{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}',
+            400,
+            "has no request",
+        ),
+        (
+            "POST",
+            {"Content-Type": "application/json"},
+            b'{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {}}',
+            400,
+            "has no uid",
+        ),
     ],
 )
 async def test_bad_requests_get_a_status_and_a_json_reason(
-    webhook: LiveWebhook, method: str, headers: dict[str, str], body: bytes, status: int,
+    webhook: LiveWebhook,
+    method: str,
+    headers: dict[str, str],
+    body: bytes,
+    status: int,
     reason: str,
 ) -> None:
     response = await webhook.session.request(
-        method, webhook.url + "/mutate-pods", data=body, headers=headers, ssl=webhook.trust,
+        method,
+        webhook.url + "/mutate-pods",
+        data=body,
+        headers=headers,
+        ssl=webhook.trust,
         server_hostname="wspin-webhook.wspin-system.svc",
     )
     assert response.status == status
@@ -174,8 +197,9 @@ async def test_server_keeps_serving_after_bad_input(webhook: LiveWebhook) -> Non
 
 async def test_probes_answer_on_the_https_port(webhook: LiveWebhook) -> None:
     for path in ("/healthz", "/readyz"):
-        response = await webhook.session.get(webhook.url + path, ssl=webhook.trust,
-                                             server_hostname="wspin-webhook.wspin-system.svc")
+        response = await webhook.session.get(
+            webhook.url + path, ssl=webhook.trust, server_hostname="wspin-webhook.wspin-system.svc"
+        )
         assert response.status == 200
 
 

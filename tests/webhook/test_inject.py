@@ -67,20 +67,28 @@ def compare_golden(case: str, pod: dict[str, Any]) -> None:
     assert golden.exists(), f"no golden for {case}: run `make refresh-goldens` and review it"
     expected = golden.read_text()
     if actual != expected:
-        diff = "".join(difflib.unified_diff(expected.splitlines(True), actual.splitlines(True),
-                                            f"{case}.yaml.injected", "actual"))
+        diff = "".join(
+            difflib.unified_diff(
+                expected.splitlines(True),
+                actual.splitlines(True),
+                f"{case}.yaml.injected",
+                "actual",
+            )
+        )
         pytest.fail(f"injected pod differs from the golden:\n{diff}")
 
 
 def test_every_golden_has_an_input_case() -> None:
-    stale = [p.name for p in TESTDATA.glob("*.injected")
-             if p.name.removesuffix(".yaml.injected") not in CASES]
+    stale = [
+        p.name
+        for p in TESTDATA.glob("*.injected")
+        if p.name.removesuffix(".yaml.injected") not in CASES
+    ]
     assert not stale, f"stale goldens with no input: {stale}"
 
 
 @pytest.mark.parametrize("case", [c for c in CASES if c not in DENIED])
-def test_injection_matches_golden_and_is_idempotent(case: str, inject_config: InjectConfig
-                                                    ) -> None:
+def test_injection_matches_golden_and_is_idempotent(case: str, inject_config: InjectConfig) -> None:
     pod = load(case)
     injection = inject(pod, inject_config)
     result = jsonpatch.apply_patch(pod, list(injection.patch))
@@ -95,8 +103,7 @@ def test_injection_matches_golden_and_is_idempotent(case: str, inject_config: In
 
 
 @pytest.mark.parametrize("case", sorted(DENIED))
-def test_conflicting_pods_are_denied_with_a_reason(case: str, inject_config: InjectConfig
-                                                   ) -> None:
+def test_conflicting_pods_are_denied_with_a_reason(case: str, inject_config: InjectConfig) -> None:
     with pytest.raises(AdmissionDenied, match=DENIED[case]):
         inject(load(case), inject_config)
 
@@ -109,8 +116,9 @@ def test_pod_wired_by_other_means_gets_only_the_receipt(inject_config: InjectCon
 
 
 def test_receipt_records_each_artifact_digest(inject_config: InjectConfig) -> None:
-    pod = jsonpatch.apply_patch(load("workspace"), list(inject(load("workspace"),
-                                                              inject_config).patch))
+    pod = jsonpatch.apply_patch(
+        load("workspace"), list(inject(load("workspace"), inject_config).patch)
+    )
     assert yaml.safe_load(pod["metadata"]["annotations"][DELIVERY_ANNOTATION]) == {
         "agentd": "sha256:" + "0123456789abcdef" * 4,
         "opencode": "sha256:" + "fedcba9876543210" * 4,
@@ -125,15 +133,26 @@ def test_fresh_pod_is_patched_with_appends_only(inject_config: InjectConfig) -> 
 def test_opencode_is_mounted_on_the_workspace_container_only(inject_config: InjectConfig) -> None:
     pod = load("workspace-many-containers")
     result = jsonpatch.apply_patch(pod, list(inject(pod, inject_config).patch))
-    holders = [c["name"] for kind in ("containers", "initContainers")
-               for c in result["spec"].get(kind, [])
-               if any(m["mountPath"] == "/opencode" for m in c.get("volumeMounts", []))]
+    holders = [
+        c["name"]
+        for kind in ("containers", "initContainers")
+        for c in result["spec"].get(kind, [])
+        if any(m["mountPath"] == "/opencode" for m in c.get("volumeMounts", []))
+    ]
     assert holders == ["workspace"]
-    agentd_holders = {c["name"] for kind in ("containers", "initContainers")
-                      for c in result["spec"].get(kind, [])
-                      if any(m["mountPath"] == "/agentd" for m in c.get("volumeMounts", []))}
-    assert agentd_holders == {"workspace", "agentd", "platform-init", "platform-bootstrap",
-                              "platform-materialize"}
+    agentd_holders = {
+        c["name"]
+        for kind in ("containers", "initContainers")
+        for c in result["spec"].get(kind, [])
+        if any(m["mountPath"] == "/agentd" for m in c.get("volumeMounts", []))
+    }
+    assert agentd_holders == {
+        "workspace",
+        "agentd",
+        "platform-init",
+        "platform-bootstrap",
+        "platform-materialize",
+    }
 
 
 def test_pin_env_is_on_the_workspace_container_only(inject_config: InjectConfig) -> None:
@@ -145,10 +164,14 @@ def test_pin_env_is_on_the_workspace_container_only(inject_config: InjectConfig)
             pins = [n for n in names if n.startswith("LLMSAFESPACES_") or "_IMAGE_VOLUME" in n]
             if container["name"] == "workspace":
                 assert pins == [
-                    "AGENTD_IMAGE_VOLUME", "LLMSAFESPACES_AGENTD_BINARY",
-                    "LLMSAFESPACES_AGENTD_SHA256_AMD64", "LLMSAFESPACES_AGENTD_SHA256_ARM64",
-                    "OPENCODE_IMAGE_VOLUME", "LLMSAFESPACES_OPENCODE_BINARY",
-                    "LLMSAFESPACES_OPENCODE_SHA256_AMD64", "LLMSAFESPACES_OPENCODE_SHA256_ARM64",
+                    "AGENTD_IMAGE_VOLUME",
+                    "LLMSAFESPACES_AGENTD_BINARY",
+                    "LLMSAFESPACES_AGENTD_SHA256_AMD64",
+                    "LLMSAFESPACES_AGENTD_SHA256_ARM64",
+                    "OPENCODE_IMAGE_VOLUME",
+                    "LLMSAFESPACES_OPENCODE_BINARY",
+                    "LLMSAFESPACES_OPENCODE_SHA256_AMD64",
+                    "LLMSAFESPACES_OPENCODE_SHA256_ARM64",
                 ]
             else:
                 assert pins == [], container["name"]
@@ -159,8 +182,9 @@ def test_a_new_digest_replaces_the_receipt_and_volumes() -> None:
     old = example_config()
     pod = jsonpatch.apply_patch(pod, list(inject(pod, old).patch))
     newer = InjectConfig(
-        agentd=old.agentd.__class__(old.agentd.artifact, old.agentd.image[:-64] + "1" * 64,
-                                    old.agentd.pins),
+        agentd=old.agentd.__class__(
+            old.agentd.artifact, old.agentd.image[:-64] + "1" * 64, old.agentd.pins
+        ),
         opencode=old.opencode,
     )
     injection = inject(pod, newer)
@@ -172,18 +196,23 @@ def test_a_new_digest_replaces_the_receipt_and_volumes() -> None:
 @pytest.mark.parametrize(
     ("labels", "labelled"),
     [
-        ({"app": "llmsafespaces", "component": "workspace", "llmsafespaces.dev/workspace": "w"},
-         True),
+        (
+            {"app": "llmsafespaces", "component": "workspace", "llmsafespaces.dev/workspace": "w"},
+            True,
+        ),
         ({"app": "llmsafespaces", "component": "workspace"}, False),
         ({"app": "llmsafespaces", "component": "api", "llmsafespaces.dev/workspace": "w"}, False),
         ({"app": "other", "component": "workspace", "llmsafespaces.dev/workspace": "w"}, False),
-        ({"app": "llmsafespaces", "component": "workspace", "llmsafespaces.dev/workspace": ""},
-         False),
+        (
+            {"app": "llmsafespaces", "component": "workspace", "llmsafespaces.dev/workspace": ""},
+            False,
+        ),
         ({}, False),
     ],
 )
-def test_only_pods_with_all_workspace_labels_are_workspace_pods(labels: dict[str, str],
-                                                                labelled: bool) -> None:
+def test_only_pods_with_all_workspace_labels_are_workspace_pods(
+    labels: dict[str, str], labelled: bool
+) -> None:
     assert is_workspace_labelled({"metadata": {"labels": labels}}) is labelled
 
 

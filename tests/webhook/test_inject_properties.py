@@ -16,31 +16,43 @@ from wspin.contract import AGENTD, ARCHES, OPENCODE
 from wspin.errors import AdmissionDenied
 
 CONFIG = example_config()
-PIN_NAMES = [n for a in (AGENTD, OPENCODE)
-             for n in (a.marker_env, a.binary_env, *(a.sha256_env(x) for x in ARCHES))]
+PIN_NAMES = [
+    n
+    for a in (AGENTD, OPENCODE)
+    for n in (a.marker_env, a.binary_env, *(a.sha256_env(x) for x in ARCHES))
+]
 DNS = st.from_regex(r"[a-z][a-z0-9]{0,6}", fullmatch=True)
 HEX = st.text("0123456789abcdef", min_size=64, max_size=64)
 
 
 @st.composite
 def volumes(draw: st.DrawFn) -> list[dict[str, Any]]:
-    names = draw(st.lists(st.sampled_from(["agentd", "opencode", "workspace", "cache", "tmp"]),
-                          unique=True, max_size=4))
-    sources = [{"emptyDir": {}}, {"configMap": {"name": "cfg"}},
-               {"image": {"reference": "registry.example/x@sha256:" + "e" * 64,
-                          "pullPolicy": "Always"}}]
+    names = draw(
+        st.lists(
+            st.sampled_from(["agentd", "opencode", "workspace", "cache", "tmp"]),
+            unique=True,
+            max_size=4,
+        )
+    )
+    sources = [
+        {"emptyDir": {}},
+        {"configMap": {"name": "cfg"}},
+        {"image": {"reference": "registry.example/x@sha256:" + "e" * 64, "pullPolicy": "Always"}},
+    ]
     return [{"name": n, **draw(st.sampled_from(sources))} for n in names]
 
 
 @st.composite
-def containers(draw: st.DrawFn, names: list[str], volume_names: list[str], init: bool
-               ) -> list[dict[str, Any]]:
+def containers(
+    draw: st.DrawFn, names: list[str], volume_names: list[str], init: bool
+) -> list[dict[str, Any]]:
     result = []
     for name in names:
         mounts = []
         paths: set[str] = set()
-        for volume in draw(st.lists(st.sampled_from(volume_names), unique=True)
-                           if volume_names else st.just([])):
+        for volume in draw(
+            st.lists(st.sampled_from(volume_names), unique=True) if volume_names else st.just([])
+        ):
             # Only our own volumes go to /agentd and /opencode: a foreign volume there is a
             # denial, covered by the golden tests.
             choices = ["/data/" + volume]
@@ -54,9 +66,10 @@ def containers(draw: st.DrawFn, names: list[str], volume_names: list[str], init:
             if draw(st.booleans()):
                 mount["readOnly"] = draw(st.booleans())
             mounts.append(mount)
-        env = [{"name": n, "value": draw(st.sampled_from(["1", "true", draw(HEX)]))}
-               for n in draw(st.lists(st.sampled_from([*PIN_NAMES, "HOME", "PATH"]),
-                                      max_size=6))]
+        env = [
+            {"name": n, "value": draw(st.sampled_from(["1", "true", draw(HEX)]))}
+            for n in draw(st.lists(st.sampled_from([*PIN_NAMES, "HOME", "PATH"]), max_size=6))
+        ]
         container: dict[str, Any] = {"name": name, "image": "busybox"}
         if mounts or draw(st.booleans()):
             container["volumeMounts"] = mounts
@@ -74,8 +87,13 @@ def workspace_pods(draw: st.DrawFn) -> dict[str, Any]:
     volume_names = [v["name"] for v in vols]
     extra = draw(st.lists(DNS.filter(lambda n: n != "workspace"), unique=True, max_size=3))
     main = draw(containers(["workspace", *extra], volume_names, init=False))
-    inits = draw(st.lists(st.sampled_from(["agentd", "platform-init", "platform-bootstrap",
-                                           "setup"]), unique=True, max_size=4))
+    inits = draw(
+        st.lists(
+            st.sampled_from(["agentd", "platform-init", "platform-bootstrap", "setup"]),
+            unique=True,
+            max_size=4,
+        )
+    )
     init_containers = draw(containers(inits, volume_names, init=True))
     spec: dict[str, Any] = {"containers": main}
     if init_containers:
@@ -84,8 +102,11 @@ def workspace_pods(draw: st.DrawFn) -> dict[str, Any]:
         spec["volumes"] = vols
     metadata: dict[str, Any] = {
         "name": "ws1-abcdef12",
-        "labels": {"app": "llmsafespaces", "component": "workspace",
-                   "llmsafespaces.dev/workspace": "ws1"},
+        "labels": {
+            "app": "llmsafespaces",
+            "component": "workspace",
+            "llmsafespaces.dev/workspace": "ws1",
+        },
     }
     if draw(st.booleans()):
         metadata["annotations"] = {"note": "x"}

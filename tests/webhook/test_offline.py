@@ -73,10 +73,18 @@ def test_streams_and_lists_keep_other_objects_untouched(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     pod = yaml.safe_load(EXAMPLE.read_text())
-    service = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"},
-               "spec": {"ports": [{"port": 80}]}}
-    plain = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "plain"},
-             "spec": {"containers": [{"name": "c", "image": "busybox"}]}}
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "s"},
+        "spec": {"ports": [{"port": 80}]},
+    }
+    plain = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "plain"},
+        "spec": {"containers": [{"name": "c", "image": "busybox"}]},
+    }
     listing = {"apiVersion": "v1", "kind": "List", "items": [pod, plain]}
     manifest = tmp_path / "stream.yaml"
     manifest.write_text(yaml.safe_dump_all([service, listing, pod]))
@@ -88,8 +96,9 @@ def test_streams_and_lists_keep_other_objects_untouched(
     assert is_injected(documents[2])
 
 
-def test_json_on_stdin_is_read(monkeypatch: pytest.MonkeyPatch,
-                               capsys: pytest.CaptureFixture[str]) -> None:
+def test_json_on_stdin_is_read(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     import json
 
     monkeypatch.setattr("sys.stdin", io.StringIO(json.dumps(yaml.safe_load(EXAMPLE.read_text()))))
@@ -98,8 +107,9 @@ def test_json_on_stdin_is_read(monkeypatch: pytest.MonkeyPatch,
     assert is_injected(documents[0])
 
 
-def test_forged_pins_are_reported_on_stderr(tmp_path: Path,
-                                            capsys: pytest.CaptureFixture[str]) -> None:
+def test_forged_pins_are_reported_on_stderr(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     pod = yaml.safe_load(EXAMPLE.read_text())
     pod["spec"]["containers"][0]["env"].append({"name": "AGENTD_IMAGE_VOLUME", "value": "true"})
     manifest = tmp_path / "forged.yaml"
@@ -107,8 +117,11 @@ def test_forged_pins_are_reported_on_stderr(tmp_path: Path,
     status, documents, err = run(capsys, str(manifest))
     assert status == 0
     assert "warning: ws1-1a2b3c4d: env AGENTD_IMAGE_VOLUME" in err
-    env = [e for e in documents[0]["spec"]["containers"][0]["env"]
-           if e["name"] == "AGENTD_IMAGE_VOLUME"]
+    env = [
+        e
+        for e in documents[0]["spec"]["containers"][0]["env"]
+        if e["name"] == "AGENTD_IMAGE_VOLUME"
+    ]
     assert env == [{"name": "AGENTD_IMAGE_VOLUME", "value": "1"}]
 
 

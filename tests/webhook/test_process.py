@@ -40,8 +40,13 @@ def clean_env() -> dict[str, str]:
 
 async def run_wspin(*args: str, timeout: float = 30) -> tuple[int, str]:
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "wspin.cli", *args, env=clean_env(),
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        sys.executable,
+        "-m",
+        "wspin.cli",
+        *args,
+        env=clean_env(),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
     )
     _, stderr = await asyncio.wait_for(process.communicate(), timeout)
     assert process.returncode is not None
@@ -51,35 +56,63 @@ async def run_wspin(*args: str, timeout: float = 30) -> tuple[int, str]:
 @pytest.mark.parametrize(
     ("change", "expected", "helm_value"),
     [
-        ({0: "--agentd-image=ghcr.io/example/agentd:v1"},
-         "agentd delivery: --agentd-image must be pinned by digest", "agentdDelivery.image"),
-        ({3: "--opencode-image=", 4: "--opencode-binary-sha256-amd64=",
-          5: "--opencode-binary-sha256-arm64="},
-         "opencode delivery: --opencode-image is mandatory", "opencodeDelivery.image"),
-        ({3: "--opencode-image="},
-         "opencode delivery: --opencode-image is required when binary sha256 flags are set",
-         "opencodeDelivery.image"),
-        ({1: "--agentd-binary-sha256-amd64=" + "A" * 64},
-         "--agentd-binary-sha256-amd64 must be 64 hex lowercase",
-         "agentdDelivery.binarySHA256Amd64"),
-        ({5: "--opencode-binary-sha256-arm64="}, "set BOTH binary sha256 flags or neither",
-         "opencodeDelivery.binarySHA256Arm64"),
+        (
+            {0: "--agentd-image=ghcr.io/example/agentd:v1"},
+            "agentd delivery: --agentd-image must be pinned by digest",
+            "agentdDelivery.image",
+        ),
+        (
+            {
+                3: "--opencode-image=",
+                4: "--opencode-binary-sha256-amd64=",
+                5: "--opencode-binary-sha256-arm64=",
+            },
+            "opencode delivery: --opencode-image is mandatory",
+            "opencodeDelivery.image",
+        ),
+        (
+            {3: "--opencode-image="},
+            "opencode delivery: --opencode-image is required when binary sha256 flags are set",
+            "opencodeDelivery.image",
+        ),
+        (
+            {1: "--agentd-binary-sha256-amd64=" + "A" * 64},
+            "--agentd-binary-sha256-amd64 must be 64 hex lowercase",
+            "agentdDelivery.binarySHA256Amd64",
+        ),
+        (
+            {5: "--opencode-binary-sha256-arm64="},
+            "set BOTH binary sha256 flags or neither",
+            "opencodeDelivery.binarySHA256Arm64",
+        ),
     ],
 )
 async def test_invalid_delivery_configuration_exits_1_naming_the_flag(
     change: dict[int, str], expected: str, helm_value: str, tmp_path: Path
 ) -> None:
     args = [change.get(i, flag) for i, flag in enumerate(PINS)]
-    status, stderr = await run_wspin("webhook", *args, "--tls-cert-file", str(tmp_path / "x"),
-                                     "--tls-key-file", str(tmp_path / "y"))
+    status, stderr = await run_wspin(
+        "webhook",
+        *args,
+        "--tls-cert-file",
+        str(tmp_path / "x"),
+        "--tls-key-file",
+        str(tmp_path / "y"),
+    )
     assert status == 1
     assert expected in stderr
     assert helm_value in stderr
 
 
 async def test_missing_certificate_files_exit_1_naming_the_flags(tmp_path: Path) -> None:
-    status, stderr = await run_wspin("webhook", *PINS, "--tls-cert-file", str(tmp_path / "no"),
-                                     "--tls-key-file", str(tmp_path / "no.key"))
+    status, stderr = await run_wspin(
+        "webhook",
+        *PINS,
+        "--tls-cert-file",
+        str(tmp_path / "no"),
+        "--tls-key-file",
+        str(tmp_path / "no.key"),
+    )
     assert status == 1
     assert "--tls-cert-file" in stderr
 
@@ -92,18 +125,34 @@ def free_port() -> int:
 
 
 @pytest.fixture
-async def served(tmp_path: Path) -> AsyncIterator[tuple[int, int, ssl.SSLContext,
-                                                       asyncio.subprocess.Process]]:
+async def served(
+    tmp_path: Path,
+) -> AsyncIterator[tuple[int, int, ssl.SSLContext, asyncio.subprocess.Process]]:
     now = datetime.datetime.now(datetime.UTC)
     ca = new_ca(now)
-    write_certificates(tmp_path, ca, issue_serving(
-        ca, service_dns_names("wspin-webhook", "wspin-system"), now))
+    write_certificates(
+        tmp_path, ca, issue_serving(ca, service_dns_names("wspin-webhook", "wspin-system"), now)
+    )
     port, metrics_port = free_port(), free_port()
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "wspin.cli", "webhook", *PINS, "--host", "127.0.0.1",
-        "--port", str(port), "--metrics-port", str(metrics_port),
-        "--tls-cert-file", str(tmp_path / "tls.crt"), "--tls-key-file", str(tmp_path / "tls.key"),
-        env=clean_env(), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        sys.executable,
+        "-m",
+        "wspin.cli",
+        "webhook",
+        *PINS,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--metrics-port",
+        str(metrics_port),
+        "--tls-cert-file",
+        str(tmp_path / "tls.crt"),
+        "--tls-key-file",
+        str(tmp_path / "tls.key"),
+        env=clean_env(),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
     )
     trust = ssl.create_default_context(cadata=ca.cert_pem.decode())
     try:
@@ -130,31 +179,52 @@ async def test_webhook_process_serves_admission_and_metrics_then_stops_on_sigter
     port, metrics_port, trust, process = served
     review = load_capture("pod-create-workspace.json")
     async with aiohttp.ClientSession() as session:
-        async with session.post(f"https://127.0.0.1:{port}/mutate-pods?timeout=10s",
-                                json=review, ssl=trust, server_hostname=SERVICE_HOST) as reply:
+        async with session.post(
+            f"https://127.0.0.1:{port}/mutate-pods?timeout=10s",
+            json=review,
+            ssl=trust,
+            server_hostname=SERVICE_HOST,
+        ) as reply:
             answer = (await reply.json())["response"]
         async with session.get(f"http://127.0.0.1:{metrics_port}/metrics") as reply:
             exposition = await reply.text()
     assert answer["allowed"] is True
     assert answer["patchType"] == "JSONPatch"
-    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
-               for family in text_string_to_metric_families(exposition)
-               for s in family.samples}
-    assert samples[("wspin_webhook_requests_total",
-                    (("outcome", "patched"), ("webhook", "mutate-pods")))] == 1
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(exposition)
+        for s in family.samples
+    }
+    assert (
+        samples[
+            ("wspin_webhook_requests_total", (("outcome", "patched"), ("webhook", "mutate-pods")))
+        ]
+        == 1
+    )
     assert samples[("wspin_webhook_injections_total", (("artifact", "agentd"),))] == 1
     assert samples[("wspin_webhook_injections_total", (("artifact", "opencode"),))] == 1
-    assert samples[("wspin_webhook_request_duration_seconds_count",
-                    (("outcome", "patched"), ("webhook", "mutate-pods")))] == 1
-    expiry = samples[("wspin_webhook_certificate_expiry_timestamp_seconds",
-                      (("certificate", "serving"),))]
+    assert (
+        samples[
+            (
+                "wspin_webhook_request_duration_seconds_count",
+                (("outcome", "patched"), ("webhook", "mutate-pods")),
+            )
+        ]
+        == 1
+    )
+    expiry = samples[
+        ("wspin_webhook_certificate_expiry_timestamp_seconds", (("certificate", "serving"),))
+    ]
     assert expiry > datetime.datetime.now(datetime.UTC).timestamp() + 300 * 86400
 
     process.send_signal(signal.SIGTERM)
     assert await asyncio.wait_for(process.wait(), 15) == 0
     assert process.stderr is not None
-    lines = [json.loads(line) for line in (await process.stderr.read()).decode().splitlines()
-             if line.startswith("{")]
+    lines = [
+        json.loads(line)
+        for line in (await process.stderr.read()).decode().splitlines()
+        if line.startswith("{")
+    ]
     decisions = [line for line in lines if line.get("decision")]
     assert len(decisions) == 1
     assert decisions[0]["uid"] == review["request"]["uid"]

@@ -1,0 +1,140 @@
+"""The three relay conditions on a Workspace and the staleness class they come from. Pure.
+
+- ``CredentialsStaged``: True with the revision after a completed pass; False with the reason
+  of an early exit (which deliberately leaves ``CredentialStale`` alone: an infrastructure
+  blip must not erase a corruption signal).
+- ``CredentialStale``: why the running pod's relay material is not current, by precedence:
+  failed mints, corruption, token expiry, revocation, delivery; removed when nothing is stale.
+- ``CredentialRejected``: the router refused a token for a policy reason.
+
+The staleness class is read from ``status.secretsDelivery.degradedReason`` (agentd's degrade
+code, mirrored by the health scrape); a revocation in this pass outranks it.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any, Final
+
+from controller.workspace.status import ConditionStatus, condition
+
+Obj = dict[str, Any]
+
+STAGED: Final = "CredentialsStaged"
+STALE: Final = "CredentialStale"
+REJECTED: Final = "CredentialRejected"
+TYPES: Final = (STAGED, STALE, REJECTED)
+
+# Reasons.
+CREDENTIALS_STAGED: Final = "CredentialsStaged"
+STAGE_FAILED: Final = "StageFailed"
+PUB_UNREADABLE: Final = "StalePubUnreadable"
+ENVELOPE_MISSING: Final = "StaleEnvelopeMissing"
+WRONG_PUB_LINEAGE: Final = "StaleWrongPubLineage"
+TOKEN_EXPIRED: Final = "StaleTokenExpired"  # noqa: S105 - a condition reason
+REVOKED: Final = "StaleRevoked"
+DELIVERY_DEFERRED: Final = "StaleDeliveryDeferred"
+ROUTER_REJECTED: Final = "CredentialRouterRejected"
+
+# agentd degrade codes.
+CODE_CREDENTIAL_STALE: Final = "credential_stale"
+CODE_TOKEN_EXPIRED: Final = "token_expired"  # noqa: S105 - a degrade code
+REJECTION_CODES: Final = frozenset(
+    {"scope_violation", "sanitization_refused", "quota_exceeded", "credential_rejected"}
+)
+
+
+class Staleness(enum.Enum):
+    NONE = "none"
+    REVOCATION = "revocation"
+    CORRUPTION = "corruption"
+    TOKEN_EXPIRY = "token-expiry"  # noqa: S105 - a class name
+    DELIVERY = "delivery"
+
+
+def degraded_reason(ws: Obj) -> str:
+    delivery = (ws.get("status") or {}).get("secretsDelivery") or {}
+    return str(delivery.get("degradedReason") or "")
+
+
+def applied_revision(ws: Obj) -> str:
+    delivery = (ws.get("status") or {}).get("secretsDelivery") or {}
+    return str(delivery.get("relayRevision") or "")
+
+
+def staleness(code: str, *, revoked: bool) -> Staleness:
+    if revoked:
+        return Staleness.REVOCATION
+    if not code:
+        return Staleness.NONE
+    if code == CODE_CREDENTIAL_STALE:
+        return Staleness.CORRUPTION
+    if code == CODE_TOKEN_EXPIRED:
+        return Staleness.TOKEN_EXPIRY
+    return Staleness.DELIVERY
+
+
+def _make(type_: str, status: ConditionStatus, reason: str, message: str, gen: int) -> Obj:
+    return condition(type_, status, reason, message, gen)
+
+
+def staged(message: str, generation: int) -> Obj:
+    return _make(STAGED, "True", CREDENTIALS_STAGED, message, generation)
+
+
+def not_staged(reason: str, message: str, generation: int) -> Obj:
+    return _make(STAGED, "False", reason, message, generation)
+
+
+def staged_message(count: int, revision: str, key_id: str, failed: int, skipped: list[str]) -> str:
+    message = f"{count} provider(s) staged at revision {revision} (keyID {key_id})"
+    if failed:
+        message += f"; {failed} token mint(s) failed"
+    if skipped:
+        message += f"; {len(skipped)} skipped (not relay-frontable): {', '.join(skipped)}"
+    return message
+
+
+def stale(
+    cls: Staleness, code: str, *, tokens_failed: bool, revocation: str, generation: int
+) -> Obj | None:
+    """``CredentialStale`` by precedence, or None (remove it)."""
+    if tokens_failed:
+        message = "token mint failed; staged tokens incomplete"
+        return _make(STALE, "True", STAGE_FAILED, message, generation)
+    if cls is Staleness.CORRUPTION:
+        message = (
+            "the running pod reports credential_stale: its envelopes do not match the "
+            "router's key lineage"
+        )
+        return _make(STALE, "True", WRONG_PUB_LINEAGE, message, generation)
+    if cls is Staleness.TOKEN_EXPIRY:
+        message = "the running pod reports token_expired (renewal owns this cause)"
+        return _make(STALE, "True", TOKEN_EXPIRED, message, generation)
+    if cls is Staleness.REVOCATION:
+        return _make(STALE, "True", REVOKED, revocation, generation)
+    if cls is Staleness.DELIVERY:
+        message = (
+            f"staged material not applied by the running pod: {code} "
+            "(a wait or fault rotation cannot repair)"
+        )
+        return _make(STALE, "True", DELIVERY_DEFERRED, message, generation)
+    return None
+
+
+def torn_rotation(generation: int) -> Obj:
+    return _make(
+        STALE,
+        "True",
+        WRONG_PUB_LINEAGE,
+        "torn rotation refused: the published public key does not match the router's rotate "
+        "receipt; nothing sealed against the unconfirmed key",
+        generation,
+    )
+
+
+def rejected(code: str, generation: int) -> Obj | None:
+    """``CredentialRejected`` for a router policy rejection, or None (remove it)."""
+    if code not in REJECTION_CODES:
+        return None
+    return _make(REJECTED, "True", ROUTER_REJECTED, f"router rejected a token: {code}", generation)

@@ -1,0 +1,38 @@
+"""How the controller's internal HTTP calls behave: one shot, no redirects, capped reads.
+
+Redirects are never followed: the reference's outage #1611 was the API 301-redirecting its
+internal endpoint to https on a plaintext port, which a following client turned into a
+five-day silent failure. A 3xx is an error that says where it pointed.
+"""
+
+from __future__ import annotations
+
+import aiohttp
+
+from wspin.errors import WspinError
+
+
+class InternalCallError(WspinError):
+    """An internal HTTP call failed; the message names the status or the transport error and
+    never carries a credential."""
+
+
+async def read_capped(response: aiohttp.ClientResponse, limit: int, what: str) -> bytes:
+    """The body, or ``InternalCallError`` when it exceeds ``limit`` bytes."""
+    body = await response.content.read(limit + 1)
+    if len(body) > limit:
+        raise InternalCallError(f"{what}: the answer exceeds {limit} bytes")
+    return body
+
+
+def trimmed(body: bytes, limit: int = 4096) -> str:
+    """At most ``limit`` bytes of an error body, decoded leniently, for a message."""
+    return body[:limit].decode(errors="replace").strip()
+
+
+def redirect_error(what: str, response: aiohttp.ClientResponse) -> InternalCallError:
+    location = response.headers.get("Location", "") or "?"
+    return InternalCallError(
+        f"{what}: redirected (HTTP {response.status} to {location}); internal calls do not "
+        "follow redirects"
+    )

@@ -1,0 +1,187 @@
+"""The credential source and router clients over real HTTP on loopback: what they send, the
+cache, redirects, errors that name the status and never a credential."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+
+import pytest
+from aiohttp import web
+
+from controller.staging.internal_http import InternalCallError
+from controller.staging.router import MintRequest, RouterClient
+from controller.staging.source import CredentialSource, parse_providers
+from tests.controller.conftest import INTERNAL_TOKEN, FakeRouter
+from tests.controller.staging.conftest import OPENAI_KEY, Providers, make_config, provider
+from wspin import serving
+
+
+@dataclass
+class FakeTime:
+    now: float = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def source_for(providers: Providers, clock: Callable[[], float] | None = None) -> CredentialSource:
+    config = make_config("http://router.invalid", "llm-relay", providers.url, 3600)
+    return CredentialSource(config, clock=clock or FakeTime())
+
+
+class TestCredentialSource:
+    async def test_it_sends_the_path_owner_and_internal_token(self, providers: Providers) -> None:
+        providers.bound["ws a+1"] = [
+            provider("openai", "openai", OPENAI_KEY, models=("gpt-4o",), base_url="https://x/v1")
+        ]
+        (credential,) = await source_for(providers).providers("ws a+1", "user&1")
+        assert providers.requests == [("ws a+1", "user&1", INTERNAL_TOKEN)]
+        assert (credential.slug, credential.kind, credential.base_url) == (
+            "openai",
+            "openai",
+            "https://x/v1",
+        )
+        assert credential.api_key == OPENAI_KEY and credential.models == ("gpt-4o",)
+
+    async def test_a_second_call_within_the_ttl_is_served_from_the_cache(
+        self, providers: Providers
+    ) -> None:
+        clock = FakeTime()
+        source = source_for(providers, clock)
+        await source.providers("ws-a", "u")
+        clock.now += 59
+        await source.providers("ws-a", "u")
+        assert len(providers.requests) == 1
+        clock.now += 2
+        await source.providers("ws-a", "u")
+        assert len(providers.requests) == 2
+
+    async def test_failures_are_not_cached_and_nothing_stale_is_served(
+        self, providers: Providers
+    ) -> None:
+        clock = FakeTime()
+        source = source_for(providers, clock)
+        await source.providers("ws-a", "u")
+        providers.status = 500
+        clock.now += 61
+        with pytest.raises(InternalCallError, match="api returned status 500"):
+            await source.providers("ws-a", "u")
+        with pytest.raises(InternalCallError, match="api returned status 500"):
+            await source.providers("ws-b", "u")
+        assert len(providers.requests) == 3
+
+    async def test_a_dead_api_is_a_call_error(self) -> None:
+        config = make_config("http://router.invalid", "llm-relay", "http://127.0.0.1:9", 3600)
+        with pytest.raises(InternalCallError, match="call api"):
+            await CredentialSource(config).providers("ws-a", "u")
+
+    async def test_a_redirect_is_an_error_and_not_followed(self, redirecting: Redirecting) -> None:
+        config = make_config("http://router.invalid", "llm-relay", redirecting.url, 3600)
+        with pytest.raises(InternalCallError, match=r"redirected \(HTTP 301"):
+            await CredentialSource(config).providers("ws-a", "u")
+        assert redirecting.target_hits == 0
+
+    async def test_an_internal_token_never_shows_in_an_error(self, providers: Providers) -> None:
+        config = make_config("http://router.invalid", "llm-relay", providers.url, 3600)
+        wrong = CredentialSource(
+            type(config)(
+                config.router_url, config.namespace, 3600, config.api_service_url, "wrong-token"
+            )
+        )
+        with pytest.raises(InternalCallError) as caught:
+            await wrong.providers("ws-a", "u")
+        assert "401" in str(caught.value) and "wrong-token" not in str(caught.value)
+        assert "wrong-token" not in repr(wrong.config)
+
+    @pytest.mark.parametrize(
+        ("body", "message"),
+        [
+            (b"<html>", "not JSON"),
+            (b'{"items": []}', 'no "providers" list'),
+            (b'{"providers": [{"kind": "openai", "slug": "o"}]}', r"providers\[0\]\.apiKey"),
+            (
+                b'{"providers": [{"kind": "openai", "slug": "o", "apiKey": "sk-1", '
+                b'"models": [1]}]}',
+                r"providers\[0\]\.models\[0\]\.id",
+            ),
+        ],
+    )
+    def test_a_malformed_answer_names_the_field_not_the_value(
+        self, body: bytes, message: str
+    ) -> None:
+        with pytest.raises(InternalCallError, match=message) as caught:
+            parse_providers(body)
+        assert "sk-1" not in str(caught.value)
+
+
+def mint_request() -> MintRequest:
+    return MintRequest(
+        workspaceID="ws-a",
+        providerSlug="openai",
+        baseURL="https://api.openai.com/v1",
+        modelAllowlist=["gpt-4o"],
+        ttlSeconds=3600,
+        keyID="hpke-g2",
+    )
+
+
+class TestRouterClient:
+    async def test_mint_sends_the_bearer_and_scope_and_returns_the_token(
+        self, router: FakeRouter
+    ) -> None:
+        router.state.mint_key = "m" * 43
+        token = await RouterClient(router.url + "/").mint(mint_request(), "m" * 43)
+        assert token == "lrt-fake-1"
+        (call,) = router.state.calls("/internal/v1/tokens")
+        assert call.headers["Authorization"] == "Bearer " + "m" * 43
+        assert call.body["keyID"] == "hpke-g2" and call.body["ttlSeconds"] == 3600
+
+    async def test_a_rejection_names_the_status_and_the_reason(self, router: FakeRouter) -> None:
+        router.state.mint_key = "m" * 43
+        with pytest.raises(InternalCallError, match=r"router returned status 401: .*unauthorized"):
+            await RouterClient(router.url).mint(mint_request(), "wrong")
+
+    async def test_an_empty_mint_key_is_refused_before_calling(self, router: FakeRouter) -> None:
+        with pytest.raises(InternalCallError, match="mint key is empty"):
+            await RouterClient(router.url).mint(mint_request(), "")
+        assert router.state.requests == []
+
+    async def test_rotate_parses_the_receipt(self, router: FakeRouter) -> None:
+        receipt = await RouterClient(router.url).rotate("any")
+        assert (receipt.key_id, receipt.generation) == ("hpke-g2", 2)
+        assert receipt.public_key == router.state.public_key and len(receipt.public_key) == 32
+
+    async def test_a_dead_router_is_a_call_error(self) -> None:
+        with pytest.raises(InternalCallError, match="token mint: call failed"):
+            await RouterClient("http://127.0.0.1:9").mint(mint_request(), "k")
+
+
+@dataclass
+class Redirecting:
+    url: str = ""
+    target_hits: int = 0
+    paths: list[str] = field(default_factory=list)
+
+
+@pytest.fixture
+async def redirecting() -> AsyncIterator[Redirecting]:
+    state = Redirecting()
+
+    async def moved(request: web.Request) -> web.Response:
+        state.paths.append(request.path)
+        return web.Response(status=301, headers={"Location": "/elsewhere"})
+
+    async def target(_: web.Request) -> web.Response:
+        state.target_hits += 1
+        return web.json_response({"providers": []})
+
+    app = web.Application()
+    app.router.add_get("/api/v1/internal/workspaces/{ws}/llm-providers", moved)
+    app.router.add_get("/elsewhere", target)
+    runner, port = await serving.start(app, "127.0.0.1", 0)
+    state.url = f"http://127.0.0.1:{port}"
+    try:
+        yield state
+    finally:
+        await runner.cleanup()

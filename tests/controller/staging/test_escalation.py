@@ -1,0 +1,183 @@
+"""Disaster recovery and the pod-reported conditions: rotate escalation with its cluster-wide
+10-minute budget, torn rotations, and the staleness and rejection classes."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from controller.fakerouter import FakeRouterState
+from controller.staging.bookkeeping import SEALED_GENERATION, STAGED_REVISION
+from controller.staging.escalation import ESCALATION_ANNOTATION
+from controller.staging.secrets import MINT_KEY_SECRET
+from controller.staging.tokens import parse_time, rfc3339
+from tests.controller.staging.conftest import Stage, condition, two_providers
+from wspin.resources import EVENTS, SECRETS
+
+
+async def staged_workspace(stage: Stage, name: str = "ws-a", **delivery: str) -> str:
+    """A workspace staged at gen 2 whose pod reports ``delivery`` (revision filled in)."""
+    stage.providers.bound[name] = two_providers()
+    await stage.workspace(name)
+    await stage.run(name)
+    revision = (await stage.get(name))["metadata"]["annotations"][STAGED_REVISION]
+    await stage.set_status(name, secretsDelivery={"relayRevision": revision, **delivery})
+    return str(revision)
+
+
+async def publish_on_rotate(stage: Stage) -> None:
+    async def publish(state: FakeRouterState) -> None:
+        await stage.publish_pub(state.public_key, state.generation)
+
+    stage.router.state.on_rotate = publish
+
+
+async def events(stage: Stage, reason: str) -> list[dict[str, Any]]:
+    listing = await stage.kube.list(EVENTS, stage.namespace)
+    return [e for e in listing.get("items", []) if e.get("reason") == reason]
+
+
+async def test_corruption_with_intact_lineage_rotates_once_and_reseals(stage: Stage) -> None:
+    await publish_on_rotate(stage)
+    await staged_workspace(stage, degradedReason="credential_stale")
+
+    await stage.run()
+
+    assert stage.rotations() == 1
+    envelope = await stage.envelope("openai")
+    assert envelope.startswith("stg:v1:hpke:hpke-g3:")
+    assert stage.router.state.open(envelope)
+    ws = await stage.get()
+    assert ws["metadata"]["annotations"][SEALED_GENERATION] == "3"
+    mint = await stage.kube.get(SECRETS, MINT_KEY_SECRET, stage.relay_namespace)
+    stamp = parse_time(mint["metadata"]["annotations"][ESCALATION_ANNOTATION])
+    assert stamp == stage.clock.now
+    (event,) = await events(stage, "RelayRotateEscalated")
+    assert "generation 3" in event["message"]
+
+
+async def test_a_second_workspace_within_ten_minutes_does_not_rotate_again(
+    stage: Stage,
+) -> None:
+    await publish_on_rotate(stage)
+    await staged_workspace(stage, "ws-a", degradedReason="credential_stale")
+    await stage.run("ws-a")
+    await staged_workspace(stage, "ws-b", degradedReason="credential_stale")
+    stage.clock.advance(minutes=9)
+    await stage.run("ws-b")
+    assert stage.rotations() == 1
+
+
+async def test_the_budget_returns_after_ten_minutes(stage: Stage) -> None:
+    await publish_on_rotate(stage)
+    mint = await stage.kube.get_or_none(SECRETS, MINT_KEY_SECRET, stage.relay_namespace)
+    assert mint is None
+    await staged_workspace(stage, degradedReason="credential_stale")
+    mint = await stage.kube.get(SECRETS, MINT_KEY_SECRET, stage.relay_namespace)
+    stale_stamp = rfc3339(stage.clock.now - timedelta(minutes=11))
+    mint["metadata"].setdefault("annotations", {})[ESCALATION_ANNOTATION] = stale_stamp
+    await stage.kube.replace(SECRETS, mint)
+    await stage.run()
+    assert stage.rotations() == 1
+
+
+async def test_a_receipt_the_published_key_does_not_match_is_refused(stage: Stage) -> None:
+    await staged_workspace(stage, degradedReason="credential_stale")  # no publish on rotate
+    before = await stage.envelope("openai")
+
+    await stage.run()
+
+    assert stage.rotations() == 1
+    assert await stage.envelope("openai") == before
+    ws = await stage.get()
+    stale = condition(ws, "CredentialStale")
+    assert stale is not None and stale["reason"] == "StaleWrongPubLineage"
+    staged = condition(ws, "CredentialsStaged")
+    assert staged is not None and staged["status"] == "False"  # not overwritten by the pass end
+    assert ws["metadata"]["annotations"][SEALED_GENERATION] == "2"
+
+
+async def test_a_failed_rotate_spends_the_budget_and_warns(stage: Stage) -> None:
+    stage.router.state.rotate_status = 503
+    await staged_workspace(stage, degradedReason="credential_stale")
+    await stage.run()
+    (event,) = await events(stage, "RelayRotateEscalationFailed")
+    assert event["type"] == "Warning" and "10-minute" in event["message"]
+    stage.router.state.rotate_status = 200
+    await stage.run()
+    assert stage.rotations() == 1
+
+
+@pytest.mark.parametrize(
+    ("code", "reason"),
+    [
+        ("token_expired", "StaleTokenExpired"),
+        ("relay_unreachable", "StaleDeliveryDeferred"),
+        ("spawn_env_pending", "StaleDeliveryDeferred"),
+        ("", None),
+    ],
+)
+async def test_other_degrade_codes_never_rotate(
+    stage: Stage, code: str, reason: str | None
+) -> None:
+    await staged_workspace(stage, degradedReason=code)
+    await stage.run()
+    assert stage.rotations() == 0
+    stale = condition(await stage.get(), "CredentialStale")
+    assert (stale["reason"] if stale else None) == reason
+
+
+async def test_corruption_with_broken_lineage_does_not_rotate(stage: Stage) -> None:
+    await staged_workspace(stage, degradedReason="credential_stale")
+    await stage.set_status(
+        secretsDelivery={"relayRevision": "r000000000000", "degradedReason": "credential_stale"}
+    )
+    await stage.run()
+    assert stage.rotations() == 0
+    stale = condition(await stage.get(), "CredentialStale")
+    assert stale is not None and stale["reason"] == "StaleWrongPubLineage"
+
+
+async def test_a_revocation_with_corruption_revokes_and_does_not_rotate(stage: Stage) -> None:
+    await staged_workspace(stage, degradedReason="credential_stale")
+    stage.providers.bound["ws-a"] = two_providers()[:1]
+    await stage.run()
+    assert stage.rotations() == 0
+    stale = condition(await stage.get(), "CredentialStale")
+    assert stale is not None and stale["reason"] == "StaleRevoked"
+
+
+async def test_a_router_rejection_sets_rejected_warns_once_and_defers_delivery(
+    stage: Stage,
+) -> None:
+    await staged_workspace(stage, degradedReason="scope_violation")
+    await stage.run()
+    await stage.run()
+    ws = await stage.get()
+    rejected = condition(ws, "CredentialRejected")
+    assert rejected is not None and rejected["status"] == "True"
+    assert "RouterRejected" in rejected["reason"]
+    assert rejected["message"] == "router rejected a token: scope_violation"
+    stale = condition(ws, "CredentialStale")
+    assert stale is not None and stale["reason"] == "StaleDeliveryDeferred"
+    (event,) = await events(stage, "CredentialRouterRejected")
+    assert event["type"] == "Warning"
+    assert stage.rotations() == 0
+
+
+async def test_a_message_only_change_of_the_degrade_code_is_persisted_in_that_pass(
+    stage: Stage,
+) -> None:
+    revision = await staged_workspace(stage, degradedReason="relay_unreachable")
+    await stage.run()
+    await stage.set_status(
+        secretsDelivery={"relayRevision": revision, "degradedReason": "spawn_env_pending"}
+    )
+    await stage.run()
+    stale = condition(await stage.get(), "CredentialStale")
+    assert stale is not None and stale["message"] == (
+        "staged material not applied by the running pod: spawn_env_pending "
+        "(a wait or fault rotation cannot repair)"
+    )

@@ -1,0 +1,145 @@
+"""The staging pass inside the Workspace reconcile: catch-up of a workspace that predates
+arming, flag off, an incomplete revocation retried with its condition already written,
+cleanup on deletion, and the wiring that builds the pass from the armed config."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from controller.runtime.manager import Manager
+from controller.settings import ControllerSettings, RuntimeSettings
+from controller.staging.bookkeeping import ANNOTATIONS
+from controller.staging.tokens import handoff_name
+from controller.workspace import wiring
+from tests.controller.staging.conftest import Stage, condition, make_config, two_providers
+from tests.controller.workspace.conftest import SETTINGS, Harness, eventually
+from tests.controller.workspace.conftest import harness as harness
+from tests.controller.workspace.test_reconciler import ready_status, reconcile_until
+from tests.kubeapi import KubeServer
+from wspin import logs
+from wspin.errors import TransientError
+from wspin.resources import PODS, SECRETS, WORKSPACES, Kube
+
+
+async def active(harness: Harness) -> None:
+    await harness.apply(owner={"userID": "user-1"})
+    await harness.reconcile()
+    await harness.set_pod_status(await harness.pod_name(), ready_status())
+    await reconcile_until(harness, "Active")
+
+
+async def test_an_active_workspace_that_predates_arming_catches_up(
+    harness: Harness, stage: Stage
+) -> None:
+    stage.providers.bound["ws1"] = two_providers()
+    await active(harness)
+    assert await stage.handoff_raw("ws1") is None
+    harness.reconciler.staging = stage.staging
+
+    await harness.reconcile()
+
+    handoff = await stage.handoff("ws1")
+    assert [p["token"] for p in handoff["providers"]] == ["lrt-fake-1", "lrt-fake-2"]
+    assert await stage.envelope_secret("openai", "ws1") is not None
+    staged = condition(await harness.workspace(), "CredentialsStaged")
+    assert staged is not None and staged["status"] == "True"
+    raw = await stage.handoff_raw("ws1")
+    await harness.reconcile()
+    assert await stage.handoff_raw("ws1") == raw
+
+
+async def test_with_staging_off_nothing_relay_related_appears(
+    harness: Harness, stage: Stage
+) -> None:
+    stage.providers.bound["ws1"] = two_providers()
+    await active(harness)
+    await harness.reconcile()
+    ws = await harness.workspace()
+    assert not set(ANNOTATIONS) & set(ws["metadata"].get("annotations") or {})
+    assert condition(ws, "CredentialsStaged") is None
+    assert await stage.handoff_raw("ws1") is None
+    relay = (await stage.kube.list(SECRETS, stage.relay_namespace))["items"]
+    assert [s["metadata"]["name"] for s in relay] == ["llm-relay-hpke-pub"]  # the router's own
+    assert stage.providers.requests == []
+
+
+async def test_an_incomplete_revocation_is_recorded_and_then_retried(
+    harness: Harness, stage: Stage, kube_server: KubeServer
+) -> None:
+    stage.providers.bound["ws1"] = two_providers()
+    await active(harness)
+    harness.reconciler.staging = stage.staging
+    await harness.reconcile()
+    stage.providers.bound["ws1"] = two_providers()[:1]
+    kube_server.fail_next(500, method="DELETE", path=f"/api/v1/namespaces/{stage.relay_namespace}")
+
+    with pytest.raises(TransientError, match="revocation incomplete"):
+        await harness.reconcile()
+
+    stale = condition(await harness.workspace(), "CredentialStale")
+    assert stale is not None and "RETAINED" in stale["message"]
+    await harness.settle()
+    await harness.reconcile()
+    assert await stage.envelope_secret("local", "ws1") is None
+
+
+async def test_deleting_the_workspace_deletes_its_envelopes(harness: Harness, stage: Stage) -> None:
+    stage.providers.bound["ws1"] = two_providers()
+    await active(harness)
+    harness.reconciler.staging = stage.staging
+    await harness.reconcile()
+    await harness.kube.delete(WORKSPACES, "ws1", harness.namespace)
+    for _ in range(100):
+        await harness.reconcile()
+        if await harness.kube.get_or_none(WORKSPACES, "ws1", harness.namespace) is None:
+            break
+        await asyncio.sleep(0.05)
+    assert await stage.envelope_secret("openai", "ws1") is None
+    assert await stage.envelope_secret("local", "ws1") is None
+    assert stage.redactor.groups() == frozenset()
+
+
+async def test_an_armed_config_gets_a_staging_pass_wired_in(kube: Kube, stage: Stage) -> None:
+    settings = ControllerSettings(
+        runtime=RuntimeSettings(health_port=0, metrics_port=0, bind_host="127.0.0.1"),
+        workspace=SETTINGS,
+    )
+    config = make_config(stage.router.url, stage.relay_namespace, stage.providers.url, 3600)
+    stage.providers.bound["ws1"] = two_providers()
+    manager = Manager(kube, settings, registry=CollectorRegistry())
+    before = list(logs._scrubbers)
+    wiring.register(manager, settings, relay_staging=config)
+    assert len(logs._scrubbers) == len(before) + 1
+    running = asyncio.create_task(manager.run())
+    try:
+        ws = await kube.create(
+            WORKSPACES,
+            {
+                "metadata": {"name": "ws1", "namespace": stage.namespace},
+                "spec": {
+                    "runtime": "python",
+                    "storage": {"size": "1Gi"},
+                    "owner": {"userID": "user-1"},
+                },
+            },
+        )
+        pod_name = f"ws1-{ws['metadata']['uid'][:8]}"
+
+        async def pod_exists() -> bool:
+            return await kube.get_or_none(PODS, pod_name, stage.namespace) is not None
+
+        await eventually(pod_exists, "the workspace pod")
+        await kube.patch(PODS, pod_name, {"status": ready_status()}, stage.namespace, sub="status")
+
+        async def handed_off() -> bool:
+            secret = await kube.get_or_none(SECRETS, handoff_name("ws1"), stage.namespace)
+            return secret is not None
+
+        await eventually(handed_off, "the handoff Secret")
+    finally:
+        manager.stop()
+        await asyncio.wait_for(running, 10)
+        logs._scrubbers[:] = before
