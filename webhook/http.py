@@ -40,8 +40,7 @@ class BadRequest(Exception):
 
 
 def _reject(webhook: str, status: int, reason: str, started: float) -> web.Response:
-    metrics.REQUESTS.labels(webhook, "invalid").inc()
-    metrics.LATENCY.labels(webhook, "invalid").observe(time.perf_counter() - started)
+    metrics.record(webhook, "invalid", time.perf_counter() - started)
     log.warning(
         "rejected admission request", extra=fields(webhook=webhook, status=status, reason=reason)
     )
@@ -103,8 +102,7 @@ def admission_handler(webhook: str, policy: Policy) -> Handler:
             decision = Decision(responses.denied(inner["uid"], message, 500), "error", message)
         body = orjson.dumps(responses.review(decision.response))
         elapsed = time.perf_counter() - started
-        metrics.REQUESTS.labels(webhook, decision.outcome).inc()
-        metrics.LATENCY.labels(webhook, decision.outcome).observe(elapsed)
+        metrics.record(webhook, decision.outcome, elapsed)
         if decision.outcome == "patched" and decision.injection is not None:
             for artifact in _artifacts_patched(decision):
                 metrics.INJECTIONS.labels(artifact).inc()

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Literal, TypedDict
 
 from wspin.contract import (
@@ -50,10 +51,14 @@ class InjectConfig:
     agentd: ResolvedArtifact
     opencode: ResolvedArtifact
 
+    # The desired values below are computed once per configuration, not once per pod: the
+    # webhook answers every admission request with the same configuration.
+
     @property
     def artifacts(self) -> tuple[ResolvedArtifact, ResolvedArtifact]:
         return (self.agentd, self.opencode)
 
+    @cached_property
     def receipt(self) -> str:
         """The receipt annotation value: artifact → digest, compact JSON with sorted keys."""
         return json.dumps(
@@ -61,6 +66,35 @@ class InjectConfig:
             sort_keys=True,
             separators=(",", ":"),
         )
+
+    @cached_property
+    def volumes(self) -> tuple[dict[str, Any], ...]:
+        """The two image volumes, digest-pinned, pulled only when a node lacks them."""
+        return tuple(
+            {
+                "name": r.artifact.volume,
+                "image": {"reference": r.image, "pullPolicy": "IfNotPresent"},
+            }
+            for r in self.artifacts
+        )
+
+    @cached_property
+    def env(self) -> tuple[dict[str, str], ...]:
+        """The eight pins of the ``workspace`` container, in the order the verifier documents."""
+        env: list[dict[str, str]] = []
+        for resolved in self.artifacts:
+            artifact = resolved.artifact
+            env.append({"name": artifact.marker_env, "value": "1"})
+            env.append({"name": artifact.binary_env, "value": artifact.binary_path})
+            for arch in ARCHES:
+                env.append(
+                    {"name": artifact.sha256_env(arch), "value": resolved.pins.for_arch(arch)}
+                )
+        return tuple(env)
+
+    @cached_property
+    def env_by_name(self) -> dict[str, dict[str, str]]:
+        return {entry["name"]: entry for entry in self.env}
 
 
 @dataclass(frozen=True)
@@ -120,6 +154,8 @@ def inject(pod: Pod, cfg: InjectConfig) -> Injection:
     for kind in ("containers", "initContainers"):
         for index, container in enumerate(spec.get(kind) or []):
             wanted = _artifacts_for(container, kind)
+            if not wanted and not _mounts_ours(container):
+                continue  # most containers: nothing of ours to add or remove
             _inject_mounts(container, f"/spec/{kind}/{index}", wanted, ops, warnings)
             if kind == "containers" and container.get("name") == MAIN_CONTAINER:
                 _inject_env(container, f"/spec/{kind}/{index}", cfg, ops, warnings)
@@ -145,23 +181,15 @@ def _artifacts_for(container: dict[str, Any], kind: str) -> tuple[Artifact, ...]
 # -- volumes ---------------------------------------------------------------------------------
 
 
-def _desired_volume(resolved: ResolvedArtifact) -> dict[str, Any]:
-    return {
-        "name": resolved.artifact.volume,
-        "image": {"reference": resolved.image, "pullPolicy": "IfNotPresent"},
-    }
-
-
 def _inject_volumes(
     spec: dict[str, Any], cfg: InjectConfig, ops: list[PatchOp], warnings: list[str]
 ) -> None:
     current: list[dict[str, Any]] = list(spec.get("volumes") or [])
     updated = list(current)
-    for resolved in cfg.artifacts:
-        desired = _desired_volume(resolved)
+    for desired in cfg.volumes:
         positions = [i for i, v in enumerate(updated) if v.get("name") == desired["name"]]
         if not positions:
-            updated.append(desired)
+            updated.append(_copy(desired))
             continue
         first = positions[0]
         if updated[first] != desired:
@@ -169,7 +197,7 @@ def _inject_volumes(
                 f"volume {desired['name']!r} replaced by the digest-pinned image volume "
                 f"(was {_volume_source(updated[first])})"
             )
-            updated[first] = desired
+            updated[first] = _copy(desired)
         for extra in reversed(positions[1:]):
             del updated[extra]
             warnings.append(f"duplicate volume {desired['name']!r} removed")
@@ -184,8 +212,13 @@ def _volume_source(volume: dict[str, Any]) -> str:
 # -- mounts ----------------------------------------------------------------------------------
 
 
+_MOUNTS: dict[Artifact, dict[str, Any]] = {
+    a: {"name": a.volume, "readOnly": True, "mountPath": a.mount_path} for a in (AGENTD, OPENCODE)
+}
+
+
 def _desired_mount(artifact: Artifact) -> dict[str, Any]:
-    return {"name": artifact.volume, "readOnly": True, "mountPath": artifact.mount_path}
+    return dict(_MOUNTS[artifact])
 
 
 def _inject_mounts(
@@ -196,8 +229,6 @@ def _inject_mounts(
     warnings: list[str],
 ) -> None:
     current: list[dict[str, Any]] = container.get("volumeMounts") or []
-    if not wanted and not any(map(_artifact_of_mount, current)):
-        return  # most containers: nothing of ours, nothing to add
     name = container.get("name")
     updated: list[dict[str, Any]] = []
     for mount in current:
@@ -217,7 +248,7 @@ def _inject_mounts(
                 f"{artifact.mount_path} belongs to {_owners(artifact)} only"
             )
             continue
-        if mount != _desired_mount(artifact):
+        if mount != _MOUNTS[artifact]:
             if any(m.get("mountPath") == artifact.mount_path for m in updated):
                 warnings.append(f"duplicate {artifact.mount_path} mount removed from {name!r}")
                 continue
@@ -229,7 +260,7 @@ def _inject_mounts(
             continue
         updated.append(mount)
     for artifact in wanted:
-        if _desired_mount(artifact) not in updated:
+        if _MOUNTS[artifact] not in updated:
             updated.append(_desired_mount(artifact))
     _write_list(
         ops, f"{path}/volumeMounts", container.get("volumeMounts") is not None, current, updated
@@ -239,6 +270,15 @@ def _inject_mounts(
 def _artifact_of_mount(mount: dict[str, Any]) -> Artifact | None:
     """The artifact a mount belongs to, by volume name or by mount path."""
     return _BY_VOLUME.get(mount.get("name")) or _BY_MOUNT_PATH.get(mount.get("mountPath"))
+
+
+def _mounts_ours(container: dict[str, Any]) -> bool:
+    """Whether any mount uses an artifact's volume name or mount path (a plain loop: this runs
+    for every container of every workspace pod)."""
+    for mount in container.get("volumeMounts") or ():
+        if mount.get("name") in _BY_VOLUME or mount.get("mountPath") in _BY_MOUNT_PATH:
+            return True
+    return False
 
 
 # Lookup tables: the hot loop runs once per mount of every container of every pod.
@@ -257,17 +297,6 @@ def _owners(artifact: Artifact) -> str:
 # -- env pins --------------------------------------------------------------------------------
 
 
-def _desired_env(cfg: InjectConfig) -> list[dict[str, str]]:
-    env: list[dict[str, str]] = []
-    for resolved in cfg.artifacts:
-        artifact = resolved.artifact
-        env.append({"name": artifact.marker_env, "value": "1"})
-        env.append({"name": artifact.binary_env, "value": artifact.binary_path})
-        for arch in ARCHES:
-            env.append({"name": artifact.sha256_env(arch), "value": resolved.pins.for_arch(arch)})
-    return env
-
-
 def _inject_env(
     container: dict[str, Any],
     path: str,
@@ -275,16 +304,16 @@ def _inject_env(
     ops: list[PatchOp],
     warnings: list[str],
 ) -> None:
-    desired = _desired_env(cfg)
-    pinned = {entry["name"] for entry in desired}
-    current: list[dict[str, Any]] = list(container.get("env") or [])
-    supplied = [entry for entry in current if entry.get("name") in pinned]
-    if sorted(supplied, key=lambda e: str(e.get("name"))) == sorted(
-        desired, key=lambda e: e["name"]
+    wanted = cfg.env_by_name
+    current: list[dict[str, Any]] = container.get("env") or []
+    supplied = [entry for entry in current if entry.get("name") in wanted]
+    if (
+        len(supplied) == len(wanted)
+        and all(e == wanted[e["name"]] for e in supplied)
+        and len({e["name"] for e in supplied}) == len(wanted)
     ):
         return  # every pin present once, with the configured value
-    kept = [entry for entry in current if entry.get("name") not in pinned]
-    wanted = {entry["name"]: entry for entry in desired}
+    kept = [entry for entry in current if entry.get("name") not in wanted]
     seen: set[str] = set()
     for entry in supplied:
         env_name = str(entry.get("name"))
@@ -295,6 +324,7 @@ def _inject_env(
                 f"env {env_name} on container {MAIN_CONTAINER!r} replaced by the configured value"
             )
         seen.add(env_name)
+    desired = [_copy(entry) for entry in cfg.env]
     _write_list(ops, f"{path}/env", container.get("env") is not None, current, kept + desired)
 
 
@@ -304,7 +334,7 @@ def _inject_env(
 def _inject_receipt(pod: Pod, cfg: InjectConfig, ops: list[PatchOp]) -> None:
     metadata = pod.get("metadata") or {}
     annotations = metadata.get("annotations")
-    receipt = cfg.receipt()
+    receipt = cfg.receipt
     if annotations is None:
         ops.append(
             {"op": "add", "path": "/metadata/annotations", "value": {DELIVERY_ANNOTATION: receipt}}
@@ -313,6 +343,11 @@ def _inject_receipt(pod: Pod, cfg: InjectConfig, ops: list[PatchOp]) -> None:
         key = DELIVERY_ANNOTATION.replace("~", "~0").replace("/", "~1")
         verb: Literal["add", "replace"] = "replace" if DELIVERY_ANNOTATION in annotations else "add"
         ops.append({"op": verb, "path": f"/metadata/annotations/{key}", "value": receipt})
+
+
+def _copy(value: dict[str, Any]) -> dict[str, Any]:
+    """A patch value the caller may mutate without touching the cached configuration."""
+    return {k: dict(v) if isinstance(v, dict) else v for k, v in value.items()}
 
 
 # -- list writing ----------------------------------------------------------------------------

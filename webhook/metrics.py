@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from functools import cache
+from typing import Any
+
 from prometheus_client import Counter, Histogram
 
 REQUESTS = Counter(
@@ -20,3 +23,16 @@ INJECTIONS = Counter(
     "Workspace pods patched with an artifact's delivery wiring, by artifact.",
     ["artifact"],
 )
+
+
+@cache
+def _children(webhook: str, outcome: str) -> tuple[Any, Any]:
+    """The labelled series, looked up once: ``labels()`` takes a lock on every call."""
+    return REQUESTS.labels(webhook, outcome), LATENCY.labels(webhook, outcome)
+
+
+def record(webhook: str, outcome: str, seconds: float) -> None:
+    """Count one answered request and observe its latency."""
+    requests, latency = _children(webhook, outcome)
+    requests.inc()
+    latency.observe(seconds)

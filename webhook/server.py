@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import logging
 import os
 import signal
@@ -40,6 +41,9 @@ log = logging.getLogger("wspin.webhook")
 PIN_RESOLUTION_TIMEOUT = 30.0
 """Seconds for each artifact's registry read at start (the reference's startup budget)."""
 PROBE_RETRY_SECONDS = 10.0
+GC_GEN0_THRESHOLD = 50_000
+"""Allocations between young-generation collections (Python's default is 700; one decoded
+review allocates a few thousand objects)."""
 
 
 def has_api_access(settings: WebhookSettings) -> bool:
@@ -116,6 +120,20 @@ class ImageVolumeGate:
             return
 
 
+def tune_gc_for_admission() -> None:
+    """Make the cyclic garbage collector cheap for admission traffic.
+
+    Each review decodes into thousands of short-lived, acyclic objects that reference counting
+    frees; with Python's defaults they trigger several collections per request, and the
+    oldest generation re-walks the whole start-up heap (the Kubernetes client alone is large).
+    Freezing that heap and collecting the youngest generation less often halves the per-review
+    cost (``make bench``) without changing what is freed.
+    """
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(GC_GEN0_THRESHOLD, 20, 20)
+
+
 async def serve(settings: WebhookSettings, args: argparse.Namespace) -> int:
     namespace = own_namespace()
     async with kube_client(settings) as kube:
@@ -146,6 +164,7 @@ async def serve(settings: WebhookSettings, args: argparse.Namespace) -> int:
 
         serving = settings.serving
         app = make_app(inject_config, settings.validator, readiness)
+        tune_gc_for_admission()  # after start-up: everything allocated so far lives forever
         runners = []
         try:
             runner, port = await start(
