@@ -8,16 +8,14 @@ an interval and swaps the served certificate only when the bytes changed.
 from __future__ import annotations
 
 import asyncio
-import datetime
 import logging
 import os
-import ssl
 from pathlib import Path
 
 from certs.build import CertificateError, KeyPair, fingerprint, load_key_pair
 from certs.clock import Clock, utc_now
 from certs.expiry import ExpiryReporter
-from certs.tls import ServingContext, context_for
+from certs.tls import ServesFromContext, ServingContext, context_for
 from wspin.errors import ConfigError
 from wspin.logs import fields
 
@@ -59,7 +57,7 @@ def _replace(path: Path, data: bytes, mode: int) -> Path:
     return path
 
 
-class FileSource:
+class FileSource(ServesFromContext):
     """Serves ``cert_file``/``key_file`` and reloads them when their bytes change.
 
     A read that fails (a file missing, or a cert and key that do not match yet) keeps the
@@ -102,17 +100,6 @@ class FileSource:
             ) from err
         self._serving.swap(context, pair, (cert_pem, key_pem))
         self._report(pair, "loaded")
-
-    def ssl_context(self) -> ssl.SSLContext:
-        return self._serving.listening
-
-    def healthy(self) -> bool:
-        pair = self._serving.pair
-        return pair is not None and self._clock() < pair.not_after
-
-    def not_after(self) -> datetime.datetime | None:
-        pair = self._serving.pair
-        return pair.not_after if pair else None
 
     async def run(self) -> None:
         """Re-read the files every ``interval`` seconds until cancelled; never raises (the

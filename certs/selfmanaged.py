@@ -15,7 +15,6 @@ import asyncio
 import contextlib
 import datetime
 import logging
-import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -26,7 +25,7 @@ from certs.cabundle import Target, patch_ca_bundle
 from certs.clock import Clock, utc_now
 from certs.expiry import ExpiryReporter
 from certs.store import SecretStore, Stored
-from certs.tls import ServingContext
+from certs.tls import ServesFromContext, ServingContext
 from wspin.logs import fields
 from wspin.resources import Conflict, Forbidden, KubeAPIError, NotFound
 
@@ -62,7 +61,7 @@ class SelfManagedSettings:
     """Seconds between rounds: how soon a replica serves a certificate another one wrote."""
 
 
-class SelfManagedSource:
+class SelfManagedSource(ServesFromContext):
     """A ``CertificateSource`` backed by the Secret, renewed by whichever replica leads."""
 
     def __init__(
@@ -84,17 +83,6 @@ class SelfManagedSource:
         self._waiting_logged = False
         self._problems_logged: tuple[str, ...] = ()
         leadership.add_listener(lambda leading: self._wake.set() if leading else None)
-
-    def ssl_context(self) -> ssl.SSLContext:
-        return self._serving.listening
-
-    def healthy(self) -> bool:
-        pair = self._serving.pair
-        return pair is not None and self._clock() < pair.not_after
-
-    def not_after(self) -> datetime.datetime | None:
-        pair = self._serving.pair
-        return pair.not_after if pair else None
 
     async def run(self) -> None:
         """Campaign for the Lease and run rounds until cancelled; then hand the Lease over.

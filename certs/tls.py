@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime
 import os
 import ssl
 import tempfile
 from collections.abc import Iterator
 
 from certs.build import CertificateError, KeyPair, load_key_pair
+from certs.clock import Clock
 
 
 def server_context() -> ssl.SSLContext:
@@ -119,3 +121,22 @@ def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]
+
+
+class ServesFromContext:
+    """The ``CertificateSource`` answers every source gives the same way: from the
+    ``ServingContext`` it keeps current (``_serving``) and its clock (``_clock``)."""
+
+    _serving: ServingContext
+    _clock: Clock
+
+    def ssl_context(self) -> ssl.SSLContext:
+        return self._serving.listening
+
+    def healthy(self) -> bool:
+        pair = self._serving.pair
+        return pair is not None and self._clock() < pair.not_after
+
+    def not_after(self) -> datetime.datetime | None:
+        pair = self._serving.pair
+        return pair.not_after if pair else None
