@@ -55,8 +55,8 @@ CONFIG = InjectConfig(
 )
 HOST = "wspin-webhook.wspin-system.svc"
 CONNECTIONS = 8
-WINDOW = 1.0
-ROUNDS = 7
+WINDOW = 1.5
+ROUNDS = 9
 
 
 def _bare_app() -> web.Application:
