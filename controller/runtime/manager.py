@@ -134,12 +134,16 @@ class Manager:
         reconciler: Reconciler,
         *,
         for_: Resource,
-        owns: Sequence[Resource] = (),
+        owns: Sequence[Resource | tuple[Resource, str]] = (),
         watches: Sequence[tuple[Resource, Mapper]] = (),
     ) -> ObjectReader:
         """Reconcile ``for_`` objects; changes to ``owns`` objects queue their controller
         owner, and changes to ``watches`` objects queue what the mapper returns. Returns the
-        primary cache."""
+        primary cache.
+
+        An ``owns`` entry may be ``(resource, label_selector)``: only matching objects are
+        cached, so a controller of workspace pods does not hold every pod in the cluster.
+        """
         primary = self.cache(for_)
         controller = Controller(reconciler, primary, self._new_queue(reconciler.name))
         self.metrics.init_controller(reconciler.name)
@@ -150,8 +154,9 @@ class Manager:
 
         primary.add_handler(on_primary)
         for owned in owns:
+            resource, labels = owned if isinstance(owned, tuple) else (owned, None)
             by_owner = owner_mapper(for_)
-            self.cache(owned).add_handler(mapping_handler(controller, by_owner))
+            self.cache(resource, labels=labels).add_handler(mapping_handler(controller, by_owner))
         for watched, mapper in watches:
             self.cache(watched).add_handler(mapping_handler(controller, mapper))
         return primary

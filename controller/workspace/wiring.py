@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from typing import Final
 
 from controller.runtime.manager import Manager
 from controller.settings import ControllerSettings
@@ -11,8 +12,12 @@ from controller.staging.redact import Redactor
 from controller.staging.staging_pass import RelayStagingPass
 from controller.workspace.metrics import VerifyMetrics
 from controller.workspace.reconciler import StagingPass, WorkspaceReconciler
+from wspin.contract import LABEL_APP, LABEL_APP_VALUE, LABEL_COMPONENT, LABEL_COMPONENT_VALUE
 from wspin.logs import add_scrubber
 from wspin.resources import PODS, PVCS, WORKSPACES
+
+OWNED_SELECTOR: Final = f"{LABEL_APP}={LABEL_APP_VALUE},{LABEL_COMPONENT}={LABEL_COMPONENT_VALUE}"
+"""Every workspace pod and PVC carries these labels (``pod.selector_labels``)."""
 
 log = logging.getLogger("controller.workspace")
 
@@ -28,7 +33,8 @@ def register(
 
     The pod and PVC caches are the ones ``add_controller`` keeps for ``owns``, so each kind is
     watched once: a change to an owned object queues its Workspace, and the reconciler reads
-    the same cache. ``staging`` is the per-workspace relay staging pass, run in Creating and
+    the same cache. Both hold only objects with the workspace labels, not every pod and PVC
+    in the cluster. ``staging`` is the per-workspace relay staging pass, run in Creating and
     Active; when only ``relay_staging`` (the armed configuration) is given, the pass is built
     from it here, and its redactor is registered with the log formatter so no staged key
     reaches a log line.
@@ -42,10 +48,12 @@ def register(
     reconciler = WorkspaceReconciler(
         manager.kube,
         manager.cache(WORKSPACES),
-        manager.cache(PODS),
-        manager.cache(PVCS),
+        manager.cache(PODS, labels=OWNED_SELECTOR),
+        manager.cache(PVCS, labels=OWNED_SELECTOR),
         settings.workspace,
         metrics=VerifyMetrics(manager.registry),
         staging=staging,
     )
-    manager.add_controller(reconciler, for_=WORKSPACES, owns=(PODS, PVCS))
+    manager.add_controller(
+        reconciler, for_=WORKSPACES, owns=((PODS, OWNED_SELECTOR), (PVCS, OWNED_SELECTOR))
+    )

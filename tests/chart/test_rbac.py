@@ -75,6 +75,7 @@ CONTROLLER_CLUSTER_BASE = {
     ("llmsafespaces.dev", "workspaces/finalizers", (), verbs("update")),
     ("", "pods", (), verbs("get", "list", "watch", "create", "delete")),
     ("", "persistentvolumeclaims", (), verbs("get", "list", "watch", "create", "delete")),
+    ("", "serviceaccounts", (), verbs("create")),
     ("", "events", (), verbs("create", "patch")),
 }
 CONTROLLER_CLUSTER_FULL = CONTROLLER_CLUSTER_BASE | {

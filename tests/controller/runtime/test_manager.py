@@ -442,3 +442,33 @@ async def test_cleanups_run_once_on_shutdown_after_leader_work_stopped(
         await eventually(lambda: manager.is_leader)
         assert order == []
     assert order == ["leader work stopped", "cleanup"]
+
+
+async def test_owned_objects_outside_the_label_selector_are_neither_cached_nor_mapped(
+    kube: Kube, namespace: str
+) -> None:
+    owner = await make_cm(kube, namespace, "owner")
+    manager = Manager(kube, settings_for(namespace))
+    recorder = Recorder()
+    manager.add_controller(recorder, for_=CONFIGMAPS, owns=[(SECRETS, "owned=yes")])
+    ref = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "name": "owner",
+        "uid": owner["metadata"]["uid"],
+        "controller": True,
+    }
+    async with running(manager):
+        await eventually(lambda: recorder.calls[key(namespace, "owner")] == 1)
+        await kube.create(
+            SECRETS, {"metadata": {"name": "stranger", "ownerReferences": [ref]}}, namespace
+        )
+        await kube.create(
+            SECRETS,
+            {"metadata": {"name": "child", "labels": {"owned": "yes"}, "ownerReferences": [ref]}},
+            namespace,
+        )
+        await eventually(lambda: recorder.calls[key(namespace, "owner")] == 2)
+        secrets = manager.cache(SECRETS, labels="owned=yes")
+        assert [s["metadata"]["name"] for s in secrets.list(namespace)] == ["child"]
+        assert recorder.calls[key(namespace, "owner")] == 2
