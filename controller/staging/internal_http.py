@@ -12,6 +12,25 @@ import aiohttp
 from wspin.errors import WspinError
 
 
+class PooledSession:
+    """One ``aiohttp.ClientSession`` for a client's calls, opened on first use so connections
+    to the router and the API are reused across workspaces; ``close()`` at shutdown."""
+
+    def __init__(self, timeout_seconds: float) -> None:
+        self._timeout = aiohttp.ClientTimeout(total=timeout_seconds)
+        self._session: aiohttp.ClientSession | None = None
+
+    def get(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            self._session = aiohttp.ClientSession(timeout=self._timeout)
+        return self._session
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+
 class InternalCallError(WspinError):
     """An internal HTTP call failed; the message names the status or the transport error and
     never carries a credential."""

@@ -20,6 +20,7 @@ import aiohttp
 
 from controller.staging.internal_http import (
     InternalCallError,
+    PooledSession,
     read_capped,
     redirect_error,
     trimmed,
@@ -56,6 +57,7 @@ class RouterClient:
 
     def __init__(self, router_url: str) -> None:
         self.router_url = router_url.rstrip("/")
+        self.session = PooledSession(TIMEOUT)
 
     async def mint(self, request: MintRequest, mint_key: str) -> str:
         """A scoped token; ``InternalCallError`` on any failure."""
@@ -91,12 +93,9 @@ class RouterClient:
         headers = {"Authorization": f"Bearer {mint_key}", "Content-Type": "application/json"}
         url = self.router_url + path
         try:
-            async with (
-                aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=TIMEOUT)) as session,
-                session.post(
-                    url, data=json.dumps(body), headers=headers, allow_redirects=False
-                ) as response,
-            ):
+            async with self.session.get().post(
+                url, data=json.dumps(body), headers=headers, allow_redirects=False
+            ) as response:
                 if 300 <= response.status <= 399:
                     raise redirect_error(f"router {what}", response)
                 raw = await read_capped(response, MAX_ANSWER, f"router {what}")

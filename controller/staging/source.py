@@ -22,7 +22,12 @@ import aiohttp
 
 from controller.staging.arming import RelayStagingConfig
 from controller.staging.desired import ProviderCredential
-from controller.staging.internal_http import InternalCallError, read_capped, redirect_error
+from controller.staging.internal_http import (
+    InternalCallError,
+    PooledSession,
+    read_capped,
+    redirect_error,
+)
 
 CACHE_TTL: Final = 60.0
 TIMEOUT: Final = 5.0
@@ -46,6 +51,7 @@ class CredentialSource:
         self.clock = clock
         self._cache: dict[CacheKey, tuple[float, list[ProviderCredential]]] = {}
         self._locks: dict[CacheKey, asyncio.Lock] = {}
+        self.session = PooledSession(TIMEOUT)
 
     async def providers(self, workspace: str, owner_user_id: str) -> list[ProviderCredential]:
         """The workspace's providers, or ``InternalCallError`` saying what failed."""
@@ -78,10 +84,9 @@ class CredentialSource:
         headers = {"X-Internal-Token": self.config.internal_token, "Accept": "application/json"}
         what = "credential source"
         try:
-            async with (
-                aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=TIMEOUT)) as session,
-                session.get(url, headers=headers, allow_redirects=False) as response,
-            ):
+            async with self.session.get().get(
+                url, headers=headers, allow_redirects=False
+            ) as response:
                 if 300 <= response.status <= 399:
                     raise redirect_error(what, response)
                 if response.status != 200:

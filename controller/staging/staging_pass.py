@@ -105,6 +105,11 @@ class RelayStagingPass:
         self.events = EventRecorder(kube, redactor.redact, clock)
         self.handoffs = HandoffWriter(kube)
 
+    async def close(self) -> None:
+        """Close the pooled connections to the credential source and the router."""
+        await self.source.session.close()
+        await self.router.session.close()
+
     # -- the pass ---------------------------------------------------------------------------
 
     async def run(self, ws: Obj) -> StagingReport:

@@ -44,7 +44,9 @@ def register(
         # rendered log line goes through it.
         redactor = Redactor()
         add_scrubber(redactor.redact)
-        staging = RelayStagingPass(relay_staging, manager.kube, redactor=redactor)
+        staging_pass = RelayStagingPass(relay_staging, manager.kube, redactor=redactor)
+        manager.add_cleanup(staging_pass.close)
+        staging = staging_pass
     reconciler = WorkspaceReconciler(
         manager.kube,
         manager.cache(WORKSPACES),

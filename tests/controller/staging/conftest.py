@@ -260,7 +260,7 @@ async def stage(
     relay_namespace: str,
     router: FakeRouter,
     providers: Providers,
-) -> Stage:
+) -> AsyncIterator[Stage]:
     clock = Clock()
     router.state.generation = 2
     config = make_config(router.url, relay_namespace, providers.url, HOUR)
@@ -277,4 +277,5 @@ async def stage(
         kube, namespace, relay_namespace, router, providers, clock, redactor, staging, config
     )
     await result.publish_pub(router.state.new_keypair(), 2)
-    return result
+    yield result
+    await staging.close()

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 from aiohttp import web
 
+from controller.staging.arming import RelayStagingConfig
 from controller.staging.internal_http import InternalCallError
 from controller.staging.router import MintRequest, RouterClient
 from controller.staging.source import CredentialSource, parse_providers
@@ -25,17 +27,45 @@ class FakeTime:
         return self.now
 
 
-def source_for(providers: Providers, clock: Callable[[], float] | None = None) -> CredentialSource:
-    config = make_config("http://router.invalid", "llm-relay", providers.url, 3600)
-    return CredentialSource(config, clock=clock or FakeTime())
+class Clients:
+    """Makes the clients a test uses and closes them (pooled connections and all) afterwards."""
+
+    def __init__(self) -> None:
+        self.made: list[CredentialSource | RouterClient] = []
+
+    def source(self, config: RelayStagingConfig, **kwargs: Any) -> CredentialSource:
+        made = CredentialSource(config, **kwargs)
+        self.made.append(made)
+        return made
+
+    def source_for(
+        self, providers: Providers, clock: Callable[[], float] | None = None
+    ) -> CredentialSource:
+        config = make_config("http://router.invalid", "llm-relay", providers.url, 3600)
+        return self.source(config, clock=clock or FakeTime())
+
+    def router(self, url: str) -> RouterClient:
+        made = RouterClient(url)
+        self.made.append(made)
+        return made
+
+
+@pytest.fixture
+async def clients() -> AsyncIterator[Clients]:
+    made = Clients()
+    yield made
+    for client in made.made:
+        await client.session.close()
 
 
 class TestCredentialSource:
-    async def test_it_sends_the_path_owner_and_internal_token(self, providers: Providers) -> None:
+    async def test_it_sends_the_path_owner_and_internal_token(
+        self, providers: Providers, clients: Clients
+    ) -> None:
         providers.bound["ws a+1"] = [
             provider("openai", "openai", OPENAI_KEY, models=("gpt-4o",), base_url="https://x/v1")
         ]
-        (credential,) = await source_for(providers).providers("ws a+1", "user&1")
+        (credential,) = await clients.source_for(providers).providers("ws a+1", "user&1")
         assert providers.requests == [("ws a+1", "user&1", INTERNAL_TOKEN)]
         assert (credential.slug, credential.kind, credential.base_url) == (
             "openai",
@@ -45,10 +75,10 @@ class TestCredentialSource:
         assert credential.api_key == OPENAI_KEY and credential.models == ("gpt-4o",)
 
     async def test_a_second_call_within_the_ttl_is_served_from_the_cache(
-        self, providers: Providers
+        self, providers: Providers, clients: Clients
     ) -> None:
         clock = FakeTime()
-        source = source_for(providers, clock)
+        source = clients.source_for(providers, clock)
         await source.providers("ws-a", "u")
         clock.now += 59
         await source.providers("ws-a", "u")
@@ -58,10 +88,10 @@ class TestCredentialSource:
         assert len(providers.requests) == 2
 
     async def test_failures_are_not_cached_and_nothing_stale_is_served(
-        self, providers: Providers
+        self, providers: Providers, clients: Clients
     ) -> None:
         clock = FakeTime()
-        source = source_for(providers, clock)
+        source = clients.source_for(providers, clock)
         await source.providers("ws-a", "u")
         providers.status = 500
         clock.now += 61
@@ -71,20 +101,24 @@ class TestCredentialSource:
             await source.providers("ws-b", "u")
         assert len(providers.requests) == 3
 
-    async def test_a_dead_api_is_a_call_error(self) -> None:
+    async def test_a_dead_api_is_a_call_error(self, clients: Clients) -> None:
         config = make_config("http://router.invalid", "llm-relay", "http://127.0.0.1:9", 3600)
         with pytest.raises(InternalCallError, match="call api"):
-            await CredentialSource(config).providers("ws-a", "u")
+            await clients.source(config).providers("ws-a", "u")
 
-    async def test_a_redirect_is_an_error_and_not_followed(self, redirecting: Redirecting) -> None:
+    async def test_a_redirect_is_an_error_and_not_followed(
+        self, redirecting: Redirecting, clients: Clients
+    ) -> None:
         config = make_config("http://router.invalid", "llm-relay", redirecting.url, 3600)
         with pytest.raises(InternalCallError, match=r"redirected \(HTTP 301"):
-            await CredentialSource(config).providers("ws-a", "u")
+            await clients.source(config).providers("ws-a", "u")
         assert redirecting.target_hits == 0
 
-    async def test_an_internal_token_never_shows_in_an_error(self, providers: Providers) -> None:
+    async def test_an_internal_token_never_shows_in_an_error(
+        self, providers: Providers, clients: Clients
+    ) -> None:
         config = make_config("http://router.invalid", "llm-relay", providers.url, 3600)
-        wrong = CredentialSource(
+        wrong = clients.source(
             type(config)(
                 config.router_url, config.namespace, 3600, config.api_service_url, "wrong-token"
             )
@@ -128,33 +162,37 @@ def mint_request() -> MintRequest:
 
 class TestRouterClient:
     async def test_mint_sends_the_bearer_and_scope_and_returns_the_token(
-        self, router: FakeRouter
+        self, router: FakeRouter, clients: Clients
     ) -> None:
         router.state.mint_key = "m" * 43
-        token = await RouterClient(router.url + "/").mint(mint_request(), "m" * 43)
+        token = await clients.router(router.url + "/").mint(mint_request(), "m" * 43)
         assert token == "lrt-fake-1"
         (call,) = router.state.calls("/internal/v1/tokens")
         assert call.headers["Authorization"] == "Bearer " + "m" * 43
         assert call.body["keyID"] == "hpke-g2" and call.body["ttlSeconds"] == 3600
 
-    async def test_a_rejection_names_the_status_and_the_reason(self, router: FakeRouter) -> None:
+    async def test_a_rejection_names_the_status_and_the_reason(
+        self, router: FakeRouter, clients: Clients
+    ) -> None:
         router.state.mint_key = "m" * 43
         with pytest.raises(InternalCallError, match=r"router returned status 401: .*unauthorized"):
-            await RouterClient(router.url).mint(mint_request(), "wrong")
+            await clients.router(router.url).mint(mint_request(), "wrong")
 
-    async def test_an_empty_mint_key_is_refused_before_calling(self, router: FakeRouter) -> None:
+    async def test_an_empty_mint_key_is_refused_before_calling(
+        self, router: FakeRouter, clients: Clients
+    ) -> None:
         with pytest.raises(InternalCallError, match="mint key is empty"):
-            await RouterClient(router.url).mint(mint_request(), "")
+            await clients.router(router.url).mint(mint_request(), "")
         assert router.state.requests == []
 
-    async def test_rotate_parses_the_receipt(self, router: FakeRouter) -> None:
-        receipt = await RouterClient(router.url).rotate("any")
+    async def test_rotate_parses_the_receipt(self, router: FakeRouter, clients: Clients) -> None:
+        receipt = await clients.router(router.url).rotate("any")
         assert (receipt.key_id, receipt.generation) == ("hpke-g2", 2)
         assert receipt.public_key == router.state.public_key and len(receipt.public_key) == 32
 
-    async def test_a_dead_router_is_a_call_error(self) -> None:
+    async def test_a_dead_router_is_a_call_error(self, clients: Clients) -> None:
         with pytest.raises(InternalCallError, match="token mint: call failed"):
-            await RouterClient("http://127.0.0.1:9").mint(mint_request(), "k")
+            await clients.router("http://127.0.0.1:9").mint(mint_request(), "k")
 
 
 @dataclass
