@@ -177,6 +177,10 @@ async def serve(settings: WebhookSettings, args: argparse.Namespace) -> int:
             log.info("webhook serving", extra=fields(port=port, metricsPort=serving.metrics_port))
             status = await _until_signalled_or_failed(background)
             log.info("webhook shutting down", extra=fields(exitStatus=status))
+            if status == 0 and serving.shutdown_delay:
+                # Stay reachable while the endpoint is removed; only /readyz changes.
+                readiness.add("shutdown", lambda: "shutting down")
+                await asyncio.sleep(serving.shutdown_delay)
         finally:
             for runner in reversed(runners):
                 await runner.cleanup()

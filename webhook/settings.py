@@ -25,6 +25,10 @@ class ServingSettings:
     """HTTPS port for the API server's calls (default 8443: unprivileged, non-root)."""
     metrics_port: int
     """Plain-HTTP port for /metrics, /healthz and /readyz (default 9090; 0 disables)."""
+    shutdown_delay: float
+    """Seconds to keep answering after SIGTERM while /readyz reports the shutdown (default 5):
+    endpoints take a moment to drop a terminating pod, and with ``failurePolicy: Fail`` a
+    request sent to a closed port fails a pod creation."""
 
 
 @dataclass(frozen=True)
@@ -51,6 +55,13 @@ def add_serving_flags(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=9090,
         help="plain-HTTP port for /metrics, /healthz, /readyz (0 disables)",
+    )
+    add_flag(
+        parser,
+        "--shutdown-delay",
+        type=float,
+        default=5.0,
+        help="seconds to keep serving after SIGTERM, unready, before closing",
     )
     add_flag(
         parser,
@@ -83,9 +94,14 @@ def settings_from_args(args: argparse.Namespace) -> WebhookSettings:
                 f"{flag} must be a TCP port (0-65535), got {port}",
                 f"set {flag} / webhook.{flag.strip('-').replace('-p', 'P')}",
             )
+    if not 0 <= args.shutdown_delay <= 300:
+        raise ConfigError(
+            f"--shutdown-delay must be between 0 and 300 seconds, got {args.shutdown_delay}",
+            "set --shutdown-delay to a number of seconds (5 fits most clusters)",
+        )
     agentd, opencode = deliveries_from_args(args)
     return WebhookSettings(
-        serving=ServingSettings(args.host, args.port, args.metrics_port),
+        serving=ServingSettings(args.host, args.port, args.metrics_port, args.shutdown_delay),
         agentd=agentd,
         opencode=opencode,
         validator=validator_config_from_args(args),

@@ -230,3 +230,29 @@ async def test_webhook_process_serves_admission_and_metrics_then_stops_on_sigter
     assert decisions[0]["uid"] == review["request"]["uid"]
     assert decisions[0]["decision"] == "patched"
     assert any(line["msg"] == "webhook shutting down" for line in lines)
+
+
+@pytest.mark.parametrize("shutdown_delay", [1.5])
+async def test_after_sigterm_the_webhook_stays_reachable_but_unready_for_the_delay(
+    served: tuple[int, int, ssl.SSLContext, asyncio.subprocess.Process], shutdown_delay: float
+) -> None:
+    port, metrics_port, trust, process = served
+    process.send_signal(signal.SIGTERM)
+    async with aiohttp.ClientSession() as session:
+        async with asyncio.timeout(1.0):
+            while True:
+                async with session.get(f"http://127.0.0.1:{metrics_port}/readyz") as reply:
+                    if reply.status == 503:
+                        assert "shutting down" in await reply.text()
+                        break
+                await asyncio.sleep(0.02)
+        review = load_capture("pod-create-workspace.json")
+        async with session.post(
+            f"https://127.0.0.1:{port}/mutate-pods",
+            json=review,
+            ssl=trust,
+            server_hostname=SERVICE_HOST,
+        ) as reply:
+            assert (await reply.json())["response"]["allowed"] is True
+    assert process.returncode is None
+    assert await asyncio.wait_for(process.wait(), 15) == 0
