@@ -11,6 +11,9 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from wspin.errors import ConfigError
+from wspin.flags import Parser
+
 # Imported lazily so `wspin inject` never pays for the controller's imports and vice versa.
 SUBCOMMAND_MODULES = (
     "webhook.cli",
@@ -22,7 +25,7 @@ SUBCOMMAND_MODULES = (
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="wspin",
         description="Digest-pinned agentd/opencode delivery for AI-agent workspace pods.",
     )
@@ -33,7 +36,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    try:
+        parser = build_parser()
+    except ConfigError as err:  # a malformed WSPIN_* environment variable
+        print(f"error: {err}", file=sys.stderr)
+        return 1
     args = parser.parse_args(argv)
     status: int = args.handler(args)
     return status

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import argparse
 import os
-from typing import Any
+import sys
+from typing import Any, NoReturn
+
+from wspin.errors import ConfigError
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
@@ -45,7 +48,9 @@ def add_flag(
     raw = os.environ.get(variable)
     if kwargs.get("type") is bool or isinstance(default, bool):
         kwargs.pop("type", None)
-        value: Any = parse_bool(raw) if raw is not None else bool(default)
+        value: Any = (
+            _from_env(parse_bool, raw, flag, variable) if raw is not None else bool(default)
+        )
         parser.add_argument(
             flag,
             nargs="?",
@@ -61,7 +66,26 @@ def add_flag(
         if kwargs.get("action") == "append":
             value = [item for item in raw.split(",") if item]
         else:
-            value = convert(raw) if convert else raw
+            value = _from_env(convert, raw, flag, variable) if convert else raw
     else:
         value = default
     parser.add_argument(flag, default=value, help=f"{help} [env {variable}]", **kwargs)
+
+
+def _from_env(convert: Any, raw: str, flag: str, variable: str) -> Any:
+    """Convert an environment value now, so a bad one is a clear start-up error."""
+    try:
+        return convert(raw)
+    except (ValueError, TypeError, argparse.ArgumentTypeError) as err:
+        raise ConfigError(
+            f"environment variable {variable} (for {flag}) has an invalid value {raw!r}: {err}",
+            f"fix or unset {variable}, or pass {flag} on the command line",
+        ) from err
+
+
+class Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose usage errors exit 1, like every other configuration error."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(1, f"{self.prog}: error: {message}\n")
