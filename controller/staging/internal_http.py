@@ -37,11 +37,18 @@ class InternalCallError(WspinError):
 
 
 async def read_capped(response: aiohttp.ClientResponse, limit: int, what: str) -> bytes:
-    """The body, or ``InternalCallError`` when it exceeds ``limit`` bytes."""
-    body = await response.content.read(limit + 1)
-    if len(body) > limit:
-        raise InternalCallError(f"{what}: the answer exceeds {limit} bytes")
-    return body
+    """The whole body, or ``InternalCallError`` as soon as it exceeds ``limit`` bytes.
+
+    A loop, not one ``read(limit + 1)``: a stream read returns what has arrived so far, so a
+    single read cuts any answer longer than one network chunk."""
+    chunks: list[bytes] = []
+    size = 0
+    while chunk := await response.content.read(limit + 1 - size):
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > limit:
+            raise InternalCallError(f"{what}: the answer exceeds {limit} bytes")
+    return b"".join(chunks)
 
 
 def trimmed(body: bytes, limit: int = 4096) -> str:

@@ -1,10 +1,11 @@
 """Redaction of staged keys from everything the controller emits.
 
 Each staged plaintext is a *group* of exact values: the raw key, its standard base64, its
-URL-safe base64 (padded and unpadded), and the JSON-escaped raw form (a JSON log line
-renders a key holding a quote or a non-ASCII character escaped, and an exact-match rule on
-the raw form alone would miss it). Groups are keyed by ``group_id(envelope)``, registered at
-seal time and dropped when the envelope is superseded, revoked or cleaned up.
+URL-safe base64 (padded and unpadded), and their JSON-escaped forms, once and twice (a JSON
+log line renders a key holding a quote or a non-ASCII character escaped, a Go router's error
+body escapes it its own way, and an exact-match rule on the raw form alone would miss both).
+Groups are keyed by ``group_id(envelope)``, registered at seal time and dropped when the
+envelope is superseded, revoked or cleaned up.
 
 Beyond the reference, whose redactor was bookkeeping only: the same engine is registered with
 ``wspin.logs.add_scrubber`` (every rendered log line) and applied to every Event and
@@ -35,14 +36,26 @@ def group_id(envelope: str) -> str:
     return GROUP_PREFIX + base64.urlsafe_b64encode(digest).decode().rstrip("=")
 
 
+def _escaped(value: str) -> set[str]:
+    """``value`` inside a JSON string as we write it (non-ASCII as ``\\uXXXX``) and as Go's
+    encoding/json writes it (router bodies: non-ASCII raw, ``<``, ``>``, ``&`` escaped)."""
+    utf8 = json.dumps(value, ensure_ascii=False)[1:-1]
+    go = utf8.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+    return {json.dumps(value)[1:-1], utf8, go}
+
+
 def forms(secret: str) -> set[str]:
-    """Every form of ``secret`` that can show up in our output."""
+    """Every form of ``secret`` that can show up in our output: raw, base64 (standard and
+    URL-safe, padded or not), JSON-escaped, and escaped twice (a router's JSON error body
+    quoted inside a JSON log line). For a key of plain ASCII letters, digits, ``-`` and
+    ``_`` the escaped forms are the raw one."""
     raw = secret.encode()
     standard = base64.b64encode(raw).decode()
     urlsafe = base64.urlsafe_b64encode(raw).decode()
     values = {secret, standard, urlsafe, standard.rstrip("="), urlsafe.rstrip("=")}
-    values.add(json.dumps(secret)[1:-1])
-    return {v for v in values if len(v) >= MIN_SECRET_LENGTH}
+    once = {escaped for value in values for escaped in _escaped(value)}
+    twice = {escaped for value in once for escaped in _escaped(value)}
+    return {v for v in values | once | twice if len(v) >= MIN_SECRET_LENGTH}
 
 
 PREFIX_LENGTH: Final = 16

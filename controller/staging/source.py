@@ -117,8 +117,11 @@ def parse_providers(body: bytes) -> list[ProviderCredential]:
         base_url = entry.get("baseURL") or ""
         if not isinstance(base_url, str):
             raise InternalCallError(f"{where}.baseURL must be a string")
+        listed = entry.get("models") or []
+        if not isinstance(listed, list):
+            raise InternalCallError(f"{where}.models must be a list")
         models: list[str] = []
-        for position, model in enumerate(entry.get("models") or []):
+        for position, model in enumerate(listed):
             model_id = model.get("id") if isinstance(model, dict) else None
             if not isinstance(model_id, str) or not model_id:
                 raise InternalCallError(f"{where}.models[{position}].id must be a string")

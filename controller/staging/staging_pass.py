@@ -113,6 +113,22 @@ class RelayStagingPass:
     # -- the pass ---------------------------------------------------------------------------
 
     async def run(self, ws: Obj) -> StagingReport:
+        """One pass. A failed Kubernetes write comes back as the report's error, not raised,
+        so the reconciler still records the workspace's own status before it retries."""
+        try:
+            return await self._pass(ws)
+        except KubeAPIError as err:
+            meta = ws["metadata"]
+            message = self.redactor.redact(f"relay staging write failed: {err}")
+            log.error(
+                "relay staging write failed",
+                extra=fields(
+                    workspace=f"{meta.get('namespace', '')}/{meta['name']}", error=message
+                ),
+            )
+            return self._report([], error=TransientError(message))
+
+    async def _pass(self, ws: Obj) -> StagingReport:
         meta = ws["metadata"]
         name, generation = meta["name"], int(meta.get("generation") or 0)
         where = f"{meta.get('namespace', '')}/{name}"
@@ -147,6 +163,14 @@ class RelayStagingPass:
             bookkeeping=bookkeeping,
             redactor=self.redactor,
         )
+        if revocation.revoked:  # announced now: an incomplete revocation stops the pass below
+            await self.events.emit(
+                ws,
+                "Normal",
+                CREDENTIAL_REVOKED,
+                f"provider(s) {', '.join(revocation.revoked)} unbound: envelope deleted; "
+                "in-flight tokens fail closed until the pod applies the removal",
+            )
         cls = cond.staleness(code, revoked=revocation.any)
         if revocation.incomplete:
             await self._annotate(ws, {**before, STAGED_PROVIDERS: render_providers(bookkeeping)})
@@ -157,7 +181,8 @@ class RelayStagingPass:
                 revocation=revocation.message(),
                 generation=generation,
             )
-            error = TransientError(f"revocation incomplete: {'; '.join(revocation.errors)}")
+            detail = "; ".join(revocation.errors)
+            error = TransientError(self.redactor.redact(f"revocation incomplete: {detail}"))
             return self._report([stale] if stale else [], error=error)
 
         escalated, torn = 0, False
@@ -238,7 +263,7 @@ class RelayStagingPass:
             )
         )
         rejected = cond.rejected(code, generation)
-        await self._announce(ws, revocation.revoked, escalated, rejected)
+        await self._announce(ws, escalated, rejected)
         await self._annotate(
             ws,
             {
@@ -333,25 +358,20 @@ class RelayStagingPass:
         envelope = sealer.seal(want.credential.api_key.encode())
         group = group_id(envelope)
         self.redactor.register(group, want.credential.api_key)  # before anything can echo it
-        await write_envelope(
-            self.relay, envelope_secret(workspace, want.slug, envelope, want.models)
-        )
+        try:
+            await write_envelope(
+                self.relay, envelope_secret(workspace, want.slug, envelope, want.models)
+            )
+        except BaseException:
+            # Not staged: the retry seals a new envelope with a group of its own.
+            self.redactor.unregister(group)
+            raise
         previous = bookkeeping.get(want.slug)
         if previous is not None and previous.redaction_id != group:
             self.redactor.unregister(previous.redaction_id)
         bookkeeping[want.slug] = Staged(want.key_digest, sealer.key_id, want.models_digest, group)
 
-    async def _announce(
-        self, ws: Obj, revoked: list[str], escalated: int, rejected: Obj | None
-    ) -> None:
-        if revoked:
-            await self.events.emit(
-                ws,
-                "Normal",
-                CREDENTIAL_REVOKED,
-                f"provider(s) {', '.join(revoked)} unbound: envelope deleted; in-flight tokens "
-                "fail closed until the pod applies the removal",
-            )
+    async def _announce(self, ws: Obj, escalated: int, rejected: Obj | None) -> None:
         if escalated:
             await self.events.emit(
                 ws,

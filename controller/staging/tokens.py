@@ -95,20 +95,31 @@ def reusable(
     ttl: float,
 ) -> bool:
     """The cached token still fits: same keyID and scope, and not past half its lifetime."""
-    if not entry.get("token") or entry.get("keyID") != key_id:
-        return False
-    if entry.get("baseURL") != want.upstream or entry.get("modelAllowlist") != want.models:
+    if not _same_scope(entry, want, key_id):
         return False
     expires = parse_time(entry.get("expiresAt"))
     return expires is not None and now <= expires - timedelta(seconds=ttl / 2)
 
 
-def still_valid(entry: HandoffEntry, key_id: str, now: datetime) -> bool:
-    """Worth keeping through a mint failure: same keyID, not yet expired."""
-    if not entry.get("token") or entry.get("keyID") != key_id:
+def still_valid(entry: HandoffEntry, want: DesiredProvider, key_id: str, now: datetime) -> bool:
+    """Worth keeping through a mint failure: same keyID and scope, not yet expired.
+
+    Stricter than the reference, which kept any unexpired token under the keyID: a token
+    scoped to a former upstream or model list would send the key where its owner no longer
+    wants it, which is worse than a missing token."""
+    if not _same_scope(entry, want, key_id):
         return False
     expires = parse_time(entry.get("expiresAt"))
     return expires is not None and now < expires
+
+
+def _same_scope(entry: HandoffEntry, want: DesiredProvider, key_id: str) -> bool:
+    return (
+        bool(entry.get("token"))
+        and entry.get("keyID") == key_id
+        and entry.get("baseURL") == want.upstream
+        and entry.get("modelAllowlist") == want.models
+    )
 
 
 Mint = Callable[[MintRequest], Awaitable[str]]
@@ -156,7 +167,7 @@ async def renew(
                 "token mint failed",
                 extra=fields(workspace=workspace, provider=want.slug, error=redact(str(err))),
             )
-            if entry is not None and still_valid(entry, key_id, now):
+            if entry is not None and still_valid(entry, want, key_id, now):
                 result.entries.append(entry)
             else:
                 result.failed.append(want.slug)

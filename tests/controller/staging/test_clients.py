@@ -101,6 +101,23 @@ class TestCredentialSource:
             await source.providers("ws-b", "u")
         assert len(providers.requests) == 3
 
+    async def test_a_large_answer_is_read_whole(
+        self, providers: Providers, clients: Clients
+    ) -> None:
+        """Far beyond one network read, well within the 4 MiB cap."""
+        models = tuple(f"model-{i:05d}-{'x' * 40}" for i in range(40_000))
+        providers.bound["ws-a"] = [provider("openai", "openai", OPENAI_KEY, models=models)]
+        (credential,) = await clients.source_for(providers).providers("ws-a", "u")
+        assert credential.models == models
+
+    async def test_an_answer_over_four_mib_is_refused(
+        self, providers: Providers, clients: Clients
+    ) -> None:
+        models = tuple(f"model-{i:06d}-{'x' * 60}" for i in range(60_000))
+        providers.bound["ws-a"] = [provider("openai", "openai", OPENAI_KEY, models=models)]
+        with pytest.raises(InternalCallError, match="exceeds 4194304 bytes"):
+            await clients.source_for(providers).providers("ws-a", "u")
+
     async def test_a_dead_api_is_a_call_error(self, clients: Clients) -> None:
         config = make_config("http://router.invalid", "llm-relay", "http://127.0.0.1:9", 3600)
         with pytest.raises(InternalCallError, match="call api"):
@@ -138,6 +155,10 @@ class TestCredentialSource:
                 b'{"providers": [{"kind": "openai", "slug": "o", "apiKey": "sk-1", '
                 b'"models": [1]}]}',
                 r"providers\[0\]\.models\[0\]\.id",
+            ),
+            (
+                b'{"providers": [{"kind": "openai", "slug": "o", "apiKey": "sk-1", "models": 7}]}',
+                r"providers\[0\]\.models must be a list",
             ),
         ],
     )

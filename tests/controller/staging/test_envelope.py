@@ -3,8 +3,16 @@
 from __future__ import annotations
 
 import base64
+import hashlib
+import hmac
 
 import pytest
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from cryptography.hazmat.primitives.kdf.hkdf import HKDFExpand
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from controller.staging.envelope import (
     ENC_LENGTH,
@@ -51,6 +59,47 @@ def test_the_suite_is_x25519_hkdf_sha256_aes128gcm_with_the_staging_info(
     context = SUITE.create_recipient_context(payload[:32], recipient, info=INFO)
     assert context.open(payload[32:], aad=head.encode()) == b"plain"
     assert INFO == b"llmsafespaces-staging-hpke-v1"
+
+
+def _labeled_extract(suite_id: bytes, salt: bytes, label: bytes, ikm: bytes) -> bytes:
+    return hmac.new(salt, b"HPKE-v1" + suite_id + label + ikm, hashlib.sha256).digest()
+
+
+def _labeled_expand(suite_id: bytes, prk: bytes, label: bytes, info: bytes, length: int) -> bytes:
+    labeled = length.to_bytes(2, "big") + b"HPKE-v1" + suite_id + label + info
+    return HKDFExpand(hashes.SHA256(), length, labeled).derive(prk)
+
+
+def _rfc9180_open(private_key: bytes, envelope: str) -> bytes:
+    """RFC 9180 base mode, DHKEM(X25519, HKDF-SHA256) / HKDF-SHA256 / AES-128-GCM, written
+    out from the RFC on ``cryptography``'s primitives: no pyhpke and none of our constants."""
+    head, _, encoded = envelope.rpartition(":")
+    payload = base64.b64decode(encoded)
+    enc, ciphertext = payload[:32], payload[32:]
+    recipient = X25519PrivateKey.from_private_bytes(private_key)
+    public = recipient.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
+    dh = recipient.exchange(X25519PublicKey.from_public_bytes(enc))
+    kem = b"KEM\x00\x20"
+    eae_prk = _labeled_extract(kem, b"", b"eae_prk", dh)
+    shared = _labeled_expand(kem, eae_prk, b"shared_secret", enc + public, 32)
+    suite = b"HPKE\x00\x20\x00\x01\x00\x01"
+    psk_id_hash = _labeled_extract(suite, b"", b"psk_id_hash", b"")
+    info_hash = _labeled_extract(suite, b"", b"info_hash", b"llmsafespaces-staging-hpke-v1")
+    context = b"\x00" + psk_id_hash + info_hash
+    secret = _labeled_extract(suite, shared, b"secret", b"")
+    key = _labeled_expand(suite, secret, b"key", context, 16)
+    nonce = _labeled_expand(suite, secret, b"base_nonce", context, 12)
+    return AESGCM(key).decrypt(nonce, ciphertext, head.encode())
+
+
+def test_an_envelope_opens_with_an_independent_rfc_9180_implementation(
+    keys: tuple[bytes, bytes],
+) -> None:
+    envelope = Sealer(keys[1], "hpke-g4").seal(b"sk-cross-check")
+    assert envelope.startswith("stg:v1:hpke:hpke-g4:")
+    assert _rfc9180_open(keys[0], envelope) == b"sk-cross-check"
+    with pytest.raises(InvalidTag):  # the header is the AAD
+        _rfc9180_open(keys[0], envelope.replace("hpke-g4", "hpke-g5", 1))
 
 
 def test_sealing_twice_gives_different_envelopes(keys: tuple[bytes, bytes]) -> None:

@@ -41,6 +41,24 @@ class TestRedactor:
         ):
             assert redactor.redact(f"before {form} after") == f"before {REPLACEMENT} after"
 
+    def test_a_key_as_a_go_router_encodes_it_is_replaced_even_inside_a_log_line(
+        self,
+    ) -> None:
+        """Go's encoding/json keeps non-ASCII raw and escapes ``<``, ``>``, ``&``; a router
+        error body carried in a JSON log line is escaped a second time."""
+        redactor = Redactor()
+        key = 'sk-"ключ"<&>-1'
+        redactor.register("staged:x", key)
+        go_body = '{"detail":"bad key sk-\\"ключ\\"\\u003c\\u0026\\u003e-1"}'
+        assert "ключ" in go_body and "\\u003c" in go_body
+        for text in (
+            go_body,
+            json.dumps({"error": go_body}),
+            json.dumps({"e": go_body}, ensure_ascii=False),
+        ):
+            redacted = redactor.redact(text)
+            assert REPLACEMENT in redacted and "ключ" not in redacted and "043a" not in redacted
+
     def test_unregistering_a_group_stops_its_redaction(self) -> None:
         redactor = Redactor()
         redactor.register("staged:a", "secret-a-123")
@@ -179,9 +197,17 @@ class TestTokens:
         assert not reusable(entry(**changed), WANT, "hpke-g2", NOW, 3600)
 
     def test_a_token_is_kept_through_a_mint_failure_only_while_valid(self) -> None:
-        assert still_valid(entry(), "hpke-g2", NOW + timedelta(minutes=59))
-        assert not still_valid(entry(), "hpke-g2", NOW + timedelta(minutes=60))
-        assert not still_valid(entry(), "hpke-g3", NOW)
+        assert still_valid(entry(), WANT, "hpke-g2", NOW + timedelta(minutes=59))
+        assert not still_valid(entry(), WANT, "hpke-g2", NOW + timedelta(minutes=60))
+        assert not still_valid(entry(), WANT, "hpke-g3", NOW)
+
+    @pytest.mark.parametrize(
+        "changed", [{"baseURL": "https://elsewhere/v1"}, {"modelAllowlist": ["gpt-5"]}]
+    )
+    def test_a_token_of_another_scope_is_not_kept_through_a_mint_failure(
+        self, changed: dict[str, object]
+    ) -> None:
+        assert not still_valid(entry(**changed), WANT, "hpke-g2", NOW)
 
 
 class TestRevision:

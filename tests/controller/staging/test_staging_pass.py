@@ -175,6 +175,23 @@ class TestStaging:
         assert stage.redactor.groups().isdisjoint(old_group)
         assert stage.redactor.redact(OPENAI_KEY) == OPENAI_KEY  # no longer ours to hide
 
+    async def test_a_failed_envelope_write_leaves_no_redaction_group_behind(
+        self, stage: Stage, kube_server: KubeServer
+    ) -> None:
+        """Each retry seals anew; a group per failed attempt would grow without bound."""
+        stage.providers.bound["ws-a"] = [provider("openai", "openai", OPENAI_KEY)]
+        await stage.workspace()
+        await stage.run()
+        groups = stage.redactor.groups()
+        stage.providers.bound["ws-a"] = [provider("openai", "openai", "sk-rotated-by-owner-42")]
+        path = f"/api/v1/namespaces/{stage.relay_namespace}/secrets/llm-relay-env-ws-a-openai"
+        for _ in range(3):
+            kube_server.fail_next(500, method="PUT", path=path)
+            report = await stage.run()
+            assert isinstance(report.error, TransientError)
+            assert "relay staging write failed" in str(report.error)
+        assert stage.redactor.groups() == groups
+
     async def test_a_workspace_without_an_owner_fails_staging_with_a_reason(
         self, stage: Stage
     ) -> None:
@@ -242,6 +259,26 @@ class TestRevocation:
         assert (await stage.run()).error is None
         assert await stage.envelope_secret("local") is None
         assert "local" not in json.loads(annotations_on(await stage.get())[STAGED_PROVIDERS])
+
+    async def test_a_deletion_that_succeeded_is_announced_even_when_another_failed(
+        self, stage: Stage, kube_server: KubeServer
+    ) -> None:
+        stage.providers.bound["ws-a"] = two_providers()
+        await stage.workspace()
+        await stage.run()
+        stage.providers.bound["ws-a"] = []
+        kube_server.fail_next(
+            500,
+            method="DELETE",
+            path=f"/api/v1/namespaces/{stage.relay_namespace}/secrets/llm-relay-env-ws-a-local",
+        )
+
+        report = await stage.run()
+
+        assert isinstance(report.error, TransientError)
+        assert await stage.envelope_secret("openai") is None
+        (event,) = await events(stage, "CredentialRevoked")
+        assert "openai" in event["message"] and "local" not in event["message"]
 
     async def test_cleanup_deletes_every_envelope_and_forgets_the_keys(self, stage: Stage) -> None:
         stage.providers.bound["ws-a"] = two_providers()
@@ -325,6 +362,25 @@ class TestKeysAndTokens:
         assert stale["message"] == "token mint failed; staged tokens incomplete"
         staged = condition(ws, "CredentialsStaged")
         assert staged is not None and "1 token mint(s) failed" in staged["message"]
+
+    async def test_a_failed_mint_never_keeps_a_token_scoped_to_a_former_upstream(
+        self, stage: Stage
+    ) -> None:
+        """The owner moved the provider to another upstream: the old token would send the
+        freshly sealed key where the owner no longer wants it."""
+        stage.providers.bound["ws-a"] = two_providers()[1:]
+        await stage.workspace()
+        await stage.run()
+        stage.router.state.mint_status = 503
+        stage.providers.bound["ws-a"] = [
+            provider("local", "openai_compatible", COMPAT_KEY, base_url="https://moved.example/v1")
+        ]
+
+        await stage.run()
+
+        assert (await stage.handoff())["providers"] == []
+        stale = condition(await stage.get(), "CredentialStale")
+        assert stale is not None and stale["reason"] == "StageFailed"
 
     async def test_a_wiped_bookkeeping_annotation_restages_once_then_goes_quiet(
         self, stage: Stage, kube_server: KubeServer
