@@ -140,7 +140,11 @@ def validate_workspace(request: Obj, cfg: ValidatorConfig) -> str | None:
 
     Writes through the ``status`` subresource are allowed unchecked: the API server resets the
     spec on them, so re-checking the spec would only wedge the controller's status writes on a
-    Workspace admitted under older caps. CREATE and UPDATE of the main resource get every check.
+    Workspace admitted under older caps. CREATE, and any UPDATE that changes the spec, get
+    every check. An UPDATE that leaves the spec as stored (finalizers, labels, annotations,
+    deletion) gets only the status check: the spec was admitted when it was written, and
+    re-judging it against caps lowered since would deny the controller's own finalizer
+    removal and leave the Workspace stuck in Terminating.
     """
     operation = request.get("operation")
     if operation not in ("CREATE", "UPDATE"):
@@ -155,6 +159,8 @@ def validate_workspace(request: Obj, cfg: ValidatorConfig) -> str | None:
         spec = {}
     if not isinstance(spec, dict):
         return "spec must be an object"
+    if operation == "UPDATE" and _spec_unchanged(request, spec):
+        return _status_problem(request, workspace)
     for check in (
         _runtime_problem(spec, cfg),
         _storage_problem(spec, cfg),
@@ -167,6 +173,15 @@ def validate_workspace(request: Obj, cfg: ValidatorConfig) -> str | None:
         if check is not None:
             return check
     return None
+
+
+def _spec_unchanged(request: Obj, spec: Obj) -> bool:
+    """The UPDATE carries the spec exactly as stored (a missing ``oldObject`` never counts)."""
+    old = request.get("oldObject")
+    if not isinstance(old, dict):
+        return False
+    old_spec = old.get("spec")
+    return spec == (old_spec if old_spec is not None else {})
 
 
 def _runtime_problem(spec: Obj, cfg: ValidatorConfig) -> str | None:

@@ -20,16 +20,19 @@ _STORAGE_SIZE = re.compile(r"^([1-9][0-9]*)(Gi|Mi)$")
 # ("2") is refused like the reference's settings pattern: cores must be written "2.0" or "2000m".
 _CPU = re.compile(r"^([1-9][0-9]*)m$|^([1-9][0-9]*\.[0-9]+|0\.[0-9]*[1-9][0-9]*)$")
 _MEMORY = re.compile(r"^([1-9][0-9]*)(Ki|Mi|Gi)$")
-# Package name (optional npm scope), optional pip extras, optional @version, optional
-# comma-separated version constraints. Deliberately narrow: flags, URLs, markers and
-# whitespace all fail it.
+# Package name (a "/" only after an npm "@scope"), optional pip extras, optional @version,
+# optional comma-separated version constraints. Deliberately narrow: flags, URLs, markers and
+# whitespace all fail it. A slash anywhere else is a source, not a name: npm reads
+# ``user/repo`` and ``name@user/repo`` as GitHub repositories.
 _REQUIREMENT = re.compile(
-    r"^@?[a-zA-Z][a-zA-Z0-9._/-]*"
+    r"^(@[a-zA-Z0-9][a-zA-Z0-9._-]*/)?[a-zA-Z][a-zA-Z0-9._-]*"
     r"(\[[a-zA-Z0-9._,-]+\])?"
-    r"(@[a-zA-Z0-9._+/-]+)?"
+    r"(@[a-zA-Z0-9._+-]+)?"
     r"(([<>=!~]=?)[a-zA-Z0-9._+-]+(,([<>=!~]=?)[a-zA-Z0-9._+-]+)*)?$"
 )
 _REQUIREMENT_SOURCE = re.compile(r"(?i)^(git\+|https?:|ssh:|ftp:|file:|svn\+|hg\+|bzr\+|\.\.?/|/)")
+# pip and npm install a bare archive name as a local file, not from the registry.
+_ARCHIVE_SUFFIXES: Final = (".whl", ".tgz", ".tar", ".tar.gz", ".tar.bz2", ".tar.xz", ".zip")
 _DOMAIN = re.compile(r"^(\*\.)?([a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?\.)+[a-zA-Z]{2,63}$")
 # In-cluster names would let a user open a NetworkPolicy hole to cluster services.
 _INTERNAL_SUFFIXES: Final = (".cluster.local", ".svc", ".local", ".internal")
@@ -78,18 +81,21 @@ def parse_storage_gi(value: str) -> int:
 def requirement_problem(requirement: str) -> str | None:
     """Why a package requirement is refused, or None: flags, URLs and paths would let pip/npm
     fetch and run attacker-chosen code in the workspace's init container."""
-    text = requirement.strip()
-    if not text:
+    text = requirement
+    if not text.strip():
         return "must not be empty"
+    if text != text.strip():
+        # Stored as written and handed to the package manager as written: refuse, never trim.
+        return "has leading or trailing whitespace"
     if len(text) > MAX_REQUIREMENT_LENGTH:
         return f"is {len(text)} characters; the limit is {MAX_REQUIREMENT_LENGTH}"
     if text.startswith("-"):
         return "starts with '-', which the package manager would read as a flag"
-    if _REQUIREMENT_SOURCE.match(text):
+    if _REQUIREMENT_SOURCE.match(text) or text.lower().endswith(_ARCHIVE_SUFFIXES):
         return "looks like a URL or path; only registry package names may be installed"
     if ".." in text:
         return "contains '..' (path traversal)"
-    if not _REQUIREMENT.match(text):
+    if not _REQUIREMENT.fullmatch(text):
         return "is not a package name with optional [extras], @version or version constraints"
     return None
 
@@ -97,9 +103,11 @@ def requirement_problem(requirement: str) -> str | None:
 def domain_problem(domain: str) -> str | None:
     """Why an egress domain is refused, or None: IP literals and in-cluster names would open a
     NetworkPolicy hole past the chart's blocked CIDRs."""
-    text = domain.strip()
-    if not text:
+    text = domain
+    if not text.strip():
         return "must not be empty"
+    if text != text.strip():
+        return "has leading or trailing whitespace"
     if len(text) > MAX_DOMAIN_LENGTH:
         return f"is {len(text)} characters; the limit is {MAX_DOMAIN_LENGTH}"
     try:
@@ -112,6 +120,6 @@ def domain_problem(domain: str) -> str | None:
     for suffix in _INTERNAL_SUFFIXES:
         if lowered.endswith(suffix):
             return f"ends in the cluster-internal suffix {suffix!r}; use a public host name"
-    if not _DOMAIN.match(text):
+    if not _DOMAIN.fullmatch(text):
         return "is not a valid host name (letters, digits and '-' per label, optional leading '*.')"
     return None

@@ -12,7 +12,6 @@ cannot be built. A new ``restartGeneration`` or ``architecture`` recreates the p
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -34,6 +33,7 @@ from wspin.resources import (
     SERVICE_ACCOUNTS,
     WORKSPACES,
     AlreadyExists,
+    Invalid,
     Kube,
     NotFound,
 )
@@ -142,6 +142,12 @@ class WorkspaceReconciler:
         try:
             pod_body = build.desired_pod(ws, self.settings)
             pvc_body = build.desired_pvc(ws)
+            if self.pvcs.get(ObjectKey(key.namespace, pvc_body["metadata"]["name"])) is None:
+                await self._create(PVCS, pvc_body)
+            if (ws.get("spec") or {}).get("suspend"):
+                outcome = await self._suspend(ws)
+            else:
+                outcome = await self._run(ws, pod_body)
         except build.PodBuildError as err:
             log.warning(
                 "workspace pod cannot be built",
@@ -149,13 +155,6 @@ class WorkspaceReconciler:
             )
             await self._write_status(ws, _Outcome("Failed", None, err.message))
             return None
-        namespace = key.namespace
-        if self.pvcs.get(ObjectKey(namespace, pvc_body["metadata"]["name"])) is None:
-            await self._create(PVCS, pvc_body)
-        if (ws.get("spec") or {}).get("suspend"):
-            outcome = await self._suspend(ws)
-        else:
-            outcome = await self._run(ws, pod_body)
         await self._write_status(ws, outcome)
         # Only after the status records the episode: a failed write then means a retry
         # that finds the episode unrecorded, never a second Event for the same one.
@@ -199,7 +198,8 @@ class WorkspaceReconciler:
             if isinstance(report, list):
                 report = StagingReport(report)
             outcome.conditions += report.conditions
-            outcome.remove, outcome.error = report.remove, report.error
+            outcome.remove = (*outcome.remove, *report.remove)
+            outcome.error = report.error
         return outcome
 
     async def _suspend(self, ws: Obj) -> _Outcome:
@@ -257,7 +257,10 @@ class WorkspaceReconciler:
         failure = verify.detect_failure(pod)
         for artifact in ARTIFACTS:
             if not verify.has_marker(pod, artifact):
-                continue  # never marked verified, never blamed
+                # Never marked verified, never blamed; a verdict left over from an earlier
+                # pod would claim a check this pod never ran, so it goes.
+                outcome.remove = (*outcome.remove, verify.condition_type(artifact))
+                continue
             if failure is not None and failure.artifact == artifact:
                 outcome.conditions.append(verify.failed_condition(failure, generation))
                 if await self._new_episode(ws, current, failure):
@@ -338,8 +341,18 @@ class WorkspaceReconciler:
         return await self.kube.patch(WORKSPACES, meta["name"], patch, meta.get("namespace"))
 
     async def _create(self, resource: Any, body: Obj) -> None:
-        with contextlib.suppress(AlreadyExists):  # the cache lags behind our own create
+        """Create ``body``; a 422 becomes PodBuildError (phase Failed with the API server's
+        reason): the same body is refused every time, so retrying with backoff would only
+        leave the Workspace Pending with no word on why. A spec edit or a controller restart
+        with corrected flags reconciles it again."""
+        try:
             await self.kube.create(resource, body, body["metadata"]["namespace"])
+        except AlreadyExists:
+            pass  # the cache lags behind our own create
+        except Invalid as err:
+            raise build.PodBuildError(
+                f"the API server rejected the {body.get('kind', 'object')}: {err.message}"
+            ) from err
 
     async def _delete_pod(self, pod: Obj) -> None:
         meta = pod["metadata"]

@@ -71,13 +71,14 @@ def running_phase(pod: Obj | None, previous: str) -> Phase:
     """Pending until the pod is scheduled, Creating while it starts, Active once ready.
 
     A pod that stops being ready (a restart, a failed probe) keeps an Active workspace
-    Active, and a pod being replaced keeps the workspace Creating rather than Pending.
+    Active, and a pod being replaced keeps the workspace Creating rather than Pending, also
+    while the replacement waits to be scheduled: the phase never moves backwards.
     """
     if pod is None or pod_deleting(pod):
         return "Creating" if previous in ("Creating", "Active") else "Pending"
     if pod_ready(pod) or previous == "Active":
         return "Active"
-    if (pod.get("spec") or {}).get("nodeName"):
+    if (pod.get("spec") or {}).get("nodeName") or previous == "Creating":
         return "Creating"
     return "Pending"
 

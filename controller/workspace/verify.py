@@ -97,9 +97,16 @@ def has_marker(pod: Obj, artifact: Artifact) -> bool:
 
 
 def termination_of(pod: Obj) -> Termination | None:
-    """The first ``containerStatuses`` entry, in order, with a current terminated state, else
-    its last termination state. Init containers are not examined: one attribution only."""
+    """The ``workspace`` container's current terminated state, else its last termination.
+
+    Only that container runs the verifier, so only its exit code means anything: another
+    container's exit (the kubelet lists statuses by name, so ``a-helper`` would come first)
+    must neither hide the verifier's code nor be read as one. Init containers and native
+    sidecars (``initContainerStatuses``) are not examined: one attribution only.
+    """
     for status in (pod.get("status") or {}).get("containerStatuses") or []:
+        if status.get("name") != MAIN_CONTAINER:
+            continue
         terminated = (status.get("state") or {}).get("terminated") or (
             (status.get("lastState") or {}).get("terminated")
         )

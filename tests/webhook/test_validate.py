@@ -220,7 +220,15 @@ class TestResources:
 class TestPackages:
     @pytest.mark.parametrize(
         "requirement",
-        ["requests", "requests[security]>=2.0,<3", "numpy==1.26.4", "@types/node@20.1.0", "lodash"],
+        [
+            "requests",
+            "requests[security]>=2.0,<3",
+            "numpy==1.26.4",
+            "@types/node@20.1.0",
+            "lodash",
+            "@scope/pkg",
+            "zope.interface",
+        ],
     )
     def test_legitimate_requirements_are_allowed(self, requirement: str) -> None:
         assert denial(packages=[{"manager": "pip", "requirements": [requirement]}]) is None
@@ -240,6 +248,15 @@ class TestPackages:
             ("pkg; rm -rf /", "package name"),
             ("pkg$(id)", "package name"),
             ("a" * 257, "257 characters"),
+            ("evil/repo", "package name"),
+            ("lodash@evil/repo", "package name"),
+            ("a/b/c", "package name"),
+            ("evil.whl", "URL or path"),
+            ("evil-1.0.tar.gz", "URL or path"),
+            ("evil.tgz", "URL or path"),
+            ("requests\n", "whitespace"),
+            (" requests", "whitespace"),
+            ("   ", "empty"),
         ],
     )
     def test_injection_flags_urls_and_long_requirements_are_denied(
@@ -268,6 +285,8 @@ class TestEgressDomains:
             ("nodot", "valid host name"),
             ("a." * 127 + "com", "characters"),
             ("", "empty"),
+            ("api.github.com\n", "whitespace"),
+            (" api.github.com", "whitespace"),
         ],
     )
     def test_internal_ip_and_malformed_domains_are_denied(self, domain: str, fragment: str) -> None:
@@ -354,6 +373,50 @@ class TestStatusForging:
         new = workspace()
         new["status"] = dict(self.STATUS)
         assert validate_workspace(update(new, workspace(), sub="status"), DEFAULT) is None
+
+
+class TestUpdatesThatKeepTheSpec:
+    """Caps may be lowered after a Workspace was admitted; its metadata must stay writable."""
+
+    LOWER_CAP = ValidatorConfig(max_storage_gi=10)
+
+    @staticmethod
+    def stored() -> dict[str, Any]:
+        obj = workspace(storage={"size": "20Gi"}, runtimeClass="runc")
+        obj["metadata"]["finalizers"] = ["workspace.llmsafespaces.dev/finalizer"]
+        return obj
+
+    def test_the_controller_can_release_its_finalizer_under_lowered_caps(self) -> None:
+        old = self.stored()
+        old["metadata"]["deletionTimestamp"] = "2026-11-29T12:00:00Z"
+        new = copy.deepcopy(old)
+        new["metadata"]["finalizers"] = []
+        assert validate_workspace(update(new, old), self.LOWER_CAP) is None
+
+    def test_labels_can_change_on_a_workspace_admitted_under_older_caps(self) -> None:
+        old = self.stored()
+        new = copy.deepcopy(old)
+        new["metadata"]["labels"] = {"team": "blue"}
+        assert validate_workspace(update(new, old), self.LOWER_CAP) is None
+
+    def test_a_spec_change_is_checked_against_the_current_caps(self) -> None:
+        old = self.stored()
+        old["metadata"]["annotations"] = {RUNTIME_CLASS_OVERRIDE_ANNOTATION: "true"}
+        new = copy.deepcopy(old)
+        new["spec"]["storage"]["size"] = "30Gi"
+        message = validate_workspace(update(new, old), self.LOWER_CAP)
+        assert message and "spec.storage.size '30Gi'" in message
+
+    def test_an_unchanged_spec_still_cannot_carry_a_forged_status(self) -> None:
+        old = self.stored()
+        new = copy.deepcopy(old)
+        new["status"] = {"phase": "Active", "podName": "forged"}
+        message = validate_workspace(update(new, old), self.LOWER_CAP)
+        assert message and "workspaces/status subresource" in message
+
+    def test_an_update_without_an_old_object_gets_every_check(self) -> None:
+        message = validate_workspace(update(self.stored(), None), self.LOWER_CAP)
+        assert message and "spec.storage.size" in message
 
 
 class TestRequestShape:

@@ -11,6 +11,7 @@ from controller.types import ObjectKey, ObjectReader, Requeue
 from controller.workspace.pod import desired_pod
 from controller.workspace.reconciler import FINALIZER, VERIFY_FAILURE_REQUEUE
 from tests.controller.workspace.conftest import SETTINGS, Harness, injected
+from tests.kubeapi import KubeServer
 from wspin.resources import EVENTS, PODS, PVCS, SERVICE_ACCOUNTS, WORKSPACES
 
 Obj = dict[str, Any]
@@ -135,6 +136,36 @@ class TestApply:
         assert ws["status"]["reason"] == "PodBuildFailed"
         assert "spec.podSecurityContext.runAsUser" in ws["status"]["message"]
         assert harness.pods.list() == []
+
+    async def test_a_pod_the_api_server_rejects_fails_the_workspace_with_its_reason(
+        self, harness: Harness, kube_server: KubeServer
+    ) -> None:
+        await harness.apply()
+        rejection = 'Pod "ws1" is invalid: spec.runtimeClassName: Invalid value: "Bad!"'
+        kube_server.fail_next(
+            422,
+            method="POST",
+            path=f"/api/v1/namespaces/{harness.namespace}/pods",
+            message=rejection,
+        )
+        assert await harness.reconcile() is None  # not retried with backoff: the same body fails
+        ws = await harness.workspace()
+        assert ws["status"]["phase"] == "Failed"
+        assert ws["status"]["reason"] == "PodBuildFailed"
+        assert "rejected the Pod" in ws["status"]["message"]
+        assert rejection in ws["status"]["message"]
+        assert condition(ws, "Ready")["message"] == ws["status"]["message"]  # type: ignore[index]
+
+        # A spec edit reconciles again; this time the API server takes the pod.
+        await harness.kube.patch(
+            WORKSPACES, "ws1", {"spec": {"restartGeneration": 1}}, harness.namespace
+        )
+        await harness.settle()
+        await harness.reconcile()
+        ws = await harness.workspace()
+        assert ws["status"]["phase"] == "Pending"
+        assert "reason" not in ws["status"]
+        assert await harness.kube.get_or_none(PODS, await harness.pod_name(), harness.namespace)
 
     async def test_a_deleted_workspace_is_not_found_and_that_is_success(
         self, harness: Harness
@@ -362,6 +393,29 @@ class TestVerifyFailureDetection:
         assert ws["status"]["phase"] == "Active"
         assert condition(ws, "AgentdVerified") is None
         assert await events_for(harness) == []
+
+    async def test_a_replacement_pod_without_the_marker_drops_the_earlier_verdict(
+        self, harness: Harness
+    ) -> None:
+        await harness.apply()
+        pod_name = await create_injected_pod(harness)
+        await harness.set_pod_status(pod_name, ready_status())
+        await harness.reconcile()
+        assert condition(await harness.workspace(), "AgentdVerified") is not None
+
+        # The pod goes; its replacement is admitted without delivery (no webhook here).
+        await harness.kube.delete(PODS, pod_name, harness.namespace, grace_seconds=0)
+        await reconcile_until(harness, "Creating")
+        replacement = await harness.kube.get(PODS, pod_name, harness.namespace)
+        assert not any(
+            e["name"] == "AGENTD_IMAGE_VOLUME" for e in replacement["spec"]["containers"][0]["env"]
+        )
+        await harness.set_pod_status(pod_name, ready_status())
+        await harness.reconcile()
+        ws = await harness.workspace()
+        assert ws["status"]["phase"] == "Active"
+        assert condition(ws, "AgentdVerified") is None
+        assert condition(ws, "OpencodeVerified") is None
 
     async def test_a_recovered_pod_flips_the_condition_back_to_true(self, harness: Harness) -> None:
         await harness.apply()

@@ -48,6 +48,12 @@ def test_a_replaced_pod_keeps_the_workspace_creating() -> None:
     assert running_phase(None, "Suspended") == "Pending"
 
 
+def test_an_unscheduled_replacement_pod_does_not_move_the_phase_back_to_pending() -> None:
+    unscheduled = with_status(POD, phase="Pending")
+    assert running_phase(unscheduled, "Creating") == "Creating"
+    assert running_phase(unscheduled, "Suspended") == "Pending"
+
+
 def test_every_phase_has_a_ready_condition() -> None:
     assert ready_condition("Active", 1)["status"] == "True"
     for phase in ("Pending", "Creating", "Suspending", "Suspended", "Terminating", "Failed"):

@@ -87,7 +87,7 @@ def test_the_last_termination_is_used_while_the_container_waits() -> None:
     assert (termination.exit_code, termination.restart_count) == (84, 3)
 
 
-def test_the_first_container_status_with_a_termination_is_attributed() -> None:
+def test_only_the_workspace_container_status_is_attributed() -> None:
     pod = with_status(POD, exit_code=83)
     sidecar = {"name": "a-first", "state": {"running": {}}, "restartCount": 0}
     other = {"name": "z-last", "state": {"terminated": {"exitCode": 81}}, "restartCount": 0}
@@ -97,6 +97,19 @@ def test_the_first_container_status_with_a_termination_is_attributed() -> None:
     ]
     failure = detect_failure(pod)
     assert failure is not None and failure.exit_code == 83
+
+
+def test_another_container_listed_first_neither_hides_nor_fakes_a_verify_failure() -> None:
+    helper = {"name": "a-helper", "state": {"terminated": {"exitCode": 137}}, "restartCount": 0}
+    pod = with_status(POD, exit_code=83)
+    pod["status"]["containerStatuses"].insert(0, helper)
+    failure = detect_failure(pod)
+    assert failure is not None and failure.exit_code == 83
+
+    blamed = dict(helper, state={"terminated": {"exitCode": 81}})
+    healthy = with_status(POD, ready=True)
+    healthy["status"]["containerStatuses"].insert(0, blamed)
+    assert detect_failure(healthy) is None
 
 
 def test_the_digest_label_comes_from_the_image_volume() -> None:
