@@ -180,10 +180,13 @@ class WorkspaceReconciler:
                 await self._delete_pod(pod)
                 return _Outcome(st.running_phase(None, previous), PROGRESS_REQUEUE, stale)
         if pod is None:
+            outcome = _Outcome(st.running_phase(None, previous), PROGRESS_REQUEUE)
+            # Staged before the pod is built, so its first start finds its relay handoff.
+            await self._stage(ws, outcome)
             # The pod's identity first: the API server refuses a pod whose account is missing.
             await self._create(SERVICE_ACCOUNTS, build.desired_service_account(ws))
             await self._create(PODS, pod_body)
-            return _Outcome(st.running_phase(None, previous), PROGRESS_REQUEUE)
+            return outcome
         if st.pod_deleting(pod):
             return _Outcome(
                 st.running_phase(pod, previous), PROGRESS_REQUEUE, "waiting for the old pod to stop"
@@ -193,14 +196,20 @@ class WorkspaceReconciler:
         failure = await self._verify(ws, pod, phase, outcome)
         if failure is not None:
             outcome.requeue = VERIFY_FAILURE_REQUEUE
-        if self.staging is not None and phase in ("Creating", "Active"):
-            report = await self.staging.run(ws)
-            if isinstance(report, list):
-                report = StagingReport(report)
-            outcome.conditions += report.conditions
-            outcome.remove = (*outcome.remove, *report.remove)
-            outcome.error = report.error
+        if phase in ("Creating", "Active"):
+            await self._stage(ws, outcome)
         return outcome
+
+    async def _stage(self, ws: Obj, outcome: _Outcome) -> None:
+        """Run the relay staging pass, when armed, and fold its report into ``outcome``."""
+        if self.staging is None:
+            return
+        report = await self.staging.run(ws)
+        if isinstance(report, list):
+            report = StagingReport(report)
+        outcome.conditions += report.conditions
+        outcome.remove = (*outcome.remove, *report.remove)
+        outcome.error = report.error
 
     async def _suspend(self, ws: Obj) -> _Outcome:
         pod_name = build.names(ws).pod

@@ -441,18 +441,19 @@ class RecordingStaging:
         ]
 
 
-async def test_the_staging_pass_runs_in_creating_and_active_and_its_conditions_land(
+async def test_the_staging_pass_runs_before_the_pod_is_built_and_in_active(
     harness: Harness,
 ) -> None:
     staging = RecordingStaging()
     harness.reconciler.staging = staging
     await harness.apply()
-    await harness.reconcile()  # creates the pod: nothing to stage into yet
-    await harness.reconcile()  # pod not scheduled: still Pending
-    assert staging.seen == []
+    await harness.reconcile()  # stages, then creates the pod: its first start finds the handoff
+    assert staging.seen == ["ws1"]
+    await harness.reconcile()  # pod not scheduled: still Pending, nothing new to stage
+    assert staging.seen == ["ws1"]
     await harness.set_pod_status(await harness.pod_name(), ready_status())
     await harness.reconcile()
-    assert staging.seen == ["ws1"]
+    assert staging.seen == ["ws1", "ws1"]
     ws = await harness.workspace()
     assert ws["status"]["phase"] == "Active"
     staged = condition(ws, "RelayStaged")
