@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import argparse
 import os
+from typing import Any
 
 import pytest
 
-from tests.chart.helm import Rendered, flag_values
+from tests.chart.helm import NAMESPACE, Rendered, flag_values
 
 
 @pytest.fixture
@@ -113,3 +114,36 @@ def test_every_webhook_value_reaches_its_setting(full_render: Rendered) -> None:
         "registry.internal:5000/runtimes/",
     )
     assert settings.validator.max_storage_gi == 1024
+
+
+@pytest.mark.usefixtures("clean_environment")
+async def test_self_managed_certificate_flags_pass_the_certificate_checks(renders: Any) -> None:
+    # The same call the webhook makes at start: a Secret or Service name it refuses exits 1.
+    from kubernetes_asyncio.client import ApiClient, Configuration
+
+    from certs.options import certificate_source_from_args
+    from certs.selfmanaged import SelfManagedSource
+    from wspin.resources import Kube
+
+    rendered = renders["selfManaged"]
+    api = ApiClient(Configuration(host="https://127.0.0.1:1"))  # never called here
+    try:
+        source = certificate_source_from_args(parse(rendered, "webhook"), Kube(api), NAMESPACE)
+    finally:
+        await api.close()
+    assert isinstance(source, SelfManagedSource)
+    service = rendered.one("MutatingWebhookConfiguration")["webhooks"][0]["clientConfig"]
+    assert f"{service['service']['name']}.{NAMESPACE}.svc" in source.settings.policy.dns_names
+    assert {target.name for target in source.settings.webhooks} == {
+        rendered.one("MutatingWebhookConfiguration")["metadata"]["name"],
+        rendered.one("ValidatingWebhookConfiguration")["metadata"]["name"],
+    }
+    # The Lease the replicas elect the certificate authority with is the one RBAC names.
+    role = rendered.get("Role", "wspin-webhook")
+    lease_names = {
+        name
+        for rule in role["rules"]
+        if "leases" in rule["resources"]
+        for name in rule.get("resourceNames", [])
+    }
+    assert lease_names == {source.leadership.name}  # type: ignore[attr-defined]

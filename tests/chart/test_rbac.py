@@ -60,29 +60,28 @@ WEBHOOK_CONFIGS = {
         "admissionregistration.k8s.io",
         "mutatingwebhookconfigurations",
         ("wspin-webhook-wspin",),
-        verbs("get", "patch", "update"),
+        verbs("get", "update"),
     ),
     (
         "admissionregistration.k8s.io",
         "validatingwebhookconfigurations",
         ("wspin-webhook-wspin-workspaces",),
-        verbs("get", "patch", "update"),
+        verbs("get", "update"),
     ),
 }
 CONTROLLER_CLUSTER_BASE = {
-    ("llmsafespaces.dev", "workspaces", (), verbs("get", "list", "watch", "update", "patch")),
-    ("llmsafespaces.dev", "workspaces/status", (), verbs("get", "update", "patch")),
+    ("llmsafespaces.dev", "workspaces", (), verbs("get", "list", "watch", "patch")),
+    ("llmsafespaces.dev", "workspaces/status", (), verbs("patch")),
     ("llmsafespaces.dev", "workspaces/finalizers", (), verbs("update")),
     ("", "pods", (), verbs("get", "list", "watch", "create", "delete")),
-    ("", "persistentvolumeclaims", (), verbs("get", "list", "watch", "create", "delete")),
+    ("", "persistentvolumeclaims", (), verbs("list", "watch", "create")),
     ("", "serviceaccounts", (), verbs("create")),
-    ("", "events", (), verbs("create", "patch")),
+    ("", "events", (), verbs("create")),
 }
 CONTROLLER_CLUSTER_FULL = CONTROLLER_CLUSTER_BASE | {
-    ("llmsafespaces.dev", "inferencerelays", (), verbs("get", "list", "watch", "update", "patch")),
-    ("llmsafespaces.dev", "inferencerelays/status", (), verbs("get", "update", "patch")),
-    ("llmsafespaces.dev", "inferencerelays/finalizers", (), verbs("update")),
-    ("", "secrets", (), verbs("get", "create", "update", "delete")),
+    ("llmsafespaces.dev", "inferencerelays", (), verbs("list", "watch", "patch")),
+    ("llmsafespaces.dev", "inferencerelays/status", (), verbs("update")),
+    ("", "secrets", (), verbs("get", "create", "update")),
 }
 LEADER_LEASE = {
     ("coordination.k8s.io", "leases", ("wspin-controller",), verbs("get", "update")),
@@ -91,10 +90,10 @@ LEADER_LEASE = {
 CONTROLLER_ROLE_FULL = LEADER_LEASE | {
     ("", "configmaps", ("relay-router-peers",), verbs("get", "update")),
     ("", "secrets", ("relay-vm-tokens",), verbs("get", "update")),
-    ("", "secrets", ("aws-relay-irwa", "oci-credentials"), verbs("get")),
     ("", "configmaps", (), verbs("create")),
     ("", "secrets", (), verbs("create")),
 }
+CLOUD_CREDENTIALS = ("", "secrets", ("aws-relay-irwa", "oci-credentials"), verbs("get"))
 RELAY_STAGING_ROLE = {
     ("", "secrets", (), verbs("create", "update", "delete")),
     ("", "secrets", ("llm-relay-hpke-pub", "llm-relay-mint-key"), verbs("get")),
@@ -104,6 +103,28 @@ RELAY_STAGING_ROLE = {
 def test_webhook_role_in_self_managed_mode(default_render: Rendered) -> None:
     assert role(default_render, "Role", "wspin-webhook") == WEBHOOK_ROLE_SELF_MANAGED
     assert role(default_render, "ClusterRole", "wspin-webhook-wspin") == WEBHOOK_CONFIGS
+
+
+def test_pins_given_in_values_need_no_pins_cache(full_render: Rendered) -> None:
+    # Both artifacts' hashes are set: the webhook never reads or writes a pins ConfigMap.
+    granted = role(full_render, "Role", "wspin-webhook")
+    assert not [rule for rule in granted if rule[1] == "configmaps"]
+
+
+def test_only_the_artifact_resolved_from_the_registry_gets_its_pins_cache() -> None:
+    from tests.chart.helm import render
+
+    rendered = render(
+        sets={
+            "agentdDelivery.binarySHA256Amd64": "a" * 64,
+            "agentdDelivery.binarySHA256Arm64": "b" * 64,
+        }
+    )
+    granted = role(rendered, "Role", "wspin-webhook")
+    assert ("", "configmaps", ("llmsafespaces-opencode-pins",), verbs("get", "update")) in granted
+    assert [rule for rule in granted if rule[1] == "configmaps" and rule[2]] == [
+        ("", "configmaps", ("llmsafespaces-opencode-pins",), verbs("get", "update"))
+    ]
 
 
 @pytest.mark.parametrize("mode", ["certManager", "provided"])
@@ -120,11 +141,21 @@ def test_with_mounted_certificates_the_webhook_reads_no_secret_and_patches_no_co
 def test_skipping_the_image_volume_probe_drops_pod_create_and_its_policy() -> None:
     from tests.chart.helm import render
 
-    rendered = render(sets={"webhook.skipImageVolumeProbe": True})
+    rendered = render(sets={"webhook.skipImageVolumeProbe": True, "tests.enabled": False})
     assert role(rendered, "Role", "wspin-webhook") == WEBHOOK_ROLE_SELF_MANAGED - {
         ("", "pods", (), verbs("create"))
     }
     assert rendered.of_kind("ValidatingAdmissionPolicy") == []
+
+
+def test_the_helm_test_account_is_held_to_dry_runs_even_without_the_webhook_probe() -> None:
+    from tests.chart.helm import render
+
+    rendered = render(sets={"webhook.skipImageVolumeProbe": True})
+    (condition,) = rendered.one("ValidatingAdmissionPolicy")["spec"]["matchConditions"]
+    assert condition["expression"] == (
+        'request.userInfo.username in ["system:serviceaccount:wspin:wspin-test"]'
+    )
 
 
 def test_controller_grants_by_default(default_render: Rendered) -> None:
@@ -135,6 +166,7 @@ def test_controller_grants_by_default(default_render: Rendered) -> None:
 
 
 def test_controller_grants_with_relay_staging_and_inference_relay(full_render: Rendered) -> None:
+    # full.yaml runs the fake cloud, which reads no credential Secret.
     assert role(full_render, "ClusterRole", "wspin-controller-wspin") == CONTROLLER_CLUSTER_FULL
     assert role(full_render, "Role", "wspin-controller") == CONTROLLER_ROLE_FULL
     staging = role(full_render, "Role", "wspin-controller-relay-staging", namespace="llm-relay")
@@ -222,7 +254,13 @@ def test_the_dry_run_policy_binds_the_webhook_account_to_dry_run_pod_creates(
     (rule,) = policy["spec"]["matchConstraints"]["resourceRules"]
     assert (rule["resources"], rule["operations"]) == (["pods"], ["CREATE"])
     (condition,) = policy["spec"]["matchConditions"]
-    assert "system:serviceaccount:wspin:wspin-webhook" in condition["expression"]
+    # Both accounts that may create pods: the webhook (image-volume probe) and helm test's.
+    assert condition["expression"] == (
+        "request.userInfo.username in "
+        '["system:serviceaccount:wspin:wspin-webhook","system:serviceaccount:wspin:wspin-test"]'
+    )
+    test_pod = default_render.one("Pod")
+    assert test_pod["spec"]["serviceAccountName"] == "wspin-test"
     assert [v["expression"] for v in policy["spec"]["validations"]] == ["request.dryRun == true"]
 
 
@@ -235,3 +273,35 @@ def test_the_webhook_role_secret_name_matches_its_secret_flag(renders: Any) -> N
         n for _, r, ns, _ in role(rendered, "Role", "wspin-webhook") if r == "secrets" for n in ns
     }
     assert names == {secret}
+
+
+def test_the_real_cloud_drivers_may_read_exactly_their_two_credential_secrets() -> None:
+    from tests.chart.helm import render
+
+    rendered = render(("minimal.yaml", "full.yaml"), {"controller.inferenceRelay.cloud": ""})
+    assert role(rendered, "Role", "wspin-controller") == CONTROLLER_ROLE_FULL | {CLOUD_CREDENTIALS}
+
+
+def test_known_workspace_namespaces_get_handoff_secret_roles_instead_of_a_cluster_rule() -> None:
+    from tests.chart.helm import render
+
+    rendered = render(
+        ("minimal.yaml", "full.yaml"),
+        {"controller.relayStaging.workspaceNamespaces": ["team-a", "team-b"]},
+    )
+    cluster = role(rendered, "ClusterRole", "wspin-controller-wspin")
+    assert not [rule for rule in cluster if rule[1] == "secrets"]
+    handoff = ("", "secrets", (), verbs("get", "create", "update"))
+    roles = [d for d in rendered.of_kind("Role") if d["metadata"]["name"].endswith("-handoff")]
+    assert sorted(d["metadata"]["namespace"] for d in roles) == ["team-a", "team-b"]
+    for doc in roles:
+        assert grants(doc) == {handoff}
+        (binding,) = [
+            b
+            for b in rendered.of_kind("RoleBinding")
+            if b["metadata"]["namespace"] == doc["metadata"]["namespace"]
+        ]
+        assert binding["roleRef"]["name"] == doc["metadata"]["name"]
+        assert binding["subjects"] == [
+            {"kind": "ServiceAccount", "name": "wspin-controller", "namespace": NAMESPACE}
+        ]

@@ -8,6 +8,7 @@ import pytest
 
 from tests.chart.conftest import PROVIDED_CA
 from tests.chart.helm import NAMESPACE, Rendered, flag_values, template
+from webhook.app import MUTATE_PODS_PATH, VALIDATE_WORKSPACES_PATH
 
 
 def pod_webhook(rendered: Rendered) -> dict[str, Any]:
@@ -60,21 +61,22 @@ def test_extra_excluded_namespaces_are_added(full_render: Rendered) -> None:
     assert excluded(full_render) == ["kube-system", NAMESPACE, "monitoring"]
 
 
-def test_workspace_validator_covers_create_update_and_the_status_subresource(
+def test_workspace_validator_covers_create_and_update_of_the_main_resource_only(
     any_render: Rendered,
 ) -> None:
     webhook = workspace_webhook(any_render)
     (rule,) = webhook["rules"]
     assert rule["apiGroups"] == ["llmsafespaces.dev"]
     assert rule["operations"] == ["CREATE", "UPDATE"]
-    assert rule["resources"] == ["workspaces", "workspaces/status"]
+    assert rule["resources"] == ["workspaces"]
     assert webhook["failurePolicy"] == "Fail"
     assert webhook["sideEffects"] == "None"
 
 
 @pytest.mark.parametrize(
     ("which", "path"),
-    [(pod_webhook, "/mutate-pods"), (workspace_webhook, "/validate-workspaces")],
+    # The paths the webhook's app really routes.
+    [(pod_webhook, MUTATE_PODS_PATH), (workspace_webhook, VALIDATE_WORKSPACES_PATH)],
 )
 def test_both_webhooks_call_the_webhook_service_on_its_https_port(
     any_render: Rendered, which: Any, path: str
@@ -191,3 +193,20 @@ def test_webhook_configuration_names_are_unique_per_release_namespace() -> None:
     other = template(namespace="wspin-canary")
     assert other.returncode == 0
     assert "name: wspin-webhook-wspin-canary\n" in other.stdout
+
+
+def test_status_subresource_writes_are_not_sent_because_the_validator_allows_them_unchecked(
+    any_render: Rendered,
+) -> None:
+    # Sending them would only make every controller status write depend on the webhook.
+    from webhook.validate import ValidatorConfig, validate_workspace
+
+    status_write = {
+        "operation": "UPDATE",
+        "subResource": "status",
+        "object": {"spec": {"runtime": "../../etc"}, "status": {"phase": "Active"}},
+        "oldObject": {"spec": {}, "status": {}},
+    }
+    assert validate_workspace(status_write, ValidatorConfig()) is None
+    resources = {r for rule in workspace_webhook(any_render)["rules"] for r in rule["resources"]}
+    assert "workspaces/status" not in resources

@@ -73,6 +73,44 @@ def test_probes_hit_healthz_and_readyz_on_the_plain_http_port_the_process_serves
     assert "scheme" not in probes["readinessProbe"]  # plain HTTP, never the TLS admission port
 
 
+def startup_budget(container: dict[str, Any]) -> float:
+    """Seconds the kubelet waits for the first healthy /healthz before killing the container."""
+    probe = container["startupProbe"]
+    return float(
+        probe.get("initialDelaySeconds", 0) + probe["periodSeconds"] * probe["failureThreshold"]
+    )
+
+
+def test_the_webhook_startup_probe_outlasts_pin_resolution_with_the_registry_unreachable(
+    any_render: Rendered,
+) -> None:
+    # /healthz is served only once both artifacts are resolved, one after the other; a registry
+    # whose packets are dropped costs the full timeout each before the pins cache is read. A
+    # shorter budget kills the webhook just before it would have started from its cache.
+    from webhook.server import PIN_RESOLUTION_TIMEOUT
+
+    assert startup_budget(any_render.container("webhook")) >= 2 * PIN_RESOLUTION_TIMEOUT + 20
+
+
+def test_the_controller_startup_probe_outlasts_relay_staging_arming(any_render: Rendered) -> None:
+    # Arming (up to the guard window) runs before the manager serves /healthz.
+    from controller.staging.arming import ARMING_STARTUP_GUARD_WINDOW
+
+    assert startup_budget(any_render.container("controller")) >= ARMING_STARTUP_GUARD_WINDOW + 20
+
+
+def test_the_controller_grace_period_covers_in_flight_reconciles_and_the_lease_release(
+    any_render: Rendered,
+) -> None:
+    # After SIGTERM the manager gives reconciles graceful_shutdown_timeout, then releases the
+    # Lease; a SIGKILL before that leaves the successor waiting out the whole lease duration.
+    from controller.settings import RuntimeSettings
+
+    spec = any_render.deployment("controller")["spec"]["template"]["spec"]
+    grace = spec["terminationGracePeriodSeconds"]
+    assert grace >= RuntimeSettings().graceful_shutdown_timeout + 10
+
+
 def test_the_controller_serves_metrics_on_its_own_port(any_render: Rendered) -> None:
     container = any_render.container("controller")
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
@@ -226,6 +264,37 @@ def test_egress_allows_dns_and_only_the_listed_ports(default_render: Rendered) -
     assert {p["port"] for p in controller[1]["ports"]} == {443, 6443, 80, 8080}
 
 
+def egress_ports(rendered: Rendered, component: str) -> list[int]:
+    dns, ports = network_policy(rendered, component)["spec"]["egress"]
+    assert {p["port"] for p in dns["ports"]} == {53}
+    return [p["port"] for p in ports["ports"]]
+
+
+def test_the_webhook_may_reach_the_registry_port_of_each_image_and_insecure_registry() -> None:
+    digest = "@sha256:" + "0123456789abcdef" * 4
+    rendered = render(
+        sets={
+            "agentdDelivery.image": "registry.internal:5001/llm/agentd:v1" + digest,
+            "webhook.insecureRegistries": ["mirror.internal:5002", "plain.internal"],
+        }
+    )
+    # The pins are read from each image's registry; an insecure registry without a port is
+    # plain HTTP on 80. Anything else stays closed.
+    assert egress_ports(rendered, "webhook") == [443, 6443, 5001, 5002, 80]
+
+
+def test_the_controller_may_reach_the_ports_of_the_urls_it_calls() -> None:
+    rendered = render(
+        ("minimal.yaml", "full.yaml"),
+        {
+            "controller.apiServiceURL": "http://api.llmsafespaces:8081",
+            "controller.relayStaging.routerURL": "https://router.llm-relay:9443",
+            "controller.inferenceRelay.routerURL": "http://relay-router:8080",
+        },
+    )
+    assert egress_ports(rendered, "controller") == [443, 6443, 80, 8080, 8081, 9443]
+
+
 def test_metrics_scrapers_can_be_restricted(full_render: Rendered) -> None:
     for component in COMPONENTS:
         (metrics_rule,) = [
@@ -257,3 +326,19 @@ def test_yaml_special_characters_in_a_value_stay_inside_one_argument() -> None:
     url = "https://api.example.com/a#b:c,{d}&e*"
     args = render(sets={"controller.apiPublicURL": url}).args("controller")
     assert flag_values(args, "--api-public-url") == [url]
+
+
+def test_no_pod_gets_service_link_variables_that_would_shadow_wspin_flags(
+    any_render: Rendered, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The kubelet turns every Service in the namespace into docker-link variables; a Service
+    # named "wspin-metrics" becomes WSPIN_METRICS_PORT=tcp://…, the variable of --metrics-port,
+    # and the webhook would refuse to start however its args are set.
+    from wspin.cli import build_parser
+    from wspin.errors import ConfigError
+
+    monkeypatch.setenv("WSPIN_METRICS_PORT", "tcp://10.96.0.7:9090")
+    with pytest.raises(ConfigError, match="WSPIN_METRICS_PORT"):
+        build_parser()
+    for name, spec in pod_specs(any_render):
+        assert spec["enableServiceLinks"] is False, name

@@ -32,6 +32,11 @@ Names, labels and shared pod fragments. Delivery and certificate checks live in 
 {{- printf "%s-controller" (include "wspin.fullname" . | trunc 52 | trimSuffix "-") }}
 {{- end }}
 
+{{/* The `helm test` probe's objects (its ServiceAccount is bound by the dry-run-only policy). */}}
+{{- define "wspin.test.name" -}}
+{{- printf "%s-test" (include "wspin.fullname" . | trunc 52 | trimSuffix "-") }}
+{{- end }}
+
 {{/* Webhook configurations are cluster scoped: the release namespace keeps two installs apart. */}}
 {{- define "wspin.mutatingWebhookName" -}}
 {{- printf "%s-%s" (include "wspin.webhook.name" .) .Release.Namespace | trunc 253 }}

@@ -4,6 +4,17 @@ with a message naming the value to fix. values.schema.json checks types and form
 checks need more than one value or a message the schema cannot give.
 */}}
 
+{{/* Seconds in a Go duration the schema already accepted ("1h30m", "90s", "0.5h"). */}}
+{{- define "wspin.durationSeconds" -}}
+{{- $units := dict "ns" 1e-9 "us" 1e-6 "µs" 1e-6 "ms" 1e-3 "s" 1.0 "m" 60.0 "h" 3600.0 -}}
+{{- $total := 0.0 -}}
+{{- range regexFindAll "[0-9]+(\\.[0-9]+)?(ns|us|µs|ms|s|m|h)" (toString .) -1 -}}
+{{- $number := regexFind "^[0-9]+(\\.[0-9]+)?" . -}}
+{{- $total = addf $total (mulf (float64 $number) (get $units (trimPrefix $number .))) -}}
+{{- end -}}
+{{- $total -}}
+{{- end }}
+
 {{/* One artifact: $ = (list "agentdDelivery" .Values.agentdDelivery). */}}
 {{- define "wspin.validateDelivery" -}}
 {{- $key := index . 0 -}}
@@ -42,13 +53,27 @@ checks need more than one value or a message the schema cannot give.
 {{- if and $pdb.enabled (ge (int $pdb.minAvailable) (int .Values.webhook.replicas)) -}}
 {{- fail (printf "webhook.podDisruptionBudget.minAvailable (%d) must be below webhook.replicas (%d): otherwise no node drain can ever evict a webhook pod" (int $pdb.minAvailable) (int .Values.webhook.replicas)) -}}
 {{- end -}}
+{{- $w := .Values.webhook -}}
+{{- if eq (int $w.port) (int $w.metricsPort) -}}
+{{- fail (printf "webhook.metricsPort (%d) must differ from webhook.port: the admission and metrics servers cannot share a port" (int $w.metricsPort)) -}}
+{{- end -}}
 {{- $c := .Values.controller -}}
+{{- if eq (int $c.healthPort) (int $c.metricsPort) -}}
+{{- fail (printf "controller.metricsPort (%d) must differ from controller.healthPort: the probe and metrics servers cannot share a port" (int $c.metricsPort)) -}}
+{{- end -}}
+{{- if and (not $c.leaderElection) (gt (int $c.replicas) 1) -}}
+{{- fail (printf "controller.leaderElection is required with more than one controller replica (controller.replicas is %d): without the Lease every replica reconciles and sweeps orphan VMs at once" (int $c.replicas)) -}}
+{{- end -}}
 {{- if $c.relayStaging.enabled -}}
 {{- if not $c.internalToken.secretName -}}
 {{- fail "controller.internalToken.secretName is required when controller.relayStaging.enabled: relay staging fetches provider credentials from the API with that token (give a Secret name, never the token)" -}}
 {{- end -}}
 {{- if not $c.apiServiceURL -}}
 {{- fail "controller.apiServiceURL is required when controller.relayStaging.enabled: relay staging fetches provider credentials from the API's internal endpoint" -}}
+{{- end -}}
+{{- $ttl := float64 (include "wspin.durationSeconds" $c.relayStaging.tokenTTL) -}}
+{{- if or (lt $ttl 1.0) (gt $ttl 604800.0) -}}
+{{- fail (printf "controller.relayStaging.tokenTTL must be within 1s..168h (7 days), got %q: the controller refuses to arm relay staging (exit 85) with any other lifetime" $c.relayStaging.tokenTTL) -}}
 {{- end -}}
 {{- end -}}
 {{- if $c.inferenceRelay.enabled -}}
@@ -58,6 +83,10 @@ checks need more than one value or a message the schema cannot give.
 {{- end -}}
 {{- if not (and $a.sha256Amd64 $a.sha256Arm64) -}}
 {{- fail "controller.inferenceRelay.artifact.sha256Amd64 and sha256Arm64 are both required when controller.inferenceRelay.enabled: cloud-init checks the downloaded binary against them" -}}
+{{- end -}}
+{{- $sweep := $c.inferenceRelay.orphanDetector.sweepInterval -}}
+{{- if not (gt (float64 (include "wspin.durationSeconds" $sweep)) 0.0) -}}
+{{- fail (printf "controller.inferenceRelay.orphanDetector.sweepInterval must be positive, got %q (e.g. 5m)" $sweep) -}}
 {{- end -}}
 {{- end -}}
 {{- if .Values.tests.enabled -}}

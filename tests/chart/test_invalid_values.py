@@ -1,0 +1,98 @@
+"""Values the processes would refuse, change or trip over at run time fail `helm install` instead,
+and the bounds the chart accepts are exactly the bounds the processes accept."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pytest
+
+from controller.staging.arming import MAX_TOKEN_TTL
+from tests.chart.helm import Rendered, render, template
+
+
+@pytest.mark.parametrize(
+    ("sets", "named"),
+    [
+        # The controller would clamp it to 64 with only a log line: not what was asked for.
+        ({"controller.maxConcurrentReconciles": 65}, "maxConcurrentReconciles"),
+        ({"controller.workspaces.terminationGraceSeconds": 86401}, "terminationGraceSeconds"),
+        (
+            {"controller.inferenceRelay.orphanDetector.maxDeletionsPerSweep": 10001},
+            "maxDeletionsPerSweep",
+        ),
+        # --insecure-registry refuses user@host: a registry is HOST:PORT only.
+        ({"webhook.insecureRegistries": ["user@registry.internal:5000"]}, "insecureRegistries"),
+        # Two servers on one port: the second bind fails in the pod.
+        ({"webhook.metricsPort": 8443}, "webhook.metricsPort (8443) must differ from webhook.port"),
+        (
+            {"controller.metricsPort": 8081},
+            "controller.metricsPort (8081) must differ from controller.healthPort",
+        ),
+        # Relay staging refuses to arm (exit 85) outside 1s..7d; a zero sweep interval exits 1.
+        (
+            {"controller.relayStaging.tokenTTL": "168h1s"},
+            'controller.relayStaging.tokenTTL must be within 1s..168h (7 days), got "168h1s"',
+        ),
+        (
+            {"controller.relayStaging.tokenTTL": "500ms"},
+            "controller.relayStaging.tokenTTL must be within 1s..168h",
+        ),
+        (
+            {"controller.inferenceRelay.orphanDetector.sweepInterval": "0m0s"},
+            "controller.inferenceRelay.orphanDetector.sweepInterval must be positive",
+        ),
+        # Without the Lease every replica reconciles and sweeps orphans at the same time.
+        (
+            {"controller.leaderElection": False, "controller.replicas": 2},
+            "controller.leaderElection is required with more than one controller replica",
+        ),
+    ],
+    ids=lambda value: next(iter(value)) if isinstance(value, dict) else None,
+)
+def test_a_value_the_process_cannot_run_with_fails_the_render_naming_it(
+    sets: dict[str, Any], named: str
+) -> None:
+    # Over full.yaml: relay staging and InferenceRelay on, so their checks apply.
+    result = template(("minimal.yaml", "full.yaml"), sets)
+    assert result.returncode != 0, "the render should have failed"
+    assert named in result.stderr
+
+
+def test_one_controller_without_leader_election_renders() -> None:
+    rendered = render(sets={"controller.leaderElection": False, "controller.replicas": 1})
+    args = rendered.args("controller")
+    assert "--enable-leader-election=false" in args
+
+
+@pytest.fixture
+def boundary_render(monkeypatch: pytest.MonkeyPatch) -> Rendered:
+    for name in list(os.environ):
+        if name.startswith("WSPIN_"):
+            monkeypatch.delenv(name)
+    return render(
+        ("minimal.yaml", "full.yaml"),
+        {
+            "controller.maxConcurrentReconciles": 64,
+            "controller.workspaces.terminationGraceSeconds": 86400,
+            "controller.inferenceRelay.orphanDetector.maxDeletionsPerSweep": 10000,
+            "controller.relayStaging.tokenTTL": "167h59m60s",
+            "controller.inferenceRelay.orphanDetector.sweepInterval": "1ms",
+        },
+    )
+
+
+def test_the_largest_values_the_chart_accepts_reach_the_controller_unchanged(
+    boundary_render: Rendered,
+) -> None:
+    from controller.settings import settings_from_args
+    from wspin.cli import build_parser
+
+    args = build_parser().parse_args(boundary_render.args("controller"))
+    settings = settings_from_args(args, environ={})
+    assert settings.runtime.max_concurrent_reconciles == 64
+    assert settings.workspace.termination_grace == 86400
+    assert settings.inference_relay.orphans.max_deletions_per_sweep == 10000
+    assert settings.relay_staging.token_ttl == MAX_TOKEN_TTL  # arming's upper bound
+    assert settings.inference_relay.orphans.interval == 0.001
