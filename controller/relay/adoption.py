@@ -7,7 +7,7 @@ VM. Any further tagged VM for a slot that already has one is a duplicate to dest
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Container, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -32,6 +32,7 @@ def plan_adoption(
     known_ids: Collection[str],
     listings: Mapping[str, Sequence[CloudInstance] | None],
     skip: Collection[str] = (),
+    destroyed: Container[str] = (),
     now: datetime,
 ) -> AdoptionPlan:
     """Decide adoptions and duplicates; refreshes an empty ``publicIP`` in ``mapped`` in place.
@@ -51,7 +52,10 @@ def plan_adoption(
         candidates = [
             vm
             for vm in listing
-            if vm.owner_uid == uid and vm.provider in ("", slot.provider) and vm.live
+            if vm.owner_uid == uid
+            and vm.provider in ("", slot.provider)
+            and vm.live
+            and vm.instance_id not in destroyed
         ]
         existing = mapped.get(slot.provider)
         if existing is not None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 
+from controller.relay.cloudinit import SAFE_URL
 from controller.settings import RelayArtifactConfig
 from wspin.contract import Arch
 from wspin.errors import ConfigError
@@ -32,7 +33,8 @@ def artifact_sha256(config: RelayArtifactConfig, arch: Arch) -> str:
 def validate_artifacts(config: RelayArtifactConfig) -> None:
     """Raise ``ConfigError`` naming the flag and Helm value of the first broken setting.
 
-    At least one mirror, each an http(s) URL without whitespace; both sha256 values exactly
+    At least one mirror, each an http(s) URL the VM's download script accepts (no
+    whitespace, quotes, backslashes or ``$``); both sha256 values exactly
     64 hex characters.
     """
     if not config.urls:
@@ -41,9 +43,10 @@ def validate_artifacts(config: RelayArtifactConfig) -> None:
             f"set {URL_FLAG} / {_HELM}.urls to one or more comma-separated http(s) URLs",
         )
     for url in config.urls:
-        if not _URL.match(url):
+        if not (_URL.match(url) and SAFE_URL.match(url)):
             raise ConfigError(
-                f"{URL_FLAG} item {url!r} is not an http(s) URL without whitespace",
+                f"{URL_FLAG} item {url!r} is not an http(s) URL without whitespace, quotes, "
+                "backslashes or $",
                 f"set {URL_FLAG} / {_HELM}.urls to URLs like https://mirror.example/relay",
             )
     pins: tuple[tuple[Arch, str], ...] = (

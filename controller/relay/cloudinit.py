@@ -32,7 +32,8 @@ RELAY_PORT = 8080
 DEFAULT_BINARY = "relay-proxy-arm64"
 
 _TOKEN = re.compile(r"^[A-Za-z0-9._~-]+$")
-_SAFE_URL = re.compile(r"^https?://[^\s'\"`$\\]+$")
+SAFE_URL = re.compile(r"^https?://[^\s'\"`$\\]+$")
+"""An http(s) URL with nothing a shell or the unit file could read as syntax."""
 
 
 class CloudInitError(WspinError):
@@ -129,6 +130,8 @@ exit 1
 
 
 def _unit(upstream_url: str) -> str:
+    # systemd expands "%x" specifiers in ExecStart; "%%" is a literal percent sign.
+    upstream = upstream_url.replace("%", "%%")
     return f"""[Unit]
 Description=LLMSafeSpaces inference relay proxy
 After=network-online.target
@@ -137,7 +140,7 @@ ConditionFileIsExecutable={BINARY_PATH}
 
 [Service]
 EnvironmentFile={ENV_PATH}
-ExecStart={BINARY_PATH} --upstream={upstream_url} --listen={LISTEN} --token=${{RELAY_TOKEN}}
+ExecStart={BINARY_PATH} --upstream={upstream} --listen={LISTEN} --token=${{RELAY_TOKEN}}
 Restart=always
 RestartSec=5
 User=nobody
@@ -150,7 +153,7 @@ WantedBy=multi-user.target
 def _check(params: CloudInitInput) -> None:
     if not params.upstream_url:
         raise CloudInitError("relay cloud-init needs the upstream URL", "set spec.upstreamURL")
-    if not _SAFE_URL.match(params.upstream_url):
+    if not SAFE_URL.match(params.upstream_url):
         raise CloudInitError(
             f"upstream URL {params.upstream_url!r} must be an http(s) URL without whitespace, "
             "quotes, backslashes or $",
@@ -168,7 +171,7 @@ def _check(params: CloudInitInput) -> None:
             "set --relay-artifact-url",
         )
     for url in params.artifact_urls:
-        if not _SAFE_URL.match(url):
+        if not SAFE_URL.match(url):
             raise CloudInitError(
                 f"artifact URL {url!r} must be an http(s) URL without whitespace or quotes",
                 "fix --relay-artifact-url",

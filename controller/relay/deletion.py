@@ -24,7 +24,14 @@ log = logging.getLogger(__name__)
 RETRY_SECONDS = 30.0
 
 
-async def delete_fleet(deps: RelayDeps, cr: dict[str, Any]) -> Requeue | None:
+async def delete_fleet(
+    deps: RelayDeps, cr: dict[str, Any], *, launches_in_flight: int = 0
+) -> Requeue | None:
+    """Destroy the fleet's VMs and release the finalizer once none is left.
+
+    ``launches_in_flight``: launches this pass cancelled while they ran. Their cloud call
+    may still create a VM after the tag sweep below, so the finalizer waits one more round.
+    """
     meta = cr["metadata"]
     name, uid = meta["name"], str(meta.get("uid") or "")
     if FINALIZER not in (meta.get("finalizers") or []):
@@ -59,6 +66,8 @@ async def delete_fleet(deps: RelayDeps, cr: dict[str, Any]) -> Requeue | None:
         meta["resourceVersion"] = written.get("metadata", {}).get("resourceVersion")
     if uid:
         incomplete.extend(await _sweep_tags(deps, cr, uid, {str(i.get("id")) for i in instances}))
+    if launches_in_flight:
+        incomplete.append(f"{launches_in_flight} VM launch(es) were in flight; sweeping again")
     if incomplete:
         raise TransientError(
             f"InferenceRelay {name}: relay VMs not yet destroyed: " + "; ".join(incomplete),

@@ -6,6 +6,7 @@ metrics registry, a clock they move by hand).
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -24,6 +25,27 @@ EXPECTED_CREDENTIALS: Final[dict[str, str]] = {"aws": "aws-relay-irwa", "oci": "
 
 class HealthSource(Protocol):
     async def scrape(self) -> HealthReport: ...
+
+
+class RecentlyDestroyed:
+    """IDs of the VMs this controller destroyed lately, newest ``limit`` kept.
+
+    A cloud listing can show a destroyed VM as running for a while (OCI's lags behind a
+    terminate); adoption consults this so it never takes such a VM back into a slot.
+    """
+
+    def __init__(self, limit: int = 1024) -> None:
+        self.limit = limit
+        self._ids: OrderedDict[str, None] = OrderedDict()
+
+    def add(self, instance_id: str) -> None:
+        self._ids[instance_id] = None
+        self._ids.move_to_end(instance_id)
+        while len(self._ids) > self.limit:
+            self._ids.popitem(last=False)
+
+    def __contains__(self, instance_id: object) -> bool:
+        return instance_id in self._ids
 
 
 def utc_now() -> datetime:
@@ -46,3 +68,4 @@ class RelayDeps:
     launch_wait_seconds: float = 5.0
     """How long a pass waits for a launch before showing it as in flight and moving on."""
     launches: Launches = field(default_factory=Launches)
+    destroyed: RecentlyDestroyed = field(default_factory=RecentlyDestroyed)

@@ -16,10 +16,9 @@ from controller.relay import decisions
 from controller.relay.adoption import plan_adoption
 from controller.relay.decisions import BREAKER_THRESHOLD, format_time
 from controller.relay.deps import RelayDeps
-from controller.relay.drivers.base import (
-    truncate,
-)
+from controller.relay.drivers.base import LIVE_STATES, truncate
 from controller.relay.health import HealthReport
+from controller.relay.launches import LaunchKey
 from controller.relay.passstate import (
     FleetPass,
     RetryBook,
@@ -82,6 +81,7 @@ async def fleet_pass(
         known_ids={str(i.get("id")) for i in p.old if i.get("id")},
         listings=p.listings,
         skip=deps.launches.in_flight(p.uid),
+        destroyed=deps.destroyed,
         now=p.now,
     )
     for provider, adopted in plan.adopted.items():
@@ -103,6 +103,7 @@ async def fleet_pass(
             instances.append(entry)
     for provider, vm in plan.duplicates:
         await destroy_vm(p, provider, vm.instance_id, vm.region, "duplicate VM for one slot")
+    await _retire_removed_launches(p)
     if p.tokens_dirty:
         await save_tokens(p)
 
@@ -149,6 +150,44 @@ async def _retire_removed_providers(p: FleetPass) -> list[Instance]:
     return kept
 
 
+async def _retire_removed_launches(p: FleetPass) -> None:
+    """Destroy the VMs of launches that finished after their provider left the spec.
+
+    No slot collects them any more, status never recorded them, and the orphan detector
+    spares them (their CR is alive): without this they would run forever. A failed launch
+    can leave a VM too (OCI keeps one whose wait timed out), so the launch's region is
+    swept for live VMs tagged with this CR and provider.
+    """
+    launches = p.deps.launches
+    for provider in sorted(launches.in_flight(p.uid) - set(p.spec.provider_names)):
+        key = LaunchKey(p.uid, provider)
+        region = launches.region(key)
+        task = launches.collect(key)
+        if task is None:
+            p.busy = True  # still running: the next pass collects it
+            continue
+        doomed: set[str] = set()
+        if not task.cancelled() and task.exception() is None:
+            doomed.add(task.result().instance_id)
+        driver = p.deps.drivers.get(provider)
+        if driver is not None and region:
+            try:
+                listed = await driver.list_instances(region)
+            except Exception as err:
+                log.warning(
+                    "listing relay VMs of a removed provider failed",
+                    extra=fields(provider=provider, region=region, error=str(err)),
+                )
+                listed = []
+            doomed |= {
+                vm.instance_id
+                for vm in listed
+                if vm.owner_uid == p.uid and vm.provider == provider and vm.live
+            }
+        for instance_id in sorted(doomed):
+            await destroy_vm(p, provider, instance_id, region, "provider removed")
+
+
 async def _list(p: FleetPass) -> None:
     for slot in p.spec.providers:
         driver = p.deps.drivers.get(slot.provider)
@@ -166,18 +205,25 @@ async def _list(p: FleetPass) -> None:
 
 async def _keep_or_replace(p: FleetPass, slot: ProviderSpec, entry: Instance) -> Instance | None:
     """Apply health to a slot's VM; None when the VM is gone or was replaced."""
-    listed = next(
-        (vm for vm in p.listings.get(slot.provider) or [] if vm.instance_id == entry["id"]),
-        None,
-    )
-    if listed is not None and not listed.live:
-        if listed.state != "terminated" and not await destroy_vm(
-            p, slot.provider, entry["id"], listed.region, "VM stopped"
+    # Slots match by provider: after a region change the slot's VM still runs (and is
+    # destroyed) where status says it is, not in the spec's new region.
+    region = str(entry.get("region") or slot.region)
+    listing = p.listings.get(slot.provider) if region == slot.region else []
+    listed = next((vm for vm in listing or [] if vm.instance_id == entry["id"]), None)
+    if listed is not None:
+        state: str | None = listed.state
+    elif listing is not None:
+        state = await _unlisted_state(p, slot.provider, entry["id"], region)
+    else:
+        state = None  # the listing failed: nothing is known, nothing is decided
+    if state is not None and state not in LIVE_STATES:
+        if state not in ("terminated", "not-found") and not await destroy_vm(
+            p, slot.provider, entry["id"], region, f"VM {state}"
         ):
             return entry
         log.info(
             "relay VM is gone; launching a replacement",
-            extra=fields(provider=slot.provider, instance=entry["id"], state=listed.state),
+            extra=fields(provider=slot.provider, instance=entry["id"], state=state),
         )
         p.deps.metrics.rotations.labels(provider=slot.provider, reason="gone").inc()
         drop_token(p, slot.provider)
@@ -193,20 +239,47 @@ async def _keep_or_replace(p: FleetPass, slot: ProviderSpec, entry: Instance) ->
         entry["state"] = decisions.transition(str(entry.get("state") or ""), healthy)
         if not entry.get("lastCheck"):
             entry["lastCheck"] = format_time(p.now)
+        # The clock starts when the VM was both launched and published to the router (the
+        # first lastCheck): a VM adopted long after its launch gets the whole timeout too.
+        starts = [
+            t
+            for t in (
+                listed.launched_at if listed is not None else None,
+                decisions.parse_time(entry.get("lastCheck")),
+            )
+            if t is not None
+        ]
         timeout = timedelta(seconds=p.spec.replacement_timeout_seconds)
-        launched = listed.launched_at if listed is not None else None
-        overdue = launched is not None and p.now - launched >= timeout
+        overdue = bool(starts) and p.now - max(starts) >= timeout
         if (
             entry["state"] == "provisioning"
             and overdue
             and await destroy_vm(
-                p, slot.provider, entry["id"], slot.region, "not healthy within replacementTimeout"
+                p, slot.provider, entry["id"], region, "not healthy within replacementTimeout"
             )
         ):
             p.deps.metrics.rotations.labels(provider=slot.provider, reason="unhealthy").inc()
             drop_token(p, slot.provider)
             return None
     return entry
+
+
+async def _unlisted_state(p: FleetPass, provider: str, instance_id: str, region: str) -> str | None:
+    """The state of a VM the region's listing left out (terminated long ago, a lagging
+    listing, another region): asked of the VM itself, so a listing glitch never replaces a
+    running VM. None when that cannot be known."""
+    driver = p.deps.drivers.get(provider)
+    if driver is None:
+        return None
+    try:
+        status = await driver.get_status(instance_id, region)
+    except Exception as err:
+        log.debug(
+            "relay VM status check failed",
+            extra=fields(provider=provider, instance=instance_id, error=str(err)),
+        )
+        return None
+    return status.state
 
 
 def _set_conditions(

@@ -7,18 +7,21 @@ own text parser rather than line splitting, so label escaping and exponents are 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
-from wspin.errors import WspinError
+from wspin.errors import ConfigError, WspinError
 
 HEALTHY = "relay_router_relay_healthy"
 ACTIVE_STREAMS = "relay_router_active_streams"
 REQUESTS = "relay_router_requests_total"
 EGRESS = "relay_router_relay_egress_bytes"
 FALLBACK = "relay_router_fallback_active"
+
+_HTTP_URL = re.compile(r"^https?://[^/\s]+\S*$")
 
 MAX_BODY = 1 << 20
 """The router exposes a handful of series per relay; a 1 MiB body means something is wrong."""
@@ -84,6 +87,14 @@ class RouterHealth:
     """
 
     def __init__(self, router_url: str, timeout_seconds: float = 5.0) -> None:
+        # Checked at start: a URL aiohttp cannot fetch would fail every scrape at debug level,
+        # and with no health report no relay would ever turn healthy.
+        if not _HTTP_URL.match(router_url):
+            raise ConfigError(
+                f"--relay-router-url must be an http(s) URL (got {router_url!r})",
+                "set --relay-router-url / controller.inferenceRelay.routerURL "
+                "to e.g. http://relay-router:8080",
+            )
         self.url = router_url.rstrip("/") + "/metrics"
         self.timeout = aiohttp.ClientTimeout(total=timeout_seconds)
 
@@ -97,7 +108,7 @@ class RouterHealth:
                     raise HealthScrapeError(
                         f"relay router {self.url} answered HTTP {response.status}"
                     )
-                body = await response.content.read(MAX_BODY + 1)
+                body = await _read_capped(response.content)
         except (TimeoutError, aiohttp.ClientError) as err:
             raise HealthScrapeError(
                 f"relay router {self.url} unreachable: {err or type(err).__name__}",
@@ -106,6 +117,19 @@ class RouterHealth:
         if len(body) > MAX_BODY:
             raise HealthScrapeError(f"relay router {self.url} metrics exceed {MAX_BODY} bytes")
         return parse_metrics(body.decode("utf-8", errors="replace"))
+
+
+async def _read_capped(stream: aiohttp.StreamReader) -> bytes:
+    """The whole body, or ``MAX_BODY + 1`` bytes of it (``read(n)`` returns one chunk)."""
+    chunks: list[bytes] = []
+    size = 0
+    while size <= MAX_BODY:
+        chunk = await stream.read(MAX_BODY + 1 - size)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
 
 
 def _count(value: float) -> int:

@@ -97,6 +97,7 @@ class Launches:
 
     def __init__(self) -> None:
         self._tasks: dict[LaunchKey, asyncio.Task[ProvisionResult]] = {}
+        self._regions: dict[LaunchKey, str] = {}
 
     def in_flight(self, uid: str) -> set[str]:
         """Providers of ``uid`` with a launch not yet collected (running or finished)."""
@@ -106,23 +107,36 @@ class Launches:
         return self._tasks.get(key)
 
     def start(
-        self, key: LaunchKey, launch: Coroutine[Any, Any, ProvisionResult]
+        self, key: LaunchKey, launch: Coroutine[Any, Any, ProvisionResult], region: str = ""
     ) -> asyncio.Task[ProvisionResult]:
         task = asyncio.create_task(launch, name=f"relay-launch-{key.provider}-{key.uid}")
         self._tasks[key] = task
+        self._regions[key] = region
         return task
+
+    def region(self, key: LaunchKey) -> str:
+        """The region ``key``'s launch was sent to ("" when unknown)."""
+        return self._regions.get(key, "")
 
     def collect(self, key: LaunchKey) -> asyncio.Task[ProvisionResult] | None:
         """Remove and return the finished task for ``key`` (None while it still runs)."""
         task = self._tasks.get(key)
         if task is None or not task.done():
             return None
+        self._regions.pop(key, None)
         return self._tasks.pop(key)
 
-    def forget(self, uid: str) -> None:
-        """Cancel ``uid``'s launches (its CR is being deleted; the tag sweep finds any VM)."""
+    def forget(self, uid: str) -> int:
+        """Cancel ``uid``'s launches (its CR is being deleted); returns how many were still
+        running. Cancelling does not stop a cloud call already sent (boto3 runs it in a
+        thread), so the caller sweeps the cloud again later for the VM it may still create."""
+        running = 0
         for key in [k for k in self._tasks if k.uid == uid]:
-            self._tasks.pop(key).cancel()
+            task = self._tasks.pop(key)
+            self._regions.pop(key, None)
+            running += not task.done()
+            task.cancel()
+        return running
 
     async def wait(self, key: LaunchKey, seconds: float) -> bool:
         """Wait up to ``seconds`` for the launch; True when it finished. Never cancels it."""
@@ -137,6 +151,7 @@ class Launches:
         """Cancel and await every launch (shutdown); a launched VM is adopted after restart."""
         tasks = list(self._tasks.values())
         self._tasks.clear()
+        self._regions.clear()
         for task in tasks:
             task.cancel()
         for task in tasks:

@@ -103,6 +103,7 @@ async def destroy_vm(p: FleetPass, provider: str, instance_id: str, region: str,
             extra=fields(provider=provider, instance=instance_id, reason=why, error=str(err)),
         )
         return False
+    p.deps.destroyed.add(instance_id)
     log.info(
         "destroyed relay VM",
         extra=fields(provider=provider, instance=instance_id, region=region, reason=why),

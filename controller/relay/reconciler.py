@@ -48,8 +48,8 @@ class InferenceRelayReconciler:
         cr: dict[str, Any] = copy.deepcopy(cached)
         meta = cr.setdefault("metadata", {})
         if meta.get("deletionTimestamp"):
-            self.deps.launches.forget(str(meta.get("uid") or ""))
-            return await delete_fleet(self.deps, cr)
+            in_flight = self.deps.launches.forget(str(meta.get("uid") or ""))
+            return await delete_fleet(self.deps, cr, launches_in_flight=in_flight)
         if FINALIZER not in (meta.get("finalizers") or []):
             cr = await self._add_finalizer(cr)
             meta = cr["metadata"]

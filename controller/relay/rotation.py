@@ -48,6 +48,7 @@ async def rotate(deps: RelayDeps, cr: dict[str, Any], instance_id: str) -> Reque
             raise TransientError(
                 f"rotating relay {instance_id} ({provider}): destroy failed: {err}"
             ) from err
+        deps.destroyed.add(instance_id)
     deps.metrics.rotations.labels(provider=provider, reason="manual").inc()
     tokens = await read_tokens(deps.kube, deps.namespace)
     if tokens.pop(provider, None) is not None:

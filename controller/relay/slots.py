@@ -14,7 +14,13 @@ from controller.relay.decisions import BREAKER_THRESHOLD, backoff_seconds, forma
 from controller.relay.drivers.base import ConfigurationError, ProvisionResult, truncate
 from controller.relay.launches import LaunchKey, build_request
 from controller.relay.passstate import FleetPass, save_tokens
-from controller.relay.spec import Instance, ProviderSpec, new_instance, placeholder_id
+from controller.relay.spec import (
+    Instance,
+    ProviderSpec,
+    has_real_id,
+    new_instance,
+    placeholder_id,
+)
 from controller.relay.tokens import generate_token
 from wspin.logs import fields
 
@@ -25,12 +31,12 @@ async def fill_slot(p: FleetPass, slot: ProviderSpec) -> Instance | None:
     """Launch (or keep waiting for, or back off from) the VM of an empty slot."""
     key = LaunchKey(p.uid, slot.provider)
     launches = p.deps.launches
+    previous = _previous_failure(p, slot.provider)
     if launches.get(key) is None:
-        previous = _previous_failure(p, slot.provider)
         attempts = 0 if previous is None else int(previous.get("provisioningAttempts") or 0)
-        if previous is not None and attempts >= BREAKER_THRESHOLD:
-            return previous  # tripped: waits for a spec change
-        if previous is not None and attempts > 0:
+        if previous is not None and previous.get("state") == "provisioning-failed":
+            if attempts >= BREAKER_THRESHOLD:
+                return previous  # tripped: waits for a spec change
             last = decisions.parse_time(previous.get("lastCheck")) or p.now
             due = last + timedelta(seconds=backoff_seconds(attempts))
             if due > p.now:
@@ -39,7 +45,7 @@ async def fill_slot(p: FleetPass, slot: ProviderSpec) -> Instance | None:
         retry_due = p.retries.due(key, p.now)
         if retry_due is not None:
             p.waits.append((retry_due - p.now).total_seconds())
-            return _in_flight(slot, p.retries.last_error(key))
+            return _in_flight(slot, p.retries.last_error(key), previous)
         started = await _start_launch(p, slot, key)
         if isinstance(started, ConfigurationError):
             return _config_failure(p, slot, started)
@@ -50,12 +56,12 @@ async def fill_slot(p: FleetPass, slot: ProviderSpec) -> Instance | None:
         wait = 0.0
     if not await launches.wait(key, wait):
         p.busy = True
-        return _in_flight(slot, "")
+        return _in_flight(slot, "", previous)
     task = launches.collect(key)
     assert task is not None
     p.busy = True
     if task.cancelled():
-        return _in_flight(slot, "launch was cancelled")
+        return _in_flight(slot, "launch was cancelled", previous)
     error = task.exception()
     if error is None:
         return _launched(p, slot, task.result())
@@ -69,7 +75,7 @@ async def fill_slot(p: FleetPass, slot: ProviderSpec) -> Instance | None:
     retry_due = p.retries.due(key, p.now)
     if retry_due is not None:
         p.waits.append((retry_due - p.now).total_seconds())
-    return _in_flight(slot, truncate(str(error)))
+    return _in_flight(slot, truncate(str(error)), previous)
 
 
 async def _start_launch(
@@ -105,7 +111,9 @@ async def _start_launch(
         p.busy = True
         return _in_flight(slot, "cannot store the VM token")
     started = p.now
-    p.deps.launches.start(key, _timed(p, driver.provision(request), slot.provider, started))
+    p.deps.launches.start(
+        key, _timed(p, driver.provision(request), slot.provider, started), slot.region
+    )
     return None
 
 
@@ -153,22 +161,34 @@ def _config_failure(p: FleetPass, slot: ProviderSpec, error: ConfigurationError)
 
 
 def _previous_failure(p: FleetPass, provider: str) -> Instance | None:
+    """The slot's placeholder from the last pass that counts configuration errors: a failed
+    one, or an in-flight one carrying the count on (status is the breaker's only memory)."""
     if p.spec_changed:
         return None
     return next(
         (
             i
             for i in p.old
-            if i.get("provider") == provider and i.get("state") == "provisioning-failed"
+            if i.get("provider") == provider
+            and not has_real_id(i)
+            and (
+                i.get("state") == "provisioning-failed"
+                or int(i.get("provisioningAttempts") or 0) > 0
+            )
         ),
         None,
     )
 
 
-def _in_flight(slot: ProviderSpec, error: str) -> Instance:
+def _in_flight(slot: ProviderSpec, error: str, previous: Instance | None = None) -> Instance:
+    """The placeholder of a slot whose launch runs or waits for a retry; it carries the
+    configuration-error count on, so a slow launch that fails again still trips the breaker."""
     entry = new_instance(
         instance_id=placeholder_id(slot.provider), provider=slot.provider, region=slot.region
     )
+    attempts = int((previous or {}).get("provisioningAttempts") or 0)
+    if attempts:
+        entry["provisioningAttempts"] = attempts
     if error:
         entry["lastProvisionError"] = error
     return entry

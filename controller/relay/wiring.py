@@ -34,7 +34,7 @@ def register(manager: Manager, settings: ControllerSettings) -> None:
     )
     reconciler = InferenceRelayReconciler(deps, manager.cache(INFERENCE_RELAYS))
     manager.add_controller(reconciler, for_=INFERENCE_RELAYS)
-    manager.add_cleanup(reconciler.close)
+    manager.add_cleanup(reconciler.close, each_term=True)  # launches are leader-only work
     detector = OrphanDetector(
         manager.kube,
         drivers,

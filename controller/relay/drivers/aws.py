@@ -315,7 +315,9 @@ class AwsDriver:
             status = await self._status_with(ec2, instance_id)
             if status.state == "running" and status.public_ip:
                 return ProvisionResult(instance_id, status.public_ip)
-            if status.state in ("terminated", "stopped", "not-found"):
+            # "not-found" is not fatal: EC2 does not know a new instance for a few seconds
+            # after RunInstances; the deadline still bounds the wait.
+            if status.state in ("terminated", "stopped"):
                 raise ConfigurationError(
                     f"instance {instance_id} became {status.state} while booting"
                 )
@@ -327,9 +329,14 @@ class AwsDriver:
             await self.sleep(self.poll_seconds)
 
     async def _status_with(self, ec2: Any, instance_id: str) -> InstanceStatus:
-        reply = await self._call(
-            ec2.describe_instances, what="describe instance", InstanceIds=[instance_id]
-        )
+        try:
+            reply = await self._call(
+                ec2.describe_instances, what="describe instance", InstanceIds=[instance_id]
+            )
+        except DriverError as err:
+            if "InvalidInstanceID.NotFound" in str(err):
+                return InstanceStatus(instance_id, "not-found")
+            raise
         for reservation in reply.get("Reservations", []):
             for instance in reservation.get("Instances", []):
                 return InstanceStatus(

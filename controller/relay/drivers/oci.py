@@ -133,7 +133,7 @@ class OciDriver:
 
     async def provision(self, request: ProvisionRequest) -> ProvisionResult:
         data = await self._secret()
-        config = oci_config(data, request.region)
+        config = await self._config(data, request.region)
         compartment = data.get("compartment") or config["tenancy"]
         subnet = data.get("subnet", "")
         if not subnet:
@@ -142,8 +142,8 @@ class OciDriver:
                 f"add key subnet to Secret {SECRET_NAME}",
             )
         shape = request.shape or default_shape("oci")
-        compute = self._client(oci.core.ComputeClient, config)
-        identity = self._client(oci.identity.IdentityClient, config)
+        compute = await self._client(oci.core.ComputeClient, config)
+        identity = await self._client(oci.identity.IdentityClient, config)
         domains = await self._call(
             identity.list_availability_domains, compartment_id=config["tenancy"]
         )
@@ -184,7 +184,8 @@ class OciDriver:
             await self.sleep(self.poll_seconds)
 
     async def destroy(self, instance_id: str, region: str) -> None:
-        compute = self._client(oci.core.ComputeClient, oci_config(await self._secret(), region))
+        config = await self._config(await self._secret(), region)
+        compute = await self._client(oci.core.ComputeClient, config)
         try:
             await self._call(compute.terminate_instance, instance_id)
         except ConfigurationError as err:
@@ -193,14 +194,15 @@ class OciDriver:
             raise
 
     async def get_status(self, instance_id: str, region: str) -> InstanceStatus:
-        compute = self._client(oci.core.ComputeClient, oci_config(await self._secret(), region))
+        config = await self._config(await self._secret(), region)
+        compute = await self._client(oci.core.ComputeClient, config)
         return await self._status(compute, instance_id)
 
     async def list_instances(self, region: str) -> list[CloudInstance]:
         data = await self._secret()
-        config = oci_config(data, region)
+        config = await self._config(data, region)
         compartment = data.get("compartment") or config["tenancy"]
-        compute = self._client(oci.core.ComputeClient, config)
+        compute = await self._client(oci.core.ComputeClient, config)
         listed = await self._call(
             oci.pagination.list_call_get_all_results,
             compute.list_instances,
@@ -249,11 +251,17 @@ class OciDriver:
             if value
         }
 
-    def _client(self, kind: Callable[..., T], config: dict[str, Any]) -> T:
+    async def _config(self, data: dict[str, str], region: str) -> dict[str, Any]:
+        """``oci_config`` in a worker thread: checking the config parses the API key."""
+        return await asyncio.to_thread(oci_config, data, region)
+
+    async def _client(self, kind: Callable[..., T], config: dict[str, Any]) -> T:
+        """A new SDK client, built in a worker thread: construction loads the service model
+        and parses the API key, tens of milliseconds the event loop must not spend."""
         kwargs: dict[str, Any] = {"timeout": (10, 30)}
         if self.endpoint:
             kwargs["service_endpoint"] = self.endpoint
-        return kind(config, **kwargs)
+        return await asyncio.to_thread(functools.partial(kind, config, **kwargs))
 
     async def _call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         try:
@@ -292,8 +300,8 @@ class OciDriver:
         return InstanceStatus(instance_id, map_state(str(reply.data.lifecycle_state)))
 
     async def _public_ip(self, config: dict[str, Any], compartment: str, instance_id: str) -> str:
-        compute = self._client(oci.core.ComputeClient, config)
-        network = self._client(oci.core.VirtualNetworkClient, config)
+        compute = await self._client(oci.core.ComputeClient, config)
+        network = await self._client(oci.core.VirtualNetworkClient, config)
         attachments = await self._call(
             compute.list_vnic_attachments, compartment_id=compartment, instance_id=instance_id
         )

@@ -25,6 +25,15 @@ def test_a_complete_configuration_passes() -> None:
             "--relay-artifact-url",
         ),
         (RelayArtifactConfig(("m.example/relay",), "a" * 64, "b" * 64), "--relay-artifact-url"),
+        # Anything the VM's download script would refuse is refused at start, not per VM.
+        (
+            RelayArtifactConfig(("https://m.example/it's",), "a" * 64, "b" * 64),
+            "--relay-artifact-url",
+        ),
+        (
+            RelayArtifactConfig(("https://m.example/$HOME",), "a" * 64, "b" * 64),
+            "--relay-artifact-url",
+        ),
         (
             RelayArtifactConfig(("https://m.example",), "", "b" * 64),
             "--relay-artifact-sha256-arm64",

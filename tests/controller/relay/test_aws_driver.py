@@ -225,3 +225,42 @@ def test_an_unknown_aws_error_is_in_no_class_and_says_aws_api_error() -> None:
 )  # fmt: skip
 def test_aws_states_map(name: str, state: str) -> None:
     assert map_state(name) == state
+
+
+class _LaggingEc2:
+    """moto's EC2 client, except that describing a new instance by ID answers
+    InvalidInstanceID.NotFound the first ``misses`` times, as EC2 does for a few seconds
+    after RunInstances (its API is eventually consistent)."""
+
+    def __init__(self, real: Any, misses: int) -> None:
+        self.real = real
+        self.misses = misses
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)
+
+    def describe_instances(self, **kwargs: Any) -> Any:
+        if "InstanceIds" in kwargs and self.misses > 0:
+            self.misses -= 1
+            raise ClientError(
+                {"Error": {"Code": "InvalidInstanceID.NotFound", "Message": "does not exist"}},
+                "DescribeInstances",
+            )
+        return self.real.describe_instances(**kwargs)
+
+
+async def test_a_new_instance_ec2_does_not_know_yet_is_waited_for_not_terminated(
+    ec2: Any,
+) -> None:
+    lagging = _LaggingEc2(ec2, misses=2)
+
+    class Driver(AwsDriver):
+        async def _client(self, region: str) -> Any:
+            return lagging
+
+    result = await Driver(None, "ns", image=IMAGES, poll_seconds=0.01, timeout_seconds=5).provision(
+        _request()
+    )
+    [instance] = _instances(ec2)
+    assert instance["InstanceId"] == result.instance_id
+    assert instance["State"]["Name"] == "running" and lagging.misses == 0

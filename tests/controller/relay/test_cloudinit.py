@@ -121,8 +121,20 @@ def test_the_user_data_is_padded_standard_base64() -> None:
 
 
 @pytest.fixture
-async def mirrors() -> AsyncIterator[dict[str, str]]:
-    """Three mirrors on loopback: 404, a corrupt file, the good file."""
+def hits() -> list[str]:
+    """Paths the mirrors were asked for, in order."""
+    return []
+
+
+@pytest.fixture
+async def mirrors(hits: list[str]) -> AsyncIterator[dict[str, str]]:
+    """Mirrors on loopback: 404, a corrupt file, the good file, and a second good one."""
+
+    @web.middleware
+    async def record(request: web.Request, handler: Any) -> web.StreamResponse:
+        hits.append(request.path.split("/")[1])
+        response: web.StreamResponse = await handler(request)
+        return response
 
     async def missing(_: web.Request) -> web.Response:
         return web.Response(status=404, text="not found")
@@ -133,13 +145,14 @@ async def mirrors() -> AsyncIterator[dict[str, str]]:
     async def good(_: web.Request) -> web.Response:
         return web.Response(body=GOOD)
 
-    app = web.Application()
+    app = web.Application(middlewares=[record])
     app.router.add_get("/missing/relay-proxy-arm64", missing)
     app.router.add_get("/corrupt/relay-proxy-arm64", corrupt)
     app.router.add_get("/good/relay-proxy-arm64", good)
+    app.router.add_get("/good2/relay-proxy-arm64", good)
     runner, url = await serve(app)
     try:
-        yield {"missing": f"{url}/missing", "corrupt": f"{url}/corrupt", "good": f"{url}/good"}
+        yield {name: f"{url}/{name}" for name in ("missing", "corrupt", "good", "good2")}
     finally:
         await runner.cleanup()
 
@@ -173,11 +186,13 @@ async def _run_bootstrap(folder: Path, urls: list[str]) -> subprocess.CompletedP
 
 
 async def test_the_script_skips_a_missing_and_a_corrupt_mirror_and_installs_the_good_file(
-    tmp_path: Path, mirrors: dict[str, str]
+    tmp_path: Path, mirrors: dict[str, str], hits: list[str]
 ) -> None:
     log = _shim_systemctl(tmp_path)
-    done = await _run_bootstrap(tmp_path, [mirrors["missing"], mirrors["corrupt"], mirrors["good"]])
+    urls = [mirrors[name] for name in ("missing", "corrupt", "good", "good2")]
+    done = await _run_bootstrap(tmp_path, urls)
     assert done.returncode == 0, done.stderr
+    assert hits == ["missing", "corrupt", "good"]  # in order, and it stops at the first good
     binary = tmp_path / "relay-proxy"
     assert binary.read_bytes() == GOOD
     assert binary.stat().st_mode & stat.S_IXUSR
@@ -202,3 +217,12 @@ async def test_the_script_fails_with_fatal_and_never_starts_the_unit_when_no_mir
     assert not (tmp_path / "relay-proxy.download").exists()
     assert not log.exists()
     assert TOKEN not in done.stdout + done.stderr
+
+
+def test_a_percent_in_the_upstream_url_is_escaped_for_systemd() -> None:
+    """systemd reads ``%x`` in ExecStart as a specifier; ``%%`` is a literal percent."""
+    params = replace(PARAMS, upstream_url="https://upstream.example/v1/a%2Fb")
+    unit = yaml.safe_load(render_text(params))["write_files"]
+    content = next(f["content"] for f in unit if f["path"].endswith("relay-proxy.service"))
+    [exec_start] = [line for line in content.splitlines() if line.startswith("ExecStart=")]
+    assert "--upstream=https://upstream.example/v1/a%%2Fb " in exec_start

@@ -12,8 +12,9 @@ from controller.relay.metrics import RelayMetrics
 from controller.relay.orphans import OrphanDetector, OrphanPolicy
 from controller.relay.passstate import RetryBook
 from controller.relay.reconciler import InferenceRelayReconciler
-from tests.controller.relay.conftest import AWS_SLOT, Fleet
+from tests.controller.relay.conftest import AWS_SLOT, OCI_SLOT, Fleet
 from tests.kubeapi import KubeServer
+from wspin.errors import TransientError
 from wspin.resources import INFERENCE_RELAYS, Conflict
 
 
@@ -111,3 +112,60 @@ async def test_a_relay_deleted_while_the_controller_is_down_loses_its_vms_to_the
         assert [c.args["instance_id"] for c in aws.calls_of("destroy")] == [doomed]
     finally:
         await fleet.kube.delete(INFERENCE_RELAYS, survivor)
+
+
+async def test_a_launch_still_in_flight_when_its_relay_is_deleted_does_not_leak_its_vm(
+    fleet: Fleet,
+) -> None:
+    """The cloud call outlives the cancelled task (boto3 runs in a thread): the VM appears
+    after the deletion pass started, and the finalizer must wait for a sweep that sees it."""
+    aws = fleet.clouds["aws"]
+    entered = asyncio.Event()
+    landed = asyncio.Event()
+    background: list[asyncio.Task[None]] = []
+
+    async def run_instances_in_a_thread(region: str) -> None:
+        uid = await fleet.uid()
+
+        async def finish() -> None:
+            await landed.wait()
+            aws.seed(region, owner_uid=uid, provider="aws")
+
+        background.append(asyncio.create_task(finish()))
+        entered.set()
+        await asyncio.Event().wait()  # the awaiting task is cancelled; the "thread" is not
+
+    aws.on_provision = run_instances_in_a_thread
+    fleet.deps.launch_wait_seconds = 0.0
+    await fleet.create(AWS_SLOT)
+    await fleet.reconcile()
+    await entered.wait()
+    await fleet.kube.delete(INFERENCE_RELAYS, fleet.name)
+    with pytest.raises(TransientError):
+        await fleet.reconcile()
+    landed.set()
+    await background[0]
+    [leaked] = aws.live_ids()
+    await fleet.reconcile()
+    assert await fleet.kube.get_or_none(INFERENCE_RELAYS, fleet.name) is None
+    assert aws.live_ids() == set()
+    assert [c.args["instance_id"] for c in aws.calls_of("destroy")] == [leaked]
+
+
+async def test_a_launch_finishing_after_its_provider_left_the_spec_is_destroyed(
+    fleet: Fleet,
+) -> None:
+    aws = fleet.clouds["aws"]
+    aws.boot_seconds = 30
+    fleet.deps.launch_wait_seconds = 0.0
+    await fleet.create(AWS_SLOT, OCI_SLOT)
+    await fleet.reconcile()
+    await fleet.kube.patch(INFERENCE_RELAYS, fleet.name, {"spec": {"providers": [OCI_SLOT]}})
+    for _ in range(3):  # the launch lands in the background, then a pass notices it
+        await asyncio.sleep(0)
+        await fleet.reconcile()
+    [launched] = [c for c in aws.calls_of("provision")]
+    assert aws.live_ids() == set()
+    assert len(aws.calls_of("destroy")) == 1
+    assert [i["provider"] for i in await fleet.instances()] == ["oci"]
+    assert launched.args["provider"] == "aws"

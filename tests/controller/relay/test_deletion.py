@@ -119,3 +119,18 @@ async def test_deleting_with_no_peers_configmap_is_fine(fleet: Fleet) -> None:
     await _delete(fleet)
     await fleet.reconcile()
     assert await fleet.kube.get_or_none(INFERENCE_RELAYS, fleet.name) is None
+
+
+async def test_a_retried_deletion_skips_vms_status_already_shows_terminated(fleet: Fleet) -> None:
+    await fleet.create(AWS_SLOT, OCI_SLOT)
+    await fleet.reconcile()
+    fleet.clouds["oci"].inject("destroy", DriverError("API down"))
+    await _delete(fleet)
+    with pytest.raises(TransientError):
+        await fleet.reconcile()
+    states = {i["provider"]: i["state"] for i in await fleet.instances()}
+    assert states["aws"] == "terminated" and states["oci"] != "terminated"
+    await fleet.reconcile()
+    assert await fleet.kube.get_or_none(INFERENCE_RELAYS, fleet.name) is None
+    assert len(fleet.clouds["aws"].calls_of("destroy")) == 1
+    assert len(fleet.clouds["oci"].calls_of("destroy")) == 2

@@ -10,6 +10,7 @@ from aiohttp import web
 from controller.fakerouter import FakeRouterState
 from controller.relay.health import HealthScrapeError, RouterHealth, parse_metrics
 from tests.controller.relay.conftest import serve
+from wspin.errors import ConfigError
 
 ROUTER_TEXT = """\
 # HELP relay_router_relay_healthy Whether the relay passes health checks.
@@ -108,3 +109,31 @@ async def test_a_slow_router_times_out() -> None:
     finally:
         release.set()
         await runner.cleanup()
+
+
+async def test_a_body_larger_than_one_read_is_parsed_whole(
+    router: tuple[FakeRouterState, str],
+) -> None:
+    """The body arrives in several chunks; every one of them is read before parsing."""
+    state, url = router
+    filler = "".join(
+        f'relay_router_relay_healthy{{relay="filler-{n:05d}"}} 0\n' for n in range(8000)
+    )
+    state.metrics_text = filler + 'relay_router_relay_healthy{relay="i-last"} 1\n'
+    assert 256 * 1024 < len(state.metrics_text) < 1 << 20
+    report = await RouterHealth(url).scrape()
+    assert len(report.relays) == 8001
+    assert report.relays["i-last"].healthy
+
+
+async def test_a_body_over_the_cap_is_an_error(router: tuple[FakeRouterState, str]) -> None:
+    state, url = router
+    state.metrics_text = "# padding\n" * 110_000
+    with pytest.raises(HealthScrapeError, match="exceed"):
+        await RouterHealth(url).scrape()
+
+
+@pytest.mark.parametrize("url", ["relay-router:8080", "ftp://relay-router", ""])
+def test_a_router_url_that_is_not_http_stops_the_start_naming_the_flag(url: str) -> None:
+    with pytest.raises(ConfigError, match="--relay-router-url"):
+        RouterHealth(url)

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import base64
 import json
+import threading
 from collections.abc import AsyncIterator
 from typing import Any
 
+import oci
 import pytest
 from aiohttp import web
 from cryptography.hazmat.primitives import serialization
@@ -288,3 +290,33 @@ async def test_a_launch_without_a_subnet_in_the_secret_is_a_configuration_error(
     request = ProvisionRequest("relay-oci", "us-ashburn-1", "", "e30=", "u-1", "oci")
     with pytest.raises(ConfigurationError, match="subnet"):
         await oci_driver.provision(request)
+
+
+async def test_sdk_clients_and_key_parsing_stay_off_the_event_loop(
+    oci_driver: OciDriver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Building an SDK client loads its service model and parses the API key (tens of
+    milliseconds each): done on the loop, every pass would stall watches and leases."""
+    loop_thread = threading.get_ident()
+    on_loop: list[str] = []
+
+    def watched(cls: Any) -> Any:
+        class Watched(cls):  # type: ignore[misc]
+            def __init__(self, *args: Any, **kwargs: Any) -> None:
+                if threading.get_ident() == loop_thread:
+                    on_loop.append(cls.__name__)
+                super().__init__(*args, **kwargs)
+
+        return Watched
+
+    for module, name in (
+        (oci.core, "ComputeClient"),
+        (oci.core, "VirtualNetworkClient"),
+        (oci.identity, "IdentityClient"),
+        (oci.signer, "Signer"),
+    ):
+        monkeypatch.setattr(module, name, watched(getattr(module, name)))
+    assert await oci_driver.list_instances("us-ashburn-1")
+    await oci_driver.get_status("ocid1.instance.ours", "us-ashburn-1")
+    await oci_driver.destroy("ocid1.instance.ours", "us-ashburn-1")
+    assert on_loop == []

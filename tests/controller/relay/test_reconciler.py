@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import logging
 
 import pytest
 
-from controller.relay.drivers.base import CapacityError, ConfigurationError
+from controller.relay.drivers.base import CapacityError, CloudInstance, ConfigurationError
 from controller.relay.spec import FINALIZER, PAUSED_ANNOTATION, ROTATE_ANNOTATION
-from controller.relay.tokens import read_tokens
+from controller.relay.tokens import read_tokens, write_tokens
 from controller.types import ObjectKey, Requeue
 from tests.controller.relay.conftest import AWS_SLOT, OCI_SLOT, SHA_ARM64, Fleet
 from wspin.logs import JSONFormatter
@@ -365,3 +366,127 @@ async def test_a_launch_is_timed_in_the_provision_duration_histogram(fleet: Flee
     assert registry.get_sample_value("wspin_relay_provision_duration_seconds_count", labels) == 1
     elapsed = registry.get_sample_value("wspin_relay_provision_duration_seconds_sum", labels)
     assert elapsed is not None and elapsed >= 40
+
+
+async def test_an_adopted_old_vm_gets_the_whole_replacement_timeout_from_its_adoption(
+    fleet: Fleet,
+) -> None:
+    """Launched an hour ago, but the router has never been told about it: not overdue yet."""
+    cr = await fleet.create(AWS_SLOT, healthCheck={"replacementTimeout": "10m"})
+    aws = fleet.clouds["aws"]
+    old = aws.seed("us-east-1", owner_uid=cr["metadata"]["uid"], provider="aws", age_seconds=3600)
+    await fleet.reconcile()
+    assert [i["id"] for i in await fleet.instances()] == [old]
+    assert aws.calls_of("destroy") == [] and old in aws.live_ids()
+    fleet.clock.advance(9 * 60)
+    await fleet.reconcile()
+    assert aws.calls_of("destroy") == []
+    fleet.clock.advance(61)
+    await fleet.reconcile()
+    assert [c.args["instance_id"] for c in aws.calls_of("destroy")] == [old]
+
+
+async def test_a_vm_that_vanished_from_the_cloud_listing_is_replaced(fleet: Fleet) -> None:
+    """Terminated outside the controller long ago: the cloud no longer lists it at all."""
+    await fleet.create(AWS_SLOT)
+    await fleet.reconcile()
+    [first] = await fleet.instances()
+    fleet.report(first["id"], healthy=True)
+    await fleet.reconcile()
+    aws = fleet.clouds["aws"]
+    aws.vm(first["id"]).terminated_at = fleet.clock.now()
+    fleet.clock.advance(aws.terminated_retention_seconds + 1)
+    assert first["id"] not in {vm.instance_id for vm in await aws.list_instances("us-east-1")}
+    await fleet.reconcile()
+    [second] = await fleet.instances()
+    assert second["id"] != first["id"] and second["id"] in aws.live_ids()
+
+
+async def test_a_vm_missing_from_a_listing_but_still_running_is_kept(fleet: Fleet) -> None:
+    """A listing that lags (or pages wrongly) is checked against the VM itself first."""
+    await fleet.create(AWS_SLOT)
+    await fleet.reconcile()
+    [first] = await fleet.instances()
+    fleet.report(first["id"], healthy=True)
+    aws = fleet.clouds["aws"]
+    real_list = aws.list_instances
+
+    async def list_without_it(region: str) -> list[CloudInstance]:
+        return [vm for vm in await real_list(region) if vm.instance_id != first["id"]]
+
+    aws.list_instances = list_without_it  # type: ignore[method-assign]
+    await fleet.reconcile()
+    assert [i["id"] for i in await fleet.instances()] == [first["id"]]
+    assert aws.calls_of("destroy") == [] and len(aws.calls_of("provision")) == 1
+
+
+async def test_a_launch_reuses_the_token_already_stored_for_its_provider(fleet: Fleet) -> None:
+    """A token stored by an earlier process (a launch that failed, a restart) is kept."""
+    stored = "c0ffee" * 10 + "abcd"
+    await write_tokens(fleet.kube, fleet.namespace, {"aws": stored})
+    await fleet.create(AWS_SLOT)
+    await fleet.reconcile()
+    [call] = fleet.clouds["aws"].calls_of("provision")
+    assert f"RELAY_TOKEN={stored}" in call.args["user_data_decoded"]
+    assert (await read_tokens(fleet.kube, fleet.namespace)) == {"aws": stored}
+
+
+async def test_a_region_change_keeps_the_running_vm_and_launches_nothing(fleet: Fleet) -> None:
+    """Slots match by provider: the VM in the old region is still the slot's, and it is
+    looked up where it runs, never declared gone (and leaked) from the new region."""
+    await fleet.create(AWS_SLOT)
+    await fleet.reconcile()
+    [first] = await fleet.instances()
+    fleet.report(first["id"], healthy=True)
+    await fleet.kube.patch(
+        INFERENCE_RELAYS, fleet.name, {"spec": {"providers": [AWS_SLOT | {"region": "eu-west-1"}]}}
+    )
+    await fleet.reconcile()
+    [kept] = await fleet.instances()
+    aws = fleet.clouds["aws"]
+    assert kept["id"] == first["id"] and kept["region"] == "us-east-1"
+    assert aws.live_ids() == {first["id"]} and len(aws.calls_of("provision")) == 1
+
+
+async def test_configuration_errors_of_slow_launches_still_count_towards_the_breaker(
+    fleet: Fleet,
+) -> None:
+    """A launch that fails only after a pass showed it in flight (the VM died while
+    booting) must not reset the attempt count the breaker reads from status."""
+
+    async def fail_after_a_while(_: str) -> None:
+        await asyncio.sleep(0)
+        raise ConfigurationError("instance became terminated while booting")
+
+    aws = fleet.clouds["aws"]
+    aws.on_provision = fail_after_a_while
+    fleet.deps.launch_wait_seconds = 0.0
+    await fleet.create(AWS_SLOT)
+    for expected in (1, 2, 3):
+        await fleet.reconcile()  # starts the launch: shown in flight
+        [shown] = await fleet.instances()
+        assert shown["state"] == "provisioning"
+        await fleet.reconcile()  # collects its configuration error
+        [failed] = await fleet.instances()
+        assert failed["state"] == "provisioning-failed"
+        assert failed["provisioningAttempts"] == expected
+        fleet.clock.advance(600)
+    assert (await fleet.condition("ProvisioningFailed"))["status"] == "True"
+    await fleet.reconcile()
+    assert len(aws.calls_of("provision")) == 3
+
+
+async def test_a_removed_providers_vm_whose_destroy_fails_stays_in_status_until_destroyed(
+    fleet: Fleet,
+) -> None:
+    await fleet.create(AWS_SLOT, OCI_SLOT)
+    await fleet.reconcile()
+    oci_vm = next(i for i in await fleet.instances() if i["provider"] == "oci")
+    oci = fleet.clouds["oci"]
+    oci.inject("destroy", CapacityError("throttled"))
+    await fleet.kube.patch(INFERENCE_RELAYS, fleet.name, {"spec": {"providers": [AWS_SLOT]}})
+    await fleet.reconcile()
+    assert oci_vm["id"] in [i["id"] for i in await fleet.instances()]
+    await fleet.reconcile()
+    assert [i["provider"] for i in await fleet.instances()] == ["aws"]
+    assert oci.live_ids() == set() and len(oci.calls_of("destroy")) == 2

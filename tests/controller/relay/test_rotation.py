@@ -5,7 +5,7 @@ from __future__ import annotations
 from controller.relay.spec import ROTATE_ANNOTATION
 from controller.relay.tokens import read_tokens
 from controller.types import Requeue
-from tests.controller.relay.conftest import AWS_SLOT, Fleet
+from tests.controller.relay.conftest import AWS_SLOT, OCI_SLOT, Fleet
 from wspin.resources import INFERENCE_RELAYS
 
 
@@ -54,3 +54,20 @@ async def test_rotating_an_unknown_id_destroys_nothing_and_clears_the_annotation
     assert await fleet.reconcile() == Requeue(after=10.0)
     assert fleet.clouds["aws"].calls_of("destroy") == []
     assert (await fleet.get())["metadata"]["annotations"][ROTATE_ANNOTATION] == ""
+
+
+async def test_a_rotated_vm_a_lagging_listing_still_shows_running_is_not_adopted_back(
+    fleet: Fleet,
+) -> None:
+    await fleet.create(OCI_SLOT)
+    await fleet.reconcile()
+    [old] = await fleet.instances()
+    oci = fleet.clouds["oci"]
+    oci.list_lag = 5  # the cloud keeps listing the destroyed VM as running for a while
+    await _annotate(fleet, old["id"])
+    await fleet.reconcile()
+    await fleet.reconcile()
+    [new] = await fleet.instances()
+    assert new["id"] != old["id"] and new["id"] in oci.live_ids()
+    assert len(oci.calls_of("provision")) == 2
+    assert [c.args["instance_id"] for c in oci.calls_of("destroy")] == [old["id"]]

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from controller.relay.shapes import UnknownShape, arch_for_shape, binary_name
+from controller.relay.drivers.base import truncate
+from controller.relay.shapes import (
+    DEFAULT_REGIONS,
+    DEFAULT_SHAPES,
+    UnknownShape,
+    arch_for_shape,
+    binary_name,
+)
 
 
 @pytest.mark.parametrize(
@@ -92,3 +99,13 @@ def test_an_unknown_shape_is_an_error_naming_it(provider: str, shape: str) -> No
 def test_binary_names_follow_the_architecture() -> None:
     assert binary_name("amd64") == "relay-proxy-amd64"
     assert binary_name("arm64") == "relay-proxy-arm64"
+
+
+def test_each_provider_has_its_default_shape_and_region() -> None:
+    assert DEFAULT_SHAPES == {"aws": "t4g.micro", "oci": "VM.Standard.A1.Flex", "gcp": "e2-micro"}
+    assert DEFAULT_REGIONS == {"aws": "us-east-1", "oci": "us-ashburn-1", "gcp": "us-west1"}
+
+
+def test_long_cloud_errors_are_cut_with_an_ellipsis() -> None:
+    assert truncate("hello world", 5) == "hello..."
+    assert truncate("hello", 5) == "hello"

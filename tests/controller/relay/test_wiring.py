@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import uuid
 from collections.abc import Awaitable, Callable
@@ -15,13 +16,14 @@ from controller.runtime.manager import Manager
 from controller.settings import (
     ControllerSettings,
     InferenceRelaySettings,
+    LeaderElectionSettings,
     OrphanSweepSettings,
     RelayArtifactConfig,
     RuntimeSettings,
 )
 from tests.controller.relay.conftest import AWS_SLOT, SHA_AMD64, SHA_ARM64
 from wspin.errors import ConfigError
-from wspin.resources import CONFIGMAPS, INFERENCE_RELAYS, Kube
+from wspin.resources import CONFIGMAPS, INFERENCE_RELAYS, LEASES, Kube
 
 
 async def _eventually(check: Callable[[], Awaitable[bool]], what: str) -> None:
@@ -113,3 +115,56 @@ def test_the_fake_cloud_serves_every_provider_and_real_mode_builds_the_sdk_drive
     assert isinstance(real["aws"], AwsDriver) and isinstance(real["oci"], OciDriver)
     with pytest.raises(ConfigError, match="--relay-cloud"):
         build_drivers("gcp-sim", kube, "ns")
+
+
+async def test_the_orphan_sweep_runs_only_on_the_leader(kube: Kube, namespace: str) -> None:
+    await kube.create(
+        LEASES,
+        {
+            "metadata": {"name": "wspin-controller", "namespace": namespace},
+            "spec": {"holderIdentity": "someone-else", "leaseDurationSeconds": 3600},
+        },
+    )
+    base = _settings(namespace)
+    election = LeaderElectionSettings(
+        enabled=True, namespace=namespace, identity="me",
+        lease_duration=1.5, renew_deadline=1.0, retry_period=0.2,
+    )  # fmt: skip
+    settings = dataclasses.replace(
+        base, runtime=dataclasses.replace(base.runtime, leader_election=election)
+    )
+    registry = CollectorRegistry()
+    manager = Manager(kube, settings, registry=registry)
+    wiring.register(manager, settings)
+    followers: list[int] = []
+
+    async def on_every_replica() -> None:
+        followers.append(1)
+
+    manager.add_periodic("probe", 3600, on_every_replica, leader_only=False)
+
+    def sweeps() -> float | None:
+        value: float | None = registry.get_sample_value(
+            "wspin_relay_orphan_sweeps_total", {"outcome": "completed"}
+        )
+        return value
+
+    running = asyncio.create_task(manager.run())
+    try:
+        await _eventually(_async(lambda: bool(followers)), "the manager to start")
+        await asyncio.sleep(0.5)
+        assert not manager.is_leader and sweeps() is None
+        lease = await kube.get(LEASES, "wspin-controller", namespace)
+        lease["spec"]["holderIdentity"] = None
+        await kube.replace(LEASES, lease)
+        await _eventually(_async(lambda: sweeps() == 1), "the new leader's first sweep")
+    finally:
+        manager.stop()
+        await asyncio.wait_for(running, 10)
+
+
+def _async(check: Callable[[], bool]) -> Callable[[], Awaitable[bool]]:
+    async def wrapped() -> bool:
+        return check()
+
+    return wrapped
