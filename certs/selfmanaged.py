@@ -34,6 +34,10 @@ log = logging.getLogger("wspin.certs")
 MAX_STEPS = 8
 """Steps the leader applies in one round; a fresh install needs three (create, publish,
 wait), so hitting this means something rewrites the Secret behind our back."""
+CONFLICT_BACKOFF = 0.1
+"""Seconds before the second re-read after conflicting writes, doubling up to ``refresh``:
+the first conflict is re-read at once, but something that keeps rewriting the Secret (a
+GitOps tool reverting it, say) must not turn the leader into a tight GET/PUT loop."""
 
 
 class Leadership(Protocol):
@@ -82,6 +86,7 @@ class SelfManagedSource(ServesFromContext):
         self._due: datetime.datetime | None = None
         self._waiting_logged = False
         self._problems_logged: tuple[str, ...] = ()
+        self._conflicts = 0
         leadership.add_listener(lambda leading: self._wake.set() if leading else None)
 
     async def run(self) -> None:
@@ -94,12 +99,14 @@ class SelfManagedSource(ServesFromContext):
         campaign.add_done_callback(_report_campaign_end)
         try:
             while True:
+                # Cleared before the round, not after: leadership won while a round is
+                # reading or loading must still cut the following wait short.
+                self._wake.clear()
                 try:
                     delay = await self.round()
                 except Exception:
                     log.exception("certificate round failed", extra=fields(secret=self._ref()))
                     delay = self.settings.refresh
-                self._wake.clear()
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(delay):
                         await self._wake.wait()
@@ -125,8 +132,14 @@ class SelfManagedSource(ServesFromContext):
             if self.leadership.is_leader:
                 stored = await self._drive(stored)
             await self._serve(stored)
+            self._conflicts = 0
         except Conflict:
-            return 0.0  # someone wrote since we read: read again now
+            # Someone wrote since we read: read again, at once the first time.
+            self._conflicts += 1
+            if self._conflicts == 1:
+                return 0.0
+            backoff: float = CONFLICT_BACKOFF * 2.0 ** (self._conflicts - 2)
+            return min(self.settings.refresh, backoff)
         except KubeAPIError as err:
             log.warning(
                 "certificate Secret round failed; retrying",
@@ -137,6 +150,10 @@ class SelfManagedSource(ServesFromContext):
     async def _drive(self, stored: Stored) -> Stored:
         policy = self.settings.policy
         for _ in range(MAX_STEPS):
+            if not self.leadership.is_leader:
+                # Lost while this round awaited the API: a write would most likely fail
+                # on its resourceVersion, but a caBundle patch from a stale read would not.
+                return stored
             now = self._clock()
             plan = next_step(stored, now, policy)
             if plan.step == "wait":

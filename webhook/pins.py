@@ -24,12 +24,8 @@ from typing import Any
 
 import aiohttp
 
-from webhook.registry import (
-    ImageReference,
-    RegistryError,
-    check_insecure_registries,
-    fetch_manifest,
-)
+from webhook.reference import ImageReference, check_insecure_registries
+from webhook.registry import RegistryError, fetch_manifest
 from wspin.contract import ARCHES, PINS_KEY_IMAGE, Arch, Artifact, pins_key
 from wspin.delivery import SHA256_HEX, ArtifactDelivery, PinSet, ResolvedArtifact, same_digest
 from wspin.errors import ConfigError
@@ -40,6 +36,9 @@ from wspin.resources import CONFIGMAPS, AlreadyExists, Forbidden, Kube, KubeAPIE
 log = logging.getLogger(__name__)
 
 CACHE_LABELS = {"app.kubernetes.io/name": "wspin", "app.kubernetes.io/component": "pins-cache"}
+CACHE_TIMEOUT = 10.0
+"""Seconds for the pins-cache read, and again for its write: start must end even when the
+API server accepts connections and never answers (the registry read has its own bound)."""
 
 
 def add_pins_flags(parser: argparse.ArgumentParser) -> None:
@@ -108,6 +107,7 @@ async def resolve_artifact(
     session: aiohttp.ClientSession | None = None,
     timeout: float = 30.0,  # noqa: ASYNC109 - bounds the registry read only, never the cache
     write_cache: bool = True,
+    cache_timeout: float = CACHE_TIMEOUT,
 ) -> ResolvedArtifact:
     """The pins one artifact's pods receive, and where they came from.
 
@@ -129,14 +129,14 @@ async def resolve_artifact(
             "pin registry read failed, trying the pins cache",
             extra=fields(artifact=artifact.name, image=image, error=reason),
         )
-        pins = await _read_cache(artifact, image, kube, namespace, reason)
+        pins = await _read_cache(artifact, image, kube, namespace, reason, cache_timeout)
         _log_resolved(artifact, image, "cache")
         return ResolvedArtifact(artifact, image, pins, source="cache")
     except ConfigError as err:
         raise _error(artifact, err.message, err.fix) from err
     pins = pins_from_annotations(artifact, annotations, image)
     if kube is not None and write_cache:
-        await _write_cache(kube, namespace, artifact, image, pins)
+        await _write_cache(kube, namespace, artifact, image, pins, cache_timeout)
     _log_resolved(artifact, image, "registry")
     return ResolvedArtifact(artifact, image, pins, source="registry")
 
@@ -173,7 +173,12 @@ def _cache_fix(artifact: Artifact, image: str) -> str:
 
 
 async def _read_cache(
-    artifact: Artifact, image: str, kube: Kube | None, namespace: str, registry_error: str
+    artifact: Artifact,
+    image: str,
+    kube: Kube | None,
+    namespace: str,
+    registry_error: str,
+    timeout: float,  # noqa: ASYNC109 - one API call, bounded on its own
 ) -> PinSet:
     """The cached pins for this exact digest, or the "pins unavailable" error with its cause."""
     name = artifact.pins_configmap
@@ -189,7 +194,12 @@ async def _read_cache(
     if kube is None:
         raise unavailable("no Kubernetes API access to read the pins cache")
     try:
-        cached = await kube.get(CONFIGMAPS, name, namespace)
+        async with asyncio.timeout(timeout):
+            cached = await kube.get(CONFIGMAPS, name, namespace)
+    except TimeoutError as err:
+        raise unavailable(
+            f"reading ConfigMap {namespace}/{name} got no answer within {timeout:g}s"
+        ) from err
     except NotFound as err:
         raise unavailable(f"ConfigMap {namespace}/{name} does not exist") from err
     except Forbidden as err:
@@ -215,7 +225,12 @@ async def _read_cache(
 
 
 async def _write_cache(
-    kube: Kube, namespace: str, artifact: Artifact, image: str, pins: PinSet
+    kube: Kube,
+    namespace: str,
+    artifact: Artifact,
+    image: str,
+    pins: PinSet,
+    timeout: float,  # noqa: ASYNC109 - the whole get/create/update, bounded on its own
 ) -> None:
     """Create or update this artifact's ConfigMap; a failure is logged, never fatal.
 
@@ -229,25 +244,28 @@ async def _write_cache(
         pins_key("arm64"): pins.arm64,
     }
     try:
-        current = await kube.get_or_none(CONFIGMAPS, name, namespace)
-        if current is None:
-            body = {"metadata": {"name": name, "namespace": namespace, "labels": CACHE_LABELS}}
-            try:
-                await kube.create(CONFIGMAPS, {**body, "data": data}, namespace)
-                return
-            except AlreadyExists:
-                current = await kube.get(CONFIGMAPS, name, namespace)
-        if current.get("data") == data:
-            return
-        await kube.replace(CONFIGMAPS, {**current, "data": data})
-    except KubeAPIError as err:
+        async with asyncio.timeout(timeout):
+            await _upsert_cache(kube, namespace, name, data)
+    except (KubeAPIError, TimeoutError) as err:
+        error = err.message if isinstance(err, KubeAPIError) else f"no answer within {timeout:g}s"
         log.warning(
             "cannot write the pins cache; a later registry outage will stop the webhook "
             "from starting",
-            extra=fields(
-                artifact=artifact.name, configmap=f"{namespace}/{name}", error=err.message
-            ),
+            extra=fields(artifact=artifact.name, configmap=f"{namespace}/{name}", error=error),
         )
+
+
+async def _upsert_cache(kube: Kube, namespace: str, name: str, data: dict[str, str]) -> None:
+    current = await kube.get_or_none(CONFIGMAPS, name, namespace)
+    if current is None:
+        body = {"metadata": {"name": name, "namespace": namespace, "labels": CACHE_LABELS}}
+        try:
+            await kube.create(CONFIGMAPS, {**body, "data": data}, namespace)
+            return
+        except AlreadyExists:
+            current = await kube.get(CONFIGMAPS, name, namespace)
+    if current.get("data") != data:
+        await kube.replace(CONFIGMAPS, {**current, "data": data})
 
 
 def _log_resolved(artifact: Artifact, image: str, source: str) -> None:

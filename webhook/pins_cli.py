@@ -1,9 +1,11 @@
-"""``wspin pins resolve IMAGE --artifact agentd|opencode``: check a release's pins by hand.
+"""``wspin pins resolve IMAGE [--artifact agentd|opencode]``: check a release's pins by hand.
 
 Runs the webhook's own resolution (registry first, the pins cache only on a registry failure)
 and prints the pins and where they came from, so an operator can check a release before
-rolling it out. It never writes the cache: a release that is not deployed yet must not evict
-the running release's entry, which the webhook needs during a registry outage.
+rolling it out. Without ``--artifact`` every artifact whose pins the image carries is shown,
+so the agentd and the opencode image can each be checked by reference alone. It never writes
+the cache: a release that is not deployed yet must not evict the running release's entry,
+which the webhook needs during a registry outage.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from webhook.pins import add_insecure_registry_flag, insecure_registries_from_ar
 from wspin.delivery import AgentdDelivery, ArtifactDelivery, OpencodeDelivery, ResolvedArtifact
 from wspin.errors import ConfigError
 from wspin.flags import add_flag
-from wspin.kube import api_client
+from wspin.kube import api_client, own_namespace
 from wspin.logs import setup_logging
 from wspin.resources import Kube
 
@@ -40,7 +42,10 @@ def register(subparsers: Any) -> None:
     )
     resolve.add_argument("image", metavar="IMAGE", help="digest-pinned image (repo@sha256:…)")
     resolve.add_argument(
-        "--artifact", required=True, choices=sorted(_DELIVERIES), help="which binary's pins"
+        "--artifact",
+        choices=sorted(_DELIVERIES),
+        default=None,
+        help="which binary's pins (default: every artifact the image carries pins for)",
     )
     add_flag(
         resolve,
@@ -53,8 +58,9 @@ def register(subparsers: Any) -> None:
         resolve,
         "--namespace",
         env="POD_NAMESPACE",
-        default="llmsafespaces",
-        help="namespace of the pins cache ConfigMaps (the webhook's namespace)",
+        default=None,
+        help="namespace of the pins cache ConfigMaps: the webhook's (default: $POD_NAMESPACE, "
+        "or llmsafespaces when that is empty, as for the webhook)",
     )
     add_flag(
         resolve,
@@ -71,13 +77,16 @@ def run_resolve(args: argparse.Namespace) -> int:
     """Resolve and print; exit 1 with the error and its fix on any failure."""
     setup_logging("warning")
     try:
-        resolved = asyncio.run(_resolve(args))
+        resolved, failed = asyncio.run(_resolve_all(args))
     except ConfigError as err:
-        print(f"error: {err.message}", file=sys.stderr)
-        if err.fix:
-            print(f"fix: {err.fix}", file=sys.stderr)
+        resolved, failed = [], [err]
+    if not resolved:
+        for error in failed:
+            print(f"error: {error.message}", file=sys.stderr)
+            if error.fix:
+                print(f"fix: {error.fix}", file=sys.stderr)
         return 1
-    print(render(resolved))
+    print("\n\n".join(render(artifact) for artifact in resolved))
     return 0
 
 
@@ -97,34 +106,47 @@ def render(resolved: ResolvedArtifact) -> str:
     )
 
 
-async def _resolve(args: argparse.Namespace) -> ResolvedArtifact:
-    delivery = _DELIVERIES[args.artifact](image=args.image)
+Outcome = tuple[list[ResolvedArtifact], list[ConfigError]]
+
+
+async def _resolve_all(args: argparse.Namespace) -> Outcome:
+    """The named artifact, or without ``--artifact`` every artifact: what resolved, and each
+    failure (shown only when nothing resolved: an agentd image has no opencode pins)."""
+    names = [args.artifact] if args.artifact else sorted(_DELIVERIES)
     insecure = insecure_registries_from_args(args)
     if not args.timeout > 0:
         raise ConfigError(f"--timeout must be positive, got {args.timeout:g}", "pass --timeout 30")
     if args.no_cluster:
-        return await resolve_artifact(
-            delivery,
-            kube=None,
-            namespace=args.namespace,
-            insecure_registries=insecure,
-            timeout=args.timeout,
-            write_cache=False,
-        )
+        return await _resolve_each(args, names, insecure, None)
     try:
         api = await api_client(args.kubeconfig)
     except ConfigError as err:
         # Surfaces before anything touches a namespace, naming the artifact it was for.
         raise ConfigError(
-            f"{args.artifact} pins: {err.message}",
+            f"{args.artifact or ' and '.join(names)} pins: {err.message}",
             f"{err.fix}; or pass --no-cluster to read the registry without the cache fallback",
         ) from err
     async with api:
-        return await resolve_artifact(
-            delivery,
-            kube=Kube(api),
-            namespace=args.namespace,
-            insecure_registries=insecure,
-            timeout=args.timeout,
-            write_cache=False,
-        )
+        return await _resolve_each(args, names, insecure, Kube(api))
+
+
+async def _resolve_each(
+    args: argparse.Namespace, names: list[str], insecure: frozenset[str], kube: Kube | None
+) -> Outcome:
+    resolved: list[ResolvedArtifact] = []
+    failed: list[ConfigError] = []
+    for name in names:
+        try:
+            resolved.append(
+                await resolve_artifact(
+                    _DELIVERIES[name](image=args.image),
+                    kube=kube,
+                    namespace=args.namespace or own_namespace(),
+                    insecure_registries=insecure,
+                    timeout=args.timeout,
+                    write_cache=False,
+                )
+            )
+        except ConfigError as err:
+            failed.append(err)
+    return resolved, failed

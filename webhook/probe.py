@@ -16,7 +16,7 @@ from typing import Any
 from prometheus_client import Gauge
 
 from wspin.logs import fields
-from wspin.resources import PODS, Invalid, Kube
+from wspin.resources import PODS, Invalid, Kube, KubeAPIError
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +33,12 @@ GATE_OFF_MESSAGE = (
     "(it is on by default from Kubernetes 1.35; on 1.31-1.34 enable ImageVolume on "
     "kube-apiserver and kubelet); workspace pods would start without their binaries, so the "
     "webhook stays unready"
+)
+PROBE_FIX = (
+    "let the webhook's service account create pods in its own namespace (the probe is a "
+    "dry run: nothing is stored or pulled) and let policy webhooks admit the probe pod, or, "
+    "on a cluster known to keep image volumes, pass --skip-image-volume-probe "
+    "(Helm: webhook.skipImageVolumeProbe)"
 )
 
 
@@ -97,7 +103,8 @@ async def probe_image_volume_support(kube: Kube, namespace: str, image: str) -> 
 
     A ``422 Invalid`` answer also counts as unsupported (an API server that refuses the
     field rather than dropping it). Other API errors (403, transport) propagate as
-    ``KubeAPIError``: the probe could not run, which says nothing about the gate.
+    ``KubeAPIError`` carrying ``PROBE_FIX``: the probe could not run, which says nothing
+    about the gate, and the operator needs to know the way out of an endless retry.
     Sets ``wspin_webhook_image_volume_supported`` and logs one error line when unsupported.
     """
     try:
@@ -109,6 +116,9 @@ async def probe_image_volume_support(kube: Kube, namespace: str, image: str) -> 
             extra=fields(namespace=namespace, feature_gate="ImageVolume", api_error=err.message),
         )
         return False
+    except KubeAPIError as err:
+        err.fix = PROBE_FIX
+        raise
     supported = kept_image_volume(returned)
     IMAGE_VOLUME_SUPPORTED.set(1 if supported else 0)
     if supported:

@@ -11,6 +11,9 @@ runtimes do:
   entries are spoken to over plain HTTP, every other registry over HTTPS only;
 - a ``401`` with a ``Bearer`` challenge is answered by asking the challenge's realm for an
   anonymous token and retrying once; tokens are never logged or put in an error;
+- redirects (to blob storage or a CDN) are followed by hand, so the plain-HTTP rule holds for
+  every hop and for the token realm too, the token never leaves the registry's origin, and a
+  presigned query string is passed on byte for byte and never shown in an error;
 - the body's sha256 must equal the pinned digest, so a registry (or a proxy in between)
   cannot hand out different annotations for the digest the pods will run.
 
@@ -20,7 +23,6 @@ Every failure is a ``RegistryError``: the caller may fall back to its cache for 
 from __future__ import annotations
 
 import hashlib
-import ipaddress
 import json
 import re
 from collections.abc import Iterable, Mapping
@@ -28,8 +30,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
+from yarl import URL
 
-from wspin.errors import ConfigError, WspinError
+from webhook.reference import ImageReference, authority_of, plain_http_allowed, scheme_for
+from wspin.errors import WspinError
 
 # What the pins live on (an index) first; single manifests too, so that an image that was
 # pushed without an index is reported as "no pin annotations" rather than "not found".
@@ -45,137 +49,42 @@ MANIFEST_ACCEPT = ", ".join(
 # larger is not an image index we could have produced.
 MAX_MANIFEST_BYTES = 4 * 1024 * 1024
 
-DOCKER_HUB = "docker.io"
-DOCKER_HUB_API = "registry-1.docker.io"
-_DOCKER_HUB_ALIASES = frozenset({"docker.io", "index.docker.io", "registry-1.docker.io"})
+REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+MAX_REDIRECTS = 5
+"""Hops followed per request: a registry may hand a read to blob storage or a CDN, which
+takes one or two; more than this is a loop."""
 
-_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
-_REPOSITORY = re.compile(
-    r"^[a-z0-9]+(?:(?:\.|_|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:\.|_|__|-+)[a-z0-9]+)*)*$"
+# One item of a WWW-Authenticate header (RFC 7235 §4.1): an auth-param ``name=value`` (value a
+# token or a quoted string with backslash escapes), or a bare token that starts a challenge.
+_CHALLENGE_ITEM = re.compile(
+    r'[\s,]*([!#$%&\'*+.^_`|~0-9A-Za-z-]+)(?:\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s,]*)))?'
 )
-_TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
-_CHALLENGE_PARAM = re.compile(r'(\w+)\s*=\s*(?:"([^"]*)"|([^\s,]+))')
+_QUOTED_PAIR = re.compile(r"\\(.)")
 
 
 class RegistryError(WspinError):
     """Reading the manifest failed: unreachable, refused, not found, or not the pinned bytes."""
 
 
-@dataclass(frozen=True)
-class ImageReference:
-    """A digest-pinned image reference split into what the distribution API needs."""
-
-    registry: str
-    """``host[:port]`` as written (``docker.io`` for Docker Hub)."""
-    repository: str
-    """Repository path inside the registry (``library/ubuntu``)."""
-    digest: str
-    """``sha256:<64 hex>``: what is fetched and what the body must hash to."""
-    tag: str | None = None
-    """The informational tag of a ``repo:tag@sha256:…`` reference; never used to fetch."""
-
-    @classmethod
-    def parse(cls, image: str) -> ImageReference:
-        """Split ``[registry/]repo[:tag]@sha256:<hex>``; ConfigError when it is not that."""
-        name, sep, digest = image.rpartition("@")
-        if not sep or not name:
-            raise ConfigError(
-                f"image {image!r} is not digest-pinned: the pins can only be read for an exact "
-                "digest",
-                "use the 'repo@sha256:<64 hex>' or 'repo:tag@sha256:<64 hex>' form",
-            )
-        if not _DIGEST.match(digest):
-            raise ConfigError(
-                f"image {image!r} is not digest-pinned: {digest!r} is not "
-                "sha256:<64 lowercase hex>",
-                "copy the full digest from the registry or the release notes",
-            )
-        registry, rest = DOCKER_HUB, name
-        first, slash, remainder = name.partition("/")
-        if slash and ("." in first or ":" in first or first == "localhost"):
-            registry, rest = first, remainder
-        tag: str | None = None
-        path, colon, maybe_tag = rest.rpartition(":")
-        if colon and "/" not in maybe_tag:
-            rest, tag = path, maybe_tag
-            if not _TAG.match(tag):
-                raise ConfigError(
-                    f"image {image!r} has an invalid tag {tag!r}",
-                    "drop the tag or use letters, digits, '_', '.' and '-' only",
-                )
-        if registry.lower() in _DOCKER_HUB_ALIASES:
-            registry = DOCKER_HUB
-            if "/" not in rest:
-                rest = f"library/{rest}"
-        if not _REPOSITORY.match(rest):
-            raise ConfigError(
-                f"image {image!r} has an invalid repository {rest!r}",
-                "repository names are lowercase letters, digits and the separators "
-                "'.', '_', '-' and '/'",
-            )
-        return cls(registry=registry, repository=rest, digest=digest, tag=tag)
-
-    @property
-    def api_host(self) -> str:
-        """Where the distribution API is served: Docker Hub's API has its own host name."""
-        return DOCKER_HUB_API if self.registry == DOCKER_HUB else self.registry
-
-    @property
-    def hostname(self) -> str:
-        """The host without port or IPv6 brackets."""
-        host = self.registry
-        if host.startswith("["):
-            return host[1 : host.find("]")]
-        return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
-
-    def __str__(self) -> str:
-        tag = f":{self.tag}" if self.tag else ""
-        return f"{self.registry}/{self.repository}{tag}@{self.digest}"
-
-
-def is_loopback(hostname: str) -> bool:
-    """``localhost`` or a loopback IP: traffic never leaves the node, so no TLS is expected."""
-    if hostname.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(hostname).is_loopback
-    except ValueError:
-        return False
-
-
-def scheme_for(ref: ImageReference, insecure_registries: Iterable[str]) -> str:
-    """``http`` for loopback and ``--insecure-registry`` hosts, ``https`` for all others."""
-    insecure = {entry.lower() for entry in insecure_registries}
-    if is_loopback(ref.hostname) or ref.registry.lower() in insecure:
-        return "http"
-    return "https"
-
-
-def check_insecure_registries(values: Iterable[str]) -> frozenset[str]:
-    """Validate ``--insecure-registry`` entries: bare ``HOST:PORT`` (or ``HOST``), no scheme."""
-    checked = set()
-    for raw in values:
-        value = raw.strip()
-        if not value:
-            continue
-        if "://" in value or "/" in value or "@" in value or " " in value:
-            raise ConfigError(
-                f"--insecure-registry takes HOST:PORT, got {raw!r}",
-                "set --insecure-registry / webhook.insecureRegistries to e.g. "
-                "'registry.internal:5000' (no scheme, no path)",
-            )
-        checked.add(value.lower())
-    return frozenset(checked)
+def parse_challenges(header: str) -> list[tuple[str, dict[str, str]]]:
+    """Every challenge of one header, in order: ``Basic realm="x", Bearer realm="…",…`` →
+    ``[("basic", {realm}), ("bearer", {realm, …})]``; schemes and names lowercased."""
+    found: list[tuple[str, dict[str, str]]] = []
+    for match in _CHALLENGE_ITEM.finditer(header):
+        name, quoted, bare = match.groups()
+        if quoted is None and bare is None:
+            found.append((name.lower(), {}))
+        elif found:
+            value = _QUOTED_PAIR.sub(r"\1", quoted) if quoted is not None else bare
+            found[-1][1][name.lower()] = value
+    return found
 
 
 def parse_challenge(header: str) -> tuple[str, dict[str, str]]:
-    """``Bearer realm="…",service="…",scope="…"`` → ``("bearer", {realm, service, scope})``."""
-    scheme, _, params = header.strip().partition(" ")
-    found = {
-        match.group(1).lower(): match.group(2) if match.group(2) is not None else match.group(3)
-        for match in _CHALLENGE_PARAM.finditer(params)
-    }
-    return scheme.lower(), found
+    """``Bearer realm="…",service="…",scope="…"`` → ``("bearer", {realm, service, scope})``:
+    the first challenge of the header (``("", {})`` when there is none)."""
+    challenges = parse_challenges(header)
+    return challenges[0] if challenges else ("", {})
 
 
 async def fetch_manifest(
@@ -188,17 +97,27 @@ async def fetch_manifest(
 
     Unbounded in time by itself: the caller wraps the whole resolution in ``asyncio.timeout``.
     """
-    scheme = scheme_for(ref, insecure_registries)
-    url = f"{scheme}://{ref.api_host}/v2/{ref.repository}/manifests/{ref.digest}"
+    insecure = frozenset(entry.lower() for entry in insecure_registries)
+    scheme = scheme_for(ref, insecure)
+    url = URL(f"{scheme}://{ref.api_host}/v2/{ref.repository}/manifests/{ref.digest}")
     headers = {"Accept": MANIFEST_ACCEPT}
-    status, body, challenge = await _get(session, url, headers, ref)
-    if status == 401 and challenge:
-        token = await _anonymous_token(session, challenge, ref)
+    answer = await _get(session, url, headers, ref, insecure, f"the manifest of {ref}", True)
+    if answer.status == 401 and (challenge := _bearer_challenge(answer.challenges)) is not None:
+        token = await _anonymous_token(session, challenge, ref, insecure)
         headers["Authorization"] = f"Bearer {token}"
-        status, body, challenge = await _get(session, url, headers, ref)
-    if status != 200:
-        raise RegistryError(_status_message(status, body, ref), _status_fix(status))
-    actual = hashlib.sha256(body).hexdigest()
+        answer = await _get(session, url, headers, ref, insecure, f"the manifest of {ref}", True)
+    if answer.status == 401 and answer.challenges and _bearer_challenge(answer.challenges) is None:
+        scheme_name = parse_challenge(answer.challenges[0])[0] or "unknown"
+        raise RegistryError(
+            f"registry {ref.registry} requires credentials ({scheme_name} authentication) "
+            f"to read {ref.repository}; wspin reads pins anonymously",
+            _CREDENTIALS_FIX,
+        )
+    if answer.status != 200:
+        raise RegistryError(
+            _status_message(answer.status, answer.body, ref), _status_fix(answer.status)
+        )
+    actual = hashlib.sha256(answer.body).hexdigest()
     if f"sha256:{actual}" != ref.digest:
         raise RegistryError(
             f"{ref.registry} returned a manifest for {ref.repository}@{ref.digest} whose sha256 "
@@ -206,7 +125,7 @@ async def fetch_manifest(
             "check for a proxy or mirror rewriting manifests between the webhook and the registry",
         )
     try:
-        decoded = json.loads(body)
+        decoded = json.loads(answer.body)
     except ValueError as err:
         raise RegistryError(f"the manifest of {ref} is not JSON: {err}") from err
     if not isinstance(decoded, dict):
@@ -214,60 +133,133 @@ async def fetch_manifest(
     return decoded
 
 
+_CREDENTIALS_FIX = (
+    "make the image publicly readable, or pin the hashes with the "
+    "--<artifact>-binary-sha256-amd64/-arm64 flags"
+)
+
+
+@dataclass(frozen=True)
+class _Answer:
+    status: int
+    body: bytes
+    challenges: tuple[str, ...]
+    """Every ``WWW-Authenticate`` header: a registry may offer Basic and Bearer side by side."""
+
+
 async def _get(
     session: aiohttp.ClientSession,
-    url: str,
+    url: URL,
     headers: Mapping[str, str],
     ref: ImageReference,
-) -> tuple[int, bytes, str]:
-    """One GET: status, body (bounded), and the ``WWW-Authenticate`` header if any."""
-    try:
-        async with session.get(url, headers=headers) as response:
-            body = await _read_bounded(response, f"the manifest of {ref}")
-            return response.status, body, response.headers.get("WWW-Authenticate", "")
-    except (aiohttp.ClientError, TimeoutError, OSError) as err:
+    insecure: frozenset[str],
+    what: str,
+    to_registry: bool = False,
+) -> _Answer:
+    """One GET, following up to ``MAX_REDIRECTS`` redirects by hand.
+
+    aiohttp would follow them itself, but also from HTTPS to plain HTTP on any host; here
+    every hop must pass the plain-HTTP rule, the ``Authorization`` header is dropped as soon
+    as a hop leaves the first origin, and the ``Location`` is used exactly as sent (presigned
+    blob URLs break when their query is re-quoted).
+    """
+    hop_headers = dict(headers)
+    for hops in range(MAX_REDIRECTS + 1):
+        _require_allowed_scheme(url, insecure, ref, what, redirected=hops > 0)
+        try:
+            async with session.get(url, headers=hop_headers, allow_redirects=False) as response:
+                location = response.headers.get("Location")
+                if response.status not in REDIRECT_STATUSES or not location:
+                    body = await _read_bounded(response, what)
+                    challenges = tuple(response.headers.getall("WWW-Authenticate", ()))
+                    return _Answer(response.status, body, challenges)
+            target = url.join(URL(location, encoded=True))
+        except (aiohttp.ClientError, TimeoutError, OSError, ValueError) as err:
+            raise _unreachable(url, ref, err, what, to_registry and hops == 0) from err
+        if target.origin() != url.origin():
+            hop_headers.pop("Authorization", None)
+        url = target
+    raise RegistryError(
+        f"registry {ref.registry} redirected {what} more than {MAX_REDIRECTS} times",
+        "check the registry's configuration: its redirects loop",
+    )
+
+
+def _require_allowed_scheme(
+    url: URL, insecure: frozenset[str], ref: ImageReference, what: str, *, redirected: bool
+) -> None:
+    where = _redacted(url)
+    if url.scheme == "https" or (url.scheme == "http" and plain_http_allowed(url, insecure)):
+        return
+    if url.scheme != "http":
         raise RegistryError(
-            f"cannot reach registry {ref.registry} ({url.split('://')[0]}): {_describe(err)}",
+            f"registry {ref.registry} sent {what} to {where}, which is not an HTTP(S) URL",
+            "check the registry's configuration",
+        )
+    authority = authority_of(url)
+    via = "redirected" if redirected else "sent"
+    raise RegistryError(
+        f"registry {ref.registry} {via} {what} to plain-HTTP host {authority}; plain HTTP is "
+        "only spoken to loopback registries and --insecure-registry hosts",
+        f"serve {authority} over HTTPS, or trust it with --insecure-registry {authority}",
+    )
+
+
+def _unreachable(
+    url: URL, ref: ImageReference, err: BaseException, what: str, to_registry: bool
+) -> RegistryError:
+    if to_registry:
+        return RegistryError(
+            f"cannot reach registry {ref.registry} ({url.scheme}): {_describe(err, url)}",
             f"check that the webhook can reach {ref.api_host}; a registry that serves plain "
             "HTTP needs --insecure-registry HOST:PORT",
-        ) from err
+        )
+    return RegistryError(
+        f"cannot reach {_redacted(url)} for {what} of registry {ref.registry}: "
+        f"{_describe(err, url)}",
+        f"check that the webhook can reach {authority_of(url)}",
+    )
+
+
+def _bearer_challenge(headers: tuple[str, ...]) -> dict[str, str] | None:
+    """The parameters of the first Bearer challenge across every header, if any."""
+    for header in headers:
+        for scheme, params in parse_challenges(header):
+            if scheme == "bearer":
+                return params
+    return None
 
 
 async def _anonymous_token(
     session: aiohttp.ClientSession,
-    challenge: str,
+    params: Mapping[str, str],
     ref: ImageReference,
+    insecure: frozenset[str],
 ) -> str:
     """Answer a ``Bearer`` challenge with an anonymous pull token from its realm."""
-    scheme, params = parse_challenge(challenge)
-    realm = params.get("realm", "")
-    if scheme != "bearer" or not realm.startswith(("https://", "http://")):
-        raise RegistryError(
-            f"registry {ref.registry} requires credentials ({scheme or 'unknown'} "
-            f"authentication) to read {ref.repository}; wspin reads pins anonymously",
-            "make the image publicly readable, or pin the hashes with the "
-            "--<artifact>-binary-sha256-amd64/-arm64 flags",
-        )
-    query = {"scope": params.get("scope") or f"repository:{ref.repository}:pull"}
-    if params.get("service"):
-        query["service"] = params["service"]
     try:
-        async with session.get(realm, params=query) as response:
-            body = await _read_bounded(response, "the token response")
-            status = response.status
-    except (aiohttp.ClientError, TimeoutError, OSError) as err:
+        realm = URL(params.get("realm", ""))
+    except ValueError:
+        realm = URL()
+    if realm.scheme not in ("http", "https") or not realm.host:
         raise RegistryError(
-            f"cannot reach the token service {realm} of {ref.registry}: {_describe(err)}",
-            f"check that the webhook can reach the token service of {ref.registry}",
-        ) from err
-    if status != 200:
+            f"registry {ref.registry} answered with a Bearer challenge without a usable realm",
+            _CREDENTIALS_FIX,
+        )
+    scope = params.get("scope") or f"repository:{ref.repository}:pull"
+    query = {"scope": scope}
+    if service := params.get("service"):
+        query["service"] = service
+    answer = await _get(session, realm.extend_query(query), {}, ref, insecure, "the token request")
+    where = _redacted(realm)
+    if answer.status != 200:
         raise RegistryError(
-            f"the token service {realm} of {ref.registry} refused an anonymous token "
-            f"for {query['scope']} (HTTP {status})",
-            "make the image publicly readable, or pin the hashes manually",
+            f"the token service {where} of {ref.registry} refused an anonymous token "
+            f"for {scope} (HTTP {answer.status})",
+            _CREDENTIALS_FIX,
         )
     try:
-        decoded = json.loads(body)
+        decoded = json.loads(answer.body)
     except ValueError:
         decoded = None
     # Docker's token spec names it "token"; OAuth2-style services answer "access_token".
@@ -276,22 +268,25 @@ async def _anonymous_token(
     )
     if not isinstance(token, str) or not token:
         raise RegistryError(
-            f"the token service {realm} of {ref.registry} answered without a token",
+            f"the token service {where} of {ref.registry} answered without a token",
             "check the registry's token service",
         )
     return token
 
 
 async def _read_bounded(response: aiohttp.ClientResponse, what: str) -> bytes:
+    too_large = RegistryError(
+        f"{what} is larger than {MAX_MANIFEST_BYTES} bytes; refusing to read it",
+        "check that the reference names an image index",
+    )
+    if (response.content_length or 0) > MAX_MANIFEST_BYTES:
+        raise too_large
     chunks: list[bytes] = []
     size = 0
     async for chunk in response.content.iter_chunked(64 * 1024):
         size += len(chunk)
         if size > MAX_MANIFEST_BYTES:
-            raise RegistryError(
-                f"{what} is larger than {MAX_MANIFEST_BYTES} bytes; refusing to read it",
-                "check that the reference names an image index",
-            )
+            raise too_large
         chunks.append(chunk)
     return b"".join(chunks)
 
@@ -327,6 +322,14 @@ def _status_fix(status: int) -> str:
     return "retry later or check the registry's health"
 
 
-def _describe(err: BaseException) -> str:
+def _redacted(url: URL) -> str:
+    """``scheme://host[:port]/path``: a presigned query string is a credential."""
+    return str(url.with_query(None).with_fragment(None).with_user(None))
+
+
+def _describe(err: BaseException, url: URL) -> str:
     text = str(err)
+    for secret in (str(url), url.raw_query_string, url.query_string):
+        if secret:
+            text = text.replace(secret, _redacted(url) if secret == str(url) else "…")
     return f"{type(err).__name__}: {text}" if text else type(err).__name__

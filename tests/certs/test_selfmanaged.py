@@ -6,15 +6,17 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import dataclasses
 import datetime
 import logging
 from collections.abc import AsyncIterator, Callable
+from typing import cast
 
 import pytest
 
 from certs.authority import apply_step, next_step
 from certs.build import signed_by
-from certs.selfmanaged import SelfManagedSource
+from certs.selfmanaged import SelfManagedSettings, SelfManagedSource
 from certs.store import SecretStore, Stored
 from tests.certs.conftest import (
     SECRET,
@@ -25,7 +27,7 @@ from tests.certs.conftest import (
     serve,
 )
 from tests.kubeapi import KubeServer
-from wspin.resources import LEASES, MUTATING_WEBHOOKS, VALIDATING_WEBHOOKS, Kube
+from wspin.resources import LEASES, MUTATING_WEBHOOKS, VALIDATING_WEBHOOKS, Conflict, Kube
 
 
 @contextlib.asynccontextmanager
@@ -180,3 +182,125 @@ async def test_a_missing_webhook_configuration_delays_publication_not_serving(
         )
     stored = await SecretStore(kube, namespace, SECRET).read()
     assert not stored.published
+
+
+class WinsDuringTheFirstRound:
+    """A Lease that is won while the first round is still loading the Secret's certificate
+    (a rollout: the Secret exists, and the old leader has just released the Lease)."""
+
+    def __init__(self) -> None:
+        self.leading = False
+        self.listeners: list[Callable[[bool], None]] = []
+
+    @property
+    def is_leader(self) -> bool:
+        if not self.leading:
+            asyncio.get_running_loop().call_soon(self.win)
+        return self.leading
+
+    def win(self) -> None:
+        if not self.leading:
+            self.leading = True
+            for listener in self.listeners:
+                listener(True)
+
+    def add_listener(self, listener: Callable[[bool], None]) -> None:
+        self.listeners.append(listener)
+
+    async def run(self) -> None:
+        await asyncio.Event().wait()
+
+    async def release(self) -> bool:
+        return True
+
+
+class CountingStore(SecretStore):
+    """Always reads ``stored``; counts the rounds."""
+
+    def __init__(self, stored: Stored) -> None:
+        super().__init__(cast(Kube, None), "ns", SECRET)
+        self.stored = stored
+        self.reads = 0
+
+    async def read(self) -> Stored:
+        self.reads += 1
+        return self.stored
+
+
+async def test_leadership_won_during_a_round_starts_the_next_round_at_once() -> None:
+    now = datetime.datetime.now(datetime.UTC)
+    stored = apply_step(
+        "publish", apply_step("create", Stored(), now, TEST_POLICY), now, TEST_POLICY
+    )
+    store = CountingStore(stored)
+    leadership = WinsDuringTheFirstRound()
+    settings = SelfManagedSettings(SECRET, "ns", TEST_POLICY, webhooks=(), refresh=60.0)
+    source = SelfManagedSource(store, settings, leadership)
+    async with running(source):
+        await eventually(lambda: store.reads >= 2, timeout=5.0)
+    assert leadership.leading
+
+
+class AlwaysLeading(WinsDuringTheFirstRound):
+    def __init__(self) -> None:
+        super().__init__()
+        self.leading = True
+
+
+class ConflictingStore(CountingStore):
+    """Every write loses to a writer that got there first, until ``conflicts`` runs out."""
+
+    def __init__(self, conflicts: int) -> None:
+        super().__init__(Stored())
+        self.conflicts = conflicts
+
+    async def write(self, stored: Stored) -> Stored:
+        if self.conflicts > 0:
+            self.conflicts -= 1
+            raise Conflict("update secrets ns/wspin-webhook-tls: the object has been modified")
+        self.stored = dataclasses.replace(stored, resource_version="1")
+        return self.stored
+
+
+async def test_a_secret_that_keeps_changing_is_re_read_with_a_growing_pause() -> None:
+    store = ConflictingStore(conflicts=7)
+    settings = SelfManagedSettings(SECRET, "ns", TEST_POLICY, webhooks=(), refresh=1.0)
+    source = SelfManagedSource(store, settings, AlwaysLeading())
+    delays = [await source.round() for _ in range(7)]
+    assert delays == [0.0, 0.1, 0.2, 0.4, 0.8, 1.0, 1.0]
+    assert await source.round() == 1.0  # the writes went through: settled until refresh
+    assert source.healthy()
+    store.stored, store.conflicts = Stored(), 1
+    assert await source.round() == 0.0  # a success resets the pause
+
+
+class LosesAfterFirstCheck(WinsDuringTheFirstRound):
+    """Leading when the round starts, lost by the time the first step is written."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.checks = 0
+
+    @property
+    def is_leader(self) -> bool:
+        self.checks += 1
+        return self.checks <= 2
+
+
+class RecordingStore(ConflictingStore):
+    def __init__(self) -> None:
+        super().__init__(conflicts=0)
+        self.writes: list[Stored] = []
+
+    async def write(self, stored: Stored) -> Stored:
+        self.writes.append(stored)
+        return await super().write(stored)
+
+
+async def test_a_leader_that_loses_the_lease_mid_round_takes_no_further_step() -> None:
+    store = RecordingStore()
+    settings = SelfManagedSettings(SECRET, "ns", TEST_POLICY, webhooks=(), refresh=1.0)
+    source = SelfManagedSource(store, settings, LosesAfterFirstCheck())
+    await source.round()
+    assert len(store.writes) == 1  # "create"; "publish" needed the Lease it no longer held
+    assert store.stored.serving is not None and not store.stored.published

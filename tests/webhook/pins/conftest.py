@@ -5,7 +5,9 @@
 only in their annotations. ``extra_registry`` starts another registry process over the same
 storage (for outages: stop it mid-test). ``token_registry`` starts one with ``auth: token``,
 so the real registry issues the Bearer challenge, and an aiohttp token service on loopback
-that hands out anonymous pull tokens signed with a test-generated key.
+that hands out anonymous pull tokens signed with a test-generated key. ``renamed_session`` is
+a client session that resolves every host name to 127.0.0.1, so a loopback server can stand
+in for a registry with a real (non-loopback) name.
 """
 
 from __future__ import annotations
@@ -22,8 +24,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 from aiohttp import web
+from aiohttp.abc import AbstractResolver, ResolveResult
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -204,3 +208,34 @@ async def token_registry(oci_registry: OciRegistry, tmp_path: Path) -> AsyncIter
     finally:
         await asyncio.to_thread(process.stop)
         await runner.cleanup()
+
+
+# -- non-loopback names on loopback ---------------------------------------------------------
+
+
+class LoopbackResolver(AbstractResolver):
+    """Resolves every name to 127.0.0.1, so a non-loopback name reaches a loopback server."""
+
+    async def resolve(
+        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+    ) -> list[ResolveResult]:
+        return [
+            ResolveResult(
+                hostname=host,
+                host="127.0.0.1",
+                port=port,
+                family=socket.AF_INET,
+                proto=0,
+                flags=socket.AI_NUMERICHOST,
+            )
+        ]
+
+    async def close(self) -> None:
+        return None
+
+
+@pytest.fixture
+async def renamed_session() -> AsyncIterator[aiohttp.ClientSession]:
+    connector = aiohttp.TCPConnector(resolver=LoopbackResolver())
+    async with aiohttp.ClientSession(connector=connector) as client:
+        yield client

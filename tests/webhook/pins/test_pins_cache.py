@@ -5,9 +5,12 @@ Runs against the Kubernetes API test server, or a real cluster with WSPIN_TEST_K
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections.abc import AsyncIterator
 
 import pytest
+from kubernetes_asyncio import client
 
 from tests.kubeapi import KubeServer
 from tests.webhook.pins.registry_server import OciRegistry, RegistryProcess
@@ -228,3 +231,60 @@ async def test_an_outage_after_a_first_resolve_is_served_from_the_cache_it_wrote
     assert await resolve(kube, namespace, "opencode", image) == (EXPECTED["opencode"], "registry")
     extra_registry.stop()
     assert await resolve(kube, namespace, "opencode", image) == (EXPECTED["opencode"], "cache")
+
+
+# -- an API server that never answers ---------------------------------------------------------
+
+
+@pytest.fixture
+async def silent_kube() -> AsyncIterator[Kube]:
+    """A Kube whose API server accepts connections and never answers."""
+    held: list[asyncio.StreamWriter] = []
+
+    async def hold(_: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        held.append(writer)
+
+    server = await asyncio.start_server(hold, "127.0.0.1", 0)
+    configuration = client.Configuration()
+    configuration.host = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+    api = client.ApiClient(configuration)
+    try:
+        yield Kube(api)
+    finally:
+        await api.close()
+        for writer in held:
+            writer.close()
+        server.close()
+        await server.wait_closed()
+
+
+async def test_a_silent_api_server_during_an_outage_ends_start_with_the_cause(
+    silent_kube: Kube, oci_registry: OciRegistry, dead_registry: str
+) -> None:
+    image = during_outage(oci_registry, dead_registry)
+    async with asyncio.timeout(10):  # the resolver's own bound must end it long before
+        with pytest.raises(ConfigError, match="pins unavailable") as caught:
+            await resolve_artifact(
+                AgentdDelivery(image),
+                kube=silent_kube,
+                namespace="ns",
+                insecure_registries=frozenset(),
+                cache_timeout=0.2,
+            )
+    assert "ConfigMap ns/llmsafespaces-agentd-pins got no answer within 0.2s" in str(caught.value)
+
+
+async def test_a_silent_api_server_does_not_hold_up_a_registry_success(
+    silent_kube: Kube, oci_registry: OciRegistry, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with asyncio.timeout(10):
+        with caplog.at_level(logging.WARNING, logger="webhook.pins"):
+            resolved = await resolve_artifact(
+                OpencodeDelivery(oci_registry.ref("release")),
+                kube=silent_kube,
+                namespace="ns",
+                insecure_registries=frozenset(),
+                cache_timeout=0.2,
+            )
+    assert (resolved.pins, resolved.source) == (EXPECTED["opencode"], "registry")
+    assert any("no answer within 0.2s" in str(r.fields) for r in caplog.records)  # type: ignore[attr-defined]

@@ -15,7 +15,7 @@ from tests.kubeapi import KubeServer
 from tests.webhook.pins.registry_server import OciRegistry
 from webhook import pins_cli
 from wspin import cli
-from wspin.resources import CONFIGMAPS, Kube
+from wspin.resources import CONFIGMAPS, NAMESPACES, Kube
 
 
 @pytest.fixture(autouse=True)
@@ -52,6 +52,37 @@ def test_resolve_prints_the_pins_their_source_and_the_override_flags(
     assert f"sha256-amd64:  {'c' * 64}" in out
     assert f"sha256-arm64:  {'d' * 64}" in out
     assert f"--opencode-binary-sha256-arm64={'d' * 64}" in out
+
+
+def test_without_an_artifact_only_the_pins_the_image_carries_are_shown(
+    oci_registry: OciRegistry, capsys: pytest.CaptureFixture[str]
+) -> None:
+    image = oci_registry.ref("agentd-only")
+    assert run(["pins", "resolve", image, "--no-cluster"]) == 0
+    out = capsys.readouterr().out
+    assert "artifact:      agentd" in out
+    assert f"sha256-amd64:  {'a' * 64}" in out
+    assert "opencode" not in out
+
+
+def test_without_an_artifact_a_release_carrying_both_shows_both(
+    oci_registry: OciRegistry, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run(["pins", "resolve", oci_registry.ref("release"), "--no-cluster"]) == 0
+    out = capsys.readouterr().out
+    assert "artifact:      agentd" in out
+    assert "artifact:      opencode" in out
+    assert f"--opencode-binary-sha256-arm64={'d' * 64}" in out
+
+
+def test_an_image_without_pins_exits_1_with_each_artifacts_error(
+    oci_registry: OciRegistry, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run(["pins", "resolve", oci_registry.ref("bare"), "--no-cluster"]) == 1
+    err = capsys.readouterr().err
+    assert "error: agentd pins: the image index" in err
+    assert "error: opencode pins: the image index" in err
+    assert err.count("fix: not delivery-compatible") == 2
 
 
 def test_resolve_of_a_tag_only_image_exits_1_with_the_fix(
@@ -138,3 +169,32 @@ async def test_a_registry_success_does_not_write_the_cache(
     assert "source:        registry" in capsys.readouterr().out
     assert kube_server.writes == []
     assert await kube.get_or_none(CONFIGMAPS, "llmsafespaces-opencode-pins", namespace) is None
+
+
+@pytest.mark.parametrize("pod_namespace", [None, ""])
+async def test_an_unset_or_empty_pod_namespace_reads_the_cache_in_llmsafespaces(
+    pod_namespace: str | None,
+    kube: Kube,
+    kube_server: KubeServer,
+    kubeconfig: Path,
+    oci_registry: OciRegistry,
+    dead_registry: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # kube_server: the test API server only; a real cluster's llmsafespaces is not ours.
+    if pod_namespace is None:
+        monkeypatch.delenv("POD_NAMESPACE", raising=False)
+    else:
+        monkeypatch.setenv("POD_NAMESPACE", pod_namespace)
+    await kube.create(NAMESPACES, {"metadata": {"name": "llmsafespaces"}})
+    image = oci_registry.ref("release", host=dead_registry)
+    data = {"image": image, "sha256-amd64": "e" * 64, "sha256-arm64": "f" * 64}
+    await kube.create(
+        CONFIGMAPS,
+        {"metadata": {"name": "llmsafespaces-agentd-pins"}, "data": data},
+        "llmsafespaces",
+    )
+    argv = ["pins", "resolve", image, "--artifact", "agentd", "--kubeconfig", str(kubeconfig)]
+    assert await asyncio.to_thread(run, argv) == 0
+    assert "source:        cache" in capsys.readouterr().out

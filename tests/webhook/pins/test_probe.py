@@ -10,7 +10,7 @@ from prometheus_client import REGISTRY
 
 from tests.kubeapi import KubeServer
 from webhook.probe import kept_image_volume, probe_image_volume_support, probe_pod
-from wspin.resources import PODS, Kube
+from wspin.resources import PODS, Forbidden, Kube
 
 IMAGE = "ghcr.io/example/agentd@sha256:" + "0123456789abcdef" * 4
 GAUGE = "wspin_webhook_image_volume_supported"
@@ -71,3 +71,13 @@ def test_a_pod_without_the_image_volume_source_did_not_keep_it(
     volumes: list[dict[str, object]] | None,
 ) -> None:
     assert not kept_image_volume({"spec": {"volumes": volumes}})
+
+
+async def test_a_probe_the_api_server_forbids_says_how_to_get_past_it(
+    kube: Kube, namespace: str, kube_server: KubeServer
+) -> None:
+    kube_server.fail_next(403, method="POST", path=f"/api/v1/namespaces/{namespace}/pods")
+    with pytest.raises(Forbidden) as caught:
+        await probe_image_volume_support(kube, namespace, IMAGE)
+    assert "--skip-image-volume-probe" in str(caught.value)
+    assert "webhook.skipImageVolumeProbe" in caught.value.fix

@@ -10,106 +10,21 @@ from typing import Any
 import aiohttp
 import pytest
 from aiohttp import web
-from aiohttp.abc import AbstractResolver, ResolveResult
 
 from tests.webhook.pins.registry_server import PINS, OciRegistry, TokenRegistry
+from webhook.reference import ImageReference
 from webhook.registry import (
     MANIFEST_ACCEPT,
-    ImageReference,
     RegistryError,
-    check_insecure_registries,
     fetch_manifest,
     parse_challenge,
-    scheme_for,
+    parse_challenges,
 )
-from wspin.errors import ConfigError
 
 DIGEST = "sha256:" + "0123456789abcdef" * 4
 
 
-# -- references (pure) ----------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("image", "registry", "repository", "tag", "api_host"),
-    [
-        (f"ubuntu@{DIGEST}", "docker.io", "library/ubuntu", None, "registry-1.docker.io"),
-        (f"ubuntu:24.04@{DIGEST}", "docker.io", "library/ubuntu", "24.04", "registry-1.docker.io"),
-        (f"bitnami/redis@{DIGEST}", "docker.io", "bitnami/redis", None, "registry-1.docker.io"),
-        (f"docker.io/ubuntu@{DIGEST}", "docker.io", "library/ubuntu", None, "registry-1.docker.io"),
-        (f"index.docker.io/x/y@{DIGEST}", "docker.io", "x/y", None, "registry-1.docker.io"),
-        (
-            f"ghcr.io/lenaxia/llmsafespaces/agentd:v1.2.0@{DIGEST}",
-            "ghcr.io",
-            "lenaxia/llmsafespaces/agentd",
-            "v1.2.0",
-            "ghcr.io",
-        ),
-        (f"localhost/agentd@{DIGEST}", "localhost", "agentd", None, "localhost"),
-        (f"localhost:5000/a/b:dev@{DIGEST}", "localhost:5000", "a/b", "dev", "localhost:5000"),
-        (f"127.0.0.1:5000/agentd@{DIGEST}", "127.0.0.1:5000", "agentd", None, "127.0.0.1:5000"),
-        (f"[::1]:5000/agentd@{DIGEST}", "[::1]:5000", "agentd", None, "[::1]:5000"),
-    ],
-)
-def test_references_are_normalised_like_docker(
-    image: str, registry: str, repository: str, tag: str | None, api_host: str
-) -> None:
-    ref = ImageReference.parse(image)
-    assert (ref.registry, ref.repository, ref.tag, ref.digest) == (
-        registry,
-        repository,
-        tag,
-        DIGEST,
-    )
-    assert ref.api_host == api_host
-
-
-@pytest.mark.parametrize(
-    ("image", "says"),
-    [
-        ("ghcr.io/x/agentd:v1", "not digest-pinned"),
-        ("ghcr.io/x/agentd", "not digest-pinned"),
-        (f"@{DIGEST}", "not digest-pinned"),
-        ("ghcr.io/x/agentd@sha256:" + "A" * 64, "not digest-pinned"),
-        ("ghcr.io/x/agentd@sha256:abc", "not digest-pinned"),
-        ("ghcr.io/x/agentd@sha512:" + "0" * 128, "not digest-pinned"),
-        (f"ghcr.io/X/Agentd@{DIGEST}", "invalid repository"),
-        (f"ghcr.io/x/agentd:bad!tag@{DIGEST}", "invalid tag"),
-    ],
-)
-def test_references_that_are_not_digest_pinned_are_refused(image: str, says: str) -> None:
-    with pytest.raises(ConfigError, match=says) as caught:
-        ImageReference.parse(image)
-    assert caught.value.fix
-
-
-@pytest.mark.parametrize(
-    ("registry", "insecure", "scheme"),
-    [
-        ("127.0.0.1:5000", (), "http"),
-        ("127.0.0.2", (), "http"),
-        ("localhost:5000", (), "http"),
-        ("LOCALHOST:5000", (), "http"),
-        ("[::1]:5000", (), "http"),
-        ("ghcr.io", (), "https"),
-        ("registry.internal:5000", (), "https"),
-        ("registry.internal:5000", ("registry.internal:5000",), "http"),
-        ("Registry.Internal:5000", ("registry.internal:5000",), "http"),
-        ("registry.internal:5001", ("registry.internal:5000",), "https"),
-        ("10.0.0.1:5000", (), "https"),
-    ],
-)
-def test_plain_http_only_for_loopback_and_insecure_registries(
-    registry: str, insecure: tuple[str, ...], scheme: str
-) -> None:
-    ref = ImageReference.parse(f"{registry}/agentd@{DIGEST}")
-    assert scheme_for(ref, check_insecure_registries(insecure)) == scheme
-
-
-@pytest.mark.parametrize("value", ["http://registry:5000", "registry:5000/path", "a b"])
-def test_insecure_registry_entries_must_be_host_and_port(value: str) -> None:
-    with pytest.raises(ConfigError, match="--insecure-registry takes HOST:PORT"):
-        check_insecure_registries([value])
+# -- challenges and headers (pure) ---------------------------------------------------------
 
 
 def test_bearer_challenge_parameters_are_parsed_including_quoted_commas() -> None:
@@ -123,6 +38,27 @@ def test_bearer_challenge_parameters_are_parsed_including_quoted_commas() -> Non
         "service": "registry.docker.io",
         "scope": "repository:library/ubuntu:pull,push",
     }
+
+
+def test_several_challenges_in_one_header_keep_their_own_parameters() -> None:
+    header = (
+        'Basic realm="registry", Bearer realm="https://auth.example/token",'
+        'service="registry.example", error="insufficient_scope", scope="repository:a\\"b:pull"'
+    )
+    assert parse_challenges(header) == [
+        ("basic", {"realm": "registry"}),
+        (
+            "bearer",
+            {
+                "realm": "https://auth.example/token",
+                "service": "registry.example",
+                "error": "insufficient_scope",
+                "scope": 'repository:a"b:pull',
+            },
+        ),
+    ]
+    assert parse_challenge(header) == ("basic", {"realm": "registry"})
+    assert parse_challenge("") == ("", {})
 
 
 def test_accept_header_names_oci_index_and_docker_manifest_list() -> None:
@@ -212,34 +148,6 @@ async def test_a_token_the_registry_rejects_fails_without_revealing_the_token(
     for token in token_registry.issued:
         for part in token.split("."):
             assert part not in str(caught.value)
-
-
-class _StaticResolver(AbstractResolver):
-    """Resolves every name to 127.0.0.1, so a non-loopback name reaches the test registry."""
-
-    async def resolve(
-        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
-    ) -> list[ResolveResult]:
-        return [
-            ResolveResult(
-                hostname=host,
-                host="127.0.0.1",
-                port=port,
-                family=socket.AF_INET,
-                proto=0,
-                flags=socket.AI_NUMERICHOST,
-            )
-        ]
-
-    async def close(self) -> None:
-        return None
-
-
-@pytest.fixture
-async def renamed_session() -> AsyncIterator[aiohttp.ClientSession]:
-    connector = aiohttp.TCPConnector(resolver=_StaticResolver())
-    async with aiohttp.ClientSession(connector=connector) as client:
-        yield client
 
 
 async def test_insecure_registry_flag_allows_plain_http_to_a_named_host(
