@@ -78,13 +78,7 @@ async def resolve_both(
                 session=session,
                 timeout=PIN_RESOLUTION_TIMEOUT,
             )
-            log.info(
-                "pins resolved",
-                extra=fields(
-                    artifact=artifact.artifact.name, image=artifact.image, source=artifact.source
-                ),
-            )
-            resolved.append(artifact)
+            resolved.append(artifact)  # resolve_artifact logs the source
     return InjectConfig(agentd=resolved[0], opencode=resolved[1])
 
 

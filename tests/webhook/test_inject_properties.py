@@ -71,9 +71,10 @@ def containers(
             for n in draw(st.lists(st.sampled_from([*PIN_NAMES, "HOME", "PATH"]), max_size=6))
         ]
         container: dict[str, Any] = {"name": name, "image": "busybox"}
-        if mounts or draw(st.booleans()):
+        empty_mounts_key, empty_env_key = draw(st.booleans()), draw(st.booleans())
+        if mounts or empty_mounts_key:
             container["volumeMounts"] = mounts
-        if env or draw(st.booleans()):
+        if env or empty_env_key:
             container["env"] = env
         if init and name == "agentd":
             container["restartPolicy"] = "Always"
@@ -98,7 +99,8 @@ def workspace_pods(draw: st.DrawFn) -> dict[str, Any]:
     spec: dict[str, Any] = {"containers": main}
     if init_containers:
         spec["initContainers"] = init_containers
-    if vols or draw(st.booleans()):
+    empty_volumes_key = draw(st.booleans())
+    if vols or empty_volumes_key:
         spec["volumes"] = vols
     metadata: dict[str, Any] = {
         "name": "ws1-abcdef12",
