@@ -9,15 +9,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
 import signal
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from controller.settings import LOG_LEVELS, ControllerSettings, add_controller_flags
 from controller.settings import settings_from_args as build_settings
 from wspin.errors import ConfigError
-from wspin.logs import fields, setup_logging
+from wspin.logs import add_scrubber, fields, remove_scrubber, setup_logging
 
 log = logging.getLogger("controller")
 
@@ -42,7 +44,27 @@ def run_controller(args: argparse.Namespace) -> int:
         log.error("invalid configuration", extra=fields(error=str(err)))
         print(f"error: {err}", file=sys.stderr)
         return 1
-    return asyncio.run(serve(settings))
+    scrub = secret_scrubber(settings.api_internal_token)
+    add_scrubber(scrub)
+    try:
+        return asyncio.run(serve(settings))
+    finally:
+        remove_scrubber(scrub)
+
+
+def secret_scrubber(secret: str) -> Callable[[str], str]:
+    """A log-line filter that blanks ``secret`` (as written and as JSON-escaped).
+
+    Messages quote text other systems chose (a redirect target, an error string), so "we
+    never log the internal token" needs this backstop, not just care at each call site."""
+    forms = sorted({secret, json.dumps(secret)[1:-1]} - {""}, key=len, reverse=True)
+
+    def scrub(line: str) -> str:
+        for form in forms:
+            line = line.replace(form, "[redacted]")
+        return line
+
+    return scrub
 
 
 async def serve(settings: ControllerSettings) -> int:

@@ -131,9 +131,9 @@ class LeaderElector:
         """Acquire, renew until the deadline passes, lose, campaign again; until cancelled."""
         try:
             while True:
-                await self._acquire()
+                acquired_at = await self._acquire()
                 self._set_leading(True)
-                await self._renew()
+                await self._renew(acquired_at)
                 self._set_leading(False)
         finally:
             if self.is_leader:
@@ -179,27 +179,36 @@ class LeaderElector:
         log.info("released the leader lease", extra=fields(lease=self.name))
         return True
 
-    async def _acquire(self) -> None:
+    async def _acquire(self) -> float:
+        """Campaign until the lease is ours; returns when the winning write was sent."""
         log.info(
             "waiting to acquire the leader lease",
             extra=fields(lease=f"{self.namespace}/{self.name}", identity=self.identity),
         )
+        loop = asyncio.get_running_loop()
         while True:
+            started = loop.time()
             if await self._attempt(self.renew_deadline):
-                return
+                return started
             await asyncio.sleep(self.retry_period * (1 + random.random() * _JITTER))  # noqa: S311
 
-    async def _renew(self) -> None:
+    async def _renew(self, renewed_at: float) -> None:
         """Renew every retry period; return (leadership lost) once the renew deadline passes
-        without a successful renewal, or at once when another candidate holds the lease."""
+        without a successful renewal, or at once when another candidate holds the lease.
+
+        ``renewed_at`` is when the last successful write was *sent*: a follower may have seen
+        that write long before a slow answer reached us, and it counts the lease duration from
+        then, so the deadline must count from then too. Waits never overshoot the deadline.
+        """
         loop = asyncio.get_running_loop()
-        renewed_at = loop.time()
         while True:
-            await asyncio.sleep(self.retry_period)
             remaining = self.renew_deadline - (loop.time() - renewed_at)
+            await asyncio.sleep(max(0.0, min(self.retry_period, remaining)))
+            started = loop.time()
+            remaining = self.renew_deadline - (started - renewed_at)
             ok = remaining > 0 and await self._attempt(remaining)
             if ok:
-                renewed_at = loop.time()
+                renewed_at = started
                 continue
             if self._held_by_other or loop.time() - renewed_at >= self.renew_deadline:
                 log.warning(

@@ -155,18 +155,28 @@ class Kube:
         what: str = "",
     ) -> Obj:
         """One call; returns the decoded JSON body or raises a ``KubeAPIError``."""
+        what = what or f"{method} {path}"
         response = await self._send(method, path, query, body, content_type, request_timeout, what)
         try:
             raw = await response.read()
+        except (aiohttp.ClientError, TimeoutError) as err:  # the body was cut off
+            raise KubeAPIError(
+                f"{what}: reading the answer failed: {err or type(err).__name__}", response.status
+            ) from err
         finally:
             response.release()
-        decoded: Any = json.loads(raw) if raw else {}
-        if not 200 <= response.status <= 299:
-            raise _error_for(
+        try:
+            decoded: Any = json.loads(raw) if raw else {}
+        except ValueError:
+            # A proxy in front of the API server (HTML error page) or a broken answer: callers
+            # handle KubeAPIError, so it must not escape as a decoding error.
+            raise KubeAPIError(
+                f"{what}: HTTP {response.status} with a body that is not JSON "
+                f"({response.content_type or 'no content type'})",
                 response.status,
-                decoded if isinstance(decoded, dict) else None,
-                what or f"{method} {path}",
-            )
+            ) from None
+        if not 200 <= response.status <= 299:
+            raise _error_for(response.status, decoded if isinstance(decoded, dict) else None, what)
         return decoded if isinstance(decoded, dict) else {"items": decoded}
 
     async def _send(
@@ -330,7 +340,10 @@ class Kube:
         try:
             if response.status != 200:
                 raw = await response.read()
-                decoded = json.loads(raw) if raw else None
+                try:
+                    decoded = json.loads(raw) if raw else None
+                except ValueError:
+                    decoded = None  # not the API server's Status (a proxy's page): HTTP code only
                 raise _error_for(
                     response.status, decoded if isinstance(decoded, dict) else None, what
                 )

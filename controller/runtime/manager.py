@@ -13,8 +13,9 @@ Start order, and why:
    terms). A lost lease cancels them at once; the replica then campaigns again.
 
 Shutdown (``stop()``, wired to SIGTERM by the CLI) runs in reverse: the queues stop handing
-out keys, in-flight reconciles and periodic runs get ``graceful_shutdown_timeout`` to finish,
-the lease is released so a successor takes over at once, then caches and servers stop.
+out keys, in-flight reconciles and periodic runs get ``graceful_shutdown_timeout`` to finish
+(cut short if the lease is lost meanwhile), per-term cleanups run, the lease is released so a
+successor takes over at once, then caches and servers stop.
 """
 
 from __future__ import annotations
@@ -91,6 +92,7 @@ class Manager:
         self._controllers: list[Controller] = []
         self._periodics: list[_PeriodicTask] = []
         self._cleanups: list[Callable[[], Awaitable[None]]] = []
+        self._term_cleanups: list[Callable[[], Awaitable[None]]] = []
         self._stopping = asyncio.Event()
         self._running = False
         self._failure: BaseException | None = None
@@ -176,10 +178,15 @@ class Manager:
             raise ValueError(f"periodic task {name!r} needs a positive interval")
         self._periodics.append(_PeriodicTask(name, interval_seconds, fn, leader_only, run_at_start))
 
-    def add_cleanup(self, close: Callable[[], Awaitable[None]]) -> None:
+    def add_cleanup(self, close: Callable[[], Awaitable[None]], *, each_term: bool = False) -> None:
         """Run ``close`` on shutdown, after leader-only work has stopped and before the caches
-        stop (for work a reconciler owns outside its reconcile calls, such as VM launches)."""
-        self._cleanups.append(close)
+        stop (for resources such as pooled HTTP sessions).
+
+        ``each_term=True``: run it instead at the end of every leadership term, right after
+        the term's workers stopped: when the lease is lost, and on shutdown before the lease
+        is released. For leader-only work a reconciler keeps outside its reconcile calls (VM
+        launches): a successor must never find the old leader's launches still running."""
+        (self._term_cleanups if each_term else self._cleanups).append(close)
 
     # -- state -------------------------------------------------------------------------------
 
@@ -281,17 +288,35 @@ class Manager:
         self._leader_gauge.set(0)
         for controller in self._controllers:
             controller.queue.shut_down()  # workers finish their key, then exit
-        await self._stop_tasks(term, graceful=graceful)
+        # The grace is a leader's: losing the lease during it cuts it short.
+        lost = self.elector.lost if self.elector is not None else None
+        await self._stop_tasks(term, graceful=graceful, abort=lost)
+        for close in self._term_cleanups:
+            try:
+                await close()
+            except Exception:
+                log.exception("term cleanup failed")
 
-    async def _stop_tasks(self, term: _Term, *, graceful: bool) -> None:
-        """Let ``term``'s tasks finish what they are doing (within the grace) or cancel."""
+    async def _stop_tasks(
+        self, term: _Term, *, graceful: bool, abort: asyncio.Event | None = None
+    ) -> None:
+        """Let ``term``'s tasks finish what they are doing (within the grace, and until
+        ``abort`` is set) or cancel."""
         term.stop.set()
-        if graceful and term.tasks:
+        if graceful and term.tasks and not (abort is not None and abort.is_set()):
             grace = self.settings.runtime.graceful_shutdown_timeout
-            _, pending = await asyncio.wait(term.tasks, timeout=grace)
+            finished = asyncio.ensure_future(asyncio.wait(term.tasks))
+            aborted = asyncio.ensure_future(abort.wait() if abort else asyncio.Event().wait())
+            await asyncio.wait(
+                {finished, aborted}, timeout=grace, return_when=asyncio.FIRST_COMPLETED
+            )
+            await _cancel([finished, aborted])
+            pending = [task for task in term.tasks if not task.done()]
             if pending:
                 log.warning(
-                    "shutdown grace period passed; cancelling in-flight work",
+                    "leadership lost during the shutdown grace; cancelling in-flight work"
+                    if aborted.done() and not aborted.cancelled()
+                    else "shutdown grace period passed; cancelling in-flight work",
                     extra=fields(tasks=len(pending)),
                 )
         await _cancel(term.tasks)

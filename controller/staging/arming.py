@@ -25,6 +25,7 @@ from urllib.parse import quote
 import aiohttp
 
 from controller.durations import format_duration
+from controller.settings import INTERNAL_TOKEN_ENV
 from controller.staging.secrets import (
     HPKE_PUB_SECRET,
     RelaySecretError,
@@ -221,12 +222,13 @@ async def probe_router(session: aiohttp.ClientSession, router_url: str) -> None:
             status = response.status
     except (aiohttp.ClientError, TimeoutError, OSError, ValueError) as err:
         raise RelayStagingError(
-            f"relay-only: llm-relay router not reachable at {url}: {err or type(err).__name__}",
+            f"relay-only: llm-relay router not reachable at {url} (--llm-relay-router-url): "
+            f"{err or type(err).__name__}",
             "check --llm-relay-router-url and that the router is running",
         ) from err
     if status != 200:
         raise RelayStagingError(
-            f"relay-only: llm-relay router healthz answered HTTP {status} (URL {url})",
+            f"relay-only: llm-relay router healthz returned {status} (URL {url})",
             "check --llm-relay-router-url and the router's logs",
         )
 
@@ -262,6 +264,14 @@ async def probe_credential_source(
 
     Transport error, 3xx, 401 and 403 fail arming, each with its own reason; any other answer
     (200, 404, 400, 500) shows the endpoint is there and accepts our token."""
+    if any(ord(char) < 0x20 or ord(char) == 0x7F for char in config.internal_token):
+        # No HTTP client sends a header with one (aiohttp refuses: header injection), and the
+        # transport error below would blame the network.
+        raise RelayStagingError(
+            f"relay-only: {INTERNAL_TOKEN_ENV} contains a control character (a trailing "
+            "newline from the file it was made from?) and cannot be sent as a header",
+            f"set {INTERNAL_TOKEN_ENV} to the token without surrounding whitespace",
+        )
     url = config.providers_url(CREDENTIAL_PROBE_WORKSPACE, CREDENTIAL_PROBE_WORKSPACE)
     headers = {"X-Internal-Token": config.internal_token}
     timeout = aiohttp.ClientTimeout(total=CREDENTIAL_PROBE_TIMEOUT)

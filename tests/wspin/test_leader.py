@@ -5,13 +5,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
 
 import pytest
+from kubernetes_asyncio.client import ApiClient
 
 from tests.kubeapi import KubeServer
 from wspin.errors import ConfigError
 from wspin.leader import LeaderElector
-from wspin.resources import LEASES, Kube
+from wspin.resources import LEASES, Kube, Obj, Resource
 
 # Short, but in the production proportions (15 / 10 / 2).
 LEASE, RENEW, RETRY = 1.5, 1.0, 0.2
@@ -127,6 +129,44 @@ async def test_a_leader_that_cannot_renew_stops_leading_within_the_renew_deadlin
         assert changes == [True, False]
 
 
+async def test_the_renew_deadline_counts_from_when_the_renewal_was_sent_not_answered(
+    kube: Kube, namespace: str, kube_server: KubeServer
+) -> None:
+    # A follower measures the lease from the moment it saw the write, which can be long before
+    # a slow answer reaches the leader; the leader must stop within the lease duration of the
+    # write, or both lead at once.
+    slow = SlowRenewals(kube.api)
+    one = elector(slow, namespace, "one")
+    async with running(one):
+        await asyncio.wait_for(one.wait_until_leading(), 5)
+        slow.delay = 0.6  # the next renewal's answer arrives late ...
+        await asyncio.wait_for(slow.answered.wait(), 5)
+        kube_server.fail_next(503, path="/apis/coordination.k8s.io", count=1000)  # ... then none
+        await asyncio.wait_for(one.lost.wait(), LEASE + 2)
+        loop = asyncio.get_running_loop()
+        assert loop.time() - slow.sent_at < LEASE, "still leading when others may take over"
+
+
+class SlowRenewals(Kube):
+    """Answers one lease write ``delay`` seconds after the API server applied it."""
+
+    def __init__(self, api: ApiClient) -> None:
+        super().__init__(api)
+        self.delay = 0.0
+        self.sent_at = 0.0
+        self.answered = asyncio.Event()
+
+    async def replace(self, res: Resource, obj: Obj, *, sub: str = "") -> Obj:
+        delay, self.delay = self.delay, 0.0
+        if not delay:
+            return await super().replace(res, obj, sub=sub)
+        self.sent_at = asyncio.get_running_loop().time()
+        result = await super().replace(res, obj, sub=sub)
+        await asyncio.sleep(delay)
+        self.answered.set()
+        return result
+
+
 async def test_run_while_leading_cancels_the_work_the_moment_the_lease_is_lost(
     kube: Kube, namespace: str, kube_server: KubeServer
 ) -> None:
@@ -167,6 +207,35 @@ async def test_a_lease_held_by_a_live_candidate_is_not_taken(kube: Kube, namespa
         await asyncio.sleep(4 * RETRY)
         assert not one.is_leader
         assert await holder(kube, namespace) == "someone-else"
+
+
+async def test_lease_expiry_is_judged_on_the_local_clock_whatever_the_holders_clock_says(
+    kube: Kube, namespace: str
+) -> None:
+    # The holder's node clock runs an hour behind (its renewTime looks long expired) but it
+    # keeps renewing: the lease is live. Then it stops, with a renewTime an hour in the future:
+    # the lease is dead after one lease duration of no change, as this candidate measures it.
+    def stamp(offset: float) -> str:
+        moment = datetime.now(UTC) + timedelta(seconds=offset)
+        return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+    spec = {"holderIdentity": "skewed", "leaseDurationSeconds": 1, "renewTime": stamp(-3600)}
+    await kube.create(
+        LEASES, {"metadata": {"name": "test-lease", "namespace": namespace}, "spec": spec}
+    )
+    one = elector(kube, namespace, "one")
+    async with running(one):
+        for _ in range(10):  # two seconds of renewals from the slow clock
+            lease = await kube.get(LEASES, "test-lease", namespace)
+            lease["spec"]["renewTime"] = stamp(-3600)
+            await kube.replace(LEASES, lease)
+            await asyncio.sleep(0.2)
+            assert not one.is_leader
+        lease = await kube.get(LEASES, "test-lease", namespace)
+        lease["spec"]["renewTime"] = stamp(3600)
+        await kube.replace(LEASES, lease)
+        await asyncio.wait_for(one.wait_until_leading(), 1 + 2 * RETRY + 2)
+        assert await holder(kube, namespace) == "one"
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import asyncio
 
-from wspin.resources import CONFIGMAPS, Kube
+import pytest
+from aiohttp import web
+from kubernetes_asyncio import client
+
+from wspin import serving
+from wspin.resources import CONFIGMAPS, LEASES, Kube, KubeAPIError
 
 
 async def test_a_watch_delivers_events_larger_than_aiohttps_line_limit(
@@ -27,3 +32,31 @@ async def test_a_watch_delivers_events_larger_than_aiohttps_line_limit(
     await kube.create(CONFIGMAPS, {"metadata": {"name": "big"}, "data": {"blob": big}}, namespace)
     added = await asyncio.wait_for(watching, 10)
     assert added["data"] == {"blob": big}
+
+
+@pytest.mark.parametrize(
+    ("status", "body"),
+    [(502, b"<html><body>502 Bad Gateway</body></html>"), (200, b"not json at all")],
+)
+async def test_a_body_that_is_not_json_is_an_api_error_not_a_crash(
+    status: int, body: bytes
+) -> None:
+    # A proxy or load balancer in front of the API server answers with HTML; callers catch
+    # KubeAPIError (the leader elector keeps campaigning, the informer re-lists), so anything
+    # else escaping here would stop them for good.
+    async def answer(_: web.Request) -> web.Response:
+        return web.Response(status=status, body=body, content_type="text/html")
+
+    app = web.Application()
+    app.router.add_route("*", "/{path:.*}", answer)
+    runner, port = await serving.start(app, "127.0.0.1", 0)
+    configuration = client.Configuration()
+    configuration.host = f"http://127.0.0.1:{port}"
+    api = client.ApiClient(configuration)
+    try:
+        with pytest.raises(KubeAPIError, match="not JSON") as caught:
+            await Kube(api).get(LEASES, "lease", "ns")
+        assert caught.value.status == status
+    finally:
+        await api.close()
+        await runner.cleanup()

@@ -1,10 +1,14 @@
-"""Event-to-key mapping: which ownerReferences point at a controller's objects."""
+"""Event-to-key mapping (which ownerReferences point at a controller's objects) and the
+reconcile outcome switch."""
 
 from __future__ import annotations
 
-from controller.runtime.controller import owner_keys, owner_mapper
-from controller.types import ObjectKey
-from wspin.resources import INFERENCE_RELAYS, WORKSPACES
+from controller.runtime.controller import Controller, owner_keys, owner_mapper, reconcile_one
+from controller.runtime.informer import Informer
+from controller.runtime.metrics import RuntimeMetrics
+from controller.runtime.queue import WorkQueue
+from controller.types import ObjectKey, Requeue
+from wspin.resources import CONFIGMAPS, INFERENCE_RELAYS, WORKSPACES, Kube
 
 
 def test_only_a_controller_reference_of_the_right_kind_and_group_maps_to_an_owner() -> None:
@@ -50,3 +54,34 @@ def test_a_cluster_scoped_owner_maps_to_a_key_without_namespace() -> None:
 
 def test_an_object_without_owners_maps_to_nothing() -> None:
     assert owner_keys({"metadata": {"name": "x"}}, WORKSPACES) == []
+
+
+async def test_a_success_resets_the_backoff_and_the_next_failure_starts_at_5ms() -> None:
+    outcomes: list[Exception | None] = [
+        RuntimeError("a"),
+        RuntimeError("b"),
+        None,
+        RuntimeError("c"),
+    ]
+
+    class Scripted:
+        name = "scripted"
+
+        async def reconcile(self, _: ObjectKey) -> Requeue | None:
+            outcome = outcomes.pop(0)
+            if outcome is not None:
+                raise outcome
+            return None
+
+    queue = WorkQueue("scripted")
+    controller = Controller(Scripted(), Informer(Kube(None), CONFIGMAPS), queue)  # type: ignore[arg-type]
+    metrics = RuntimeMetrics()
+    item = ObjectKey("ns", "a")
+    for _ in range(2):
+        await reconcile_one(controller, queue, item, metrics)
+    assert queue.backoff.retries(item) == 2
+    await reconcile_one(controller, queue, item, metrics)
+    assert queue.backoff.retries(item) == 0
+    await reconcile_one(controller, queue, item, metrics)
+    assert queue.backoff.retries(item) == 1  # 5 ms again, not 20 ms
+    queue.shut_down()

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import replace
 
 import aiohttp
 import pytest
@@ -326,6 +327,31 @@ async def test_a_lost_lease_cancels_in_flight_reconciles_at_once(
         assert not manager.is_leader
 
 
+async def test_term_cleanups_run_when_the_lease_is_lost_and_before_it_is_released(
+    kube: Kube, namespace: str, kube_server: KubeServer
+) -> None:
+    # Work a reconciler keeps outside its reconcile calls (a VM launch) is leader-only work
+    # too: it stops with the term, not only at process exit, and before a successor may start.
+    events: list[str] = []
+    manager = Manager(kube, settings_for(namespace, election=True))
+
+    async def close() -> None:
+        lease = await kube.get(LEASES, "wspin-controller", namespace)
+        events.append(f"cleanup, holder {lease['spec'].get('holderIdentity')}")
+
+    manager.add_cleanup(close, each_term=True)
+    async with running(manager):
+        await eventually(lambda: manager.is_leader)
+        assert events == []
+        # Renewals fail past the renew deadline (about five tries), then the API recovers.
+        kube_server.fail_next(503, path="/apis/coordination.k8s.io", method="PUT", count=8)
+        await eventually(lambda: not manager.is_leader)
+        await eventually(lambda: len(events) == 1)
+        await eventually(lambda: manager.is_leader)
+        assert len(events) == 1, "a term's cleanups run once, when it ends"
+    assert events == ["cleanup, holder me", "cleanup, holder me"]
+
+
 async def test_stop_finishes_in_flight_reconciles_and_releases_the_lease(
     kube: Kube, namespace: str
 ) -> None:
@@ -351,6 +377,42 @@ async def test_stop_finishes_in_flight_reconciles_and_releases_the_lease(
     assert finished.is_set()
     lease = await kube.get(LEASES, "wspin-controller", namespace)
     assert not lease["spec"].get("holderIdentity")
+
+
+async def test_a_lease_lost_during_the_shutdown_grace_cancels_in_flight_reconciles_at_once(
+    kube: Kube, namespace: str, kube_server: KubeServer
+) -> None:
+    # The grace after SIGTERM is for a leader; once another replica may lead, finishing the
+    # reconcile would be two leaders writing.
+    started, cancelled = asyncio.Event(), asyncio.Event()
+
+    async def stuck(_: ObjectKey, n: int) -> Requeue | None:
+        started.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+        return None
+
+    await make_cm(kube, namespace, "a")
+    settings = settings_for(namespace, election=True)
+    settings = replace(settings, runtime=replace(settings.runtime, graceful_shutdown_timeout=30))
+    manager = Manager(kube, settings)
+    manager.add_controller(Recorder(stuck), for_=CONFIGMAPS)
+    task = asyncio.create_task(manager.run())
+    try:
+        await asyncio.wait_for(started.wait(), 5)
+        manager.stop()
+        await asyncio.sleep(0.1)
+        assert not cancelled.is_set(), "a leader's in-flight reconcile gets the grace"
+        kube_server.fail_next(503, path="/apis/coordination.k8s.io", count=10_000)
+        await asyncio.wait_for(cancelled.wait(), 3)  # the renew deadline, not the 30 s grace
+        await asyncio.wait_for(task, 5)
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
 
 
 async def test_readiness_waits_for_the_caches_and_metrics_are_exposed(

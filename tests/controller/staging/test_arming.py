@@ -278,7 +278,7 @@ async def test_an_unreachable_router_fails_fast_within_the_window(
             api_service_url=credentials.url,
         )
     assert "refusing to start" in text
-    assert "not reachable at http://127.0.0.1:1/healthz" in text
+    assert "not reachable at http://127.0.0.1:1/healthz (--llm-relay-router-url)" in text
 
 
 async def test_a_router_healthz_that_is_not_200_fails(
@@ -289,7 +289,7 @@ async def test_a_router_healthz_that_is_not_200_fails(
     text = await refused(
         kube=kube, router_url=router.url, namespace=namespace, api_service_url=credentials.url
     )
-    assert f"healthz answered HTTP 503 (URL {router.url}/healthz)" in text
+    assert f"llm-relay router healthz returned 503 (URL {router.url}/healthz)" in text
 
 
 async def test_a_namespace_without_the_public_key_names_the_secret(
@@ -415,6 +415,24 @@ async def test_an_unreachable_credential_source_fails(
         kube=kube, router_url=router.url, namespace=namespace, api_service_url="http://127.0.0.1:1"
     )
     assert "credential source not reachable at http://127.0.0.1:1" in text
+
+
+async def test_an_internal_token_with_a_trailing_newline_fails_naming_the_variable(
+    kube: Kube, namespace: str, router: FakeRouter, credentials: CredentialSource
+) -> None:
+    # A token mounted from a file often ends in a newline; no HTTP client sends that as a
+    # header, and "credential source not reachable" would send the operator the wrong way.
+    await publish_pub(kube, namespace)
+    text = await refused(
+        kube=kube,
+        router_url=router.url,
+        namespace=namespace,
+        api_service_url=credentials.url,
+        token=INTERNAL_TOKEN + "\n",
+    )
+    assert "LLMSAFESPACES_INTERNAL_TOKEN contains a control character" in text
+    assert "not reachable" not in text
+    assert credentials.requests == []
 
 
 @pytest.fixture
