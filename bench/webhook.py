@@ -28,10 +28,9 @@ from certs.build import KeyPair, issue_serving, new_ca
 from certs.tls import context_for
 from webhook.admission import review_pod
 from webhook.app import make_app
-from webhook.inject import InjectConfig, inject
+from webhook.demo import DEMO_CONFIG
+from webhook.inject import inject
 from webhook.validate import ValidatorConfig
-from wspin.contract import AGENTD, OPENCODE
-from wspin.delivery import PinSet, ResolvedArtifact
 from wspin.serving import Readiness, start
 
 CAPTURE = (
@@ -41,18 +40,7 @@ CAPTURE = (
     / "admission"
     / "pod-create-many-containers.json"
 )
-CONFIG = InjectConfig(
-    agentd=ResolvedArtifact(
-        AGENTD,
-        "ghcr.io/example/agentd@sha256:" + "0123456789abcdef" * 4,
-        PinSet("a" * 64, "b" * 64),
-    ),
-    opencode=ResolvedArtifact(
-        OPENCODE,
-        "ghcr.io/example/opencode@sha256:" + "fedcba9876543210" * 4,
-        PinSet("c" * 64, "d" * 64),
-    ),
-)
+CONFIG = DEMO_CONFIG
 HOST = "wspin-webhook.wspin-system.svc"
 CONNECTIONS = 8
 WINDOW = 1.5

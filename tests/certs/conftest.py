@@ -37,10 +37,9 @@ from certs.selfmanaged import SelfManagedSettings, SelfManagedSource
 from certs.source import CertificateSource
 from certs.store import SecretStore
 from webhook.app import make_app
+from webhook.demo import DEMO_CONFIG
 from webhook.inject import InjectConfig
 from webhook.validate import ValidatorConfig
-from wspin.contract import AGENTD, OPENCODE
-from wspin.delivery import PinSet, ResolvedArtifact
 from wspin.leader import LeaderElector
 from wspin.resources import MUTATING_WEBHOOKS, VALIDATING_WEBHOOKS, Kube, Obj
 from wspin.serving import Readiness, start
@@ -90,18 +89,7 @@ async def handshake(
 
 def inject_config() -> InjectConfig:
     """The configuration the captured manifests were made with (README of the captures)."""
-    return InjectConfig(
-        agentd=ResolvedArtifact(
-            AGENTD,
-            "ghcr.io/example/agentd@sha256:" + "0123456789abcdef" * 4,
-            PinSet("a" * 64, "b" * 64),
-        ),
-        opencode=ResolvedArtifact(
-            OPENCODE,
-            "ghcr.io/example/opencode@sha256:" + "fedcba9876543210" * 4,
-            PinSet("c" * 64, "d" * 64),
-        ),
-    )
+    return DEMO_CONFIG
 
 
 def admission_review() -> dict[str, Any]:

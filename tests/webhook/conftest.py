@@ -23,23 +23,20 @@ import pytest
 from certs.build import issue_serving, new_ca, service_dns_names
 from certs.tls import context_for
 from webhook.app import make_app
+from webhook.demo import DEMO_CONFIG
 from webhook.inject import InjectConfig
 from webhook.validate import ValidatorConfig
-from wspin.contract import AGENTD, OPENCODE
-from wspin.delivery import PinSet, ResolvedArtifact
 from wspin.serving import Readiness, start
 
 FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "admission"
-AGENTD_IMAGE = "ghcr.io/example/agentd@sha256:" + "0123456789abcdef" * 4
-OPENCODE_IMAGE = "ghcr.io/example/opencode@sha256:" + "fedcba9876543210" * 4
+AGENTD_IMAGE = DEMO_CONFIG.agentd.image
+OPENCODE_IMAGE = DEMO_CONFIG.opencode.image
 SERVICE_HOST = "wspin-webhook.wspin-system.svc"
 
 
 def example_config() -> InjectConfig:
-    return InjectConfig(
-        agentd=ResolvedArtifact(AGENTD, AGENTD_IMAGE, PinSet("a" * 64, "b" * 64)),
-        opencode=ResolvedArtifact(OPENCODE, OPENCODE_IMAGE, PinSet("c" * 64, "d" * 64)),
-    )
+    """The release the captured manifests were made with (agentd a/b, opencode c/d pins)."""
+    return DEMO_CONFIG
 
 
 @pytest.fixture

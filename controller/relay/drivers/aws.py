@@ -212,24 +212,7 @@ class AwsDriver:
             raise
 
     async def get_status(self, instance_id: str, region: str) -> InstanceStatus:
-        ec2 = await self._client(region or DEFAULT_REGION)
-        try:
-            reply = await self._call(
-                ec2.describe_instances, what="describe instance", InstanceIds=[instance_id]
-            )
-        except DriverError as err:
-            if "InvalidInstanceID.NotFound" in str(err):
-                return InstanceStatus(instance_id, "not-found")
-            raise
-        for reservation in reply.get("Reservations", []):
-            for instance in reservation.get("Instances", []):
-                if instance.get("InstanceId") == instance_id:
-                    return InstanceStatus(
-                        instance_id,
-                        map_state(instance.get("State", {}).get("Name", "")),
-                        str(instance.get("PublicIpAddress") or ""),
-                    )
-        return InstanceStatus(instance_id, "not-found")
+        return await self._status_with(await self._client(region or DEFAULT_REGION), instance_id)
 
     async def list_instances(self, region: str) -> list[CloudInstance]:
         region = region or DEFAULT_REGION
@@ -339,11 +322,12 @@ class AwsDriver:
             raise
         for reservation in reply.get("Reservations", []):
             for instance in reservation.get("Instances", []):
-                return InstanceStatus(
-                    instance_id,
-                    map_state(instance.get("State", {}).get("Name", "")),
-                    str(instance.get("PublicIpAddress") or ""),
-                )
+                if instance.get("InstanceId") == instance_id:
+                    return InstanceStatus(
+                        instance_id,
+                        map_state(instance.get("State", {}).get("Name", "")),
+                        str(instance.get("PublicIpAddress") or ""),
+                    )
         return InstanceStatus(instance_id, "not-found")
 
 
