@@ -49,7 +49,8 @@ class ValidatorConfig:
     """Largest memory request or limit, in MiB (64 GiB)."""
     allowed_runtime_registries: tuple[str, ...] = ()
     """Registry prefixes an image-shaped ``spec.runtime`` must start with, each ending in "/".
-    Empty: only RuntimeEnvironment names (no "/") are accepted."""
+    Empty: only bare runtime names (no "/") are accepted. Non-empty: a bare name is the Docker
+    Hub image ``docker.io/library/<name>`` and must match a prefix as well."""
     allowed_storage_classes: tuple[str, ...] = ()
     """StorageClass names a Workspace may ask for; empty allows any. An empty
     ``storageClassName`` (the cluster default) always passes."""
@@ -199,15 +200,29 @@ def _runtime_problem(spec: Obj, cfg: ValidatorConfig) -> str | None:
         )
     if not _RUNTIME_CHARS.match(runtime):
         return f"spec.runtime {runtime!r} has characters outside [a-zA-Z0-9._/:@-]"
-    if "/" in runtime and not any(runtime.startswith(p) for p in cfg.allowed_runtime_registries):
-        allowed = ", ".join(cfg.allowed_runtime_registries) or (
-            "none: the operator has not set --allowed-runtime-registries"
-        )
+    allowed = cfg.allowed_runtime_registries
+    if "/" in runtime and not any(runtime.startswith(p) for p in allowed):
+        listed = ", ".join(allowed) or "none: the operator has not set --allowed-runtime-registries"
         return (
             f"spec.runtime {runtime!r} is an image reference from a registry that is not "
-            f"allowed (allowed prefixes: {allowed}); use a RuntimeEnvironment name instead"
+            f"allowed (allowed prefixes: {listed}); use a runtime name or an allowed image"
+        )
+    if "/" not in runtime and allowed and not _docker_hub_allowed(runtime, allowed):
+        # The pod runs spec.runtime as its image, and the kubelet pulls a bare name from
+        # Docker Hub: with an allow-list in force that registry must be on it too.
+        return (
+            f"spec.runtime {runtime!r} names the Docker Hub image "
+            f"{DOCKER_HUB_LIBRARY}{runtime}, which is not under an allowed prefix "
+            f"({', '.join(allowed)}); use an image from an allowed registry"
         )
     return None
+
+
+DOCKER_HUB_LIBRARY: Final = "docker.io/library/"
+
+
+def _docker_hub_allowed(name: str, allowed: tuple[str, ...]) -> bool:
+    return any((DOCKER_HUB_LIBRARY + name).startswith(prefix) for prefix in allowed)
 
 
 def _storage_problem(spec: Obj, cfg: ValidatorConfig) -> str | None:

@@ -67,6 +67,14 @@ class TestRuntime:
         message = denial(runtime="ghcr.io/acme/runtime:1")
         assert message and "--allowed-runtime-registries" in message
 
+    def test_a_bare_name_is_the_docker_hub_image_and_needs_its_prefix_once_a_list_is_set(
+        self,
+    ) -> None:
+        message = denial(GHCR, runtime="python")
+        assert message and "docker.io/library/python" in message and "ghcr.io/acme/" in message
+        hub = ValidatorConfig(allowed_runtime_registries=("ghcr.io/acme/", "docker.io/library/"))
+        assert denial(hub, runtime="python:3.12") is None
+
     def test_a_prefix_without_trailing_slash_is_normalized_so_lookalikes_fail(self) -> None:
         args = parse(["--allowed-runtime-registries", "ghcr.io/acme, registry.k8s.io/"])
         cfg = validator_config_from_args(args)
