@@ -17,7 +17,6 @@ import statistics
 import time
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -26,6 +25,7 @@ from aiohttp import web
 from bench.table import Row
 from certs.build import KeyPair, issue_serving, new_ca
 from certs.tls import context_for
+from tests.fixtures import ADMISSION
 from webhook.admission import review_pod
 from webhook.app import make_app
 from webhook.demo import DEMO_CONFIG
@@ -33,13 +33,7 @@ from webhook.inject import inject
 from webhook.validate import ValidatorConfig
 from wspin.serving import Readiness, start
 
-CAPTURE = (
-    Path(__file__).resolve().parents[2]
-    / "shared"
-    / "fixtures"
-    / "admission"
-    / "pod-create-many-containers.json"
-)
+CAPTURE = ADMISSION / "pod-create-many-containers.json"
 CONFIG = DEMO_CONFIG
 HOST = "wspin-webhook.wspin-system.svc"
 CONNECTIONS = 8

@@ -23,7 +23,6 @@ import ssl
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -36,6 +35,7 @@ from certs.clock import Clock, utc_now
 from certs.selfmanaged import SelfManagedSettings, SelfManagedSource
 from certs.source import CertificateSource
 from certs.store import SecretStore
+from tests.fixtures import ADMISSION
 from webhook.app import make_app
 from webhook.demo import DEMO_CONFIG
 from webhook.inject import InjectConfig
@@ -48,7 +48,7 @@ NOW = datetime.datetime(2026, 3, 1, 12, 0, 0, tzinfo=datetime.UTC)
 SERVICE = "wspin-webhook"
 NAMESPACE = "wspin-system"
 SERVICE_HOST = f"{SERVICE}.{NAMESPACE}.svc"
-CAPTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "admission"
+CAPTURES = ADMISSION
 
 
 class FakeClock:

@@ -17,8 +17,9 @@ import pytest
 import yaml
 
 from tests.chart.helm import CHART, REPO, Rendered
+from tests.fixtures import MANIFESTS
 
-FIXTURES = Path("/work/shared/fixtures/admission/manifests")
+FIXTURES = MANIFESTS
 CRD_DIR = CHART / "crds"
 Obj = dict[str, Any]
 

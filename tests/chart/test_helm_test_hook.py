@@ -24,9 +24,10 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from tests.chart.helm import CHART, NAMESPACE, Rendered
+from tests.fixtures import ADMISSION
 
 PROBE = CHART / "files" / "injection-probe.py"
-CAPTURES = Path("/work/shared/fixtures/admission")
+CAPTURES = ADMISSION
 TOKEN = "probe-token-3f9a1c"
 AGENTD = "ghcr.io/example/agentd@sha256:" + "0123456789abcdef" * 4
 OPENCODE = "ghcr.io/example/opencode@sha256:" + "fedcba9876543210" * 4

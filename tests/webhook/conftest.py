@@ -22,13 +22,14 @@ import pytest
 
 from certs.build import issue_serving, new_ca, service_dns_names
 from certs.tls import context_for
+from tests.fixtures import ADMISSION
 from webhook.app import make_app
 from webhook.demo import DEMO_CONFIG
 from webhook.inject import InjectConfig
 from webhook.validate import ValidatorConfig
 from wspin.serving import Readiness, start
 
-FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "admission"
+FIXTURES = ADMISSION
 AGENTD_IMAGE = DEMO_CONFIG.agentd.image
 OPENCODE_IMAGE = DEMO_CONFIG.opencode.image
 SERVICE_HOST = "wspin-webhook.wspin-system.svc"

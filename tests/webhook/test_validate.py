@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.fixtures import ADMISSION
 from webhook.validate import (
     RUNTIME_CLASS_OVERRIDE_ANNOTATION,
     ValidatorConfig,
@@ -21,7 +22,7 @@ from webhook.validate import (
 from webhook.workspace_syntax import parse_cpu_millicores, parse_memory_mi, parse_storage_gi
 from wspin.errors import ConfigError
 
-CAPTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "admission"
+CAPTURES = ADMISSION
 DEFAULT = ValidatorConfig()
 GHCR = ValidatorConfig(allowed_runtime_registries=("ghcr.io/acme/",))
 

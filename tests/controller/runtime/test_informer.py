@@ -8,12 +8,12 @@ import json
 import logging
 import sys
 from collections.abc import AsyncIterator, Callable
-from pathlib import Path
 
 import pytest
 
 from controller.runtime.informer import EventType, Informer, compact_object
 from controller.types import Obj, ObjectKey
+from tests.fixtures import ADMISSION
 from tests.kubeapi import KubeServer
 from wspin.resources import CONFIGMAPS, NAMESPACES, Kube
 
@@ -223,7 +223,7 @@ async def test_modified_events_carry_the_previous_version(kube: Kube, namespace:
         assert pairs == [(None, "0"), ("0", "1"), ("1", "2")]
 
 
-FIXTURES = Path(__file__).resolve().parents[4] / "shared" / "fixtures" / "admission"
+FIXTURES = ADMISSION
 
 
 SAMPLE = 1000
