@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -59,9 +59,11 @@ class _Fault:
     path: str
     remaining: int
     message: str
+    query: str = ""
 
-    def matches(self, method: str, path: str) -> bool:
-        return (self.method in (None, method)) and path.startswith(self.path)
+    def matches(self, method: str, path: str, query: Mapping[str, str]) -> bool:
+        wanted = not self.query or self.query in query
+        return (self.method in (None, method)) and path.startswith(self.path) and wanted
 
 
 class KubeServer:
@@ -146,12 +148,15 @@ class KubeServer:
         path: str = "/",
         count: int = 1,
         message: str = "injected failure",
+        query: str = "",
     ) -> None:
-        """Answer the next ``count`` requests matching method and path prefix with ``status``.
+        """Answer the next ``count`` requests matching method and path prefix (and carrying
+        the query parameter ``query``, when given) with ``status``.
 
         The failed requests change nothing (they are still recorded in ``writes``).
         """
-        self._faults.append(_Fault(status, method and method.upper(), path, count, message))
+        fault = _Fault(status, method and method.upper(), path, count, message, query)
+        self._faults.append(fault)
 
     def compact(self) -> None:
         """Compact history: a watch resuming from an older resourceVersion gets 410 Expired."""
@@ -172,7 +177,7 @@ class KubeServer:
         if request.method in _WRITES:
             self.writes.append(Write(request.method, request.path))
         try:
-            self._inject_fault(request.method, request.path)
+            self._inject_fault(request.method, request.path, request.query)
             if request.path == "/version":
                 return web.json_response({"major": "1", "minor": "32", "gitVersion": "v1.32.0"})
             return await self._dispatch(request)
@@ -185,9 +190,9 @@ class KubeServer:
             )
             return web.json_response(failure.status(), status=500)
 
-    def _inject_fault(self, method: str, path: str) -> None:
+    def _inject_fault(self, method: str, path: str, query: Mapping[str, str]) -> None:
         for fault in self._faults:
-            if fault.remaining > 0 and fault.matches(method, path):
+            if fault.remaining > 0 and fault.matches(method, path, query):
                 fault.remaining -= 1
                 raise ApiError(fault.status, fault.message)
 
