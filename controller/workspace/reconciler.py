@@ -221,10 +221,12 @@ class WorkspaceReconciler:
         return deadlines.next_requeue(outcome.requeue, outcome.staging_due)
 
     async def _failed(self, ws: Obj, err: build.PodBuildError, written: list[str]) -> None:
-        log.warning(
-            "workspace pod cannot be built",
-            extra=fields(workspace=str(ObjectKey.of(ws)), error=err.message),
-        )
+        status = ws.get("status") or {}
+        if (status.get("phase"), status.get("message")) != ("Failed", err.message):
+            log.warning(  # once per cause: the reconciles its own status write brings are quiet
+                "workspace pod cannot be built",
+                extra=fields(workspace=str(ObjectKey.of(ws)), error=err.message),
+            )
         await self._write_status(ws, _Outcome("Failed", detail=err.message), written)
 
     # -- phases -----------------------------------------------------------------------------
