@@ -135,10 +135,7 @@ async def serve(settings: WebhookSettings, args: argparse.Namespace) -> int:
         source = certificate_source_from_args(args, kube, namespace)
 
         readiness = Readiness()
-        readiness.add(
-            "certificate",
-            lambda: None if source.healthy() else "no valid serving certificate loaded",
-        )
+        readiness.add("certificate", source.problem)  # covers notBefore and notAfter
         probing = kube is not None and not settings.skip_image_volume_probe
         if not probing:
             log.info(

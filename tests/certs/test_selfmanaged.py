@@ -16,6 +16,7 @@ import pytest
 
 from certs.authority import apply_step, next_step
 from certs.build import signed_by
+from certs.reports import ServingReports
 from certs.selfmanaged import SelfManagedSettings, SelfManagedSource
 from certs.store import SecretStore, Stored
 from tests.certs.conftest import (
@@ -214,6 +215,10 @@ class WinsDuringTheFirstRound:
         return True
 
 
+UNUSED_REPORTS = ServingReports(cast(Kube, None), "ns", f"{SECRET}-serving", "svc")
+"""These sources have no pod name, so they report nothing and never rotate a CA."""
+
+
 class CountingStore(SecretStore):
     """Always reads ``stored``; counts the rounds."""
 
@@ -235,7 +240,7 @@ async def test_leadership_won_during_a_round_starts_the_next_round_at_once() -> 
     store = CountingStore(stored)
     leadership = WinsDuringTheFirstRound()
     settings = SelfManagedSettings(SECRET, "ns", TEST_POLICY, webhooks=(), refresh=60.0)
-    source = SelfManagedSource(store, settings, leadership)
+    source = SelfManagedSource(store, settings, leadership, reports=UNUSED_REPORTS)
     async with running(source):
         await eventually(lambda: store.reads >= 2, timeout=5.0)
     assert leadership.leading
@@ -265,7 +270,7 @@ class ConflictingStore(CountingStore):
 async def test_a_secret_that_keeps_changing_is_re_read_with_a_growing_pause() -> None:
     store = ConflictingStore(conflicts=7)
     settings = SelfManagedSettings(SECRET, "ns", TEST_POLICY, webhooks=(), refresh=1.0)
-    source = SelfManagedSource(store, settings, AlwaysLeading())
+    source = SelfManagedSource(store, settings, AlwaysLeading(), reports=UNUSED_REPORTS)
     delays = [await source.round() for _ in range(7)]
     assert delays == [0.0, 0.1, 0.2, 0.4, 0.8, 1.0, 1.0]
     assert await source.round() == 1.0  # the writes went through: settled until refresh
@@ -300,7 +305,7 @@ class RecordingStore(ConflictingStore):
 async def test_a_leader_that_loses_the_lease_mid_round_takes_no_further_step() -> None:
     store = RecordingStore()
     settings = SelfManagedSettings(SECRET, "ns", TEST_POLICY, webhooks=(), refresh=1.0)
-    source = SelfManagedSource(store, settings, LosesAfterFirstCheck())
+    source = SelfManagedSource(store, settings, LosesAfterFirstCheck(), reports=UNUSED_REPORTS)
     await source.round()
     assert len(store.writes) == 1  # "create"; "publish" needed the Lease it no longer held
     assert store.stored.serving is not None and not store.stored.published
