@@ -33,7 +33,7 @@ from certs.expiry import ExpiryReporter
 from certs.reports import Replicas, ServingReports, leaf_fingerprint
 from certs.store import SecretStore, Stored
 from certs.tls import ServesFromContext, ServingContext
-from certs.validity import UnusablePair, count_rejection
+from certs.validity import Reason, UnusablePair, count_rejection
 from wspin.logs import fields
 from wspin.resources import Conflict, Forbidden, KubeAPIError, NotFound
 
@@ -310,6 +310,14 @@ class SelfManagedSource(ServesFromContext):
         if stored.ca is not None:
             self._expiry.observe("ca", stored.ca.cert, now)
         serving = stored.serving
+        if serving is None and stored.serving_rejected:
+            self._reject(
+                stored.serving_rejected,
+                (stored.resource_version or "").encode(),
+                "; ".join(stored.problems),
+                None,
+            )
+            return
         if serving is None:
             if not self._waiting_logged and self._serving.pair is None:
                 log.info(
@@ -323,20 +331,7 @@ class SelfManagedSource(ServesFromContext):
                 await self._serving.load(serving.cert_pem, serving.key_pem, self._ref(), now)
             except CertificateError as err:
                 reason = err.reason if isinstance(err, UnusablePair) else "unreadable"
-                if (serving.cert_pem, reason) != self._rejected:
-                    # Once per pair: the Secret is re-read every round.
-                    self._rejected = (serving.cert_pem, reason)
-                    count_rejection(reason)
-                    log.warning(
-                        "serving certificate from the Secret not loaded; still serving the "
-                        "previous one",
-                        extra=fields(
-                            secret=self._ref(),
-                            reason=reason,
-                            fingerprint=fingerprint(serving.cert),
-                            error=str(err),
-                        ),
-                    )
+                self._reject(reason, serving.cert_pem, str(err), fingerprint(serving.cert))
                 return
             log.info(
                 "serving certificate loaded",
@@ -348,6 +343,20 @@ class SelfManagedSource(ServesFromContext):
                 ),
             )
         self._expiry.observe("serving", serving.cert, now)
+
+    def _reject(self, reason: Reason, what: bytes, error: str, cert: str | None) -> None:
+        """Keep the current certificate; count and log each rejected pair once (the Secret
+        is re-read every round)."""
+        if (what, reason) == self._rejected:
+            return
+        self._rejected = (what, reason)
+        count_rejection(reason)
+        log.warning(
+            "serving certificate from the Secret not loaded; still serving the previous one"
+            if self._serving.pair is not None
+            else "serving certificate from the Secret not loaded",
+            extra=fields(secret=self._ref(), reason=reason, fingerprint=cert, error=error),
+        )
 
     def _delay(self) -> float:
         delay = self.settings.refresh

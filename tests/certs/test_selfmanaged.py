@@ -13,9 +13,10 @@ from collections.abc import AsyncIterator, Callable
 from typing import cast
 
 import pytest
+from prometheus_client import REGISTRY
 
 from certs.authority import apply_step, next_step
-from certs.build import signed_by
+from certs.build import KeyPair, issue_serving, signed_by
 from certs.reports import ServingReports
 from certs.selfmanaged import SelfManagedSettings, SelfManagedSource
 from certs.store import SecretStore, Stored
@@ -309,3 +310,49 @@ async def test_a_leader_that_loses_the_lease_mid_round_takes_no_further_step() -
     await source.round()
     assert len(store.writes) == 1  # "create"; "publish" needed the Lease it no longer held
     assert store.stored.serving is not None and not store.stored.published
+
+
+def _rejected(reason: str) -> float:
+    value = REGISTRY.get_sample_value(
+        "wspin_webhook_certificate_reload_rejected_total", {"reason": reason}
+    )
+    return value or 0.0
+
+
+@pytest.mark.parametrize("kind", ["expired", "not-yet-valid", "key-mismatch"])
+async def test_a_replica_keeps_its_certificate_when_the_secret_gets_a_bad_pair(
+    kube: Kube,
+    namespace: str,
+    webhooks: Webhooks,
+    kind: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Every replica reads the same Secret: a bad pair there must not reach any of them."""
+    day = datetime.timedelta(days=1)
+    now = datetime.datetime.now(datetime.UTC)
+    follower = replica(kube, namespace, webhooks, "follower")  # no campaign: never leads
+    store = SecretStore(kube, namespace, SECRET)
+    good = await store.write(apply_step("create", Stored(), now - 30 * day, TEST_POLICY))
+    assert good.ca is not None and good.serving is not None
+    names = list(TEST_POLICY.dns_names)
+    if kind == "expired":
+        bad = issue_serving(good.ca, names, now - 10 * day, day)
+    elif kind == "not-yet-valid":
+        bad = issue_serving(good.ca, names, now + 10 * day)
+    else:
+        bad = KeyPair(issue_serving(good.ca, names, now).cert, good.serving.key)
+    caplog.set_level(logging.WARNING, logger="wspin.certs")
+    async with serve(follower) as port:
+        await follower.round()
+        assert await handshake(port, good.bundle_pem) == good.serving.cert
+        await store.write(dataclasses.replace(good, serving=bad))
+        before = _rejected(kind)
+        for _ in range(3):
+            await follower.round()
+        assert await handshake(port, good.bundle_pem) == good.serving.cert
+    assert follower.healthy()
+    assert _rejected(kind) == before + 1  # counted once, not once per round
+    lines = [r for r in caplog.records if "not loaded" in r.getMessage()]
+    assert len(lines) == 1
+    assert lines[0].fields["reason"] == kind  # type: ignore[attr-defined]
+    assert "still serving the previous one" in lines[0].getMessage()
