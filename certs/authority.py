@@ -68,9 +68,10 @@ class Policy:
     serving_lifetime: datetime.timedelta = SERVING_LIFETIME
     """One year by default; renewed at two thirds."""
     propagation: datetime.timedelta = datetime.timedelta(minutes=2)
-    """How long a change takes to reach every API server and every replica: the webhook
-    configurations' informers take seconds, replicas re-read the Secret every 10 s. A CA
-    rotation waits this long twice, once every few years."""
+    """How long a new caBundle takes to reach every API server (their webhook configuration
+    informers take seconds), waited before the leaf switches CA; and how long replicas (which
+    re-read the Secret every 10 s) get to report the new leaf before a held rotation is
+    reported as overdue."""
 
 
 @dataclass(frozen=True)
