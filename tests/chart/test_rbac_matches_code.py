@@ -36,6 +36,7 @@ PACKAGES = ("webhook", "certs", "controller", "wspin")
 CRD_GROUP = "llmsafespaces.dev"
 ADMISSION = "admissionregistration.k8s.io"
 COORDINATION = "coordination.k8s.io"
+DISCOVERY = "discovery.k8s.io"
 RELAY_NAMESPACE = "llm-relay"
 
 CERT_SECRET = "wspin-webhook-tls"
@@ -83,6 +84,16 @@ LEDGER = (
         webhook=union(
             grant("release", "secrets", ["get", "update"], [CERT_SECRET]),
             grant("release", "secrets", ["create"]),
+        ),
+    ),
+    Use(  # self-managed certificates: each replica reports the leaf it serves in one named
+        # ConfigMap; the Lease holder reads which replicas the Service routes to
+        "certs/reports.py",
+        {"patch": 1, "create": 1, "get_or_none": 2, "list": 1},
+        webhook=union(
+            grant("release", "configmaps", ["get", "patch"], [f"{CERT_SECRET}-serving"]),
+            grant("release", "configmaps", ["create"]),
+            grant("release", "endpointslices", ["list"], group=DISCOVERY),
         ),
     ),
     Use(  # self-managed certificates: the caBundle of the two webhook configurations
