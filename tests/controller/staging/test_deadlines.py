@@ -16,14 +16,15 @@ import pytest
 
 from controller.runtime.manager import Manager
 from controller.settings import ControllerSettings, RuntimeSettings
+from controller.setup import manager_options
 from controller.staging.envelopes import envelope_name
 from controller.staging.redact import Redactor
 from controller.staging.secrets import RelaySecrets
 from controller.staging.source import CredentialSource
 from controller.staging.staging_pass import RelayStagingPass
 from controller.staging.tokens import handoff_name, parse_entries, parse_time
+from controller.types import StagingReport
 from controller.workspace import wiring
-from controller.workspace.reconciler import StagingReport
 from tests.controller.conftest import FakeRouter
 from tests.controller.staging.conftest import (
     Providers,
@@ -111,7 +112,7 @@ async def armed(
         relay=RelaySecrets(kube, relay_namespace),
         source=CredentialSource(config, ttl=0),
     )
-    manager = Manager(kube, CONTROLLER)
+    manager = Manager(kube, manager_options(CONTROLLER))
     wiring.register(manager, CONTROLLER, staging=ReportedDeadline(real, kube, ttl))
     task = asyncio.create_task(manager.run())
     try:
