@@ -110,6 +110,8 @@ class Injection:
     patch: tuple[PatchOp, ...] = ()
     warnings: tuple[str, ...] = ()
     skipped: str | None = None
+    artifacts: tuple[str, ...] = ()
+    """Artifacts whose image volume the patch adds or replaces (the injections metric)."""
 
     @property
     def changed(self) -> bool:
@@ -160,7 +162,7 @@ def inject(pod: Pod, cfg: InjectConfig) -> Injection:
     spec = pod["spec"]
     ops: list[PatchOp] = []
     warnings: list[str] = []
-    _inject_volumes(spec, cfg, ops, warnings)
+    artifacts = _inject_volumes(spec, cfg, ops, warnings)
     for kind in CONTAINER_KINDS:
         for index, container in enumerate(spec.get(kind) or ()):
             ours = delivery_mounts(kind, container)
@@ -174,7 +176,7 @@ def inject(pod: Pod, cfg: InjectConfig) -> Injection:
             if kind == "containers" and container["name"] == MAIN_CONTAINER:
                 _inject_env(container, path, cfg, ops, warnings)
     _inject_receipt(pod, cfg, ops)
-    return Injection(patch=tuple(ops), warnings=tuple(warnings))
+    return Injection(patch=tuple(ops), warnings=tuple(warnings), artifacts=artifacts)
 
 
 # -- which container gets which mount --------------------------------------------------------
@@ -223,7 +225,8 @@ def _edit_list(
 
 def _inject_volumes(
     spec: dict[str, Any], cfg: InjectConfig, ops: list[PatchOp], warnings: list[str]
-) -> None:
+) -> tuple[str, ...]:
+    """Edit ``spec.volumes``; return the artifacts whose volume is added or replaced."""
     current: list[dict[str, Any]] = spec.get("volumes") or []
     positions: dict[str, list[int]] = {}
     for index, volume in enumerate(current):
@@ -232,6 +235,7 @@ def _inject_volumes(
     replace: dict[int, dict[str, Any]] = {}
     remove: list[int] = []
     append: list[dict[str, Any]] = []
+    replaced: list[str] = []
     for desired in cfg.volumes:
         found = positions.get(desired["name"], [])
         if not found:
@@ -245,11 +249,14 @@ def _inject_volumes(
                 f"(was {_volume_source(current[keep])})"
             )
             replace[keep] = _copy(desired)
+            replaced.append(desired["name"])
         extras = [i for i in found if i != keep]
         if extras:
             remove.extend(extras)
             warnings.append(f"{_duplicates(len(extras))} volume {desired['name']!r} removed")
     _edit_list(ops, "/spec/volumes", spec.get("volumes") is not None, replace, remove, append)
+    changed = [v["name"] for v in append] + [current_name for current_name in replaced]
+    return tuple(sorted(changed))
 
 
 def _volume_source(volume: dict[str, Any]) -> str:
