@@ -22,10 +22,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Final
 
-from controller.staging.bookkeeping import Bookkeeping
-from controller.staging.desired import DesiredProvider
-from controller.staging.internal_http import InternalCallError
-from controller.staging.router import RouterClient
+from controller.staging.clients import InternalCallError, RouterClient
+from controller.staging.desired import Bookkeeping, DesiredProvider
+from controller.staging.handoff import parse_time, rfc3339
 from controller.staging.secrets import (
     HPKE_PUB_SECRET,
     MINT_KEY_SECRET,
@@ -34,7 +33,6 @@ from controller.staging.secrets import (
     RelaySecrets,
     parse_hpke_pub,
 )
-from controller.staging.tokens import parse_time, rfc3339
 from wspin.logs import fields
 from wspin.resources import Conflict, KubeAPIError
 

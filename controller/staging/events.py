@@ -10,14 +10,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any, Final, Literal
+from typing import Final, Literal
 
+from controller.types import Obj
 from wspin.logs import fields
 from wspin.resources import EVENTS, WORKSPACES, Kube
 
 log = logging.getLogger("controller.staging")
 
-Obj = dict[str, Any]
 EventType = Literal["Normal", "Warning"]
 SOURCE: Final = "wspin-controller"
 
@@ -26,6 +26,7 @@ ROTATE_ESCALATED: Final = "RelayRotateEscalated"
 ROTATE_ESCALATION_FAILED: Final = "RelayRotateEscalationFailed"
 ENVELOPE_ORPHANED: Final = "RelayEnvelopeOrphaned"
 ROUTER_REJECTED: Final = "CredentialRouterRejected"
+NAME_CONFLICT: Final = "RelayNameConflict"
 
 
 class EventRecorder:

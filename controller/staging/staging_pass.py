@@ -1,7 +1,7 @@
 """The per-workspace relay staging pass: provider keys sealed to the router, scoped tokens
 handed to the workspace, revocation, conditions; run inside the Workspace reconcile.
 
-Order (reference relay-staging.md §5.4): fetch the credentials, ensure the mint key, read the
+Order: fetch the credentials, ensure the mint key, read the
 public key (direct, never cached), work out the desired set and the bookkeeping, revoke what
 is no longer bound, maybe escalate a rotation, seal what changed, mint or reuse tokens,
 compute the revision, write the handoff, then the conditions, Events and annotations.
@@ -21,41 +21,51 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any
 
 from controller.staging import conditions as cond
 from controller.staging.arming import RelayStagingConfig
-from controller.staging.bookkeeping import (
+from controller.staging.clients import CredentialSource, InternalCallError, RouterClient
+from controller.staging.desired import (
+    ANNOTATIONS,
     SEALED_GENERATION,
+    STAGED_FOR,
     STAGED_PROVIDERS,
     STAGED_REVISION,
     Bookkeeping,
+    DesiredProvider,
     Staged,
     annotations_of,
+    desired_set,
     needs_seal,
     parse_providers,
     render_providers,
     sealed_generation,
 )
-from controller.staging.desired import DesiredProvider, desired_set
-from controller.staging.envelope import EnvelopeError, Sealer
-from controller.staging.envelopes import envelope_name, envelope_secret, write_envelope
+from controller.staging.envelopes import (
+    EnvelopeError,
+    Sealer,
+    envelope_name,
+    envelope_secret,
+    revoke,
+    write_envelope,
+)
 from controller.staging.escalation import Escalation, Result, escalate, lineage_intact
 from controller.staging.events import (
     CREDENTIAL_REVOKED,
     ENVELOPE_ORPHANED,
+    NAME_CONFLICT,
     ROTATE_ESCALATED,
     ROTATE_ESCALATION_FAILED,
     ROUTER_REJECTED,
     EventRecorder,
 )
-from controller.staging.handoff import HandoffWriter
-from controller.staging.internal_http import InternalCallError
+from controller.staging.handoff import HandoffWriter, renew, revision
+from controller.staging.health import HealthScraper, mirrored
+from controller.staging.ownership import Claimant, WorkspaceNames, owner_labels, staged_for
 from controller.staging.redact import Redactor, group_id
-from controller.staging.revision import revision
-from controller.staging.revoke import revoke
-from controller.staging.router import RouterClient
+from controller.staging.schedule import DEFAULT_STALENESS_BOUND, next_pass_in, staleness_tick
 from controller.staging.secrets import (
     HPKE_PUB_SECRET,
     HpkePublicKey,
@@ -64,8 +74,7 @@ from controller.staging.secrets import (
     ensure_mint_key,
     parse_hpke_pub,
 )
-from controller.staging.source import CredentialSource
-from controller.staging.tokens import renew
+from controller.types import Obj, ObjectKey, ObjectReader
 from controller.workspace.reconciler import StagingReport
 from controller.workspace.status import find_condition
 from wspin.errors import TransientError
@@ -73,8 +82,6 @@ from wspin.logs import fields
 from wspin.resources import WORKSPACES, Kube, KubeAPIError, NotFound
 
 log = logging.getLogger("controller.staging")
-
-Obj = dict[str, Any]
 
 
 def _utc_now() -> datetime:
@@ -94,6 +101,10 @@ class RelayStagingPass:
         source: CredentialSource | None = None,
         router: RouterClient | None = None,
         clock: Callable[[], datetime] = _utc_now,
+        names: WorkspaceNames | None = None,
+        pods: ObjectReader | None = None,
+        health: HealthScraper | None = None,
+        staleness_bound: float = DEFAULT_STALENESS_BOUND,
     ) -> None:
         self.config = config
         self.kube = kube
@@ -104,11 +115,17 @@ class RelayStagingPass:
         self.clock = clock
         self.events = EventRecorder(kube, redactor.redact, clock)
         self.handoffs = HandoffWriter(kube)
+        self.names = names or WorkspaceNames()
+        self.pods = pods
+        self.health = health
+        self.staleness_bound = staleness_bound
 
     async def close(self) -> None:
         """Close the pooled connections to the credential source and the router."""
         await self.source.session.close()
         await self.router.session.close()
+        if self.health is not None:
+            await self.health.close()
 
     # -- the pass ---------------------------------------------------------------------------
 
@@ -116,7 +133,7 @@ class RelayStagingPass:
         """One pass. A failed Kubernetes write comes back as the report's error, not raised,
         so the reconciler still records the workspace's own status before it retries."""
         try:
-            return await self._pass(ws)
+            report = await self._pass(ws)
         except KubeAPIError as err:
             meta = ws["metadata"]
             message = self.redactor.redact(f"relay staging write failed: {err}")
@@ -127,8 +144,18 @@ class RelayStagingPass:
                 ),
             )
             return self._report([], error=TransientError(message))
+        if report.requeue_after is None:
+            # No deadline of its own (a source that was down, an unreadable public key, a
+            # conflict whose owner may be gone): looked at again at the staleness bound.
+            tick = staleness_tick(self.staleness_bound, str(ws["metadata"].get("uid") or ""))
+            report = replace(report, requeue_after=tick)
+        return report
 
     async def _pass(self, ws: Obj) -> StagingReport:
+        ws = await self._mirror_health(ws)
+        holder = self.names.conflict(ws)
+        if holder is not None:
+            return await self._conflict(ws, holder)
         meta = ws["metadata"]
         name, generation = meta["name"], int(meta.get("generation") or 0)
         where = f"{meta.get('namespace', '')}/{name}"
@@ -150,10 +177,15 @@ class RelayStagingPass:
             return self._report([cond.not_staged(cond.PUB_UNREADABLE, problem, generation)])
 
         desired, skipped = desired_set(credentials)
+        mine = before.get(STAGED_FOR, staged_for(ws))
+        if mine != staged_for(ws):
+            before = {}  # another Workspace's bookkeeping (a copied manifest): nothing staged
         bookkeeping = parse_providers(before.get(STAGED_PROVIDERS))
         self._register_staged(desired, bookkeeping)
         last_sealed = sealed_generation(before)
-        force = pub.generation != last_sealed
+        # Bookkeeping written before it recorded its Workspace is trusted for what to revoke,
+        # but its envelopes are sealed afresh: they may hold a same-named Workspace's key.
+        force = pub.generation != last_sealed or STAGED_FOR not in before
 
         wanted = {want.slug for want in desired}
         revocation = await revoke(
@@ -173,7 +205,9 @@ class RelayStagingPass:
             )
         cls = cond.staleness(code, revoked=revocation.any)
         if revocation.incomplete:
-            await self._annotate(ws, {**before, STAGED_PROVIDERS: render_providers(bookkeeping)})
+            await self._annotate(
+                ws, {**before, STAGED_PROVIDERS: render_providers(bookkeeping)}, mine=False
+            )
             stale = cond.stale(
                 cls,
                 code,
@@ -212,10 +246,10 @@ class RelayStagingPass:
             if not needs_seal(bookkeeping.get(want.slug), want, pub.key_id, force=force):
                 continue
             try:
-                await self._seal(name, want, sealer, bookkeeping)
+                await self._seal(ws, want, sealer, bookkeeping)
             except EnvelopeError as err:
                 await self._annotate(
-                    ws, {**before, STAGED_PROVIDERS: render_providers(bookkeeping)}
+                    ws, {**before, STAGED_PROVIDERS: render_providers(bookkeeping)}, mine=False
                 )
                 message = f"envelope for provider {want.slug} absent: seal failed: {err}"
                 log.error("relay staging stopped", extra=fields(workspace=where, error=message))
@@ -270,17 +304,36 @@ class RelayStagingPass:
                 SEALED_GENERATION: str(pub.generation),
                 STAGED_REVISION: rev,
                 STAGED_PROVIDERS: render_providers(bookkeeping),
+                STAGED_FOR: staged_for(ws),
             },
         )
         found = [staged, *(c for c in (stale, rejected) if c is not None)]
         gone = tuple(t for t, c in ((cond.STALE, stale), (cond.REJECTED, rejected)) if c is None)
-        return self._report(found, remove=gone)
+        after = next_pass_in(
+            tokens.entries,
+            ttl=self.config.token_ttl,
+            now=self.clock(),
+            bound=self.staleness_bound,
+            uid=str(meta.get("uid") or ""),
+            cache_left=self.source.expires_in(name, owner),
+        )
+        return self._report(found, remove=gone, requeue_after=after)
 
     async def cleanup(self, ws: Obj) -> None:
         """Delete every envelope this Workspace has (bookkeeping and handoff both name them);
-        a failed delete is reported as orphaned, never raised: termination goes on."""
+        a failed delete is reported as orphaned, never raised: termination goes on.
+
+        Only the identity's owner deletes anything: the envelopes of a Workspace in conflict
+        are another Workspace's, whatever its own annotations claim."""
         name = ws["metadata"]["name"]
         where = f"{ws['metadata'].get('namespace', '')}/{name}"
+        holder = self.names.conflict(ws)
+        if holder is not None:
+            log.info(
+                "relay cleanup skipped: the identity belongs to another Workspace",
+                extra=fields(workspace=where, owner_namespace=holder.namespace),
+            )
+            return
         bookkeeping = parse_providers(annotations_of(ws).get(STAGED_PROVIDERS))
         slugs = set(bookkeeping)
         try:
@@ -311,6 +364,59 @@ class RelayStagingPass:
         self.source.forget(name, owner)
 
     # -- steps ------------------------------------------------------------------------------
+
+    async def _mirror_health(self, ws: Obj) -> Obj:
+        """Scrape agentd in the Workspace's pod and write what it reports into
+        ``status.secretsDelivery`` when it changed; the pass then decides on the fresh value."""
+        if self.health is None or self.pods is None:
+            return ws
+        meta, status = ws["metadata"], ws.get("status") or {}
+        pod_name = str(status.get("podName") or "")
+        pod = self.pods.get(ObjectKey(meta.get("namespace", ""), pod_name)) if pod_name else None
+        health = await self.health.scrape(pod)
+        if health is None or health == mirrored(ws):
+            return ws
+        delivery = {**(status.get("secretsDelivery") or {}), **health.as_status()}
+        try:
+            await self.kube.patch(
+                WORKSPACES,
+                meta["name"],
+                {"status": {"secretsDelivery": delivery}},
+                meta.get("namespace"),
+                sub="status",
+            )
+        except NotFound:
+            return ws
+        return {**ws, "status": {**status, "secretsDelivery": delivery}}
+
+    async def _conflict(self, ws: Obj, holder: Claimant) -> StagingReport:
+        """Stage nothing for a Workspace whose identity another Workspace owns.
+
+        Nothing in the relay namespace is touched (the owner's envelopes stay as they are);
+        what this Workspace holds itself goes: handoff entries (their tokens name an identity
+        it does not own) and bookkeeping (it would describe the owner's envelopes)."""
+        meta = ws["metadata"]
+        name, generation = meta["name"], int(meta.get("generation") or 0)
+        condition = cond.name_conflict(name, holder.namespace, generation)
+        current = find_condition((ws.get("status") or {}).get("conditions") or [], cond.STAGED)
+        if current is None or (current.get("reason"), current.get("message")) != (
+            condition["reason"],
+            condition["message"],
+        ):
+            log.warning(
+                "relay identity held by another Workspace",
+                extra=fields(
+                    workspace=f"{meta.get('namespace', '')}/{name}",
+                    owner_namespace=holder.namespace,
+                ),
+            )
+            await self.events.emit(ws, "Warning", NAME_CONFLICT, condition["message"])
+        existing = await self.handoffs.read(ws)
+        if existing.entries:
+            rev = revision(self.config.router_url, [], {})
+            await self.handoffs.write(ws, existing, rev, self.config.router_url, [])
+        await self._annotate(ws, {}, mine=False)
+        return self._report([condition], remove=(cond.STALE, cond.REJECTED))
 
     async def _escalate(self, ws: Obj, where: str, mint_key: str) -> Escalation:
         """Run the rotate escalation and report its outcome (log lines, the failure Event)."""
@@ -353,14 +459,16 @@ class RelayStagingPass:
                 self.redactor.register(staged.redaction_id, want.credential.api_key)
 
     async def _seal(
-        self, workspace: str, want: DesiredProvider, sealer: Sealer, bookkeeping: Bookkeeping
+        self, ws: Obj, want: DesiredProvider, sealer: Sealer, bookkeeping: Bookkeeping
     ) -> None:
+        workspace = ws["metadata"]["name"]
         envelope = sealer.seal(want.credential.api_key.encode())
         group = group_id(envelope)
         self.redactor.register(group, want.credential.api_key)  # before anything can echo it
         try:
             await write_envelope(
-                self.relay, envelope_secret(workspace, want.slug, envelope, want.models)
+                self.relay,
+                envelope_secret(workspace, want.slug, envelope, want.models, owner_labels(ws)),
             )
         except BaseException:
             # Not staged: the retry seals a new envelope with a group of its own.
@@ -386,18 +494,17 @@ class RelayStagingPass:
             if current is None or current.get("message") != rejected["message"]:
                 await self.events.emit(ws, "Warning", ROUTER_REJECTED, rejected["message"])
 
-    async def _annotate(self, ws: Obj, wanted: dict[str, str]) -> None:
-        """Write the bookkeeping annotations when, and only when, they changed."""
+    async def _annotate(self, ws: Obj, wanted: dict[str, str], *, mine: bool = True) -> None:
+        """Write the bookkeeping annotations when, and only when, they changed. ``mine``:
+        they describe this Workspace (an interrupted pass keeps the owner mark as it was)."""
+        if mine:
+            wanted = {**wanted, STAGED_FOR: staged_for(ws)}
+        elif STAGED_FOR in annotations_of(ws):
+            wanted = {**wanted, STAGED_FOR: annotations_of(ws)[STAGED_FOR]}
         if annotations_of(ws) == wanted:
             return
         meta = ws["metadata"]
-        patch = {
-            "metadata": {
-                "annotations": {
-                    k: wanted.get(k) for k in (SEALED_GENERATION, STAGED_REVISION, STAGED_PROVIDERS)
-                }
-            }
-        }
+        patch = {"metadata": {"annotations": {k: wanted.get(k) for k in ANNOTATIONS}}}
         try:
             await self.kube.patch(WORKSPACES, meta["name"], patch, meta.get("namespace"))
         except NotFound:
@@ -412,10 +519,15 @@ class RelayStagingPass:
         return self._report([cond.not_staged(cond.STAGE_FAILED, message, generation)])
 
     def _report(
-        self, found: list[Obj], *, remove: tuple[str, ...] = (), error: Exception | None = None
+        self,
+        found: list[Obj],
+        *,
+        remove: tuple[str, ...] = (),
+        error: Exception | None = None,
+        requeue_after: float | None = None,
     ) -> StagingReport:
         """Every message redacted on the way out."""
         redacted = [
             {**c, "message": self.redactor.redact(str(c.get("message", "")))} for c in found
         ]
-        return StagingReport(redacted, remove, error)
+        return StagingReport(redacted, remove, error, requeue_after=requeue_after)

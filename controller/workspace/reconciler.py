@@ -66,6 +66,9 @@ class StagingReport:
     error: Exception | None = None
     """Raised after the status is written, so the reconcile is retried with backoff while
     what the pass recorded (e.g. an incomplete revocation) is already visible."""
+    requeue_after: float | None = None
+    """Seconds until this Workspace's staging next needs a pass although nothing changed
+    (token renewal, the revocation staleness bound); None: no deadline of its own."""
 
 
 class StagingPass(Protocol):
@@ -210,6 +213,8 @@ class WorkspaceReconciler:
         outcome.conditions += report.conditions
         outcome.remove = (*outcome.remove, *report.remove)
         outcome.error = report.error
+        if report.requeue_after is not None:
+            outcome.requeue = min(outcome.requeue or report.requeue_after, report.requeue_after)
 
     async def _suspend(self, ws: Obj) -> _Outcome:
         pod_name = build.names(ws).pod

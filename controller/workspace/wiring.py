@@ -8,6 +8,8 @@ from typing import Final
 from controller.runtime.manager import Manager
 from controller.settings import ControllerSettings
 from controller.staging.arming import RelayStagingConfig
+from controller.staging.health import HealthScraper
+from controller.staging.ownership import WorkspaceNames
 from controller.staging.redact import Redactor
 from controller.staging.staging_pass import RelayStagingPass
 from controller.workspace.metrics import VerifyMetrics
@@ -44,7 +46,19 @@ def register(
         # rendered log line goes through it.
         redactor = Redactor()
         add_scrubber(redactor.redact)
-        staging_pass = RelayStagingPass(relay_staging, manager.kube, redactor=redactor)
+        # Relay identities span namespaces: the pass asks this index, fed by the Workspace
+        # cache, who holds a name, and reads agentd's health through the pod cache.
+        names = WorkspaceNames()
+        manager.cache(WORKSPACES).add_handler(names.observe)
+        staging_pass = RelayStagingPass(
+            relay_staging,
+            manager.kube,
+            redactor=redactor,
+            names=names,
+            pods=manager.cache(PODS, labels=OWNED_SELECTOR),
+            health=HealthScraper(manager.registry, port=settings.relay_staging.agentd_health_port),
+            staleness_bound=settings.relay_staging.revocation_staleness_bound,
+        )
         manager.add_cleanup(staging_pass.close)
         staging = staging_pass
     reconciler = WorkspaceReconciler(

@@ -153,10 +153,13 @@ LEDGER = (
         ),
     ),
     # -- the controller: relay staging ------------------------------------------------------
-    Use(  # bookkeeping annotations on the Workspace
+    Use(  # bookkeeping annotations, and agentd's health report into status.secretsDelivery
         "controller/staging/staging_pass.py",
-        {"patch": 1},
-        controller=grant("cluster", "workspaces", ["patch"], group=CRD_GROUP),
+        {"patch": 2},
+        controller=union(
+            grant("cluster", "workspaces", ["patch"], group=CRD_GROUP),
+            grant("cluster", "workspaces/status", ["patch"], group=CRD_GROUP),
+        ),
     ),
     Use(  # envelopes written blind; only the public key and the mint key are read, by name
         "controller/staging/secrets.py",

@@ -18,12 +18,12 @@ import pytest
 from aiohttp import web
 
 from controller.staging.arming import RelayStagingConfig
+from controller.staging.clients import CredentialSource
 from controller.staging.envelopes import envelope_name
+from controller.staging.handoff import handoff_name
 from controller.staging.redact import Redactor
 from controller.staging.secrets import HPKE_PUB_SECRET, RelaySecrets, secret_value
-from controller.staging.source import CredentialSource
 from controller.staging.staging_pass import RelayStagingPass
-from controller.staging.tokens import handoff_name
 from controller.workspace import status as st
 from controller.workspace.reconciler import StagingReport
 from tests.controller.conftest import INTERNAL_TOKEN, FakeRouter

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from controller.fakerouter import FakeRouterState
-from controller.staging.bookkeeping import SEALED_GENERATION, STAGED_REVISION
+from controller.staging.desired import SEALED_GENERATION, STAGED_REVISION
 from controller.staging.escalation import ESCALATION_ANNOTATION
+from controller.staging.handoff import parse_time, rfc3339
 from controller.staging.secrets import MINT_KEY_SECRET
-from controller.staging.tokens import parse_time, rfc3339
 from tests.controller.staging.conftest import Stage, condition, two_providers
 from wspin.resources import EVENTS, SECRETS
 

@@ -11,8 +11,8 @@ from prometheus_client import CollectorRegistry
 
 from controller.runtime.manager import Manager
 from controller.settings import ControllerSettings, RuntimeSettings
-from controller.staging.bookkeeping import ANNOTATIONS
-from controller.staging.tokens import handoff_name
+from controller.staging.desired import ANNOTATIONS
+from controller.staging.handoff import handoff_name
 from controller.workspace import wiring
 from tests.controller.staging.conftest import Stage, condition, make_config, two_providers
 from tests.controller.workspace.conftest import SETTINGS, Harness, eventually

@@ -11,18 +11,19 @@ from typing import ClassVar
 import pytest
 
 from controller.staging import conditions as cond
-from controller.staging.bookkeeping import Staged, parse_providers, render_providers
 from controller.staging.desired import (
     DesiredProvider,
     ProviderCredential,
+    Staged,
     desired_set,
     go_json,
+    parse_providers,
+    render_providers,
     short_digest,
 )
 from controller.staging.escalation import lineage_intact
+from controller.staging.handoff import HandoffEntry, reusable, revision, still_valid
 from controller.staging.redact import REPLACEMENT, Redactor, group_id
-from controller.staging.revision import revision
-from controller.staging.tokens import HandoffEntry, reusable, still_valid
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 
