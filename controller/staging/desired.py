@@ -26,6 +26,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from controller.staging.ownership import STAGED_FOR_ANNOTATION
 from controller.types import Obj
 
 KIND_UPSTREAMS: Final[dict[str, str]] = {
@@ -141,7 +142,7 @@ ANNOTATION_PREFIX: Final = "llmsafespaces.dev/"
 SEALED_GENERATION: Final = ANNOTATION_PREFIX + "relay-sealed-generation"
 STAGED_REVISION: Final = ANNOTATION_PREFIX + "relay-staged-revision"
 STAGED_PROVIDERS: Final = ANNOTATION_PREFIX + "relay-staged-providers"
-STAGED_FOR: Final = ANNOTATION_PREFIX + "relay-staged-for"
+STAGED_FOR: Final = STAGED_FOR_ANNOTATION
 """``<namespace>/<uid>`` of the Workspace the other three describe. Annotations travel with
 a copied manifest (``kubectl get -o yaml`` into another namespace); bookkeeping that is not
 this Workspace's own reads as nothing staged, so everything is sealed afresh under its owner."""

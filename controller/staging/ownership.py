@@ -8,11 +8,14 @@ Without an owner the second would overwrite the first's envelopes (and run the f
 tenant's traffic on its own key, or the other way round), revoke them and clean them up.
 
 The owner of an identity is the oldest live Workspace with that name: smallest
-``creationTimestamp``, then smallest uid. Both are set by the API server, never by a tenant,
-so every replica and every restart gets the same answer without a stored claim, and the
-Workspace that was there first keeps its key. Every other Workspace with that name is not
-staged at all (``NameConflict`` naming the owner's namespace, never its keys); when the owner
-is deleted, its cleanup runs and the next oldest takes over on its next pass.
+``creationTimestamp`` (set by the API server, never by a tenant), so every replica and every
+restart gets the same answer without a stored claim, and the Workspace that was there first
+keeps its key. The timestamp has second precision; within one second the Workspace already
+staged under its own uid (``relay-staged-for``) wins, then the smallest uid. The Workspace
+cache delivers events in the API server's order, so a Workspace created later can never be
+decided on before the earlier one's staging mark is in the index. Every other Workspace with
+that name is not staged at all (``NameConflict`` naming the owner's namespace, never its keys);
+when the owner is deleted, its cleanup runs and the next oldest takes over on its next pass.
 
 ``WorkspaceNames`` is the index the decision reads: name → the Workspaces holding it, kept
 current by the Workspace informer's events (an O(1) lookup per pass instead of a scan of
@@ -30,6 +33,7 @@ LABEL_WORKSPACE_NAMESPACE: Final = "llmsafespaces.dev/workspace-namespace"
 LABEL_WORKSPACE_UID: Final = "llmsafespaces.dev/workspace-uid"
 """Recorded on every object staged for a Workspace (envelopes and the handoff), so the owner
 of each is visible to an operator and to the router without reading any annotation."""
+STAGED_FOR_ANNOTATION: Final = "llmsafespaces.dev/relay-staged-for"
 
 
 @dataclass(frozen=True, order=True)
@@ -37,6 +41,8 @@ class Claimant:
     """A Workspace holding a name; ordered oldest first (the owner sorts lowest)."""
 
     created: str
+    unstaged: bool
+    """False when the Workspace's bookkeeping is its own (it staged under its uid)."""
     uid: str
     namespace: str
     name: str
@@ -44,8 +50,10 @@ class Claimant:
     @classmethod
     def of(cls, ws: Obj) -> Claimant:
         meta = ws.get("metadata") or {}
+        mark = (meta.get("annotations") or {}).get(STAGED_FOR_ANNOTATION)
         return cls(
             created=str(meta.get("creationTimestamp") or ""),
+            unstaged=mark != staged_for(ws),
             uid=str(meta.get("uid") or ""),
             namespace=str(meta.get("namespace") or ""),
             name=str(meta.get("name") or ""),
@@ -65,8 +73,8 @@ def owner_labels(ws: Obj) -> dict[str, str]:
 
 def staged_for(ws: Obj) -> str:
     """``<namespace>/<uid>``: the bookkeeping value saying whose annotations these are."""
-    claimant = Claimant.of(ws)
-    return f"{claimant.namespace}/{claimant.uid}"
+    meta = ws.get("metadata") or {}
+    return f"{meta.get('namespace') or ''}/{meta.get('uid') or ''}"
 
 
 def owner_of(claimants: list[Claimant]) -> Claimant | None:

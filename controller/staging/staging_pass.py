@@ -415,7 +415,7 @@ class RelayStagingPass:
         if existing.entries:
             rev = revision(self.config.router_url, [], {})
             await self.handoffs.write(ws, existing, rev, self.config.router_url, [])
-        await self._annotate(ws, {}, mine=False)
+        await self._write_annotations(ws, {})
         return self._report([condition], remove=(cond.STALE, cond.REJECTED))
 
     async def _escalate(self, ws: Obj, where: str, mint_key: str) -> Escalation:
@@ -501,6 +501,10 @@ class RelayStagingPass:
             wanted = {**wanted, STAGED_FOR: staged_for(ws)}
         elif STAGED_FOR in annotations_of(ws):
             wanted = {**wanted, STAGED_FOR: annotations_of(ws)[STAGED_FOR]}
+        await self._write_annotations(ws, wanted)
+
+    async def _write_annotations(self, ws: Obj, wanted: dict[str, str]) -> None:
+        """Set the bookkeeping annotations to exactly ``wanted``; no write when they are."""
         if annotations_of(ws) == wanted:
             return
         meta = ws["metadata"]
