@@ -16,8 +16,8 @@ from __future__ import annotations
 import enum
 from typing import Final
 
+from controller.toolkit.conditions import ConditionStatus, condition
 from controller.types import Obj
-from controller.workspace.status import ConditionStatus, condition
 
 STAGED: Final = "CredentialsStaged"
 STALE: Final = "CredentialStale"
@@ -35,6 +35,14 @@ REVOKED: Final = "StaleRevoked"
 DELIVERY_DEFERRED: Final = "StaleDeliveryDeferred"
 ROUTER_REJECTED: Final = "CredentialRouterRejected"
 NAME_CONFLICT: Final = "NameConflict"
+
+# Event reasons: what a human should hear about once, beyond the conditions.
+EVENT_CREDENTIAL_REVOKED: Final = "CredentialRevoked"
+EVENT_ROTATE_ESCALATED: Final = "RelayRotateEscalated"
+EVENT_ROTATE_ESCALATION_FAILED: Final = "RelayRotateEscalationFailed"
+EVENT_ENVELOPE_ORPHANED: Final = "RelayEnvelopeOrphaned"
+EVENT_ROUTER_REJECTED: Final = "CredentialRouterRejected"
+EVENT_NAME_CONFLICT: Final = "RelayNameConflict"
 
 # agentd degrade codes.
 CODE_CREDENTIAL_STALE: Final = "credential_stale"

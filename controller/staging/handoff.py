@@ -24,13 +24,14 @@ import json
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any, Final, TypedDict
 
 from controller.staging.clients import InternalCallError, MintRequest
 from controller.staging.desired import Bookkeeping, DesiredProvider
 from controller.staging.ownership import owner_labels
 from controller.staging.secrets import secret_value
+from controller.toolkit.clock import format_time, parse_time
 from controller.types import Obj
 from wspin.logs import fields
 from wspin.resources import SECRETS, WORKSPACES, Kube
@@ -63,21 +64,6 @@ def handoff_name(workspace: str) -> str:
 
 def router_path(workspace: str, slug: str) -> str:
     return f"/w/{workspace}/{slug}/v1"
-
-
-def rfc3339(moment: datetime) -> str:
-    """UTC, second precision, ``Z`` suffix."""
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def parse_time(text: object) -> datetime | None:
-    if not isinstance(text, str) or not text:
-        return None
-    try:
-        parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo is not None else None
 
 
 def parse_entries(raw: bytes | None) -> dict[str, HandoffEntry]:
@@ -196,7 +182,7 @@ async def renew(
                 baseURL=want.upstream,
                 modelAllowlist=want.models,
                 keyID=key_id,
-                expiresAt=rfc3339(now + timedelta(seconds=int(ttl))),
+                expiresAt=format_time(now + timedelta(seconds=int(ttl))),
             )
         )
     return result

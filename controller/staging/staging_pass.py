@@ -20,9 +20,7 @@ workspaces run in parallel safely.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from dataclasses import replace
-from datetime import UTC, datetime
 
 from controller.staging import conditions as cond
 from controller.staging.arming import RelayStagingConfig
@@ -52,15 +50,6 @@ from controller.staging.envelopes import (
     write_envelope,
 )
 from controller.staging.escalation import Escalation, Result, escalate, lineage_intact
-from controller.staging.events import (
-    CREDENTIAL_REVOKED,
-    ENVELOPE_ORPHANED,
-    NAME_CONFLICT,
-    ROTATE_ESCALATED,
-    ROTATE_ESCALATION_FAILED,
-    ROUTER_REJECTED,
-    EventRecorder,
-)
 from controller.staging.handoff import HandoffWriter, renew, revision
 from controller.staging.health import HealthScraper, mirrored
 from controller.staging.ownership import Claimant, WorkspaceNames, owner_labels, staged_for
@@ -74,18 +63,16 @@ from controller.staging.secrets import (
     ensure_mint_key,
     parse_hpke_pub,
 )
+from controller.toolkit.clock import Clock, utc_now
+from controller.toolkit.conditions import find_condition
+from controller.toolkit.events import EventRecorder
 from controller.types import Obj, ObjectKey, ObjectReader
 from controller.workspace.reconciler import StagingReport
-from controller.workspace.status import find_condition
 from wspin.errors import TransientError
 from wspin.logs import fields
 from wspin.resources import WORKSPACES, Kube, KubeAPIError, NotFound
 
 log = logging.getLogger("controller.staging")
-
-
-def _utc_now() -> datetime:
-    return datetime.now(UTC)
 
 
 class RelayStagingPass:
@@ -100,7 +87,7 @@ class RelayStagingPass:
         relay: RelaySecrets | None = None,
         source: CredentialSource | None = None,
         router: RouterClient | None = None,
-        clock: Callable[[], datetime] = _utc_now,
+        clock: Clock = utc_now,
         names: WorkspaceNames | None = None,
         pods: ObjectReader | None = None,
         health: HealthScraper | None = None,
@@ -113,7 +100,7 @@ class RelayStagingPass:
         self.source = source or CredentialSource(config)
         self.router = router or RouterClient(config.router_url)
         self.clock = clock
-        self.events = EventRecorder(kube, redactor.redact, clock)
+        self.events = EventRecorder(kube, clock=clock, redact=redactor.redact)
         self.handoffs = HandoffWriter(kube)
         self.names = names or WorkspaceNames()
         self.pods = pods
@@ -198,8 +185,9 @@ class RelayStagingPass:
         if revocation.revoked:  # announced now: an incomplete revocation stops the pass below
             await self.events.emit(
                 ws,
+                WORKSPACES,
                 "Normal",
-                CREDENTIAL_REVOKED,
+                cond.EVENT_CREDENTIAL_REVOKED,
                 f"provider(s) {', '.join(revocation.revoked)} unbound: envelope deleted; "
                 "in-flight tokens fail closed until the pod applies the removal",
             )
@@ -353,8 +341,9 @@ class RelayStagingPass:
                 )
                 await self.events.emit(
                     ws,
+                    WORKSPACES,
                     "Warning",
-                    ENVELOPE_ORPHANED,
+                    cond.EVENT_ENVELOPE_ORPHANED,
                     f"could not delete envelope {self.config.namespace}/{secret} ({err}); "
                     "delete it by hand",
                 )
@@ -410,7 +399,14 @@ class RelayStagingPass:
                     owner_namespace=holder.namespace,
                 ),
             )
-            await self.events.emit(ws, "Warning", NAME_CONFLICT, condition["message"])
+            await self.events.emit(
+                ws,
+                WORKSPACES,
+                "Warning",
+                cond.EVENT_NAME_CONFLICT,
+                condition["message"],
+                episode=holder.uid,
+            )
         existing = await self.handoffs.read(ws)
         if existing.entries:
             rev = revision(self.config.router_url, [], {})
@@ -426,8 +422,9 @@ class RelayStagingPass:
             log.error("rotate escalation failed", extra=fields(workspace=where, error=detail))
             await self.events.emit(
                 ws,
+                WORKSPACES,
                 "Warning",
-                ROTATE_ESCALATION_FAILED,
+                cond.EVENT_ROTATE_ESCALATION_FAILED,
                 f"router keypair rotation failed: {detail}; the 10-minute anti-storm budget "
                 "was consumed",
             )
@@ -483,8 +480,9 @@ class RelayStagingPass:
         if escalated:
             await self.events.emit(
                 ws,
+                WORKSPACES,
                 "Normal",
-                ROTATE_ESCALATED,
+                cond.EVENT_ROTATE_ESCALATED,
                 f"router keypair rotated to generation {escalated}; credentials re-sealed",
             )
         if rejected is not None:
@@ -492,7 +490,14 @@ class RelayStagingPass:
                 (ws.get("status") or {}).get("conditions") or [], cond.REJECTED
             )
             if current is None or current.get("message") != rejected["message"]:
-                await self.events.emit(ws, "Warning", ROUTER_REJECTED, rejected["message"])
+                await self.events.emit(
+                    ws,
+                    WORKSPACES,
+                    "Warning",
+                    cond.EVENT_ROUTER_REJECTED,
+                    rejected["message"],
+                    episode=rejected["message"],
+                )
 
     async def _annotate(self, ws: Obj, wanted: dict[str, str], *, mine: bool = True) -> None:
         """Write the bookkeeping annotations when, and only when, they changed. ``mine``:

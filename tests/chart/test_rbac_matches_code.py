@@ -174,11 +174,6 @@ LEDGER = (
         {"get_or_none": 1, "replace": 1, "create": 1},
         controller=grant("cluster", "secrets", ["get", "update", "create"]),
     ),
-    Use(
-        "controller/staging/events.py",
-        {"create": 1},
-        controller=grant("cluster", "events", ["create"]),
-    ),
     # -- the controller: InferenceRelays ----------------------------------------------------
     Use(
         "controller/relay/reconciler.py",

@@ -11,8 +11,8 @@ import pytest
 from controller.fakerouter import FakeRouterState
 from controller.staging.desired import SEALED_GENERATION, STAGED_REVISION
 from controller.staging.escalation import ESCALATION_ANNOTATION
-from controller.staging.handoff import parse_time, rfc3339
 from controller.staging.secrets import MINT_KEY_SECRET
+from controller.toolkit.clock import format_time, parse_time
 from tests.controller.staging.conftest import Stage, condition, two_providers
 from wspin.resources import EVENTS, SECRETS
 
@@ -76,7 +76,7 @@ async def test_the_budget_returns_after_ten_minutes(stage: Stage) -> None:
     assert mint is None
     await staged_workspace(stage, degradedReason="credential_stale")
     mint = await stage.kube.get(SECRETS, MINT_KEY_SECRET, stage.relay_namespace)
-    stale_stamp = rfc3339(stage.clock.now - timedelta(minutes=11))
+    stale_stamp = format_time(stage.clock.now - timedelta(minutes=11))
     mint["metadata"].setdefault("annotations", {})[ESCALATION_ANNOTATION] = stale_stamp
     await stage.kube.replace(SECRETS, mint)
     await stage.run()

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from controller.runtime.informer import Informer
+from controller.staging.conditions import EVENT_NAME_CONFLICT as NAME_CONFLICT
 from controller.staging.desired import ANNOTATIONS, STAGED_FOR
-from controller.staging.events import NAME_CONFLICT
 from controller.staging.handoff import handoff_name
 from controller.staging.ownership import (
     LABEL_WORKSPACE_NAMESPACE,
