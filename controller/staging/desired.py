@@ -15,7 +15,8 @@ plus a fourth saying whose they are:
 - ``relay-staged-for``: ``<namespace>/<uid>`` of the Workspace they describe.
 
 Absent or unparseable bookkeeping reads as empty: everything is re-sealed, the safe direction.
-Comparing the two (``needs_seal``) is the plan of a pass. Pure.
+Comparing the two (``needs_seal``) is the plan of a pass. Pure, but for
+``write_bookkeeping``, which records the result on the Workspace.
 """
 
 from __future__ import annotations
@@ -26,8 +27,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from controller.staging.ownership import STAGED_FOR_ANNOTATION
+from controller.staging.ownership import STAGED_FOR_ANNOTATION, staged_for
 from controller.types import Obj
+from wspin.resources import WORKSPACES, Kube, NotFound
 
 KIND_UPSTREAMS: Final[dict[str, str]] = {
     "openai": "https://api.openai.com/v1",
@@ -220,3 +222,25 @@ def needs_seal(staged: Staged | None, want: DesiredProvider, key_id: str, *, for
         or staged.models_digest != want.models_digest
         or staged.key_digest != want.key_digest
     )
+
+
+def with_owner_mark(ws: Obj, wanted: dict[str, str], *, mine: bool) -> dict[str, str]:
+    """``wanted`` plus the owner mark: this Workspace's when the bookkeeping describes it,
+    else the mark as it was (absent stays absent)."""
+    if mine:
+        return {**wanted, STAGED_FOR: staged_for(ws)}
+    current = annotations_of(ws)
+    return {**wanted, STAGED_FOR: current[STAGED_FOR]} if STAGED_FOR in current else dict(wanted)
+
+
+async def write_bookkeeping(kube: Kube, ws: Obj, wanted: dict[str, str]) -> None:
+    """Set the bookkeeping annotations to exactly ``wanted``; no write when they are. The one
+    write this module makes: everything above decides, this records."""
+    if annotations_of(ws) == wanted:
+        return
+    meta = ws["metadata"]
+    patch = {"metadata": {"annotations": {k: wanted.get(k) for k in ANNOTATIONS}}}
+    try:
+        await kube.patch(WORKSPACES, meta["name"], patch, meta.get("namespace"))
+    except NotFound:
+        return  # deleted meanwhile; cleanup runs on termination

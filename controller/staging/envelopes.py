@@ -37,8 +37,9 @@ from cryptography.hazmat.primitives.serialization import (
 )
 from pyhpke import AEADId, CipherSuite, KDFId, KEMId, KEMKeyInterface, PyHPKEError
 
-from controller.staging.desired import Bookkeeping, go_json
-from controller.staging.redact import Redactor
+from controller.staging.desired import Bookkeeping, DesiredProvider, Staged, go_json
+from controller.staging.ownership import owner_labels
+from controller.staging.redact import Redactor, group_id
 from controller.staging.secrets import RelaySecrets
 from controller.types import Obj
 from wspin.errors import WspinError
@@ -243,3 +244,33 @@ async def revoke(
             redactor.unregister(staged.redaction_id)
         outcome.revoked.append(slug)
     return outcome
+
+
+async def seal(
+    relay: RelaySecrets,
+    redactor: Redactor,
+    ws: Obj,
+    want: DesiredProvider,
+    sealer: Sealer,
+    bookkeeping: Bookkeeping,
+) -> None:
+    """Seal ``want``'s key, write its envelope (owner labels on it) and record it in
+    ``bookkeeping``. The key is registered with the redactor before anything can echo
+    it; the superseded envelope's group leaves once the new one is written."""
+    workspace = ws["metadata"]["name"]
+    envelope = sealer.seal(want.credential.api_key.encode())
+    group = group_id(envelope)
+    redactor.register(group, want.credential.api_key)  # before anything can echo it
+    try:
+        await write_envelope(
+            relay,
+            envelope_secret(workspace, want.slug, envelope, want.models, owner_labels(ws)),
+        )
+    except BaseException:
+        # Not staged: the retry seals a new envelope with a group of its own.
+        redactor.unregister(group)
+        raise
+    previous = bookkeeping.get(want.slug)
+    if previous is not None and previous.redaction_id != group:
+        redactor.unregister(previous.redaction_id)
+    bookkeeping[want.slug] = Staged(want.key_digest, sealer.key_id, want.models_digest, group)

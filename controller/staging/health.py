@@ -29,8 +29,9 @@ import aiohttp
 from prometheus_client import CollectorRegistry, Counter
 
 from controller.staging.clients import InternalCallError, PooledSession, read_capped
-from controller.types import Obj
+from controller.types import Obj, ObjectKey, ObjectReader
 from wspin.contract import AGENTD, MAIN_CONTAINER
+from wspin.resources import WORKSPACES, Kube, NotFound
 
 HEALTH_PATH: Final = "/v1/healthz"
 DEFAULT_PORT: Final = 4098
@@ -159,3 +160,26 @@ class HealthScraper:
         """Count a scrape without a usable answer; its result is always None."""
         self.scrapes.labels(outcome).inc()
         return None
+
+
+async def mirror_health(kube: Kube, scraper: HealthScraper, pods: ObjectReader, ws: Obj) -> Obj:
+    """Scrape agentd in the Workspace's pod and write what it reports into
+    ``status.secretsDelivery`` when it changed; the pass then decides on the fresh value."""
+    meta, status = ws["metadata"], ws.get("status") or {}
+    pod_name = str(status.get("podName") or "")
+    pod = pods.get(ObjectKey(meta.get("namespace", ""), pod_name)) if pod_name else None
+    health = await scraper.scrape(pod)
+    if health is None or health == mirrored(ws):
+        return ws
+    delivery = {**(status.get("secretsDelivery") or {}), **health.as_status()}
+    try:
+        await kube.patch(
+            WORKSPACES,
+            meta["name"],
+            {"status": {"secretsDelivery": delivery}},
+            meta.get("namespace"),
+            sub="status",
+        )
+    except NotFound:
+        return ws
+    return {**ws, "status": {**status, "secretsDelivery": delivery}}

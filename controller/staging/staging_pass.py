@@ -23,54 +23,51 @@ import logging
 from dataclasses import replace
 
 from controller.staging import conditions as cond
+from controller.staging import withdrawal
 from controller.staging.arming import RelayStagingConfig
 from controller.staging.clients import CredentialSource, InternalCallError, RouterClient
 from controller.staging.desired import (
-    ANNOTATIONS,
     SEALED_GENERATION,
     STAGED_FOR,
     STAGED_PROVIDERS,
     STAGED_REVISION,
     Bookkeeping,
     DesiredProvider,
-    Staged,
     annotations_of,
     desired_set,
     needs_seal,
     parse_providers,
     render_providers,
     sealed_generation,
+    with_owner_mark,
+    write_bookkeeping,
 )
 from controller.staging.envelopes import (
     EnvelopeError,
     Sealer,
-    envelope_name,
-    envelope_secret,
     revoke,
-    write_envelope,
+    seal,
 )
 from controller.staging.escalation import Escalation, Result, escalate, lineage_intact
 from controller.staging.handoff import HandoffWriter, renew, revision
-from controller.staging.health import HealthScraper, mirrored
-from controller.staging.ownership import Claimant, WorkspaceNames, owner_labels, staged_for
-from controller.staging.redact import Redactor, group_id
+from controller.staging.health import HealthScraper, mirror_health
+from controller.staging.ownership import WorkspaceNames, staged_for
+from controller.staging.redact import Redactor
 from controller.staging.schedule import DEFAULT_STALENESS_BOUND, next_pass_in, staleness_tick
 from controller.staging.secrets import (
-    HPKE_PUB_SECRET,
-    HpkePublicKey,
     RelaySecretError,
     RelaySecrets,
     ensure_mint_key,
-    parse_hpke_pub,
+    read_hpke_pub,
 )
 from controller.toolkit.clock import Clock, utc_now
 from controller.toolkit.conditions import find_condition
 from controller.toolkit.events import EventRecorder
-from controller.types import Obj, ObjectKey, ObjectReader
+from controller.types import Obj, ObjectReader
 from controller.workspace.reconciler import StagingReport
 from wspin.errors import TransientError
 from wspin.logs import fields
-from wspin.resources import WORKSPACES, Kube, KubeAPIError, NotFound
+from wspin.resources import WORKSPACES, Kube, KubeAPIError
 
 log = logging.getLogger("controller.staging")
 
@@ -139,10 +136,13 @@ class RelayStagingPass:
         return report
 
     async def _pass(self, ws: Obj) -> StagingReport:
-        ws = await self._mirror_health(ws)
+        if self.health is not None and self.pods is not None:
+            ws = await mirror_health(self.kube, self.health, self.pods, ws)
         holder = self.names.conflict(ws)
         if holder is not None:
-            return await self._conflict(ws, holder)
+            return self._report(
+                await withdrawal.stand_down(self, ws, holder), remove=(cond.STALE, cond.REJECTED)
+            )
         meta = ws["metadata"]
         name, generation = meta["name"], int(meta.get("generation") or 0)
         where = f"{meta.get('namespace', '')}/{name}"
@@ -158,7 +158,7 @@ class RelayStagingPass:
             mint_key = await ensure_mint_key(self.relay, self.relay)
         except (RelaySecretError, KubeAPIError) as err:
             return self._early(where, generation, f"mint key unavailable: {err}")
-        pub, problem = await self._read_pub()
+        pub, problem = await read_hpke_pub(self.relay)
         if pub is None:
             log.warning("relay staging stopped", extra=fields(workspace=where, error=problem))
             return self._report([cond.not_staged(cond.PUB_UNREADABLE, problem, generation)])
@@ -234,7 +234,7 @@ class RelayStagingPass:
             if not needs_seal(bookkeeping.get(want.slug), want, pub.key_id, force=force):
                 continue
             try:
-                await self._seal(ws, want, sealer, bookkeeping)
+                await seal(self.relay, self.redactor, ws, want, sealer, bookkeeping)
             except EnvelopeError as err:
                 await self._annotate(
                     ws, {**before, STAGED_PROVIDERS: render_providers(bookkeeping)}, mine=False
@@ -308,111 +308,10 @@ class RelayStagingPass:
         return self._report(found, remove=gone, requeue_after=after)
 
     async def cleanup(self, ws: Obj) -> None:
-        """Delete every envelope this Workspace has (bookkeeping and handoff both name them);
-        a failed delete is reported as orphaned, never raised: termination goes on.
-
-        Only the identity's owner deletes anything: the envelopes of a Workspace in conflict
-        are another Workspace's, whatever its own annotations claim."""
-        name = ws["metadata"]["name"]
-        where = f"{ws['metadata'].get('namespace', '')}/{name}"
-        holder = self.names.conflict(ws)
-        if holder is not None:
-            log.info(
-                "relay cleanup skipped: the identity belongs to another Workspace",
-                extra=fields(workspace=where, owner_namespace=holder.namespace),
-            )
-            return
-        bookkeeping = parse_providers(annotations_of(ws).get(STAGED_PROVIDERS))
-        slugs = set(bookkeeping)
-        try:
-            slugs |= set((await self.handoffs.read(ws)).entries)
-        except KubeAPIError as err:
-            log.warning(
-                "handoff unreadable at cleanup", extra=fields(workspace=where, error=str(err))
-            )
-        for slug in sorted(slugs):
-            secret = envelope_name(name, slug)
-            try:
-                await self.relay.delete(secret)
-            except KubeAPIError as err:
-                log.error(
-                    "envelope ORPHANED",
-                    extra=fields(workspace=where, provider=slug, envelope=secret, error=str(err)),
-                )
-                await self.events.emit(
-                    ws,
-                    WORKSPACES,
-                    "Warning",
-                    cond.EVENT_ENVELOPE_ORPHANED,
-                    f"could not delete envelope {self.config.namespace}/{secret} ({err}); "
-                    "delete it by hand",
-                )
-            if slug in bookkeeping:
-                self.redactor.unregister(bookkeeping[slug].redaction_id)
-        owner = str(((ws.get("spec") or {}).get("owner") or {}).get("userID") or "")
-        self.source.forget(name, owner)
+        """Delete what this Workspace staged when it is deleted (see ``withdrawal``)."""
+        await withdrawal.clean_up(self, ws)
 
     # -- steps ------------------------------------------------------------------------------
-
-    async def _mirror_health(self, ws: Obj) -> Obj:
-        """Scrape agentd in the Workspace's pod and write what it reports into
-        ``status.secretsDelivery`` when it changed; the pass then decides on the fresh value."""
-        if self.health is None or self.pods is None:
-            return ws
-        meta, status = ws["metadata"], ws.get("status") or {}
-        pod_name = str(status.get("podName") or "")
-        pod = self.pods.get(ObjectKey(meta.get("namespace", ""), pod_name)) if pod_name else None
-        health = await self.health.scrape(pod)
-        if health is None or health == mirrored(ws):
-            return ws
-        delivery = {**(status.get("secretsDelivery") or {}), **health.as_status()}
-        try:
-            await self.kube.patch(
-                WORKSPACES,
-                meta["name"],
-                {"status": {"secretsDelivery": delivery}},
-                meta.get("namespace"),
-                sub="status",
-            )
-        except NotFound:
-            return ws
-        return {**ws, "status": {**status, "secretsDelivery": delivery}}
-
-    async def _conflict(self, ws: Obj, holder: Claimant) -> StagingReport:
-        """Stage nothing for a Workspace whose identity another Workspace owns.
-
-        Nothing in the relay namespace is touched (the owner's envelopes stay as they are);
-        what this Workspace holds itself goes: handoff entries (their tokens name an identity
-        it does not own) and bookkeeping (it would describe the owner's envelopes)."""
-        meta = ws["metadata"]
-        name, generation = meta["name"], int(meta.get("generation") or 0)
-        condition = cond.name_conflict(name, holder.namespace, generation)
-        current = find_condition((ws.get("status") or {}).get("conditions") or [], cond.STAGED)
-        if current is None or (current.get("reason"), current.get("message")) != (
-            condition["reason"],
-            condition["message"],
-        ):
-            log.warning(
-                "relay identity held by another Workspace",
-                extra=fields(
-                    workspace=f"{meta.get('namespace', '')}/{name}",
-                    owner_namespace=holder.namespace,
-                ),
-            )
-            await self.events.emit(
-                ws,
-                WORKSPACES,
-                "Warning",
-                cond.EVENT_NAME_CONFLICT,
-                condition["message"],
-                episode=holder.uid,
-            )
-        existing = await self.handoffs.read(ws)
-        if existing.entries:
-            rev = revision(self.config.router_url, [], {})
-            await self.handoffs.write(ws, existing, rev, self.config.router_url, [])
-        await self._write_annotations(ws, {})
-        return self._report([condition], remove=(cond.STALE, cond.REJECTED))
 
     async def _escalate(self, ws: Obj, where: str, mint_key: str) -> Escalation:
         """Run the rotate escalation and report its outcome (log lines, the failure Event)."""
@@ -434,47 +333,12 @@ class RelayStagingPass:
             log.info("rotate escalation skipped", extra=fields(workspace=where, why=detail))
         return outcome
 
-    async def _read_pub(self) -> tuple[HpkePublicKey | None, str]:
-        """The router's public key, read directly each pass (a rotation is seen at once)."""
-        where = f"Secret {self.config.namespace}/{HPKE_PUB_SECRET}"
-        try:
-            secret = await self.relay.get(HPKE_PUB_SECRET)
-        except KubeAPIError as err:
-            return None, f"{where} unreadable: {err}"
-        if secret is None:
-            return None, f"{where} not found: router not bootstrapped, or KMS mode not yet wired"
-        try:
-            return parse_hpke_pub(secret), ""
-        except RelaySecretError as err:
-            return None, f"{where} is shape-invalid: {err.message} (seal-time parse fails loudly)"
-
     def _register_staged(self, desired: list[DesiredProvider], bookkeeping: Bookkeeping) -> None:
         """Keys already sealed by an earlier pass (or process) are redacted from now on."""
         for want in desired:
             staged = bookkeeping.get(want.slug)
             if staged is not None and staged.key_digest == want.key_digest:
                 self.redactor.register(staged.redaction_id, want.credential.api_key)
-
-    async def _seal(
-        self, ws: Obj, want: DesiredProvider, sealer: Sealer, bookkeeping: Bookkeeping
-    ) -> None:
-        workspace = ws["metadata"]["name"]
-        envelope = sealer.seal(want.credential.api_key.encode())
-        group = group_id(envelope)
-        self.redactor.register(group, want.credential.api_key)  # before anything can echo it
-        try:
-            await write_envelope(
-                self.relay,
-                envelope_secret(workspace, want.slug, envelope, want.models, owner_labels(ws)),
-            )
-        except BaseException:
-            # Not staged: the retry seals a new envelope with a group of its own.
-            self.redactor.unregister(group)
-            raise
-        previous = bookkeeping.get(want.slug)
-        if previous is not None and previous.redaction_id != group:
-            self.redactor.unregister(previous.redaction_id)
-        bookkeeping[want.slug] = Staged(want.key_digest, sealer.key_id, want.models_digest, group)
 
     async def _announce(self, ws: Obj, escalated: int, rejected: Obj | None) -> None:
         if escalated:
@@ -500,24 +364,9 @@ class RelayStagingPass:
                 )
 
     async def _annotate(self, ws: Obj, wanted: dict[str, str], *, mine: bool = True) -> None:
-        """Write the bookkeeping annotations when, and only when, they changed. ``mine``:
-        they describe this Workspace (an interrupted pass keeps the owner mark as it was)."""
-        if mine:
-            wanted = {**wanted, STAGED_FOR: staged_for(ws)}
-        elif STAGED_FOR in annotations_of(ws):
-            wanted = {**wanted, STAGED_FOR: annotations_of(ws)[STAGED_FOR]}
-        await self._write_annotations(ws, wanted)
-
-    async def _write_annotations(self, ws: Obj, wanted: dict[str, str]) -> None:
-        """Set the bookkeeping annotations to exactly ``wanted``; no write when they are."""
-        if annotations_of(ws) == wanted:
-            return
-        meta = ws["metadata"]
-        patch = {"metadata": {"annotations": {k: wanted.get(k) for k in ANNOTATIONS}}}
-        try:
-            await self.kube.patch(WORKSPACES, meta["name"], patch, meta.get("namespace"))
-        except NotFound:
-            return  # deleted meanwhile; cleanup runs on termination
+        """Write the bookkeeping annotations when they changed; ``mine``: they describe this
+        Workspace (an interrupted pass keeps the owner mark as it was)."""
+        await write_bookkeeping(self.kube, ws, with_owner_mark(ws, wanted, mine=mine))
 
     def _early(self, where: str, generation: int, message: str) -> StagingReport:
         """Stop the pass with CredentialsStaged=False/StageFailed (CredentialStale untouched)."""

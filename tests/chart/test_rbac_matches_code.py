@@ -153,13 +153,15 @@ LEDGER = (
         ),
     ),
     # -- the controller: relay staging ------------------------------------------------------
-    Use(  # bookkeeping annotations, and agentd's health report into status.secretsDelivery
-        "controller/staging/staging_pass.py",
-        {"patch": 2},
-        controller=union(
-            grant("cluster", "workspaces", ["patch"], group=CRD_GROUP),
-            grant("cluster", "workspaces/status", ["patch"], group=CRD_GROUP),
-        ),
+    Use(  # the bookkeeping annotations on the Workspace
+        "controller/staging/desired.py",
+        {"patch": 1},
+        controller=grant("cluster", "workspaces", ["patch"], group=CRD_GROUP),
+    ),
+    Use(  # agentd's health report mirrored into status.secretsDelivery
+        "controller/staging/health.py",
+        {"patch": 1},
+        controller=grant("cluster", "workspaces/status", ["patch"], group=CRD_GROUP),
     ),
     Use(  # envelopes written blind; only the public key and the mint key are read, by name
         "controller/staging/secrets.py",
