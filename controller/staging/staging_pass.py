@@ -63,8 +63,7 @@ from controller.staging.secrets import (
 from controller.toolkit.clock import Clock, utc_now
 from controller.toolkit.conditions import find_condition
 from controller.toolkit.events import EventRecorder
-from controller.types import Obj, ObjectReader
-from controller.workspace.reconciler import StagingReport
+from controller.types import Obj, ObjectReader, StagingReport
 from wspin.errors import TransientError
 from wspin.logs import fields
 from wspin.resources import WORKSPACES, Kube, KubeAPIError

@@ -25,7 +25,7 @@ from controller.staging.redact import Redactor
 from controller.staging.secrets import HPKE_PUB_SECRET, RelaySecrets, secret_value
 from controller.staging.staging_pass import RelayStagingPass
 from controller.toolkit import conditions as st
-from controller.workspace.reconciler import StagingReport
+from controller.types import StagingReport
 from tests.controller.conftest import INTERNAL_TOKEN, FakeRouter
 from wspin import serving
 from wspin.resources import NAMESPACES, SECRETS, WORKSPACES, Kube
