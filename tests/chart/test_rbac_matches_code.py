@@ -31,7 +31,17 @@ Atom = tuple[str, str, str, str, str]
 Scope: "cluster" (ClusterRole), "release" (Role in the release namespace), "relay" (Role in
 the relay staging namespace)."""
 
-KUBE_VERBS = {"get", "get_or_none", "list", "watch", "create", "replace", "patch", "delete"}
+KUBE_VERBS = {
+    "get",
+    "get_or_none",
+    "list",
+    "list_pages",
+    "watch",
+    "create",
+    "replace",
+    "patch",
+    "delete",
+}
 PACKAGES = ("webhook", "certs", "controller", "wspin")
 CRD_GROUP = "llmsafespaces.dev"
 ADMISSION = "admissionregistration.k8s.io"
@@ -139,7 +149,7 @@ LEDGER = (
     # -- the controller: caches -------------------------------------------------------------
     Use(  # list-then-watch of Workspaces, their pods and PVCs, and InferenceRelays
         "controller/runtime/informer.py",
-        {"list": 1, "watch": 1},
+        {"list_pages": 1, "watch": 1},
         controller=union(
             grant("cluster", "workspaces", ["list", "watch"], group=CRD_GROUP),
             grant("cluster", "pods", ["list", "watch"]),
