@@ -61,9 +61,12 @@ def test_relay_staging_flags_reach_the_settings_the_caller_reads() -> None:
         "--llm-relay-router-url=http://router.example:8090",
         "--llm-relay-namespace=relay-ns",
         "--relay-token-ttl=12h",
+        "--relay-revocation-staleness-bound=30s",
+        "--agentd-health-port=9098",
         "--api-service-url=http://api:8080",
     )
     staging = settings.relay_staging
+    assert (staging.revocation_staleness_bound, staging.agentd_health_port) == (30, 9098)
     assert staging.enabled is True
     assert staging.router_url == "http://router.example:8090"
     assert staging.namespace == "relay-ns"
@@ -158,6 +161,10 @@ def test_delivery_flags_are_optional_but_validated_when_given() -> None:
         (["--log-level=loud"], "--log-level"),
         (["--max-concurrent-reconciles=many"], "--max-concurrent-reconciles"),
         (["--relay-token-ttl=1d"], "--relay-token-ttl"),
+        (["--relay-revocation-staleness-bound=5s"], "--relay-revocation-staleness-bound"),
+        (["--relay-revocation-staleness-bound=2h"], "--relay-revocation-staleness-bound"),
+        (["--relay-revocation-staleness-bound=soon"], "--relay-revocation-staleness-bound"),
+        (["--agentd-health-port=0"], "--agentd-health-port"),
         (["--relay-only-key-delivery=maybe"], "--relay-only-key-delivery"),
         (["--enable-leader-election=yes please"], "--enable-leader-election"),
         (["--relay-cloud=gcp"], "--relay-cloud"),
