@@ -39,8 +39,8 @@ from kubernetes_asyncio import client
 
 from bench.table import Row
 from controller.runtime.informer import Informer
-from controller.runtime.manager import Manager
 from controller.settings import ControllerSettings, RuntimeSettings, WorkspaceSettings
+from controller.setup import new_manager
 from controller.workspace import wiring
 from controller.workspace.pod import desired_pod, desired_pvc, desired_service_account
 from tests.kubeapi import KubeServer
@@ -121,7 +121,7 @@ async def _via_reconciler(
         ),
         workspace=SETTINGS,
     )
-    manager = Manager(kube, settings)
+    manager = new_manager(kube, settings)
     wiring.register(manager, settings)
     started = time.perf_counter()
     running = asyncio.create_task(manager.run())
