@@ -172,10 +172,10 @@ class _Prober(threading.Thread):
         self.port = port
         self.slowest = 0.0
         self.ready_at = 0.0
-        self._stop = threading.Event()
+        self._halt = threading.Event()
 
     def run(self) -> None:
-        while not self._stop.is_set():
+        while not self._halt.is_set():
             for path in ("/healthz", "/readyz"):
                 asked = time.perf_counter()
                 try:
@@ -189,10 +189,10 @@ class _Prober(threading.Thread):
                     self.slowest = max(self.slowest, time.perf_counter() - asked)
                 elif status == 200 and not self.ready_at:
                     self.ready_at = time.perf_counter()
-            self._stop.wait(0.02)
+            self._halt.wait(0.02)
 
     def stop(self) -> None:
-        self._stop.set()
+        self._halt.set()
         self.join()
 
 
@@ -327,6 +327,9 @@ async def _run() -> dict[str, float]:
             direct = await _direct(kube, "bench-direct")
             await kube.delete(NAMESPACES, "bench-direct")
             reconciled = await _via_reconciler(server, kube, "bench-workspaces")
+            print(
+                f"creation: direct {direct:.1f} s, reconciler {reconciled:.1f} s", file=sys.stderr
+            )
             figures = await _restart_and_delete(server, kube, "bench-workspaces")
     return {"direct_s": direct, "reconciled_s": reconciled, **figures}
 
