@@ -37,7 +37,7 @@ def test_defaults_match_the_documented_values() -> None:
     settings = parse()
     assert settings.runtime.health_port == 8081
     assert settings.runtime.metrics_port == 8080
-    assert settings.runtime.max_concurrent_reconciles == 4
+    assert settings.runtime.max_concurrent_reconciles == 16
     assert settings.runtime.leader_election.enabled is False
     assert settings.runtime.leader_election.name == "wspin-controller"
     assert settings.workspace.termination_grace == 40
