@@ -23,11 +23,15 @@ from controller.settings import ControllerSettings, RuntimeSettings, WorkspaceSe
 from controller.workspace import wiring
 from controller.workspace.pod import desired_pod
 from tests.kubeapi import KubeServer
+from wspin.delivery import AgentdDelivery
 from wspin.resources import NAMESPACES, PODS, WORKSPACES, Kube
 
 COUNT = 1000
 WORKERS = RuntimeSettings().max_concurrent_reconciles
-SETTINGS = WorkspaceSettings(default_runtime_class="gvisor")
+SETTINGS = WorkspaceSettings(
+    default_runtime_class="gvisor",
+    agentd=AgentdDelivery("ghcr.io/example/agentd@sha256:" + "0123456789abcdef" * 4),
+)
 
 
 def _workspace(name: str, namespace: str) -> dict[str, Any]:

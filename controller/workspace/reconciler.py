@@ -153,7 +153,7 @@ class WorkspaceReconciler:
                 "workspace pod cannot be built",
                 extra=fields(workspace=str(key), error=err.message),
             )
-            await self._write_status(ws, _Outcome("Failed", None, err.message))
+            await self._write_status(ws, _Outcome("Failed", None, str(err)))
             return None
         await self._write_status(ws, outcome)
         # Only after the status records the episode: a failed write then means a retry
