@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
 from controller.settings import WorkspaceSettings
+from controller.types import Obj
 from controller.workspace.containers import (
     PodInputs,
     agentd_sidecar,
@@ -38,8 +39,6 @@ from wspin.contract import (
     LABEL_WORKSPACE,
 )
 from wspin.errors import WspinError
-
-Obj = dict[str, Any]
 
 LABEL_RUNTIME: Final = "runtime"
 LABEL_TENANT: Final = "llmsafespaces.dev/tenant"
