@@ -19,12 +19,9 @@ from decimal import Decimal
 from typing import Any, Final
 
 from wspin.errors import WspinError
+from wspin.workspace_defaults import DEFAULT_CPU_REQUEST, DEFAULT_MEMORY_REQUEST, LIMIT_BURST_FACTOR
 
 Obj = dict[str, Any]
-
-DEFAULT_CPU: Final = "500m"
-DEFAULT_MEMORY: Final = "512Mi"
-BURST_FACTOR: Final = 4
 
 _QUANTITY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$")
 _FACTORS: Final = {
@@ -107,7 +104,7 @@ def container_resources(spec: Obj) -> Obj:
     given = given_quantities(resources)
     requests: dict[str, str] = {}
     limits: dict[str, str] = {}
-    for name, default in (("cpu", DEFAULT_CPU), ("memory", DEFAULT_MEMORY)):
+    for name, default in (("cpu", DEFAULT_CPU_REQUEST), ("memory", DEFAULT_MEMORY_REQUEST)):
         request = given.get(("requests", name))
         limit = given.get(("limits", name))
         request_amount = _amount(*request) if request is not None else None
@@ -118,7 +115,7 @@ def container_resources(spec: Obj) -> Obj:
             requests[name] = limit[1]
         else:
             requests[name] = default
-        limits[name] = limit[1] if limit is not None else _times(requests[name], BURST_FACTOR)
+        limits[name] = limit[1] if limit is not None else _times(requests[name], LIMIT_BURST_FACTOR)
         if (
             request_amount is not None
             and limit_amount is not None
