@@ -64,6 +64,16 @@ def _amount(path: str, value: str) -> Decimal:
     return Decimal(match.group(1)) * _FACTORS[match.group(2) or ""]
 
 
+def amount(value: str) -> Decimal:
+    """The quantity ``value`` as a number of base units (cores, bytes); ValueError if it is
+    not one. The API server stores quantities in canonical form ("2.0" → "2"), so compare
+    amounts, not text."""
+    try:
+        return _amount("quantity", value)
+    except ResourcesError as err:
+        raise ValueError(err.message) from None
+
+
 def _times(value: str, factor: int) -> str:
     """``value`` multiplied, in the same unit (``500m`` → ``2000m``, ``1Gi`` → ``4Gi``)."""
     match = _QUANTITY.match(value)
