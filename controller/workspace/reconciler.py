@@ -25,7 +25,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
-from typing import Any, Final, Protocol, runtime_checkable
+from typing import Any, Final
 
 from controller.settings import WorkspaceSettings
 from controller.toolkit.clock import Clock, format_time, utc_now
@@ -33,7 +33,15 @@ from controller.toolkit.conditions import find_condition, remove_conditions, set
 from controller.toolkit.events import EventRecorder
 from controller.toolkit.finalizers import add_finalizer, has_finalizer, remove_finalizer
 from controller.toolkit.status import write_status
-from controller.types import Obj, ObjectKey, ObjectReader, Requeue
+from controller.types import (
+    Obj,
+    ObjectKey,
+    ObjectReader,
+    Requeue,
+    StagingCleanup,
+    StagingPass,
+    StagingReport,
+)
 from controller.workspace import deadlines, verify
 from controller.workspace import pod as build
 from controller.workspace import status as st
@@ -60,40 +68,6 @@ FINALIZER: Final = "workspace.llmsafespaces.dev/finalizer"
 as the Terminating phase."""
 
 VERIFY_FAILURE_REQUEUE: Final = deadlines.VERIFY_FAILURE_RECHECK
-
-
-@dataclass(frozen=True)
-class StagingReport:
-    """What a staging pass wants on the Workspace's status."""
-
-    conditions: list[Obj] = field(default_factory=list)
-    """Conditions to set (type, status, reason, message)."""
-    remove: tuple[str, ...] = ()
-    """Condition types to drop (the cause they reported is gone)."""
-    error: Exception | None = None
-    """Raised after the status is written, so the reconcile is retried with backoff while
-    what the pass recorded (e.g. an incomplete revocation) is already visible."""
-    requeue_after: float | None = None
-    """Seconds until the pass has something due with no event to announce it (a token to
-    renew, a cache to refresh, a revocation to re-check); None: nothing is due."""
-
-
-class StagingPass(Protocol):
-    """The per-workspace relay staging pass, run in Creating and Active when armed.
-
-    Returns the conditions it wants on the Workspace (a bare list means "set these"); it
-    must never put a staged key in a condition, Event or log line.
-    """
-
-    async def run(self, ws: Obj) -> list[Obj] | StagingReport: ...
-
-
-@runtime_checkable
-class StagingCleanup(Protocol):
-    """A staging pass that also cleans up what it staged when its Workspace is deleted;
-    it must not raise (termination is never blocked on relay cleanup)."""
-
-    async def cleanup(self, ws: Obj) -> None: ...
 
 
 @dataclass

@@ -3,7 +3,8 @@
 ``KubeServer`` is what fixtures hand to tests: ``url`` for ``Configuration(host=…)``, the
 ``store`` for direct inspection, ``writes`` (every POST/PUT/PATCH/DELETE it received, as
 ``(method, path)``), ``requests`` (every request, reads and watches too, with its query),
-and the fault controls ``fail_next``, ``compact``, ``drop_watches`` and
+and the fault controls ``fail_next``, ``deny_creates`` (an admission policy's or webhook's
+refusal, ``tests.kubeapi.admission``), ``compact``, ``drop_watches`` and
 ``send_bookmarks``. It listens on 127.0.0.1, port 0, plain HTTP.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import random
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +22,7 @@ from typing import Any, NamedTuple
 from aiohttp import web
 
 from tests.kubeapi import patch as patches
+from tests.kubeapi.admission import Denial
 from tests.kubeapi.kinds import BUILTIN_KINDS, Kind, KindRegistry, chart_crd_files, load_crds
 from tests.kubeapi.listing import list_page
 from tests.kubeapi.selectors import field_selector, label_selector
@@ -89,6 +92,7 @@ class KubeServer:
         self.requests: list[Request] = []
         self.url = ""
         self._faults: list[_Fault] = []
+        self._denials: list[Denial] = []
         self._runner: web.AppRunner | None = None
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -158,6 +162,10 @@ class KubeServer:
         fault = _Fault(status, method and method.upper(), path, count, message, query)
         self._faults.append(fault)
 
+    def deny_creates(self, denial: Denial) -> None:
+        """Refuse matching creates (dry runs too) as the denial's policy or webhook would."""
+        self._denials.append(denial)
+
     def compact(self) -> None:
         """Compact history: a watch resuming from an older resourceVersion gets 410 Expired."""
         self.store.compact()
@@ -195,6 +203,17 @@ class KubeServer:
             if fault.remaining > 0 and fault.matches(method, path, query):
                 fault.remaining -= 1
                 raise ApiError(fault.status, fault.message)
+
+    def _admit(self, kind: Kind, path: str, body: Any) -> None:
+        for denial in self._denials:
+            if denial.matches(path):
+                denial.count -= 1
+                meta = (body.get("metadata") or {}) if isinstance(body, dict) else {}
+                # The API server names a generateName object before validating admission.
+                name = meta.get("name") or str(meta.get("generateName") or "") + "".join(
+                    random.choices("bcdfghjklmnpqrstvwxz2456789", k=5)
+                )
+                raise denial.error(kind.plural, kind.group, str(name))
 
     def _route(self, path: str) -> tuple[Kind, str, str, str]:
         """(kind, namespace, name, subresource) for a REST path, or a 404."""
@@ -252,7 +271,9 @@ class KubeServer:
         if kind.namespaced and not ns:
             raise ApiError(405, f"{method} needs a namespace for {kind.plural}")
         if method == "POST" and not name:
-            return _reply(store.create(kind, ns, await _body(request), dry_run=dry_run), 201)
+            body = await _body(request)
+            self._admit(kind, request.path, body)
+            return _reply(store.create(kind, ns, body, dry_run=dry_run), 201)
         if method == "PUT" and name:
             body = await _body(request)
             return _reply(

@@ -9,11 +9,10 @@ import asyncio
 import pytest
 from prometheus_client import CollectorRegistry
 
-from controller.runtime.manager import Manager
 from controller.settings import ControllerSettings, RuntimeSettings
-from controller.staging.bookkeeping import ANNOTATIONS
-from controller.staging.tokens import handoff_name
-from controller.workspace import wiring
+from controller.setup import new_manager, setup_controllers
+from controller.staging.desired import ANNOTATIONS
+from controller.staging.handoff import handoff_name
 from tests.controller.staging.conftest import Stage, condition, make_config, two_providers
 from tests.controller.workspace.conftest import SETTINGS, Harness, eventually
 from tests.controller.workspace.conftest import harness as harness
@@ -109,9 +108,9 @@ async def test_an_armed_config_gets_a_staging_pass_wired_in(kube: Kube, stage: S
     )
     config = make_config(stage.router.url, stage.relay_namespace, stage.providers.url, 3600)
     stage.providers.bound["ws1"] = two_providers()
-    manager = Manager(kube, settings, registry=CollectorRegistry())
+    manager = new_manager(kube, settings, registry=CollectorRegistry())
     before = list(logs._scrubbers)
-    wiring.register(manager, settings, relay_staging=config)
+    setup_controllers(manager, settings, relay_staging=config)
     assert len(logs._scrubbers) == len(before) + 1
     running = asyncio.create_task(manager.run())
     try:
@@ -143,3 +142,29 @@ async def test_an_armed_config_gets_a_staging_pass_wired_in(kube: Kube, stage: S
         manager.stop()
         await asyncio.wait_for(running, 10)
         logs._scrubbers[:] = before
+
+
+async def test_an_active_workspace_stays_fresh_with_no_event(
+    harness: Harness, stage: Stage
+) -> None:
+    """Nothing changes on the Workspace or its pod: the reconcile's own requeue brings the
+    pass back, which renews tokens past half their TTL and revokes an unbound credential."""
+    stage.providers.bound["ws1"] = two_providers()
+    await active(harness)
+    harness.reconciler.staging = stage.staging
+    first = await harness.reconcile()
+    assert first is not None and first.after <= 120  # the default staleness bound
+    minted = stage.mints()
+
+    # Half the one-hour TTL later, plus the widest renewal spread: every token renewed.
+    stage.clock.advance(minutes=30, seconds=6 * 60 + 1)
+    again = await harness.reconcile()
+    assert again is not None and again.after <= 120
+    assert stage.mints() == minted + 2
+
+    # The owner unbinds one credential; the next timed pass revokes it.
+    stage.providers.bound["ws1"] = two_providers()[:1]
+    stage.clock.advance(seconds=again.after)
+    await harness.reconcile()
+    assert await stage.envelope_secret("local", "ws1") is None
+    assert await stage.envelope_secret("openai", "ws1") is not None

@@ -15,6 +15,7 @@ import pytest
 
 from controller.runtime.manager import Manager
 from controller.settings import ControllerSettings, RuntimeSettings
+from controller.setup import manager_options
 from controller.types import ObjectKey
 from controller.workspace import wiring
 from controller.workspace.reconciler import FINALIZER
@@ -42,7 +43,7 @@ async def eventually(check: Callable[[], bool], what: str, timeout: float = 30.0
 
 @contextlib.asynccontextmanager
 async def controller(kube: Kube) -> AsyncIterator[Manager]:
-    manager = Manager(kube, CONTROLLER)
+    manager = Manager(kube, manager_options(CONTROLLER))
     wiring.register(manager, CONTROLLER)
     task = asyncio.create_task(manager.run())
     try:
