@@ -135,3 +135,30 @@ async def test_a_valid_relay_keeps_its_declared_fields(kube: Kube) -> None:
         assert "bogus" not in kept and kept["credentialsRef"] == {"name": "c"}
     finally:
         await kube.delete(INFERENCE_RELAYS, "r8")
+
+
+async def test_nullable_fields_accept_null_and_both_resource_shapes_are_kept(
+    kube: Kube, namespace: str
+) -> None:
+    stored = await kube.create(
+        WORKSPACES,
+        _ws(
+            runtimeClass=None,
+            resources={"cpu": "1.0", "requests": {"memory": "1Gi"}, "limits": {"cpu": "2.0"}},
+        ),
+        namespace,
+    )
+    assert stored["spec"]["runtimeClass"] is None
+    assert stored["spec"]["resources"] == {
+        "cpu": "1.0",
+        "requests": {"memory": "1Gi"},
+        "limits": {"cpu": "2.0"},
+    }
+
+
+async def test_every_violation_is_reported_at_once(kube: Kube, namespace: str) -> None:
+    with pytest.raises(Invalid) as caught:
+        await kube.create(WORKSPACES, _ws(architecture="x86", suspend="no"), namespace)
+    message = str(caught.value)
+    assert "spec.architecture: Unsupported value" in message
+    assert "spec.suspend: Invalid value" in message
