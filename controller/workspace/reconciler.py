@@ -45,12 +45,14 @@ from controller.types import (
 from controller.workspace import deadlines, verify
 from controller.workspace import pod as build
 from controller.workspace import status as st
+from controller.workspace.credentials import desired_password_secret
 from controller.workspace.metrics import VerifyMetrics
 from wspin.contract import ARTIFACTS
 from wspin.logs import fields
 from wspin.resources import (
     PODS,
     PVCS,
+    SECRETS,
     SERVICE_ACCOUNTS,
     WORKSPACES,
     AlreadyExists,
@@ -225,6 +227,9 @@ class WorkspaceReconciler:
             await self._stage(ws, outcome)
             # The pod's identity first: the API server refuses a pod whose account is missing.
             await self._create(SERVICE_ACCOUNTS, build.desired_service_account(ws))
+            # Its credentials next: the kubelet holds a pod whose Secret is missing. Kept when
+            # it exists, so a recreated pod keeps its passwords.
+            await self._create(SECRETS, desired_password_secret(ws))
             await self._create(PODS, pod_body)
             return outcome
         if st.pod_deleting(pod):
