@@ -44,12 +44,16 @@ from controller.setup import new_manager
 from controller.workspace import wiring
 from controller.workspace.pod import desired_pod, desired_pvc, desired_service_account
 from tests.kubeapi import KubeServer
+from wspin.delivery import AgentdDelivery
 from wspin.resources import NAMESPACES, PODS, PVCS, SERVICE_ACCOUNTS, WORKSPACES, Kube
 
 COUNT = int(os.environ.get("WSPIN_BENCH_WORKSPACES", "10000"))
 DIRECT_IN_FLIGHT = 32
 WORKERS = RuntimeSettings().max_concurrent_reconciles
-SETTINGS = WorkspaceSettings(default_runtime_class="gvisor")
+SETTINGS = WorkspaceSettings(
+    default_runtime_class="gvisor",
+    agentd=AgentdDelivery("ghcr.io/example/agentd@sha256:" + "0123456789abcdef" * 4),
+)
 FORMER_POLL = 2.0
 """Seconds between the reconciles every Pending Workspace got before it was event-driven."""
 BUDGET_MIB = 110 + COUNT * 16 / 1024

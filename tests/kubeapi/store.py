@@ -26,6 +26,7 @@ from typing import Any, NamedTuple
 
 from tests.kubeapi.defaults import check_name, prepare_create
 from tests.kubeapi.kinds import Kind, KindRegistry
+from tests.kubeapi.schema import prune_and_default, violations
 from tests.kubeapi.selectors import Selector
 from tests.kubeapi.status import (
     ApiError,
@@ -61,6 +62,29 @@ class Signal(enum.Enum):
     BOOKMARK = "bookmark"
     CLOSE = "close"
     ABORT = "abort"
+
+
+def structural(kind: Kind, obj: Obj) -> Obj:
+    """A custom resource as stored: pruned and defaulted by its schema, or a 422 listing
+    every violation (``<Kind>.<group> "<name>" is invalid: <path>: <problem>``)."""
+    if kind.schema is None:
+        return obj
+    stored = prune_and_default(kind.schema, obj)
+    problems = violations(kind.schema, stored)
+    if not problems:
+        return stored
+    name = str(stored["metadata"].get("name") or stored["metadata"].get("generateName") or "")
+    summary = problems[0] if len(problems) == 1 else f"[{', '.join(problems)}]"
+    causes = [
+        {"reason": "FieldValueInvalid", "field": p.split(": ", 1)[0], "message": p}
+        for p in problems
+    ]
+    raise ApiError(
+        422,
+        f'{kind.kind}.{kind.group} "{name}" is invalid: {summary}',
+        "Invalid",
+        {"name": name, "group": kind.group, "kind": kind.kind, "causes": causes},
+    )
 
 
 def now() -> str:
@@ -161,6 +185,7 @@ class Store:
         if kind.tracks_generation:
             meta["generation"] = 1
         prepare_create(kind, obj, image_volume_gate=self.image_volume_gate)
+        obj = structural(kind, obj)
         if dry_run:
             return obj
         return self._commit("ADDED", kind, obj, None)
@@ -349,7 +374,7 @@ class Store:
                 return name
 
     def _update(self, kind: Kind, old: Obj, new: Obj, *, status: bool, dry_run: bool) -> Obj:
-        result = merged_update(kind, old, new, status=status)
+        result = structural(kind, merged_update(kind, old, new, status=status))
         if is_no_op(old, result):
             return copy.deepcopy(old)
         name, old_meta = old["metadata"]["name"], old["metadata"]
