@@ -20,9 +20,9 @@ from typing import Any, Final, Protocol, runtime_checkable
 
 from controller.settings import WorkspaceSettings
 from controller.types import ObjectKey, ObjectReader, Requeue
+from controller.workspace import ownership, verify
 from controller.workspace import pod as build
 from controller.workspace import status as st
-from controller.workspace import verify
 from controller.workspace.metrics import VerifyMetrics
 from wspin.contract import ARTIFACTS
 from wspin.logs import fields
@@ -53,6 +53,9 @@ PROGRESS_REQUEUE: Final = 2.0
 # A verify failure is handled, not retried: the pod crash-loops on its own and a faster
 # requeue would only spin (reference/pod-delivery.md §3.6).
 VERIFY_FAILURE_REQUEUE: Final = 300.0
+# A foreign object at one of our names is looked at again on this period: removing an
+# unlabelled one raises no event in our caches.
+CONFLICT_REQUEUE: Final = 30.0
 
 
 @dataclass(frozen=True)
@@ -142,8 +145,10 @@ class WorkspaceReconciler:
         try:
             pod_body = build.desired_pod(ws, self.settings)
             pvc_body = build.desired_pvc(ws)
-            if self.pvcs.get(ObjectKey(key.namespace, pvc_body["metadata"]["name"])) is None:
-                await self._create(PVCS, pvc_body)
+            pvc = self.pvcs.get(ObjectKey(key.namespace, pvc_body["metadata"]["name"]))
+            ownership.check_owned(pvc, ws, "PersistentVolumeClaim")
+            if pvc is None:
+                await self._create(PVCS, pvc_body, ws)
             if (ws.get("spec") or {}).get("suspend"):
                 outcome = await self._suspend(ws)
             else:
@@ -155,6 +160,8 @@ class WorkspaceReconciler:
             )
             await self._write_status(ws, _Outcome("Failed", None, err.message))
             return None
+        except ownership.ForeignObject as foreign:
+            return await self._conflict(ws, foreign.conflict)
         await self._write_status(ws, outcome)
         # Only after the status records the episode: a failed write then means a retry
         # that finds the episode unrecorded, never a second Event for the same one.
@@ -171,6 +178,7 @@ class WorkspaceReconciler:
         key = ObjectKey.of(ws)
         previous = str((ws.get("status") or {}).get("phase") or "")
         pod = self.pods.get(ObjectKey(key.namespace, pod_body["metadata"]["name"]))
+        ownership.check_owned(pod, ws, "Pod")
         if pod is not None and not st.pod_deleting(pod):
             stale = build.pod_is_stale(pod, ws) or (
                 "pod ended (evicted or node lost)" if st.pod_terminal(pod) else None
@@ -184,8 +192,8 @@ class WorkspaceReconciler:
             # Staged before the pod is built, so its first start finds its relay handoff.
             await self._stage(ws, outcome)
             # The pod's identity first: the API server refuses a pod whose account is missing.
-            await self._create(SERVICE_ACCOUNTS, build.desired_service_account(ws))
-            await self._create(PODS, pod_body)
+            await self._create(SERVICE_ACCOUNTS, build.desired_service_account(ws), ws)
+            await self._create(PODS, pod_body, ws)
             return outcome
         if st.pod_deleting(pod):
             return _Outcome(
@@ -216,6 +224,7 @@ class WorkspaceReconciler:
         pod = self.pods.get(ObjectKey(ws["metadata"].get("namespace", ""), pod_name))
         if pod is None:
             return _Outcome("Suspended", None)
+        ownership.check_owned(pod, ws, "Pod")
         if not st.pod_deleting(pod):
             await self._delete_pod(pod)
         return _Outcome("Suspending", PROGRESS_REQUEUE)
@@ -229,7 +238,7 @@ class WorkspaceReconciler:
         # Read through the API: the cache may lag, and releasing the finalizer too early
         # would cut the pod's grace short through owner GC.
         pod = await self.kube.get_or_none(PODS, pod_name, namespace) if pod_name else None
-        if pod is not None:
+        if pod is not None and ownership.conflict_of(pod, ws, "Pod") is None:
             if not st.pod_deleting(pod):
                 await self._delete_pod(pod)
             await self._write_status(ws, _Outcome("Terminating", PROGRESS_REQUEUE))
@@ -349,19 +358,48 @@ class WorkspaceReconciler:
         patch = {"metadata": {"finalizers": finalizers, "resourceVersion": meta["resourceVersion"]}}
         return await self.kube.patch(WORKSPACES, meta["name"], patch, meta.get("namespace"))
 
-    async def _create(self, resource: Any, body: Obj) -> None:
+    async def _create(self, resource: Any, body: Obj, ws: Obj) -> None:
         """Create ``body``; a 422 becomes PodBuildError (phase Failed with the API server's
         reason): the same body is refused every time, so retrying with backoff would only
         leave the Workspace Pending with no word on why. A spec edit or a controller restart
-        with corrected flags reconciles it again."""
+        with corrected flags reconciles it again.
+
+        AlreadyExists is ours when the cache lags behind our own create, or someone else's
+        object at our name (the caches hold only labelled objects): read live and raise
+        ``ForeignObject`` unless the Workspace controls it."""
+        meta = body["metadata"]
         try:
-            await self.kube.create(resource, body, body["metadata"]["namespace"])
+            await self.kube.create(resource, body, meta["namespace"])
         except AlreadyExists:
-            pass  # the cache lags behind our own create
+            live = await self.kube.get_or_none(resource, meta["name"], meta["namespace"])
+            ownership.check_owned(live, ws, str(body.get("kind") or resource.kind))
         except Invalid as err:
             raise build.PodBuildError(
                 f"the API server rejected the {body.get('kind', 'object')}: {err.message}"
             ) from err
+
+    async def _conflict(self, ws: Obj, found: ownership.Conflict) -> Requeue:
+        """Report a foreign object: Ready=False, phase Pending, one Warning Event per episode.
+
+        The episode is checked against the live Workspace too, since the cached one can lag
+        behind the status written a moment ago."""
+        meta = ws["metadata"]
+        log.warning(
+            "workspace blocked by a foreign object",
+            extra=fields(workspace=str(ObjectKey.of(ws)), kind=found.kind, name=found.name),
+        )
+        new = ownership.new_episode((ws.get("status") or {}).get("conditions") or [], found)
+        if new:
+            live = await self.kube.get_or_none(WORKSPACES, meta["name"], meta.get("namespace"))
+            conditions = ((live or {}).get("status") or {}).get("conditions") or []
+            new = live is not None and ownership.new_episode(conditions, found)
+        generation = int(meta.get("generation") or 0)
+        outcome = _Outcome("Pending", CONFLICT_REQUEUE, found.message)
+        outcome.conditions.append(ownership.conflict_condition(found, generation))
+        await self._write_status(ws, outcome)
+        if new:
+            await self._event(ws, ownership.CONFLICT_REASON, found.message)
+        return Requeue(CONFLICT_REQUEUE)
 
     async def _delete_pod(self, pod: Obj) -> None:
         meta = pod["metadata"]

@@ -74,8 +74,8 @@ CONTROLLER_CLUSTER_BASE = {
     ("llmsafespaces.dev", "workspaces/status", (), verbs("patch")),
     ("llmsafespaces.dev", "workspaces/finalizers", (), verbs("update")),
     ("", "pods", (), verbs("get", "list", "watch", "create", "delete")),
-    ("", "persistentvolumeclaims", (), verbs("list", "watch", "create")),
-    ("", "serviceaccounts", (), verbs("create")),
+    ("", "persistentvolumeclaims", (), verbs("get", "list", "watch", "create")),
+    ("", "serviceaccounts", (), verbs("get", "create")),
     ("", "events", (), verbs("create")),
 }
 CONTROLLER_CLUSTER_FULL = CONTROLLER_CLUSTER_BASE | {

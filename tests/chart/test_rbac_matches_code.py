@@ -139,16 +139,17 @@ LEDGER = (
     # -- the controller: Workspaces ---------------------------------------------------------
     Use(
         "controller/workspace/reconciler.py",
-        # get_or_none: the pod before releasing the finalizer, the live Workspace before an
-        # Event; patch: finalizer add and remove, and /status; create: PVC, ServiceAccount,
-        # pod (one helper) and Events; delete: the pod.
-        {"get_or_none": 2, "patch": 3, "create": 2, "delete": 1},
+        # get_or_none: the pod before releasing the finalizer, the live Workspace before a
+        # verify or a conflict Event, and the PVC/ServiceAccount/pod a create found already
+        # there (its owner is checked); patch: finalizer add and remove, and /status; create:
+        # PVC, ServiceAccount, pod (one helper) and Events; delete: the pod.
+        {"get_or_none": 4, "patch": 3, "create": 2, "delete": 1},
         controller=union(
             grant("cluster", "pods", ["get", "create", "delete"]),
             grant("cluster", "workspaces", ["get", "patch"], group=CRD_GROUP),
             grant("cluster", "workspaces/status", ["patch"], group=CRD_GROUP),
-            grant("cluster", "persistentvolumeclaims", ["create"]),
-            grant("cluster", "serviceaccounts", ["create"]),
+            grant("cluster", "persistentvolumeclaims", ["get", "create"]),
+            grant("cluster", "serviceaccounts", ["get", "create"]),
             grant("cluster", "events", ["create"]),
         ),
     ),
