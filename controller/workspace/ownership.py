@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Final
 
-from controller.workspace.status import condition
+from controller.toolkit.conditions import condition
 from wspin.contract import API_GROUP
 from wspin.errors import WspinError
 

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import Final, Literal
 
-from controller.workspace.status import condition
+from controller.toolkit.conditions import condition
+from controller.types import Obj
 from wspin.contract import (
     AGENTD,
     EXIT_AGENTD_MISMATCH,
@@ -25,7 +26,6 @@ from wspin.contract import (
 )
 from wspin.workspace_pod import parse_receipt
 
-Obj = dict[str, Any]
 Outcome = Literal["verify_failed", "overlay_missing"]
 
 UNKNOWN: Final = "unknown"
