@@ -48,6 +48,7 @@ from controller.workspace import status as st
 from controller.workspace.metrics import VerifyMetrics
 from wspin.contract import ARTIFACTS
 from wspin.logs import fields
+from wspin.namespaces import excluded_namespace_problem
 from wspin.resources import (
     PODS,
     PVCS,
@@ -169,6 +170,9 @@ class WorkspaceReconciler:
         """Finalizer, PVC and the phase's own writes at once, then the status."""
         key = ObjectKey.of(ws)
         try:
+            excluded = excluded_namespace_problem(key.namespace, self.settings.excluded_namespaces)
+            if excluded:
+                raise build.PodBuildError(excluded)
             pod_body = build.desired_pod(ws, self.settings)
             pvc_body = build.desired_pvc(ws)
         except build.PodBuildError as err:

@@ -3,16 +3,20 @@ and left alone (pure decisions, then the reconciler against the API)."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
+from prometheus_client import CollectorRegistry
 
+from controller.workspace.metrics import VerifyMetrics
 from controller.workspace.ownership import (
     CONFLICT_REASON,
     conflict_of,
     new_episode,
 )
-from tests.controller.workspace.conftest import Harness
+from controller.workspace.reconciler import WorkspaceReconciler
+from tests.controller.workspace.conftest import SETTINGS, Harness
 from tests.controller.workspace.factories import UID, workspace
 from wspin.resources import EVENTS, PODS, PVCS, SERVICE_ACCOUNTS, WORKSPACES
 
@@ -209,3 +213,22 @@ async def test_once_the_squatter_is_gone_the_workspace_gets_its_own_pod(harness:
     (owner,) = pod["metadata"]["ownerReferences"]
     assert owner["uid"] == (await h.workspace())["metadata"]["uid"]
     assert ready(await h.workspace())["reason"] != "PodConflict"
+
+
+async def test_no_pod_is_built_for_a_workspace_in_an_excluded_namespace(harness: Harness) -> None:
+    h = harness
+    settings = dataclasses.replace(
+        SETTINGS, excluded_namespaces=frozenset({"kube-system", h.namespace})
+    )
+    reconciler = WorkspaceReconciler(
+        h.kube, h.workspaces, h.pods, h.pvcs, settings, metrics=VerifyMetrics(CollectorRegistry())
+    )
+    await h.apply()
+    await reconciler.reconcile(h.key())
+    ws = await h.workspace()
+    assert ws["status"]["phase"] == "Failed"
+    condition = ready(ws)
+    assert condition["status"] == "False"
+    assert f"namespace {h.namespace!r} is excluded" in condition["message"]
+    assert await h.kube.get_or_none(PODS, await h.pod_name(), h.namespace) is None
+    assert await h.kube.get_or_none(PVCS, "ws1-workspace", h.namespace) is None
