@@ -11,6 +11,7 @@ import argparse
 import asyncio
 import json
 import logging
+import re
 import signal
 import sys
 from collections.abc import Callable
@@ -53,18 +54,34 @@ def run_controller(args: argparse.Namespace) -> int:
 
 
 def secret_scrubber(secret: str) -> Callable[[str], str]:
-    """A log-line filter that blanks ``secret`` (as written and as JSON-escaped).
+    """A log-line filter that blanks ``secret`` as written, JSON-escaped and URL-encoded.
 
-    Messages quote text other systems chose (a redirect target, an error string), so "we
-    never log the internal token" needs this backstop, not just care at each call site."""
-    forms = sorted({secret, json.dumps(secret)[1:-1]} - {""}, key=len, reverse=True)
+    Messages quote text other systems chose (a redirect target, an error string, a request
+    URL), so "we never log the internal token" needs this backstop, not just care at each
+    call site. Each character may appear raw, JSON-escaped (the line is JSON), or
+    percent-encoded in either hex case (``+`` for a space, ``%25XX`` when encoded twice), in
+    any mix, so a token in a query string or a form body is caught as well. The pattern has
+    one alternation per character and no nested repetition: matching stays linear."""
+    if not secret:
+        return lambda line: line
+    pattern = re.compile("".join(_char_forms(char) for char in secret))
 
     def scrub(line: str) -> str:
-        for form in forms:
-            line = line.replace(form, "[redacted]")
-        return line
+        return pattern.sub("[redacted]", line)
 
     return scrub
+
+
+def _char_forms(char: str) -> str:
+    """A regex for one character of a secret in every form a log line can carry it."""
+    escaped = json.dumps(char)[1:-1]
+    encoded = "".join(f"%{byte:02X}" for byte in char.encode("utf-8"))
+    forms = {re.escape(char), re.escape(escaped)}
+    for form in (encoded, encoded.replace("%", "%25")):
+        forms.add("".join(f"[{c}{c.lower()}]" if c.isalpha() else re.escape(c) for c in form))
+    if char == " ":
+        forms.add(r"\+")
+    return "(?:" + "|".join(sorted(forms, key=len, reverse=True)) + ")"
 
 
 async def serve(settings: ControllerSettings) -> int:

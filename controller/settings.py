@@ -25,6 +25,11 @@ from controller.upload_staging import UploadStagingConfig, parse_upload_staging
 from wspin.delivery import AgentdDelivery, ArtifactDelivery, OpencodeDelivery, add_delivery_flags
 from wspin.errors import ConfigError
 from wspin.flags import add_flag, env_name, parse_bool
+from wspin.namespaces import (
+    ALWAYS_EXCLUDED,
+    add_excluded_namespaces_flag,
+    excluded_namespaces_from,
+)
 
 log = logging.getLogger("controller")
 
@@ -122,6 +127,10 @@ class WorkspaceSettings:
     """agentd delivery flags when given (validated); used to label events and metrics."""
     opencode: OpencodeDelivery | None = None
     """opencode delivery flags when given (validated); used to label events and metrics."""
+    excluded_namespaces: frozenset[str] = frozenset({ALWAYS_EXCLUDED})
+    """``--excluded-namespaces`` plus kube-system and the controller's own namespace: the pod
+    webhook never sees pods there, so no workspace pod is built there (the Workspace gets a
+    Failed phase saying why)."""
 
 
 @dataclass(frozen=True)
@@ -233,6 +242,7 @@ def add_controller_flags(parser: argparse.ArgumentParser) -> None:
     workspace = parser.add_argument_group("workspace")
     add_flag(workspace, "--default-runtime-class", default=None, help="pod runtimeClassName")
     add_flag(workspace, "--workspace-termination-grace", default="40", help="seconds")
+    add_excluded_namespaces_flag(workspace)
     for flag in (
         "--inference-relay-url",
         "--api-service-url",
@@ -455,6 +465,7 @@ def settings_from_args(
             ),
             agentd=agentd,
             opencode=opencode,
+            excluded_namespaces=excluded_namespaces_from(args.excluded_namespaces, namespace),
         ),
         relay_staging=RelayStagingSettings(
             enabled=_bool("--relay-only-key-delivery", args.relay_only_key_delivery),

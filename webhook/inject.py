@@ -11,7 +11,6 @@ mount path rules (``mountpaths``), so the ops below index only into lists that e
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Literal, TypedDict
@@ -22,11 +21,6 @@ from wspin.contract import (
     AGENTD,
     ARCHES,
     DELIVERY_ANNOTATION,
-    LABEL_APP,
-    LABEL_APP_VALUE,
-    LABEL_COMPONENT,
-    LABEL_COMPONENT_VALUE,
-    LABEL_WORKSPACE,
     MAIN_CONTAINER,
     OPENCODE,
     PLATFORM_INIT_PREFIX,
@@ -35,6 +29,13 @@ from wspin.contract import (
 )
 from wspin.delivery import ResolvedArtifact
 from wspin.errors import AdmissionDenied
+from wspin.workspace_pod import (
+    SELECTOR,
+    artifacts_for,
+    build_receipt,
+    is_workspace_pod,
+    workspace_pod_problem,
+)
 
 Pod = dict[str, Any]
 
@@ -62,11 +63,7 @@ class InjectConfig:
     @cached_property
     def receipt(self) -> str:
         """The receipt annotation value: artifact → digest, compact JSON with sorted keys."""
-        return json.dumps(
-            {r.artifact.name: f"sha256:{r.digest}" for r in self.artifacts},
-            sort_keys=True,
-            separators=(",", ":"),
-        )
+        return build_receipt({r.artifact.name: r.digest for r in self.artifacts})
 
     @cached_property
     def digests(self) -> str:
@@ -118,42 +115,19 @@ class Injection:
         return bool(self.patch)
 
 
-def is_workspace_labelled(pod: Pod) -> bool:
-    """The pod carries the three workspace labels the Workspace reconciler sets."""
-    labels = (pod.get("metadata") or {}).get("labels") or {}
-    return (
-        labels.get(LABEL_APP) == LABEL_APP_VALUE
-        and labels.get(LABEL_COMPONENT) == LABEL_COMPONENT_VALUE
-        and bool(labels.get(LABEL_WORKSPACE))
-    )
-
-
-def workspace_pod_problem(pod: Pod) -> str | None:
-    """Why a workspace-labelled pod cannot receive delivery, or None when it can."""
-    containers = (pod.get("spec") or {}).get("containers") or []
-    if not any(c.get("name") == MAIN_CONTAINER for c in containers):
-        names = ", ".join(repr(c.get("name")) for c in containers) or "none"
-        return (
-            f"pod carries the workspace labels ({LABEL_APP}={LABEL_APP_VALUE}, "
-            f"{LABEL_COMPONENT}={LABEL_COMPONENT_VALUE}, {LABEL_WORKSPACE}) but has no container "
-            f"named {MAIN_CONTAINER!r} (containers: {names}); agentd and opencode are delivered "
-            f"into that container: name the main container {MAIN_CONTAINER!r} or remove the labels"
-        )
-    return None
-
-
 def inject(pod: Pod, cfg: InjectConfig) -> Injection:
     """Compute the patch that gives ``pod`` the delivery wiring of ``cfg``.
 
     Not a workspace pod → skipped, no patch. A field of the wrong type or a list over its
-    bound → ``AdmissionDenied`` (400) naming it (``podshape``). Labelled but without a
-    ``workspace`` container, or a mount that breaks the path rules (``mountpaths``) →
-    ``AdmissionDenied``. An already-wired pod → empty patch (plus the receipt annotation if
-    that is missing). Linear in the size of the pod.
+    bound → ``AdmissionDenied`` (400) naming it (``podshape``). Labelled but without the
+    Workspace label or a ``workspace`` container (``workspace_pod_problem``), or a mount that
+    breaks the path rules (``mountpaths``) → ``AdmissionDenied``. An already-wired pod →
+    empty patch (plus the receipt annotation if that is missing). Linear in the size of the
+    pod.
     """
     checked_labels(pod)
-    if not is_workspace_labelled(pod):
-        return Injection(skipped="not a workspace pod (workspace labels absent)")
+    if not is_workspace_pod(pod):
+        return Injection(skipped=f"not a workspace pod (labels {SELECTOR} absent)")
     check_workspace_pod(pod)
     problem = workspace_pod_problem(pod)
     if problem:
@@ -168,7 +142,7 @@ def inject(pod: Pod, cfg: InjectConfig) -> Injection:
             ours = delivery_mounts(kind, container)
             if kind == "ephemeralContainers":
                 continue  # checked only: the API server refuses them on CREATE
-            wanted = _artifacts_for(container, kind)
+            wanted = artifacts_for(container["name"], kind)
             if not wanted and not ours:
                 continue  # most containers: nothing of ours to add or remove
             path = f"/spec/{kind}/{index}"
@@ -177,21 +151,6 @@ def inject(pod: Pod, cfg: InjectConfig) -> Injection:
                 _inject_env(container, path, cfg, ops, warnings)
     _inject_receipt(pod, cfg, ops)
     return Injection(patch=tuple(ops), warnings=tuple(warnings), artifacts=artifacts)
-
-
-# -- which container gets which mount --------------------------------------------------------
-
-
-def _artifacts_for(container: dict[str, Any], kind: str) -> tuple[Artifact, ...]:
-    """The delivery mounts a container must have."""
-    name: str = container["name"]
-    if kind == "containers":
-        return (AGENTD, OPENCODE) if name == MAIN_CONTAINER else ()
-    # The agentd native sidecar and the platform-* init containers run /agentd; opencode is
-    # the workspace container's alone.
-    if name == SIDECAR_CONTAINER or name.startswith(PLATFORM_INIT_PREFIX):
-        return (AGENTD,)
-    return ()
 
 
 # -- list edits as index-addressed ops ----------------------------------------------------------

@@ -11,6 +11,7 @@ Checks run in a fixed order and the first failure wins, so a message never depen
 from __future__ import annotations
 
 import argparse
+import os
 import re
 from dataclasses import dataclass
 from typing import Any, Final
@@ -24,6 +25,12 @@ from webhook.workspace_syntax import (
 )
 from wspin.errors import ConfigError
 from wspin.flags import add_flag
+from wspin.namespaces import (
+    ALWAYS_EXCLUDED,
+    add_excluded_namespaces_flag,
+    excluded_namespace_problem,
+    excluded_namespaces_from,
+)
 from wspin.workspace_defaults import (
     DEFAULT_CPU_REQUEST,
     DEFAULT_MEMORY_REQUEST,
@@ -59,6 +66,9 @@ class ValidatorConfig:
     allowed_storage_classes: tuple[str, ...] = ()
     """StorageClass names a Workspace may ask for; empty allows any. An empty
     ``storageClassName`` (the cluster default) always passes."""
+    excluded_namespaces: frozenset[str] = frozenset({ALWAYS_EXCLUDED})
+    """``--excluded-namespaces`` plus kube-system and the webhook's own namespace: the pod
+    webhook never sees pods there, so no Workspace may be created there."""
 
 
 def add_validator_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
@@ -97,6 +107,7 @@ def add_validator_flags(parser: argparse.ArgumentParser | argparse._ArgumentGrou
         default="",
         help="comma-separated StorageClass names a Workspace may use; empty allows any",
     )
+    add_excluded_namespaces_flag(parser)
 
 
 def _comma_list(value: str | None) -> tuple[str, ...]:
@@ -135,6 +146,9 @@ def validator_config_from_args(args: argparse.Namespace) -> ValidatorConfig:
         max_memory_mi=args.max_workspace_memory_mi,
         allowed_runtime_registries=tuple(normalize_registry_prefix(p) for p in registries),
         allowed_storage_classes=_comma_list(args.allowed_storage_classes),
+        excluded_namespaces=excluded_namespaces_from(
+            args.excluded_namespaces, os.environ.get("POD_NAMESPACE", "")
+        ),
     )
 
 
@@ -167,6 +181,15 @@ def validate_workspace(request: Obj, cfg: ValidatorConfig) -> str | None:
         return "spec must be an object"
     if operation == "UPDATE" and _spec_unchanged(request, spec):
         return _status_problem(request, workspace)
+    if operation == "CREATE":
+        # CREATE only: a Workspace stored before its namespace was excluded must still be
+        # deletable (the controller's finalizer removal is an UPDATE); the controller reports it.
+        namespace = str(
+            request.get("namespace") or (workspace.get("metadata") or {}).get("namespace") or ""
+        )
+        problem = excluded_namespace_problem(namespace, cfg.excluded_namespaces)
+        if problem:
+            return problem
     for check in (
         _runtime_problem(spec, cfg),
         _storage_problem(spec, cfg),

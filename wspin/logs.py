@@ -1,17 +1,19 @@
 """JSON logging: one object per line, fields passed with ``extra={"fields": {...}}``.
 
 Never log a secret: callers pass only what is safe to show; the controller's redactor
-(``controller/staging/redact.py``) additionally scrubs staged keys from every line.
+(``controller/staging/redact.py``) additionally scrubs staged keys from every line, and
+aiohttp's own server records are cut to their fixed text (``HTTP_SERVER_LOGGERS``).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 import orjson
 
@@ -28,6 +30,31 @@ def remove_scrubber(scrub: _Scrubber) -> None:
     """Undo ``add_scrubber`` (a no-op when ``scrub`` is not registered)."""
     if scrub in _scrubbers:
         _scrubbers.remove(scrub)
+
+
+HTTP_SERVER_LOGGERS: Final = (
+    "aiohttp.server",
+    "aiohttp.web",
+    "aiohttp.access",
+    "aiohttp.internal",
+    "aiohttp.websocket",
+)
+"""aiohttp's own server-side loggers. Their records quote what a client sent: a malformed
+header line in a parser error, the request line in the access log, whatever a failing handler
+put in its exception. An admission request carries a pod's env, which can hold secrets, so
+these records keep only aiohttp's fixed text and the exception's type."""
+
+# A printf-style conversion (``%s``, ``%(name)r``, ``%5.2f``): what is left of an argument.
+_FORMAT_SPEC = re.compile(r"%(?:\([^)]*\))?[-#0 +]*(?:\d+|\*)?(?:\.(?:\d+|\*))?[diouxXeEfFgGcrsa%]")
+
+
+def _http_server_entry(record: logging.LogRecord) -> dict[str, Any]:
+    """The message template without its arguments, and no traceback or exception text."""
+    entry: dict[str, Any] = {"msg": _FORMAT_SPEC.sub("…", str(record.msg)).strip()}
+    if record.exc_info and record.exc_info[1] is not None:
+        entry["errorType"] = type(record.exc_info[1]).__name__
+        entry["detail"] = "withheld: it can quote the request's headers or body"
+    return entry
 
 
 class JSONFormatter(logging.Formatter):
@@ -49,13 +76,16 @@ class JSONFormatter(logging.Formatter):
             "ts": f"{self._stamp}.{int(record.msecs):03d}Z",
             "level": record.levelname.lower(),
             "logger": record.name,
-            "msg": record.getMessage(),
         }
-        fields = getattr(record, "fields", None)
-        if isinstance(fields, dict):
-            entry.update(fields)
-        if record.exc_info:
-            entry["error"] = self.formatException(record.exc_info)
+        if record.name.startswith(HTTP_SERVER_LOGGERS):
+            entry.update(_http_server_entry(record))
+        else:
+            entry["msg"] = record.getMessage()
+            fields = getattr(record, "fields", None)
+            if isinstance(fields, dict):
+                entry.update(fields)
+            if record.exc_info:
+                entry["error"] = self.formatException(record.exc_info)
         try:
             line = orjson.dumps(entry, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
         except orjson.JSONEncodeError:  # a field orjson cannot render (a huge int, deep nesting)

@@ -32,13 +32,10 @@ from wspin.contract import (
     API_GROUP,
     API_VERSION,
     ARCHES,
-    LABEL_APP,
-    LABEL_APP_VALUE,
-    LABEL_COMPONENT,
-    LABEL_COMPONENT_VALUE,
     LABEL_WORKSPACE,
 )
 from wspin.errors import WspinError
+from wspin.workspace_pod import SELECTOR_LABELS
 
 LABEL_RUNTIME: Final = "runtime"
 LABEL_TENANT: Final = "llmsafespaces.dev/tenant"
@@ -107,11 +104,7 @@ def tenant_of(spec: Obj) -> str:
 
 def selector_labels(ws_name: str) -> dict[str, str]:
     """The labels that make a pod a workspace pod (the webhook's objectSelector keys on them)."""
-    return {
-        LABEL_APP: LABEL_APP_VALUE,
-        LABEL_COMPONENT: LABEL_COMPONENT_VALUE,
-        LABEL_WORKSPACE: ws_name,
-    }
+    return {**SELECTOR_LABELS, LABEL_WORKSPACE: ws_name}
 
 
 def owner_reference(ws: Obj) -> Obj:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -42,13 +42,14 @@ from controller.types import (
     StagingPass,
     StagingReport,
 )
-from controller.workspace import deadlines, verify
+from controller.workspace import deadlines, ownership, verify
 from controller.workspace import pod as build
 from controller.workspace import status as st
 from controller.workspace.credentials import desired_password_secret
 from controller.workspace.metrics import VerifyMetrics
 from wspin.contract import ARTIFACTS
 from wspin.logs import fields
+from wspin.namespaces import excluded_namespace_problem
 from wspin.resources import (
     PODS,
     PVCS,
@@ -70,6 +71,9 @@ FINALIZER: Final = "workspace.llmsafespaces.dev/finalizer"
 as the Terminating phase."""
 
 VERIFY_FAILURE_REQUEUE: Final = deadlines.VERIFY_FAILURE_RECHECK
+CONFLICT_REQUEUE: Final = 30.0
+"""Seconds between looks at a foreign object blocking the Workspace: removing one that
+carries no workspace labels raises no event in our caches."""
 
 
 @dataclass
@@ -168,6 +172,9 @@ class WorkspaceReconciler:
         """Finalizer, PVC and the phase's own writes at once, then the status."""
         key = ObjectKey.of(ws)
         try:
+            excluded = excluded_namespace_problem(key.namespace, self.settings.excluded_namespaces)
+            if excluded:
+                raise build.PodBuildError(excluded)
             pod_body = build.desired_pod(ws, self.settings)
             pvc_body = build.desired_pvc(ws)
         except build.PodBuildError as err:
@@ -175,15 +182,22 @@ class WorkspaceReconciler:
             await self._failed(ws, err, written)
             return None
         suspended = bool((ws.get("spec") or {}).get("suspend"))
-        phase = self._suspend(ws) if suspended else self._run(ws, pod_body)
-        writes: list[Awaitable[object]] = [self._ensure_finalizer(ws, written), phase]
-        if self.pvcs.get(ObjectKey(key.namespace, pvc_body["metadata"]["name"])) is None:
-            writes.append(self._create(PVCS, pvc_body))
+
+        def phase() -> Awaitable[_Outcome]:
+            return self._suspend(ws) if suspended else self._run(ws, pod_body)
+
         try:
-            results = await _together(*writes)
+            pvc = self.pvcs.get(ObjectKey(key.namespace, pvc_body["metadata"]["name"]))
+            ownership.check_owned(pvc, ws, "PersistentVolumeClaim")
+            # A PVC not in the cache is created (or found foreign) before the pod that mounts
+            # it: a pod must never start on a claim someone else put at our name.
+            step = phase() if pvc is not None else self._claim_then(PVCS, pvc_body, ws, phase)
+            results = await _together(self._ensure_finalizer(ws, written), step)
         except build.PodBuildError as err:
             await self._failed(ws, err, written)
             return None
+        except ownership.ForeignObject as foreign:
+            return await self._conflict(ws, foreign.conflict, written)
         outcome = results[1]
         assert isinstance(outcome, _Outcome)
         await self._write_status(ws, outcome, written)
@@ -213,6 +227,7 @@ class WorkspaceReconciler:
         key = ObjectKey.of(ws)
         previous = str((ws.get("status") or {}).get("phase") or "")
         pod = self.pods.get(ObjectKey(key.namespace, pod_body["metadata"]["name"]))
+        ownership.check_owned(pod, ws, "Pod")
         if pod is not None and not st.pod_deleting(pod):
             stale = build.pod_is_stale(pod, ws) or (
                 "pod ended (evicted or node lost)" if st.pod_terminal(pod) else None
@@ -226,11 +241,12 @@ class WorkspaceReconciler:
             # Staged before the pod is built, so its first start finds its relay handoff.
             await self._stage(ws, outcome)
             # The pod's identity first: the API server refuses a pod whose account is missing.
-            await self._create(SERVICE_ACCOUNTS, build.desired_service_account(ws))
+            await self._create(SERVICE_ACCOUNTS, build.desired_service_account(ws), ws)
             # Its credentials next: the kubelet holds a pod whose Secret is missing. Kept when
-            # it exists, so a recreated pod keeps its passwords.
-            await self._create(SECRETS, desired_password_secret(ws))
-            await self._create(PODS, pod_body)
+            # it exists, so a recreated pod keeps its passwords; never read back, so its owner
+            # is not checked (that would need read access to every Secret in the cluster).
+            await self._create(SECRETS, desired_password_secret(ws), ws, check_owner=False)
+            await self._create(PODS, pod_body, ws)
             return outcome
         if st.pod_deleting(pod):
             return _Outcome(
@@ -262,6 +278,7 @@ class WorkspaceReconciler:
         pod = self.pods.get(ObjectKey(ws["metadata"].get("namespace", ""), pod_name))
         if pod is None:
             return _Outcome("Suspended")
+        ownership.check_owned(pod, ws, "Pod")
         if not st.pod_deleting(pod):
             await self._delete_pod(pod)
         return _Outcome("Suspending")
@@ -276,7 +293,8 @@ class WorkspaceReconciler:
         # Read through the API: the cache may lag, and releasing the finalizer too early
         # would cut the pod's grace short through owner GC.
         pod = await self.kube.get_or_none(PODS, pod_name, namespace) if pod_name else None
-        if pod is not None:
+        # A foreign pod at our name is left alone: it was never ours to stop.
+        if pod is not None and ownership.conflict_of(pod, ws, "Pod") is None:
             if not st.pod_deleting(pod):
                 await self._delete_pod(pod)
             await self._write_status(ws, _Outcome("Terminating"), written)
@@ -360,19 +378,55 @@ class WorkspaceReconciler:
 
     # -- writes -----------------------------------------------------------------------------
 
-    async def _create(self, resource: Any, body: Obj) -> None:
+    async def _create(self, resource: Any, body: Obj, ws: Obj, *, check_owner: bool = True) -> None:
         """Create ``body``; a 422 becomes PodBuildError (phase Failed with the API server's
         reason): the same body is refused every time, so retrying with backoff would only
         leave the Workspace Pending with no word on why. A spec edit or a controller restart
-        with corrected flags reconciles it again."""
+        with corrected flags reconciles it again.
+
+        AlreadyExists is our own earlier create (the cache lags) or someone else's object at
+        our name (the caches hold only labelled objects): it is read live, and
+        ``ForeignObject`` raised unless the Workspace controls it."""
+        meta = body["metadata"]
         try:
-            await self.kube.create(resource, body, body["metadata"]["namespace"])
+            await self.kube.create(resource, body, meta["namespace"])
         except AlreadyExists:
-            pass  # the cache lags behind our own create
+            if not check_owner:
+                return
+            live = await self.kube.get_or_none(resource, meta["name"], meta["namespace"])
+            ownership.check_owned(live, ws, str(body.get("kind") or resource.kind))
         except Invalid as err:
             raise build.PodBuildError(
                 f"the API server rejected the {body.get('kind', 'object')}: {err.message}"
             ) from err
+
+    async def _claim_then(
+        self, resource: Any, body: Obj, ws: Obj, then: Callable[[], Awaitable[_Outcome]]
+    ) -> _Outcome:
+        await self._create(resource, body, ws)
+        return await then()
+
+    async def _conflict(self, ws: Obj, found: ownership.Conflict, written: list[str]) -> Requeue:
+        """Report a foreign object: phase Pending (never Active), Ready=False PodConflict
+        naming it, one Warning Event per episode; the object itself is not touched."""
+        if ownership.new_episode((ws.get("status") or {}).get("conditions") or [], found):
+            log.warning(
+                "workspace blocked by a foreign object",
+                extra=fields(workspace=str(ObjectKey.of(ws)), kind=found.kind, name=found.name),
+            )
+            await self.events.emit(
+                ws,
+                WORKSPACES,
+                "Warning",
+                ownership.CONFLICT_REASON,
+                found.message,
+                episode=f"{found.kind}/{found.name}/{found.holder}",
+            )
+        generation = int(ws["metadata"].get("generation") or 0)
+        outcome = _Outcome("Pending", detail=found.message)
+        outcome.conditions.append(ownership.conflict_condition(found, generation))
+        await self._write_status(ws, outcome, written)
+        return Requeue(CONFLICT_REQUEUE)
 
     async def _delete_pod(self, pod: Obj) -> None:
         meta = pod["metadata"]
@@ -422,7 +476,13 @@ async def _together(*writes: Awaitable[object]) -> list[object]:
     fails the Workspace, anything else is retried."""
     results = await asyncio.gather(*writes, return_exceptions=True)
     errors = [r for r in results if isinstance(r, BaseException)]
-    for decisive in (NamespaceTerminating, NotFound, build.PodBuildError, Conflict):
+    for decisive in (
+        NamespaceTerminating,
+        NotFound,
+        build.PodBuildError,
+        ownership.ForeignObject,
+        Conflict,
+    ):
         for error in errors:
             if isinstance(error, decisive):
                 raise error

@@ -8,7 +8,6 @@ the check is never marked verified and never blamed for an exit code it did not 
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from typing import Final, Literal
@@ -17,7 +16,6 @@ from controller.toolkit.conditions import condition
 from controller.types import Obj
 from wspin.contract import (
     AGENTD,
-    DELIVERY_ANNOTATION,
     EXIT_AGENTD_MISMATCH,
     EXIT_AGENTD_MISSING,
     EXIT_OPENCODE_MISMATCH,
@@ -26,6 +24,7 @@ from wspin.contract import (
     OPENCODE,
     Artifact,
 )
+from wspin.workspace_pod import parse_receipt
 
 Outcome = Literal["verify_failed", "overlay_missing"]
 
@@ -134,16 +133,9 @@ def digest_label(pod: Obj, artifact: Artifact) -> str:
     match = _DIGEST12.search(injected_image(pod, artifact).rpartition("@")[2])
     if match:
         return match.group(1)
-    receipt = ((pod.get("metadata") or {}).get("annotations") or {}).get(DELIVERY_ANNOTATION)
-    if receipt:
-        try:
-            decoded = json.loads(receipt)
-        except ValueError:
-            decoded = None
-        if isinstance(decoded, dict):
-            match = _DIGEST12.search(str(decoded.get(artifact.name, "")))
-            if match:
-                return match.group(1)
+    match = _DIGEST12.search(parse_receipt(pod).get(artifact.name, ""))
+    if match:
+        return match.group(1)
     return UNKNOWN
 
 

@@ -10,11 +10,12 @@ from controller.settings import ControllerSettings
 from controller.types import StagingPass
 from controller.workspace.metrics import VerifyMetrics
 from controller.workspace.reconciler import WorkspaceReconciler
-from wspin.contract import LABEL_APP, LABEL_APP_VALUE, LABEL_COMPONENT, LABEL_COMPONENT_VALUE
 from wspin.resources import PODS, PVCS, WORKSPACES
+from wspin.workspace_pod import SELECTOR
 
-OWNED_SELECTOR: Final = f"{LABEL_APP}={LABEL_APP_VALUE},{LABEL_COMPONENT}={LABEL_COMPONENT_VALUE}"
-"""Every workspace pod and PVC carries these labels (``pod.selector_labels``)."""
+OWNED_SELECTOR: Final = SELECTOR
+"""Every workspace pod and PVC carries these labels (``pod.selector_labels``): the same
+definition the injector and the chart's selectors use."""
 
 log = logging.getLogger("controller.workspace")
 

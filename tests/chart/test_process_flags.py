@@ -147,3 +147,20 @@ async def test_self_managed_certificate_flags_pass_the_certificate_checks(render
         for name in rule.get("resourceNames", [])
     }
     assert lease_names == {source.leadership.name}  # type: ignore[attr-defined]
+
+
+@pytest.mark.usefixtures("clean_environment")
+def test_both_processes_take_the_namespaces_the_pod_webhook_skips(any_render: Rendered) -> None:
+    """One list: the injector's namespaceSelector, the Workspace validator, the controller."""
+    from controller.settings import settings_from_args as controller_settings
+    from webhook.settings import settings_from_args as webhook_settings
+
+    (selector,) = any_render.one("MutatingWebhookConfiguration")["webhooks"]
+    (expression,) = selector["namespaceSelector"]["matchExpressions"]
+    skipped = set(expression["values"])
+    assert {"kube-system", NAMESPACE} <= skipped
+    webhook = webhook_settings(parse(any_render, "webhook"))
+    assert webhook.validator.excluded_namespaces == skipped
+    environ = {"POD_NAMESPACE": NAMESPACE}
+    controller = controller_settings(parse(any_render, "controller"), environ=environ)
+    assert controller.workspace.excluded_namespaces == skipped

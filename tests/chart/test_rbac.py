@@ -77,8 +77,8 @@ CONTROLLER_CLUSTER_BASE = {
     ("llmsafespaces.dev", "workspaces/status", (), verbs("patch")),
     ("llmsafespaces.dev", "workspaces/finalizers", (), verbs("update")),
     ("", "pods", (), verbs("get", "list", "watch", "create", "delete")),
-    ("", "persistentvolumeclaims", (), verbs("list", "watch", "create")),
-    ("", "serviceaccounts", (), verbs("create")),
+    ("", "persistentvolumeclaims", (), verbs("get", "list", "watch", "create")),
+    ("", "serviceaccounts", (), verbs("get", "create")),
     ("", "secrets", (), verbs("create")),  # each workspace's password Secret, blind create
     ("", "events", (), verbs("create")),
 }
@@ -147,6 +147,17 @@ def test_with_mounted_certificates_the_webhook_reads_no_secret_and_patches_no_co
     ]
 
 
+def is_dry_run(policy: dict[str, Any]) -> bool:
+    """The policy holding pod-creating accounts to dry runs (the workspace-pod policies are
+    tested in test_admission_policies.py)."""
+    return str(policy["metadata"]["name"]).endswith("-dry-run-only")
+
+
+def dry_run_policy(rendered: Rendered) -> dict[str, Any]:
+    (policy,) = [p for p in rendered.of_kind("ValidatingAdmissionPolicy") if is_dry_run(p)]
+    return policy
+
+
 def test_skipping_the_image_volume_probe_drops_pod_create_and_its_policy() -> None:
     from tests.chart.helm import render
 
@@ -154,14 +165,14 @@ def test_skipping_the_image_volume_probe_drops_pod_create_and_its_policy() -> No
     assert role(rendered, "Role", "wspin-webhook") == WEBHOOK_ROLE_SELF_MANAGED - {
         ("", "pods", (), verbs("create"))
     }
-    assert rendered.of_kind("ValidatingAdmissionPolicy") == []
+    assert [p for p in rendered.of_kind("ValidatingAdmissionPolicy") if is_dry_run(p)] == []
 
 
 def test_the_helm_test_account_is_held_to_dry_runs_even_without_the_webhook_probe() -> None:
     from tests.chart.helm import render
 
     rendered = render(sets={"webhook.skipImageVolumeProbe": True})
-    (condition,) = rendered.one("ValidatingAdmissionPolicy")["spec"]["matchConditions"]
+    (condition,) = dry_run_policy(rendered)["spec"]["matchConditions"]
     assert condition["expression"] == (
         'request.userInfo.username in ["system:serviceaccount:wspin:wspin-test"]'
     )
@@ -256,8 +267,12 @@ def test_each_binding_names_a_rendered_role_and_the_deployments_service_account(
 def test_the_dry_run_policy_binds_the_webhook_account_to_dry_run_pod_creates(
     default_render: Rendered,
 ) -> None:
-    policy = default_render.one("ValidatingAdmissionPolicy")
-    binding = default_render.one("ValidatingAdmissionPolicyBinding")
+    policy = dry_run_policy(default_render)
+    (binding,) = [
+        b
+        for b in default_render.of_kind("ValidatingAdmissionPolicyBinding")
+        if b["spec"]["policyName"] == policy["metadata"]["name"]
+    ]
     assert binding["spec"]["policyName"] == policy["metadata"]["name"]
     assert binding["spec"]["validationActions"] == ["Deny"]
     (rule,) = policy["spec"]["matchConstraints"]["resourceRules"]

@@ -161,15 +161,16 @@ LEDGER = (
     Use(
         "controller/workspace/reconciler.py",
         # get_or_none: the pod before releasing the finalizer, the live Workspace before an
-        # Event; create: PVC, ServiceAccount, password Secret and pod (one helper); delete:
+        # Event, and the PVC/ServiceAccount/pod a create found already there (its owner is
+        # checked); create: PVC, ServiceAccount, password Secret and pod (one helper); delete:
         # the pod. The
         # finalizer, /status and Event writes go through the toolkit (below).
-        {"get_or_none": 2, "create": 1, "delete": 1},
+        {"get_or_none": 3, "create": 1, "delete": 1},
         controller=union(
             grant("cluster", "pods", ["get", "create", "delete"]),
             grant("cluster", "workspaces", ["get"], group=CRD_GROUP),
-            grant("cluster", "persistentvolumeclaims", ["create"]),
-            grant("cluster", "serviceaccounts", ["create"]),
+            grant("cluster", "persistentvolumeclaims", ["get", "create"]),
+            grant("cluster", "serviceaccounts", ["get", "create"]),
             grant("cluster", "secrets", ["create"]),
         ),
     ),

@@ -9,6 +9,7 @@ import pytest
 from tests.chart.conftest import PROVIDED_CA
 from tests.chart.helm import NAMESPACE, Rendered, flag_values, template
 from webhook.app import MUTATE_PODS_PATH, VALIDATE_WORKSPACES_PATH
+from wspin.workspace_pod import SELECTOR, SELECTOR_LABELS
 
 
 def pod_webhook(rendered: Rendered) -> dict[str, Any]:
@@ -40,11 +41,9 @@ def test_pod_webhook_intercepts_pod_create_only_and_fails_closed(any_render: Ren
 
 
 def test_pod_webhook_selects_only_labelled_workspace_pods(default_render: Rendered) -> None:
-    selector = pod_webhook(default_render)["objectSelector"]
-    assert selector["matchLabels"] == {"app": "llmsafespaces", "component": "workspace"}
-    assert selector["matchExpressions"] == [
-        {"key": "llmsafespaces.dev/workspace", "operator": "Exists"}
-    ]
+    # The one definition of a workspace pod, shared with the injector and the controller.
+    assert pod_webhook(default_render)["objectSelector"] == {"matchLabels": dict(SELECTOR_LABELS)}
+    assert SELECTOR == "app=llmsafespaces,component=workspace"
 
 
 def excluded(rendered: Rendered) -> list[str]:

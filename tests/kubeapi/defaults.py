@@ -22,6 +22,9 @@ _CONTAINER_LISTS = ("initContainers", "containers", "ephemeralContainers")
 _MUTABLE_POD_SPEC = ("activeDeadlineSeconds", "tolerations", "terminationGracePeriodSeconds")
 
 
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+
+
 def prepare_create(kind: Kind, obj: Obj, *, image_volume_gate: bool) -> None:
     """Apply the kind's create-time strategy to ``obj`` in place."""
     if kind.custom and kind.status_subresource:
@@ -34,6 +37,7 @@ def prepare_create(kind: Kind, obj: Obj, *, image_volume_gate: bool) -> None:
             drop_image_volumes(obj["spec"])
         obj["status"] = {"phase": "Pending", "qosClass": _qos_class(obj["spec"])}
     elif kind.plural == "namespaces":
+        label_namespace(obj)
         obj["spec"] = {"finalizers": ["kubernetes"]}
         obj["status"] = {"phase": "Active"}
     elif kind.plural == "persistentvolumeclaims":
@@ -43,9 +47,18 @@ def prepare_create(kind: Kind, obj: Obj, *, image_volume_gate: bool) -> None:
     fold_string_data(kind, obj)
 
 
+def label_namespace(obj: Obj) -> None:
+    """kube-apiserver keeps ``kubernetes.io/metadata.name`` equal to a namespace's name, on
+    create and on every update, so namespace selectors can pick namespaces by name."""
+    meta = obj["metadata"]
+    meta["labels"] = {**(meta.get("labels") or {}), NAMESPACE_NAME_LABEL: meta["name"]}
+
+
 def prepare_update(kind: Kind, old: Obj, new: Obj) -> None:
     """Apply the kind's update-time strategy and validation to ``new`` in place."""
     fold_string_data(kind, new)
+    if kind.plural == "namespaces" and not kind.group:
+        label_namespace(new)
     if kind.plural == "pods" and not kind.group:
         _validate_pod(new)
         if _frozen_pod_spec(old["spec"]) != _frozen_pod_spec(new["spec"]):

@@ -125,6 +125,23 @@ BUILTIN_KINDS: tuple[Kind, ...] = (
         "ValidatingWebhookConfiguration",
         namespaced=False,
     ),
+    # Judged on every write by ``policies`` (CEL), as kube-apiserver's validating-policy
+    # admission plugin does.
+    Kind(
+        "admissionregistration.k8s.io",
+        "v1",
+        "validatingadmissionpolicies",
+        "ValidatingAdmissionPolicy",
+        namespaced=False,
+        status_subresource=True,
+    ),
+    Kind(
+        "admissionregistration.k8s.io",
+        "v1",
+        "validatingadmissionpolicybindings",
+        "ValidatingAdmissionPolicyBinding",
+        namespaced=False,
+    ),
 )
 
 

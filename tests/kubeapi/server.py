@@ -35,6 +35,7 @@ Obj = dict[str, Any]
 log = logging.getLogger(__name__)
 _WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 _NO_ROUTE = "the server could not find the requested resource"
+EPHEMERAL_CONTAINERS = "ephemeralcontainers"
 
 
 class Write(NamedTuple):
@@ -242,7 +243,8 @@ class KubeServer:
             raise ApiError(404, _NO_ROUTE, details={})
         name = rest[1] if len(rest) > 1 else ""
         sub = rest[2] if len(rest) > 2 else ""
-        if sub and (sub != "status" or not kind.status_subresource):
+        ephemeral = sub == EPHEMERAL_CONTAINERS and kind.plural == "pods" and not kind.group
+        if sub and not ephemeral and (sub != "status" or not kind.status_subresource):
             raise ApiError(404, _NO_ROUTE, details={})
         return kind, namespace, name, sub
 
@@ -282,15 +284,20 @@ class KubeServer:
             body = await _body(request)
             self._admit(kind, request.path, body)
             return _reply(store.create(kind, ns, body, dry_run=dry_run), 201)
+        status, ephemeral = sub == "status", sub == EPHEMERAL_CONTAINERS
         if method == "PUT" and name:
             body = await _body(request)
             return _reply(
-                store.update(kind, ns, name, body, status=sub == "status", dry_run=dry_run)
+                store.update(
+                    kind, ns, name, body, status=status, ephemeral=ephemeral, dry_run=dry_run
+                )
             )
         if method == "PATCH" and name:
             apply = _patcher(kind, request.content_type, await _body(request))
             return _reply(
-                store.patch(kind, ns, name, apply, status=sub == "status", dry_run=dry_run)
+                store.patch(
+                    kind, ns, name, apply, status=status, ephemeral=ephemeral, dry_run=dry_run
+                )
             )
         if method == "DELETE":
             options = await _delete_options(request)

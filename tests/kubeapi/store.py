@@ -26,6 +26,8 @@ from typing import Any, NamedTuple
 
 from tests.kubeapi.defaults import check_name, prepare_create
 from tests.kubeapi.kinds import Kind, KindRegistry
+from tests.kubeapi.policies import admit
+from tests.kubeapi.review import review_request
 from tests.kubeapi.schema import prune_and_default, violations
 from tests.kubeapi.selectors import Selector
 from tests.kubeapi.status import (
@@ -39,7 +41,13 @@ from tests.kubeapi.status import (
     stale,
     success,
 )
-from tests.kubeapi.writes import check_same_namespace, is_no_op, merged_update, typed
+from tests.kubeapi.writes import (
+    check_same_namespace,
+    ephemeral_update,
+    is_no_op,
+    merged_update,
+    typed,
+)
 
 Obj = dict[str, Any]
 #: kube-apiserver's generateName alphabet (no vowels, no look-alike digits).
@@ -118,6 +126,12 @@ class Store:
         if namespaces is None:
             raise ValueError("the store needs the core/v1 namespaces kind")
         self._namespaces = namespaces
+        self._policies = kinds.find(
+            "admissionregistration.k8s.io", "v1", "validatingadmissionpolicies"
+        )
+        self._bindings = kinds.find(
+            "admissionregistration.k8s.io", "v1", "validatingadmissionpolicybindings"
+        )
         for name in ("default", "kube-system"):
             self.create(self._namespaces, "", {"metadata": {"name": name}})
 
@@ -185,7 +199,10 @@ class Store:
         if kind.tracks_generation:
             meta["generation"] = 1
         prepare_create(kind, obj, image_volume_gate=self.image_volume_gate)
+        # As kube-apiserver orders it: the structural schema prunes, defaults and validates
+        # the object, then validating admission sees what would be stored.
         obj = structural(kind, obj)
+        self._admit(kind, "CREATE", namespace, obj, None, dry_run=dry_run)
         if dry_run:
             return obj
         return self._commit("ADDED", kind, obj, None)
@@ -198,9 +215,13 @@ class Store:
         body: Obj,
         *,
         status: bool = False,
+        ephemeral: bool = False,
         dry_run: bool = False,
     ) -> Obj:
-        """PUT: a full replacement with optimistic concurrency on resourceVersion."""
+        """PUT: a full replacement with optimistic concurrency on resourceVersion.
+
+        ``status`` and ``ephemeral`` are the ``/status`` and ``/ephemeralcontainers``
+        subresources: only that part of the object changes."""
         old = self._get(kind, namespace, name)
         new = typed(kind, body)
         meta = new["metadata"]
@@ -218,7 +239,7 @@ class Store:
                 "metadata.resourceVersion",
                 "Invalid value: 0x0: must be specified for an update",
             )
-        return self._update(kind, old, new, status=status, dry_run=dry_run)
+        return self._update(kind, old, new, status=status, ephemeral=ephemeral, dry_run=dry_run)
 
     def patch(
         self,
@@ -228,6 +249,7 @@ class Store:
         apply: Callable[[Obj], Any],
         *,
         status: bool = False,
+        ephemeral: bool = False,
         dry_run: bool = False,
     ) -> Obj:
         """PATCH: ``apply`` turns the current object into the new one, then as an update.
@@ -241,7 +263,7 @@ class Store:
         new = typed(kind, new)
         if new["metadata"].get("name") != name:
             raise bad_request("a patch may not change metadata.name")
-        return self._update(kind, old, new, status=status, dry_run=dry_run)
+        return self._update(kind, old, new, status=status, ephemeral=ephemeral, dry_run=dry_run)
 
     def delete(
         self, kind: Kind, namespace: str, name: str, options: Obj, *, dry_run: bool = False
@@ -318,6 +340,45 @@ class Store:
 
     # -- internals ------------------------------------------------------------------------
 
+    def _admit(
+        self,
+        kind: Kind,
+        operation: str,
+        namespace: str,
+        obj: Obj | None,
+        old: Obj | None,
+        *,
+        sub: str = "",
+        dry_run: bool = False,
+    ) -> None:
+        """Judge a write by the stored ValidatingAdmissionPolicies; a denial is the answer."""
+        if self._policies is None or self._bindings is None:
+            return
+        policies = self._bucket(self._policies)
+        if not policies or kind.group == "admissionregistration.k8s.io":
+            return
+        request = review_request(kind, operation, namespace, obj, old, sub=sub, dry_run=dry_run)
+        ns = self._bucket(self._namespaces).get(("", namespace)) if kind.namespaced else None
+        denial = admit(policies.values(), self._bucket(self._bindings).values(), request, ns)
+        if denial is not None:
+            # kube-apiserver's wording: admission.NewForbidden, then the validation's reason
+            # and code, with the policy's message repeated as the one cause.
+            resource = f"{kind.plural}.{kind.group}" if kind.group else kind.plural
+            name = str(((obj or old or {}).get("metadata") or {}).get("name", ""))
+            details: Obj = {
+                "name": name,
+                "kind": kind.plural,
+                "causes": [{"message": denial.text()}],
+            }
+            if kind.group:
+                details["group"] = kind.group
+            raise ApiError(
+                denial.code,
+                f'{resource} "{name}" is forbidden: {denial.text()}',
+                denial.reason,
+                details,
+            )
+
     def _bucket(self, kind: Kind) -> dict[tuple[str, str], Obj]:
         return self._objects.setdefault((kind.group, kind.plural), {})
 
@@ -373,8 +434,17 @@ class Store:
                 check_name(kind, name)
                 return name
 
-    def _update(self, kind: Kind, old: Obj, new: Obj, *, status: bool, dry_run: bool) -> Obj:
-        result = structural(kind, merged_update(kind, old, new, status=status))
+    def _update(
+        self, kind: Kind, old: Obj, new: Obj, *, status: bool, ephemeral: bool, dry_run: bool
+    ) -> Obj:
+        if ephemeral:
+            result = ephemeral_update(old, new)
+        else:
+            result = structural(kind, merged_update(kind, old, new, status=status))
+        sub = "status" if status else "ephemeralcontainers" if ephemeral else ""
+        namespace = old["metadata"].get("namespace", "")
+        # Admission sees no-op updates too (kube-apiserver calls webhooks for them).
+        self._admit(kind, "UPDATE", namespace, result, old, sub=sub, dry_run=dry_run)
         if is_no_op(old, result):
             return copy.deepcopy(old)
         name, old_meta = old["metadata"]["name"], old["metadata"]

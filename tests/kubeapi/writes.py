@@ -102,6 +102,50 @@ def merged_update(kind: Kind, old: Obj, new: Obj, *, status: bool) -> Obj:
     return result
 
 
+def ephemeral_update(old: Obj, new: Obj) -> Obj:
+    """``pods/ephemeralcontainers``: only ``spec.ephemeralContainers`` changes, and only by
+    additions (kube-apiserver refuses removing or changing one, or reusing a name)."""
+    name = old["metadata"]["name"]
+    meta = new.get("metadata") or {}
+    if (
+        meta.get("resourceVersion")
+        and meta["resourceVersion"] != old["metadata"]["resourceVersion"]
+    ):
+        raise stale("pods", "", name)
+    before = (old.get("spec") or {}).get("ephemeralContainers") or []
+    after = (new.get("spec") or {}).get("ephemeralContainers") or []
+    if after[: len(before)] != before:
+        raise invalid(
+            "Pod",
+            name,
+            "spec.ephemeralContainers",
+            "Forbidden: existing ephemeral containers may not be changed",
+        )
+    taken = {
+        c.get("name")
+        for kind in ("containers", "initContainers")
+        for c in old["spec"].get(kind) or []
+    }
+    for container in after[len(before) :]:
+        if (
+            not isinstance(container, dict)
+            or not container.get("name")
+            or not container.get("image")
+        ):
+            raise invalid("Pod", name, "spec.ephemeralContainers", "Required value: name and image")
+        if container["name"] in taken:
+            raise invalid(
+                "Pod",
+                name,
+                "spec.ephemeralContainers[0].name",
+                f'Duplicate value: "{container["name"]}"',
+            )
+        taken.add(container["name"])
+    result = copy.deepcopy(old)
+    result["spec"]["ephemeralContainers"] = copy.deepcopy(after)
+    return result
+
+
 def is_no_op(old: Obj, new: Obj) -> bool:
     """A write that changes nothing neither bumps resourceVersion nor emits an event."""
     return _comparable(old) == _comparable(new)

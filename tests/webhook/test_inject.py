@@ -18,9 +18,10 @@ import pytest
 import yaml
 
 from tests.webhook.conftest import example_config
-from webhook.inject import InjectConfig, inject, is_workspace_labelled, workspace_pod_problem
+from webhook.inject import InjectConfig, inject
 from wspin.contract import DELIVERY_ANNOTATION
 from wspin.errors import AdmissionDenied
+from wspin.workspace_pod import workspace_pod_problem
 
 TESTDATA = Path(__file__).parent / "testdata" / "inject"
 REFRESH = os.environ.get("WSPIN_REFRESH_GOLDEN") == "1"
@@ -208,31 +209,11 @@ def test_a_new_digest_replaces_the_receipt_and_volumes() -> None:
     assert inject(result, newer).patch == ()
 
 
-@pytest.mark.parametrize(
-    ("labels", "labelled"),
-    [
-        (
-            {"app": "llmsafespaces", "component": "workspace", "llmsafespaces.dev/workspace": "w"},
-            True,
-        ),
-        ({"app": "llmsafespaces", "component": "workspace"}, False),
-        ({"app": "llmsafespaces", "component": "api", "llmsafespaces.dev/workspace": "w"}, False),
-        ({"app": "other", "component": "workspace", "llmsafespaces.dev/workspace": "w"}, False),
-        (
-            {"app": "llmsafespaces", "component": "workspace", "llmsafespaces.dev/workspace": ""},
-            False,
-        ),
-        ({}, False),
-    ],
-)
-def test_only_pods_with_all_workspace_labels_are_workspace_pods(
-    labels: dict[str, str], labelled: bool
-) -> None:
-    assert is_workspace_labelled({"metadata": {"labels": labels}}) is labelled
-
-
 def test_problem_names_the_containers_that_are_there() -> None:
-    pod = {"spec": {"containers": [{"name": "main"}, {"name": "log"}]}}
+    pod = {
+        "metadata": {"labels": {"llmsafespaces.dev/workspace": "w"}},
+        "spec": {"containers": [{"name": "main"}, {"name": "log"}]},
+    }
     problem = workspace_pod_problem(pod)
     assert problem is not None
     assert "'main', 'log'" in problem

@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from tests.fixtures import ADMISSION
+from tests.webhook.conftest import LiveWebhook
 from webhook.validate import (
     RUNTIME_CLASS_OVERRIDE_ANNOTATION,
     ValidatorConfig,
@@ -534,3 +535,52 @@ def test_the_example_workspace_is_allowed_by_the_default_validator() -> None:
     obj = yaml.safe_load(EXAMPLE.read_text())
     assert obj["kind"] == "Workspace"
     assert validate_workspace(create(obj), DEFAULT) is None
+
+
+class TestExcludedNamespaces:
+    """The pod webhook never sees these namespaces, so no Workspace may be created there."""
+
+    EXCLUDED = ValidatorConfig(excluded_namespaces=frozenset({"kube-system", "wspin", "tools"}))
+
+    def request(self, namespace: str, operation: str = "CREATE") -> dict[str, Any]:
+        request = load_capture("workspace-create.json")
+        request["namespace"] = namespace
+        request["object"]["metadata"]["namespace"] = namespace
+        request["operation"] = operation
+        if operation == "UPDATE":
+            request["oldObject"] = copy.deepcopy(request["object"])
+        return request
+
+    @pytest.mark.parametrize("namespace", ["kube-system", "wspin", "tools"])
+    def test_a_workspace_created_in_an_excluded_namespace_is_denied(self, namespace: str) -> None:
+        problem = validate_workspace(self.request(namespace), self.EXCLUDED)
+        assert problem is not None
+        assert f"namespace {namespace!r} is excluded" in problem
+
+    def test_other_namespaces_pass(self) -> None:
+        assert validate_workspace(self.request("ws-demo"), self.EXCLUDED) is None
+
+    def test_kube_system_is_excluded_by_default(self) -> None:
+        assert validate_workspace(self.request("kube-system"), ValidatorConfig()) is not None
+
+    def test_an_existing_workspace_there_can_still_be_updated_and_so_deleted(self) -> None:
+        assert validate_workspace(self.request("tools", "UPDATE"), self.EXCLUDED) is None
+
+    def test_the_flag_adds_the_webhooks_own_namespace(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        monkeypatch.setenv("POD_NAMESPACE", "wspin")
+        parser = argparse.ArgumentParser()
+        add_validator_flags(parser)
+        cfg = validator_config_from_args(parser.parse_args(["--excluded-namespaces=tools"]))
+        assert cfg.excluded_namespaces == {"kube-system", "wspin", "tools"}
+
+
+async def test_the_live_webhook_denies_a_workspace_in_kube_system(webhook: LiveWebhook) -> None:
+    review = json.loads((CAPTURES / "workspace-create.json").read_text())
+    review["request"]["namespace"] = "kube-system"
+    async with await webhook.post(review, path="/validate-workspaces?timeout=10s") as reply:
+        assert reply.status == 200
+        response = (await reply.json())["response"]
+    assert response["allowed"] is False
+    assert "namespace 'kube-system' is excluded" in response["status"]["message"]

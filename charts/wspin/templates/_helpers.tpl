@@ -133,3 +133,10 @@ POD_NAME identifies a replica as a Lease holder.
     fieldRef:
       fieldPath: metadata.name
 {{- end }}
+
+{{/* The namespaces the pod webhook never sees (kube-system, the release namespace and
+webhook.excludedNamespaces), comma-separated: the webhook's namespaceSelector, the Workspace
+validator and the controller all take this one list. */}}
+{{- define "wspin.excludedNamespaces" -}}
+{{- concat (list "kube-system" .Release.Namespace) .Values.webhook.excludedNamespaces | uniq | join "," }}
+{{- end }}

@@ -1,0 +1,61 @@
+"""Namespaces where workspaces cannot run: the injector never sees pods there. Pure.
+
+The mutating webhook's namespaceSelector leaves out kube-system, the release namespace and
+``webhook.excludedNamespaces`` so the cluster (and the webhook itself) can start pods while the
+webhook is down. A workspace pod there would start without its pins, so the Workspace
+validator refuses Workspaces in those namespaces and the controller refuses to build their
+pods. The chart passes one list (``--excluded-namespaces``) to both processes, so the three
+places cannot disagree.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from typing import Final
+
+from wspin.errors import ConfigError
+from wspin.flags import add_flag
+
+ALWAYS_EXCLUDED: Final = "kube-system"
+"""Never sent to the injector, whatever the flag says."""
+
+FLAG: Final = "--excluded-namespaces"
+HELM_VALUE: Final = "webhook.excludedNamespaces"
+
+# A namespace name is an RFC 1123 DNS label.
+_NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+
+
+def add_excluded_namespaces_flag(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    add_flag(
+        parser,
+        FLAG,
+        default="",
+        help="comma-separated namespaces the pod webhook never sees (kube-system and this "
+        "process's own namespace are always included); no workspace may run there",
+    )
+
+
+def excluded_namespaces_from(value: str | None, own_namespace: str) -> frozenset[str]:
+    """The flag's namespaces plus kube-system and ``own_namespace``; ConfigError on a name
+    that cannot be a namespace, naming the flag and the Helm value."""
+    names = {item.strip() for item in (value or "").split(",") if item.strip()}
+    for name in sorted(names):
+        if not _NAMESPACE.match(name):
+            raise ConfigError(
+                f"{FLAG} entry {name!r} is not a namespace name (lowercase RFC 1123 label)",
+                f"set {FLAG} / {HELM_VALUE} to namespace names like 'monitoring'",
+            )
+    return frozenset({ALWAYS_EXCLUDED, own_namespace, *names} - {""})
+
+
+def excluded_namespace_problem(namespace: str, excluded: frozenset[str]) -> str | None:
+    """Why no workspace may run in ``namespace``, or None when it may."""
+    if namespace not in excluded:
+        return None
+    return (
+        f"namespace {namespace!r} is excluded from the wspin pod webhook (kube-system, the "
+        f"release namespace and {HELM_VALUE}), so a workspace pod there would start without "
+        "its pinned agentd and opencode; create the Workspace in another namespace"
+    )

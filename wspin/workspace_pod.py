@@ -1,0 +1,134 @@
+"""What a workspace pod is: the one definition the injector, the controller and the chart share.
+
+Pure data and pure functions, no I/O. The injector's handler asks ``workspace_pod_problem``,
+the controller's pod and PVC caches select by ``SELECTOR``, and the chart renders
+``SELECTOR_LABELS`` into the mutating webhook's objectSelector and the admission policies'
+match constraints (a chart test compares the rendered selector with these values). When the
+definitions drift apart a pod can carry the labels yet never be injected, and the policies
+would then judge pods the injector never saw.
+
+A pod is a workspace pod when it carries the two selector labels; the Workspace label and the
+``workspace`` container are then required, not optional: a pod that claims to be a workspace
+pod and lacks either is denied with the reason, so nothing can pass as one without delivery.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any, Final
+
+from wspin.contract import (
+    AGENTD,
+    ARTIFACTS,
+    DELIVERY_ANNOTATION,
+    LABEL_APP,
+    LABEL_APP_VALUE,
+    LABEL_COMPONENT,
+    LABEL_COMPONENT_VALUE,
+    LABEL_WORKSPACE,
+    MAIN_CONTAINER,
+    OPENCODE,
+    PLATFORM_INIT_PREFIX,
+    SIDECAR_CONTAINER,
+    Artifact,
+)
+
+Obj = dict[str, Any]
+
+SELECTOR_LABELS: Final[Mapping[str, str]] = {
+    LABEL_APP: LABEL_APP_VALUE,
+    LABEL_COMPONENT: LABEL_COMPONENT_VALUE,
+}
+"""The labels that make a pod a workspace pod, for every selector that picks them out."""
+
+SELECTOR: Final = ",".join(f"{key}={value}" for key, value in SELECTOR_LABELS.items())
+"""``SELECTOR_LABELS`` as a list/watch ``labelSelector`` (the controller's caches)."""
+
+DELIVERY_ENV_NAMES: Final = tuple(
+    name
+    for artifact in ARTIFACTS
+    for name in (
+        artifact.marker_env,
+        artifact.binary_env,
+        artifact.sha256_env("amd64"),
+        artifact.sha256_env("arm64"),
+    )
+)
+"""The pins the ``workspace`` container carries, in the order the injector writes them."""
+
+
+def is_workspace_pod(obj: Obj) -> bool:
+    """The object carries both selector labels (and so gets the workspace-pod rules)."""
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    return all(labels.get(key) == value for key, value in SELECTOR_LABELS.items())
+
+
+def workspace_pod_problem(pod: Obj) -> str | None:
+    """Why a pod with the selector labels cannot be admitted as a workspace pod; None = eligible.
+
+    Call only for pods ``is_workspace_pod`` accepts: other pods are none of our business.
+    """
+    labels = (pod.get("metadata") or {}).get("labels") or {}
+    claimed = f"pod carries the workspace-pod labels ({SELECTOR})"
+    if not labels.get(LABEL_WORKSPACE):
+        return (
+            f"{claimed} but no {LABEL_WORKSPACE} label naming its Workspace; workspace pods "
+            f"are built by the controller from a Workspace: add the label or remove "
+            f"{LABEL_APP}/{LABEL_COMPONENT}"
+        )
+    containers = (pod.get("spec") or {}).get("containers") or []
+    if not any(isinstance(c, dict) and c.get("name") == MAIN_CONTAINER for c in containers):
+        names = ", ".join(repr(c.get("name")) for c in containers if isinstance(c, dict))
+        return (
+            f"{claimed} but has no container named {MAIN_CONTAINER!r} (containers: "
+            f"{names or 'none'}); agentd and opencode are delivered into that container: name "
+            f"the main container {MAIN_CONTAINER!r} or remove the labels"
+        )
+    return None
+
+
+def artifacts_for(container_name: str, kind: str) -> tuple[Artifact, ...]:
+    """The delivery mounts a container must have.
+
+    ``kind`` is ``containers`` or ``initContainers``. The ``workspace`` container runs both
+    binaries; the agentd native sidecar and the ``platform-*`` init containers run agentd only;
+    every other container gets neither, so a helper image never sees the pinned binaries.
+    """
+    if kind == "containers":
+        return (AGENTD, OPENCODE) if container_name == MAIN_CONTAINER else ()
+    if kind == "initContainers" and (
+        container_name == SIDECAR_CONTAINER or container_name.startswith(PLATFORM_INIT_PREFIX)
+    ):
+        return (AGENTD,)
+    return ()
+
+
+# -- the receipt annotation ------------------------------------------------------------------
+
+
+def build_receipt(digests: Mapping[str, str]) -> str:
+    """The receipt value for artifact name → 64-hex digest: compact JSON, sorted keys, each
+    digest as ``sha256:<hex>`` (the admission policy compares this exact string)."""
+    return json.dumps(
+        {name: f"sha256:{digest}" for name, digest in digests.items()},
+        sort_keys=True,
+        separators=(",", ":"),
+    )
+
+
+def parse_receipt(obj: Obj) -> dict[str, str]:
+    """Artifact name → ``sha256:<hex>`` from the object's receipt annotation; {} when the
+    annotation is absent or is not a JSON object of strings (a forged or damaged receipt
+    names nothing)."""
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    raw = annotations.get(DELIVERY_ANNOTATION)
+    if not isinstance(raw, str):
+        return {}
+    try:
+        decoded = json.loads(raw)
+    except ValueError:
+        return {}
+    if not isinstance(decoded, dict):
+        return {}
+    return {str(k): v for k, v in decoded.items() if isinstance(v, str)}
