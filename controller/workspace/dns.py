@@ -35,8 +35,10 @@ class Resolver(Protocol):
 class DnsResolver:
     """A and AAAA lookups through the pod's configured name servers."""
 
-    def __init__(self, timeout: float = LOOKUP_TIMEOUT) -> None:
-        self._resolver = dns.asyncresolver.Resolver()
+    def __init__(
+        self, resolver: dns.asyncresolver.Resolver | None = None, timeout: float = LOOKUP_TIMEOUT
+    ) -> None:
+        self._resolver = resolver if resolver is not None else dns.asyncresolver.Resolver()
         self._resolver.lifetime = timeout
 
     async def resolve(self, domain: str) -> Resolution:
