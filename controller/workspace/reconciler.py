@@ -1,6 +1,6 @@
 """The Workspace reconciler: a Workspace key in, the PVC, pod and status brought in line.
 
-Level-based (STYLE.md §4): every reconcile reads the Workspace and its pod from the caches,
+Level-based: every reconcile reads the Workspace and its pod from the caches,
 works out what should exist, writes the difference and returns a requeue decision. Pod and
 status decisions are the pure functions in ``pod``, ``status`` and ``verify``.
 
@@ -13,13 +13,16 @@ cannot be built. A new ``restartGeneration`` or ``architecture`` recreates the p
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any, Final, Protocol, runtime_checkable
 
 from controller.settings import WorkspaceSettings
-from controller.types import ObjectKey, ObjectReader, Requeue
+from controller.toolkit.clock import Clock, format_time, utc_now
+from controller.toolkit.conditions import find_condition, remove_conditions, set_conditions
+from controller.toolkit.events import EventRecorder
+from controller.toolkit.finalizers import add_finalizer, has_finalizer, remove_finalizer
+from controller.toolkit.status import write_status
+from controller.types import Obj, ObjectKey, ObjectReader, Requeue
 from controller.workspace import pod as build
 from controller.workspace import status as st
 from controller.workspace import verify
@@ -27,7 +30,6 @@ from controller.workspace.metrics import VerifyMetrics
 from wspin.contract import ARTIFACTS
 from wspin.logs import fields
 from wspin.resources import (
-    EVENTS,
     PODS,
     PVCS,
     SERVICE_ACCOUNTS,
@@ -35,23 +37,19 @@ from wspin.resources import (
     AlreadyExists,
     Invalid,
     Kube,
-    NotFound,
 )
 
 log = logging.getLogger("controller.workspace")
 
-Obj = dict[str, Any]
-
 FINALIZER: Final = "workspace.llmsafespaces.dev/finalizer"
 """Held until the pod is gone, so deletion honours the termination grace and is visible
 as the Terminating phase."""
-EVENT_SOURCE: Final = "wspin-controller"
 
 # While something is in motion (pod starting or stopping) come back soon; the pod watch
-# usually triggers earlier. 2 s is the reference's Creating requeue.
+# usually triggers earlier.
 PROGRESS_REQUEUE: Final = 2.0
 # A verify failure is handled, not retried: the pod crash-loops on its own and a faster
-# requeue would only spin (reference/pod-delivery.md §3.6).
+# requeue would only spin.
 VERIFY_FAILURE_REQUEUE: Final = 300.0
 
 
@@ -93,16 +91,13 @@ class _Outcome:
     detail: str = ""
     conditions: list[Obj] = field(default_factory=list)
     """Conditions beyond Ready (verification, relay staging)."""
-    failures: list[verify.VerifyFailure] = field(default_factory=list)
-    """Verify failures starting a new episode: reported once the status records them."""
+    failures: list[tuple[verify.VerifyFailure, str]] = field(default_factory=list)
+    """Verify failures starting a new episode, with the episode's name (the pod and the
+    failure): reported once the status records them."""
     remove: tuple[str, ...] = ()
     """Condition types to drop (relay staging causes that went away)."""
     error: Exception | None = None
     """Raised once the status is written (relay staging incomplete)."""
-
-
-def _utc_now() -> datetime:
-    return datetime.now(UTC)
 
 
 class WorkspaceReconciler:
@@ -120,7 +115,8 @@ class WorkspaceReconciler:
         *,
         metrics: VerifyMetrics,
         staging: StagingPass | None = None,
-        clock: Callable[[], datetime] = _utc_now,
+        clock: Clock = utc_now,
+        events: EventRecorder | None = None,
     ) -> None:
         self.kube = kube
         self.workspaces = workspaces
@@ -130,6 +126,7 @@ class WorkspaceReconciler:
         self.metrics = metrics
         self.staging = staging
         self.clock = clock
+        self.events = events or EventRecorder(kube, clock=clock)
 
     async def reconcile(self, key: ObjectKey) -> Requeue | None:
         ws = self.workspaces.get(key)
@@ -137,8 +134,7 @@ class WorkspaceReconciler:
             return None  # gone: owner GC removes what it owned
         if ws["metadata"].get("deletionTimestamp"):
             return await self._terminate(ws)
-        if FINALIZER not in (ws["metadata"].get("finalizers") or []):
-            ws = await self._add_finalizer(ws)
+        ws = await add_finalizer(self.kube, WORKSPACES, ws, FINALIZER)
         try:
             pod_body = build.desired_pod(ws, self.settings)
             pvc_body = build.desired_pvc(ws)
@@ -158,8 +154,8 @@ class WorkspaceReconciler:
         await self._write_status(ws, outcome)
         # Only after the status records the episode: a failed write then means a retry
         # that finds the episode unrecorded, never a second Event for the same one.
-        for failure in outcome.failures:
-            await self._report(ws, failure)
+        for failure, episode in outcome.failures:
+            await self._report(ws, failure, episode)
         if outcome.error is not None:
             raise outcome.error
         return Requeue(outcome.requeue) if outcome.requeue is not None else None
@@ -222,7 +218,7 @@ class WorkspaceReconciler:
 
     async def _terminate(self, ws: Obj) -> Requeue | None:
         """Stop the pod with the grace, then let the Workspace go."""
-        if FINALIZER not in (ws["metadata"].get("finalizers") or []):
+        if not has_finalizer(ws, FINALIZER):
             return None
         namespace = ws["metadata"].get("namespace", "")
         pod_name = build.names(ws).pod if ws["metadata"].get("uid") else ""
@@ -236,20 +232,7 @@ class WorkspaceReconciler:
             return Requeue(PROGRESS_REQUEUE)
         if isinstance(self.staging, StagingCleanup):
             await self.staging.cleanup(ws)
-        finalizers = [f for f in ws["metadata"].get("finalizers") or [] if f != FINALIZER]
-        try:
-            await self.kube.patch(
-                WORKSPACES,
-                ws["metadata"]["name"],
-                {
-                    "metadata": {
-                        "finalizers": finalizers,
-                        "resourceVersion": ws["metadata"]["resourceVersion"],
-                    }
-                },
-                namespace,
-            )
-        except NotFound:
+        if not await remove_finalizer(self.kube, WORKSPACES, ws, FINALIZER):
             return None
         log.info("workspace deleted", extra=fields(workspace=str(ObjectKey.of(ws))))
         return None
@@ -273,7 +256,8 @@ class WorkspaceReconciler:
             if failure is not None and failure.artifact == artifact:
                 outcome.conditions.append(verify.failed_condition(failure, generation))
                 if await self._new_episode(ws, current, failure):
-                    outcome.failures.append(failure)
+                    episode = f"{pod['metadata'].get('uid', '')}/{failure.kind.reason}"
+                    outcome.failures.append((failure, episode))
             elif phase == "Active" and st.pod_ready(pod):
                 outcome.conditions.append(verify.verified_condition(artifact, generation))
         return failure
@@ -286,7 +270,7 @@ class WorkspaceReconciler:
         type_ = verify.condition_type(failure.artifact)
 
         def recorded(conditions: list[Obj]) -> bool:
-            old = st.find_condition(conditions, type_)
+            old = find_condition(conditions, type_)
             return bool(old and old["status"] == "False" and old["reason"] == failure.kind.reason)
 
         if recorded(current):
@@ -295,7 +279,7 @@ class WorkspaceReconciler:
         live = await self.kube.get_or_none(WORKSPACES, meta["name"], meta.get("namespace"))
         return live is not None and not recorded((live.get("status") or {}).get("conditions") or [])
 
-    async def _report(self, ws: Obj, failure: verify.VerifyFailure) -> None:
+    async def _report(self, ws: Obj, failure: verify.VerifyFailure, episode: str) -> None:
         """One metric increment, one error log line and one Warning Event."""
         self.metrics.record(failure)
         log.error(
@@ -309,45 +293,16 @@ class WorkspaceReconciler:
                 digest=failure.digest,
             ),
         )
-        await self._event(ws, failure.kind.reason, verify.event_message(failure))
-
-    async def _event(self, ws: Obj, reason: str, message: str) -> None:
-        meta = ws["metadata"]
-        now = self._now()
-        body = {
-            "metadata": {"generateName": f"{meta['name']}.", "namespace": meta.get("namespace")},
-            "involvedObject": {
-                "apiVersion": WORKSPACES.api_version,
-                "kind": WORKSPACES.kind,
-                "name": meta["name"],
-                "namespace": meta.get("namespace"),
-                "uid": meta.get("uid"),
-            },
-            "reason": reason,
-            "message": message[:1024],
-            "type": "Warning",
-            "source": {"component": EVENT_SOURCE},
-            "reportingComponent": EVENT_SOURCE,
-            "reportingInstance": EVENT_SOURCE,
-            "firstTimestamp": now,
-            "lastTimestamp": now,
-            "count": 1,
-        }
-        try:
-            await self.kube.create(EVENTS, body, meta.get("namespace"))
-        except Exception as err:  # an Event is best effort; the condition already says it
-            log.warning(
-                "could not record event",
-                extra=fields(workspace=str(ObjectKey.of(ws)), reason=reason, error=str(err)),
-            )
+        await self.events.emit(
+            ws,
+            WORKSPACES,
+            "Warning",
+            failure.kind.reason,
+            verify.event_message(failure),
+            episode=episode,
+        )
 
     # -- writes -----------------------------------------------------------------------------
-
-    async def _add_finalizer(self, ws: Obj) -> Obj:
-        meta = ws["metadata"]
-        finalizers = [*(meta.get("finalizers") or []), FINALIZER]
-        patch = {"metadata": {"finalizers": finalizers, "resourceVersion": meta["resourceVersion"]}}
-        return await self.kube.patch(WORKSPACES, meta["name"], patch, meta.get("namespace"))
 
     async def _create(self, resource: Any, body: Obj) -> None:
         """Create ``body``; a 422 becomes PodBuildError (phase Failed with the API server's
@@ -377,14 +332,11 @@ class WorkspaceReconciler:
         meta = ws["metadata"]
         old: Obj = dict(ws.get("status") or {})
         generation = int(meta.get("generation") or 0)
-        now = self._now()
-        conditions = list(old.get("conditions") or [])
-        conditions = st.set_condition(
-            conditions, st.ready_condition(outcome.phase, generation, outcome.detail), now
+        ready = st.ready_condition(outcome.phase, generation, outcome.detail)
+        conditions = set_conditions(
+            old.get("conditions") or [], [ready, *outcome.conditions], format_time(self.clock())
         )
-        for condition in outcome.conditions:
-            conditions = st.set_condition(conditions, condition, now)
-        conditions = [c for c in conditions if c.get("type") not in outcome.remove]
+        conditions = remove_conditions(conditions, outcome.remove)
         new: Obj = {
             **old,
             "phase": outcome.phase,
@@ -402,15 +354,4 @@ class WorkspaceReconciler:
             new["message"] = outcome.detail
         if not new.get("podName"):
             new.pop("podName", None)
-        patch = st.status_patch(old, new)
-        if patch is None:
-            return
-        try:
-            await self.kube.patch(
-                WORKSPACES, meta["name"], {"status": patch}, meta.get("namespace"), sub="status"
-            )
-        except NotFound:
-            return  # deleted meanwhile: nothing left to describe
-
-    def _now(self) -> str:
-        return self.clock().strftime("%Y-%m-%dT%H:%M:%SZ")
+        await write_status(self.kube, WORKSPACES, ws, new)
