@@ -17,12 +17,12 @@ from typing import Any
 from kubernetes_asyncio import client
 
 from bench.table import Row
-from controller.runtime.informer import Informer
 from controller.runtime.manager import Manager
 from controller.settings import ControllerSettings, RuntimeSettings, WorkspaceSettings
 from controller.workspace import wiring
 from controller.workspace.pod import desired_pod
 from tests.kubeapi import KubeServer
+from wspin.informer import Informer
 from wspin.resources import NAMESPACES, PODS, WORKSPACES, Kube
 
 COUNT = 1000

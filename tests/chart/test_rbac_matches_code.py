@@ -127,7 +127,7 @@ LEDGER = (
     ),
     # -- the controller: caches -------------------------------------------------------------
     Use(  # list-then-watch of Workspaces, their pods and PVCs, and InferenceRelays
-        "controller/runtime/informer.py",
+        "wspin/informer.py",
         {"list": 1, "watch": 1},
         controller=union(
             grant("cluster", "workspaces", ["list", "watch"], group=CRD_GROUP),
