@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -49,8 +50,9 @@ class ValidatorConfig:
     """Largest memory request or limit, in MiB (64 GiB)."""
     allowed_runtime_registries: tuple[str, ...] = ()
     """Registry prefixes an image-shaped ``spec.runtime`` must start with, each ending in "/".
-    Empty: only bare runtime names (no "/") are accepted. Non-empty: a bare name is the Docker
-    Hub image ``docker.io/library/<name>`` and must match a prefix as well."""
+    Empty: only RuntimeEnvironment names (no "/") are accepted. A bare name is never pulled
+    as an image: the controller runs the named RuntimeEnvironment's digest-pinned image, and
+    that image must come from one of these prefixes too."""
     allowed_storage_classes: tuple[str, ...] = ()
     """StorageClass names a Workspace may ask for; empty allows any. An empty
     ``storageClassName`` (the cluster default) always passes."""
@@ -136,7 +138,9 @@ def validator_config_from_args(args: argparse.Namespace) -> ValidatorConfig:
 # -- the checks ------------------------------------------------------------------------------
 
 
-def validate_workspace(request: Obj, cfg: ValidatorConfig) -> str | None:
+def validate_workspace(
+    request: Obj, cfg: ValidatorConfig, catalogue: Mapping[str, Obj] | None = None
+) -> str | None:
     """None to allow the Workspace in ``request``, else why it is denied (naming the field).
 
     Writes through the ``status`` subresource are allowed unchecked: the API server resets the
@@ -164,6 +168,7 @@ def validate_workspace(request: Obj, cfg: ValidatorConfig) -> str | None:
         return _status_problem(request, workspace)
     for check in (
         _runtime_problem(spec, cfg),
+        _catalogue_problem(request, spec, catalogue),
         _storage_problem(spec, cfg),
         _resources_problem(spec, cfg),
         _packages_problem(spec),
@@ -207,22 +212,28 @@ def _runtime_problem(spec: Obj, cfg: ValidatorConfig) -> str | None:
             f"spec.runtime {runtime!r} is an image reference from a registry that is not "
             f"allowed (allowed prefixes: {listed}); use a runtime name or an allowed image"
         )
-    if "/" not in runtime and allowed and not _docker_hub_allowed(runtime, allowed):
-        # The pod runs spec.runtime as its image, and the kubelet pulls a bare name from
-        # Docker Hub: with an allow-list in force that registry must be on it too.
-        return (
-            f"spec.runtime {runtime!r} names the Docker Hub image "
-            f"{DOCKER_HUB_LIBRARY}{runtime}, which is not under an allowed prefix "
-            f"({', '.join(allowed)}); use an image from an allowed registry"
-        )
     return None
 
 
-DOCKER_HUB_LIBRARY: Final = "docker.io/library/"
-
-
-def _docker_hub_allowed(name: str, allowed: tuple[str, ...]) -> bool:
-    return any((DOCKER_HUB_LIBRARY + name).startswith(prefix) for prefix in allowed)
+def _catalogue_problem(request: Obj, spec: Obj, catalogue: Mapping[str, Obj] | None) -> str | None:
+    """A bare runtime name must name a RuntimeEnvironment, checked when the name is set or
+    changed: a Workspace whose runtime was removed later can still be suspended or deleted
+    (the controller reports it as RuntimeNotFound). ``catalogue`` is None only when the
+    webhook runs without API access (``wspin demo``), where no Workspace is admitted."""
+    runtime = spec.get("runtime")
+    if catalogue is None or not isinstance(runtime, str) or "/" in runtime:
+        return None
+    old = request.get("oldObject")
+    kept = isinstance(old, dict) and (old.get("spec") or {}).get("runtime") == runtime
+    if (request.get("operation") == "UPDATE" and kept) or runtime in catalogue:
+        return None
+    known = sorted(catalogue)
+    listed = ", ".join(known[:20]) + (", ..." if len(known) > 20 else "") if known else "none"
+    return (
+        f"spec.runtime {runtime!r} names no RuntimeEnvironment (known: {listed}); ask the "
+        "platform team to publish one (kubectl get runtimeenvironments), or use an image "
+        "from an allowed registry"
+    )
 
 
 def _storage_problem(spec: Obj, cfg: ValidatorConfig) -> str | None:
