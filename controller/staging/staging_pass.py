@@ -67,7 +67,7 @@ from controller.staging.secrets import (
 from controller.staging.source import CredentialSource
 from controller.staging.tokens import renew
 from controller.toolkit.conditions import find_condition
-from controller.workspace.reconciler import StagingReport
+from controller.types import StagingReport
 from wspin.errors import TransientError
 from wspin.logs import fields
 from wspin.resources import WORKSPACES, Kube, KubeAPIError, NotFound

@@ -25,7 +25,7 @@ from controller.staging.source import CredentialSource
 from controller.staging.staging_pass import RelayStagingPass
 from controller.staging.tokens import handoff_name
 from controller.toolkit import conditions as st
-from controller.workspace.reconciler import StagingReport
+from controller.types import StagingReport
 from tests.controller.conftest import INTERNAL_TOKEN, FakeRouter
 from wspin import serving
 from wspin.resources import NAMESPACES, SECRETS, WORKSPACES, Kube
