@@ -106,7 +106,7 @@ def tenant_quota_from_args(args: argparse.Namespace) -> QuotaLimits:
         if not isinstance(value, int) or value < 0:
             raise ConfigError(
                 f"{flag} must be a whole number >= 0 (got {value!r})",
-                f"set {flag} / webhooks.tenantQuota.{value_name} to a limit, or 0 to disable it",
+                f"set {flag} / webhook.tenantQuota.{value_name} to a limit, or 0 to disable it",
             )
     return QuotaLimits(
         max_workspaces=args.max_workspaces_per_tenant,
@@ -266,7 +266,7 @@ def quota_problem(
             return None, None
         return (
             f"tenant {share.tenant!r} quota cannot be checked yet: the webhook's pod cache has "
-            "not synced; retry shortly (webhooks.tenantQuota.whenUnknown=allow admits instead)"
+            "not synced; retry shortly (webhook.tenantQuota.whenUnknown=allow admits instead)"
         ), None
     now = usage.usage(namespace, share.tenant)
     where = f"tenant {share.tenant!r} in namespace {namespace!r}"
@@ -274,20 +274,20 @@ def quota_problem(
         return (
             f"{where} already runs {now.pods} workspace pods; the limit is "
             f"{limits.max_workspaces} (--max-workspaces-per-tenant / "
-            "webhooks.tenantQuota.maxWorkspacesPerTenant)"
+            "webhook.tenantQuota.maxWorkspacesPerTenant)"
         ), None
     if limits.max_cpu_millis and now.cpu_millis + share.cpu_millis > limits.max_cpu_millis:
         return (
             f"{where} requests {now.cpu_millis}m CPU and this pod {share.cpu_millis}m more; the "
             f"limit is {limits.max_cpu_millis}m (--max-cpu-millis-per-tenant / "
-            "webhooks.tenantQuota.maxCpuMillisPerTenant)"
+            "webhook.tenantQuota.maxCpuMillisPerTenant)"
         ), None
     limit_bytes = limits.max_memory_mi * MIB
     if limits.max_memory_mi and now.memory_bytes + share.memory_bytes > limit_bytes:
         return (
             f"{where} requests {_mi(now.memory_bytes)}Mi memory and this pod "
             f"{_mi(share.memory_bytes)}Mi more; the limit is {limits.max_memory_mi}Mi "
-            "(--max-memory-mi-per-tenant / webhooks.tenantQuota.maxMemoryMiPerTenant)"
+            "(--max-memory-mi-per-tenant / webhook.tenantQuota.maxMemoryMiPerTenant)"
         ), None
     return None, share
 

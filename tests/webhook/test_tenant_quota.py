@@ -144,7 +144,7 @@ class TestLimits:
         assert problem is not None
         assert "already runs 2 workspace pods; the limit is 2" in problem
         assert "--max-workspaces-per-tenant" in problem
-        assert "webhooks.tenantQuota.maxWorkspacesPerTenant" in problem
+        assert "webhook.tenantQuota.maxWorkspacesPerTenant" in problem
 
     def test_cpu_over_the_limit_is_denied(self) -> None:
         usage = synced(pod("p1", cpu="1500m"))
