@@ -22,6 +22,7 @@ def own_schema(kind: str) -> dict[str, object]:
             return schema
     raise LookupError(kind)
 
+
 # Kinds whose schemas come from other projects' CRDs (cert-manager, Prometheus Operator); their
 # shape is checked in test_certificates.py and test_monitoring.py.
 THIRD_PARTY = {

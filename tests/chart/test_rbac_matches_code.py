@@ -31,7 +31,17 @@ Atom = tuple[str, str, str, str, str]
 Scope: "cluster" (ClusterRole), "release" (Role in the release namespace), "relay" (Role in
 the relay staging namespace)."""
 
-KUBE_VERBS = {"get", "get_or_none", "list", "watch", "create", "replace", "patch", "delete"}
+KUBE_VERBS = {
+    "get",
+    "get_or_none",
+    "list",
+    "list_pages",
+    "watch",
+    "create",
+    "replace",
+    "patch",
+    "delete",
+}
 PACKAGES = ("webhook", "certs", "controller", "wspin")
 CRD_GROUP = "llmsafespaces.dev"
 ADMISSION = "admissionregistration.k8s.io"
@@ -141,7 +151,7 @@ LEDGER = (
         # InferenceRelays; the webhook's runtime catalogue and (with a tenant quota) the
         # workspace pods it counts
         "wspin/informer.py",
-        {"list": 1, "watch": 1},
+        {"list_pages": 1, "watch": 1},
         webhook=union(
             grant("cluster", "runtimeenvironments", ["list", "watch"], group=CRD_GROUP),
             grant("cluster", "pods", ["list", "watch"]),
@@ -194,10 +204,15 @@ LEDGER = (
         ),
     ),
     # -- the controller: relay staging ------------------------------------------------------
-    Use(  # bookkeeping annotations on the Workspace
-        "controller/staging/staging_pass.py",
+    Use(  # the bookkeeping annotations on the Workspace
+        "controller/staging/desired.py",
         {"patch": 1},
         controller=grant("cluster", "workspaces", ["patch"], group=CRD_GROUP),
+    ),
+    Use(  # agentd's health report mirrored into status.secretsDelivery
+        "controller/staging/health.py",
+        {"patch": 1},
+        controller=grant("cluster", "workspaces/status", ["patch"], group=CRD_GROUP),
     ),
     Use(  # envelopes written blind; only the public key and the mint key are read, by name
         "controller/staging/secrets.py",
@@ -211,11 +226,6 @@ LEDGER = (
         "controller/staging/handoff.py",
         {"get_or_none": 1, "replace": 1, "create": 1},
         controller=grant("cluster", "secrets", ["get", "update", "create"]),
-    ),
-    Use(
-        "controller/staging/events.py",
-        {"create": 1},
-        controller=grant("cluster", "events", ["create"]),
     ),
     # -- the controller: InferenceRelays ----------------------------------------------------
     Use(
