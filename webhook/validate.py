@@ -25,17 +25,15 @@ from webhook.workspace_syntax import (
 )
 from wspin.errors import ConfigError
 from wspin.flags import add_flag
+from wspin.runtimes import image_syntax_problem, registry_problem
 
 Obj = dict[str, Any]
 
 RUNTIME_CLASS_OVERRIDE_ANNOTATION: Final = "llmsafespaces.dev/allow-runtime-class-override"
 
-# Image references never exceed ~255 characters; 512 is generous and bounds the regex work.
-MAX_RUNTIME_LENGTH: Final = 512
 # Kubernetes object names (and so StorageClass names) cap at 253 characters (DNS subdomain).
 MAX_STORAGE_CLASS_LENGTH: Final = 253
-_RUNTIME_CHARS = re.compile(r"^[a-zA-Z0-9._/:@-]+$")
-_RUNTIME_FORBIDDEN = ("..", "\x00", "\\")
+_REGISTRY_PREFIX_CHARS = re.compile(r"^[a-zA-Z0-9._/:@-]+$")
 
 
 @dataclass(frozen=True)
@@ -121,7 +119,7 @@ def validator_config_from_args(args: argparse.Namespace) -> ValidatorConfig:
             )
     registries = _comma_list(args.allowed_runtime_registries)
     for prefix in registries:
-        if not _RUNTIME_CHARS.match(prefix) or ".." in prefix:
+        if not _REGISTRY_PREFIX_CHARS.match(prefix) or ".." in prefix:
             raise ConfigError(
                 f"--allowed-runtime-registries entry {prefix!r} is not a registry prefix",
                 "set --allowed-runtime-registries to prefixes like 'ghcr.io/acme/'",
@@ -194,25 +192,10 @@ def _runtime_problem(spec: Obj, cfg: ValidatorConfig) -> str | None:
     runtime = spec.get("runtime")
     if runtime is None or (isinstance(runtime, str) and not runtime.strip()):
         return "spec.runtime is required: name a RuntimeEnvironment (like 'python') or an image"
-    if not isinstance(runtime, str):
-        return f"spec.runtime must be a string (got {type(runtime).__name__})"
-    if len(runtime) > MAX_RUNTIME_LENGTH:
-        return f"spec.runtime is {len(runtime)} characters; the limit is {MAX_RUNTIME_LENGTH}"
-    if any(bad in runtime for bad in _RUNTIME_FORBIDDEN) or any(c.isspace() for c in runtime):
-        return (
-            "spec.runtime contains a forbidden sequence (path traversal '..', NUL, backslash "
-            "or whitespace)"
-        )
-    if not _RUNTIME_CHARS.match(runtime):
-        return f"spec.runtime {runtime!r} has characters outside [a-zA-Z0-9._/:@-]"
-    allowed = cfg.allowed_runtime_registries
-    if "/" in runtime and not any(runtime.startswith(p) for p in allowed):
-        listed = ", ".join(allowed) or "none: the operator has not set --allowed-runtime-registries"
-        return (
-            f"spec.runtime {runtime!r} is an image reference from a registry that is not "
-            f"allowed (allowed prefixes: {listed}); use a runtime name or an allowed image"
-        )
-    return None
+    problem = image_syntax_problem("spec.runtime", runtime)
+    if problem is None and isinstance(runtime, str) and "/" in runtime:
+        problem = registry_problem("spec.runtime", runtime, cfg.allowed_runtime_registries)
+    return problem
 
 
 def _catalogue_problem(request: Obj, spec: Obj, catalogue: Mapping[str, Obj] | None) -> str | None:

@@ -14,12 +14,12 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
-from webhook.runtime_environment import RUNTIME_ENVIRONMENTS
 from webhook.tenant_quota import LABEL_TENANT, QuotaLimits, TenantUsage
 from wspin.contract import LABEL_COMPONENT, LABEL_COMPONENT_VALUE
 from wspin.informer import Informer
 from wspin.objects import Obj, ObjectKey
 from wspin.resources import PODS, Kube
+from wspin.runtimes import RUNTIME_ENVIRONMENTS
 
 QUOTA_PODS_SELECTOR: Final = f"{LABEL_COMPONENT}={LABEL_COMPONENT_VALUE},{LABEL_TENANT}"
 """Only pods the quota counts are listed and watched."""

@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 
 from webhook.admission import review_tenant_quota, review_workspace
-from webhook.runtime_environment import RUNTIME_ENVIRONMENTS
 from webhook.tenant_quota import LABEL_TENANT, QuotaLimits
 from webhook.validate import ValidatorConfig
 from webhook.watches import WatchedViews, quota_view, watched_views
 from wspin.resources import PODS, Kube
+from wspin.runtimes import RUNTIME_ENVIRONMENTS
 
 DIGEST = "sha256:" + "cd" * 32
 VALIDATOR = ValidatorConfig(allowed_runtime_registries=("ghcr.io/acme/",))

@@ -1,9 +1,10 @@
-"""The runtime catalogue: which RuntimeEnvironments the API server may store, and what a
-Workspace's bare ``spec.runtime`` name resolves to.
+"""The runtime catalogue: what makes a RuntimeEnvironment acceptable, and what a Workspace's
+bare ``spec.runtime`` name resolves to.
 
-Pure: an AdmissionReview ``request`` dict (or a RuntimeEnvironment dict) and the registry
-allow-list in, ``None`` or a denial message out. The watch-fed snapshot of names the Workspace
-validator consults is built by the caller; nothing here reads the API.
+Pure. The API server applies these rules at admission (the chart's ValidatingAdmissionPolicy
+renders the same checks in CEL); the controller applies them again before it runs an entry's
+image, so an entry stored before the policy existed, or edited around it, never runs. The
+webhook's Workspace validator and the controller both resolve names through ``resolve_runtime``.
 
 A RuntimeEnvironment is where a platform team publishes an image for tenants to name, so its
 rules are stricter than a tenant's own ``spec.runtime``: the image must name its registry
@@ -18,8 +19,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from webhook.reference import ImageReference
-from wspin.errors import ConfigError
 from wspin.resources import Resource
 
 Obj = dict[str, Any]
@@ -33,6 +32,7 @@ MAX_IMAGE_LENGTH: Final = 512
 MAX_LANGUAGE_LENGTH: Final = 63
 _IMAGE_CHARS = re.compile(r"^[a-zA-Z0-9._/:@-]+$")
 _IMAGE_FORBIDDEN: Final = ("..", "\x00", "\\")
+_DIGEST_PINNED = re.compile(r"@sha256:[a-f0-9]{64}$")
 
 
 def image_syntax_problem(field: str, value: object) -> str | None:
@@ -68,8 +68,11 @@ def registry_problem(field: str, image: str, allowed: tuple[str, ...]) -> str | 
     )
 
 
-def runtime_environment_problem(env: Obj, allowed: tuple[str, ...]) -> str | None:
-    """None when ``env`` is an acceptable RuntimeEnvironment, else why not (naming the field)."""
+def runtime_environment_problem(env: Obj, allowed: tuple[str, ...] | None) -> str | None:
+    """None when ``env`` is an acceptable RuntimeEnvironment, else why not (naming the field).
+
+    ``allowed`` None skips the registry allow-list (the controller does not hold it; the API
+    server's policy enforced it when the entry was stored)."""
     spec = env.get("spec")
     if not isinstance(spec, dict):
         return "spec is required: set spec.image and spec.language"
@@ -85,29 +88,20 @@ def runtime_environment_problem(env: Obj, allowed: tuple[str, ...]) -> str | Non
             f"spec.image {image!r} must name its registry and repository "
             "(registry/repo@sha256:<64 hex>); a bare name is an unpinned Docker Hub pull"
         )
-    problem = registry_problem("spec.image", image, allowed)
+    problem = registry_problem("spec.image", image, allowed) if allowed is not None else None
     if problem is not None:
         return problem
-    try:
-        ImageReference.parse(image)
-    except ConfigError as err:
-        return f"spec.image: {err}; pin it as registry/repo[:tag]@sha256:<64 hex>"
+    if not _DIGEST_PINNED.search(image):
+        return (
+            f"spec.image {image!r} is not digest-pinned: pin it as "
+            "registry/repo[:tag]@sha256:<64 hex>"
+        )
     language = spec.get("language")
     if not isinstance(language, str) or not language.strip():
         return "spec.language is required, e.g. python or nodejs"
     if len(language) > MAX_LANGUAGE_LENGTH:
         return f"spec.language is {len(language)} characters; the limit is {MAX_LANGUAGE_LENGTH}"
     return None
-
-
-def validate_runtime_environment(request: Obj, allowed: tuple[str, ...]) -> str | None:
-    """The RuntimeEnvironment admission check: CREATE and UPDATE of the object (not status)."""
-    if request.get("operation") not in ("CREATE", "UPDATE") or request.get("subResource"):
-        return None
-    env = request.get("object")
-    if not isinstance(env, dict):
-        return "request.object must be a RuntimeEnvironment object"
-    return runtime_environment_problem(env, allowed)
 
 
 @dataclass(frozen=True)
@@ -118,15 +112,16 @@ class Runtime:
     image: str
 
 
-def resolve_runtime(runtime: str, catalogue: Mapping[str, Obj]) -> Runtime | None:
-    """The catalogue entry a bare ``spec.runtime`` names, or None (unknown, or not an entry a
-    pod may run). An image reference (containing ``/``) is never looked up."""
-    if "/" in runtime:
-        return None
-    env = catalogue.get(runtime)
+def resolve_runtime(runtime: str, catalogue: Mapping[str, Obj]) -> Runtime | str:
+    """The image a bare ``spec.runtime`` runs, or why it runs none (unknown name, or an entry
+    that breaks the rules). An image reference (containing ``/``) is never looked up."""
+    env = catalogue.get(runtime) if "/" not in runtime else None
     if env is None:
-        return None
-    image = (env.get("spec") or {}).get("image")
-    if not isinstance(image, str) or not image:
-        return None
-    return Runtime(name=runtime, image=image)
+        return (
+            f"spec.runtime {runtime!r} names no RuntimeEnvironment; publish one "
+            "(kubectl get runtimeenvironments) or change spec.runtime"
+        )
+    problem = runtime_environment_problem(env, None)
+    if problem is not None:
+        return f"RuntimeEnvironment {runtime!r} cannot be run: {problem}"
+    return Runtime(name=runtime, image=env["spec"]["image"])
