@@ -38,13 +38,13 @@ import aiohttp
 from kubernetes_asyncio import client
 
 from bench.table import Row
-from controller.runtime.informer import Informer
 from controller.settings import ControllerSettings, RuntimeSettings, WorkspaceSettings
 from controller.setup import new_manager
 from controller.workspace import wiring
 from controller.workspace.pod import desired_pod, desired_pvc, desired_service_account
 from tests.kubeapi import KubeServer
 from wspin.delivery import AgentdDelivery
+from wspin.informer import Informer
 from wspin.resources import NAMESPACES, PODS, PVCS, SERVICE_ACCOUNTS, WORKSPACES, Kube
 
 COUNT = int(os.environ.get("WSPIN_BENCH_WORKSPACES", "10000"))

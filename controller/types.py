@@ -8,25 +8,20 @@ leases (controller-runtime's shape). Errors: ``TransientError`` → retry with b
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
-Obj = dict[str, Any]
+from wspin.objects import Obj, ObjectKey
 
-
-@dataclass(frozen=True, order=True)
-class ObjectKey:
-    """namespace/name of the object to reconcile; namespace is "" for cluster-scoped kinds."""
-
-    namespace: str
-    name: str
-
-    def __str__(self) -> str:
-        return f"{self.namespace}/{self.name}" if self.namespace else self.name
-
-    @classmethod
-    def of(cls, obj: Obj) -> ObjectKey:
-        meta = obj.get("metadata", {})
-        return cls(meta.get("namespace", "") or "", meta["name"])
+__all__ = [
+    "Obj",
+    "ObjectKey",
+    "ObjectReader",
+    "Reconciler",
+    "Requeue",
+    "StagingCleanup",
+    "StagingPass",
+    "StagingReport",
+]
 
 
 @dataclass(frozen=True)

@@ -7,11 +7,13 @@ nowhere else.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from webhook import responses
 from webhook.inject import InjectConfig, Injection, inject
+from webhook.tenant_quota import QuotaLimits, TenantUsage, quota_problem
 from webhook.validate import ValidatorConfig, validate_workspace
 from wspin.errors import AdmissionDenied
 
@@ -80,11 +82,28 @@ def review_pod(request: dict[str, Any], cfg: InjectConfig) -> Decision:
     return Decision(response, "patched", message, injection)
 
 
-def review_workspace(request: dict[str, Any], cfg: ValidatorConfig) -> Decision:
+def review_workspace(
+    request: dict[str, Any], cfg: ValidatorConfig, catalogue: Mapping[str, Any] | None = None
+) -> Decision:
     """Validate a Workspace CREATE or UPDATE (main endpoint or the status subresource)."""
     uid = str(request.get("uid", ""))
-    problem = validate_workspace(request, cfg)
+    problem = validate_workspace(request, cfg, catalogue)
     if problem:
         return Decision(responses.denied(uid, problem), "denied", problem)
     message = f"workspace {_name(request)}: valid"
+    return Decision(responses.allowed(uid, message), "allowed", message)
+
+
+def review_tenant_quota(
+    request: dict[str, Any], limits: QuotaLimits, usage: TenantUsage
+) -> Decision:
+    """Check a workspace pod CREATE against its tenant's quota; an allowed, non-dry-run pod is
+    reserved until the watch shows it."""
+    uid = str(request.get("uid", ""))
+    problem, share = quota_problem(request, limits, usage)
+    if problem:
+        return Decision(responses.denied(uid, problem), "denied", problem)
+    if share is not None and not request.get("dryRun"):
+        usage.reserve(_name(request), share)
+    message = f"pod {_name(request)}: within its tenant's quota"
     return Decision(responses.allowed(uid, message), "allowed", message)

@@ -19,6 +19,7 @@ import gc
 import logging
 import os
 import signal
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -30,6 +31,7 @@ from webhook.inject import InjectConfig
 from webhook.pins import resolve_artifact
 from webhook.probe import ImageVolumeGate
 from webhook.settings import WebhookSettings
+from webhook.watches import watched_views
 from wspin.delivery import ResolvedArtifact
 from wspin.kube import api_client, own_namespace
 from wspin.logs import fields
@@ -113,6 +115,12 @@ async def serve(settings: WebhookSettings, args: argparse.Namespace) -> int:
         readiness.add("image-volume", gate.check)
 
         background = [asyncio.create_task(source.run(), name="certificate-source")]
+        views = None
+        if kube is not None:
+            views = watched_views(kube, settings.tenant_quota, time.monotonic)
+            for name, check in views.checks():
+                readiness.add(name, check)
+            background.append(asyncio.create_task(views.run(), name="watched-views"))
         if probing and kube is not None:
             background.append(
                 asyncio.create_task(
@@ -121,7 +129,7 @@ async def serve(settings: WebhookSettings, args: argparse.Namespace) -> int:
             )
 
         serving = settings.serving
-        app = make_app(inject_config, settings.validator, readiness)
+        app = make_app(inject_config, settings.validator, readiness, views, settings.tenant_quota)
         tune_gc_for_admission()  # after start-up: everything allocated so far lives forever
         runners = []
         try:

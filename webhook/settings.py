@@ -6,6 +6,7 @@ import argparse
 from dataclasses import dataclass
 
 from webhook.pins import add_pins_flags, insecure_registries_from_args
+from webhook.tenant_quota import QuotaLimits, add_tenant_quota_flags, tenant_quota_from_args
 from webhook.validate import ValidatorConfig, add_validator_flags, validator_config_from_args
 from wspin.connections import API_SERVER_IDLE_TIMEOUT, ConnectionLimits
 from wspin.delivery import (
@@ -42,6 +43,8 @@ class WebhookSettings:
     agentd: AgentdDelivery
     opencode: OpencodeDelivery
     validator: ValidatorConfig
+    tenant_quota: QuotaLimits
+    """Per-tenant workspace pod limits (``/validate-pod-tenant-quota``); all 0 disables it."""
     insecure_registries: frozenset[str]
     """Registries (HOST:PORT) read over plain HTTP; loopback registries always are."""
     skip_image_volume_probe: bool
@@ -154,6 +157,7 @@ def add_webhook_flags(parser: argparse.ArgumentParser) -> None:
     add_delivery_flags(parser)
     add_pins_flags(parser)
     add_validator_flags(parser)
+    add_tenant_quota_flags(parser)
 
 
 def settings_from_args(args: argparse.Namespace) -> WebhookSettings:
@@ -181,6 +185,7 @@ def settings_from_args(args: argparse.Namespace) -> WebhookSettings:
         agentd=agentd,
         opencode=opencode,
         validator=validator_config_from_args(args),
+        tenant_quota=tenant_quota_from_args(args),
         insecure_registries=insecure_registries_from_args(args),
         skip_image_volume_probe=bool(args.skip_image_volume_probe),
         kubeconfig=args.kubeconfig,

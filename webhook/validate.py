@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -31,6 +32,7 @@ from wspin.namespaces import (
     excluded_namespace_problem,
     excluded_namespaces_from,
 )
+from wspin.runtimes import image_syntax_problem, registry_problem
 from wspin.workspace_defaults import (
     DEFAULT_CPU_REQUEST,
     DEFAULT_MEMORY_REQUEST,
@@ -41,12 +43,9 @@ Obj = dict[str, Any]
 
 RUNTIME_CLASS_OVERRIDE_ANNOTATION: Final = "llmsafespaces.dev/allow-runtime-class-override"
 
-# Image references never exceed ~255 characters; 512 is generous and bounds the regex work.
-MAX_RUNTIME_LENGTH: Final = 512
 # Kubernetes object names (and so StorageClass names) cap at 253 characters (DNS subdomain).
 MAX_STORAGE_CLASS_LENGTH: Final = 253
-_RUNTIME_CHARS = re.compile(r"^[a-zA-Z0-9._/:@-]+$")
-_RUNTIME_FORBIDDEN = ("..", "\x00", "\\")
+_REGISTRY_PREFIX_CHARS = re.compile(r"^[a-zA-Z0-9._/:@-]+$")
 
 
 @dataclass(frozen=True)
@@ -61,8 +60,9 @@ class ValidatorConfig:
     """Largest memory request or limit, in MiB (64 GiB)."""
     allowed_runtime_registries: tuple[str, ...] = ()
     """Registry prefixes an image-shaped ``spec.runtime`` must start with, each ending in "/".
-    Empty: only bare runtime names (no "/") are accepted. Non-empty: a bare name is the Docker
-    Hub image ``docker.io/library/<name>`` and must match a prefix as well."""
+    Empty: only RuntimeEnvironment names (no "/") are accepted. A bare name is never pulled
+    as an image: the controller runs the named RuntimeEnvironment's digest-pinned image, and
+    that image must come from one of these prefixes too."""
     allowed_storage_classes: tuple[str, ...] = ()
     """StorageClass names a Workspace may ask for; empty allows any. An empty
     ``storageClassName`` (the cluster default) always passes."""
@@ -135,7 +135,7 @@ def validator_config_from_args(args: argparse.Namespace) -> ValidatorConfig:
             )
     registries = _comma_list(args.allowed_runtime_registries)
     for prefix in registries:
-        if not _RUNTIME_CHARS.match(prefix) or ".." in prefix:
+        if not _REGISTRY_PREFIX_CHARS.match(prefix) or ".." in prefix:
             raise ConfigError(
                 f"--allowed-runtime-registries entry {prefix!r} is not a registry prefix",
                 "set --allowed-runtime-registries to prefixes like 'ghcr.io/acme/'",
@@ -155,7 +155,9 @@ def validator_config_from_args(args: argparse.Namespace) -> ValidatorConfig:
 # -- the checks ------------------------------------------------------------------------------
 
 
-def validate_workspace(request: Obj, cfg: ValidatorConfig) -> str | None:
+def validate_workspace(
+    request: Obj, cfg: ValidatorConfig, catalogue: Mapping[str, Obj] | None = None
+) -> str | None:
     """None to allow the Workspace in ``request``, else why it is denied (naming the field).
 
     Writes through the ``status`` subresource are allowed unchecked: the API server resets the
@@ -192,6 +194,7 @@ def validate_workspace(request: Obj, cfg: ValidatorConfig) -> str | None:
             return problem
     for check in (
         _runtime_problem(spec, cfg),
+        _catalogue_problem(request, spec, catalogue),
         _storage_problem(spec, cfg),
         _resources_problem(spec, cfg),
         _packages_problem(spec),
@@ -217,40 +220,31 @@ def _runtime_problem(spec: Obj, cfg: ValidatorConfig) -> str | None:
     runtime = spec.get("runtime")
     if runtime is None or (isinstance(runtime, str) and not runtime.strip()):
         return "spec.runtime is required: name a RuntimeEnvironment (like 'python') or an image"
-    if not isinstance(runtime, str):
-        return f"spec.runtime must be a string (got {type(runtime).__name__})"
-    if len(runtime) > MAX_RUNTIME_LENGTH:
-        return f"spec.runtime is {len(runtime)} characters; the limit is {MAX_RUNTIME_LENGTH}"
-    if any(bad in runtime for bad in _RUNTIME_FORBIDDEN) or any(c.isspace() for c in runtime):
-        return (
-            "spec.runtime contains a forbidden sequence (path traversal '..', NUL, backslash "
-            "or whitespace)"
-        )
-    if not _RUNTIME_CHARS.match(runtime):
-        return f"spec.runtime {runtime!r} has characters outside [a-zA-Z0-9._/:@-]"
-    allowed = cfg.allowed_runtime_registries
-    if "/" in runtime and not any(runtime.startswith(p) for p in allowed):
-        listed = ", ".join(allowed) or "none: the operator has not set --allowed-runtime-registries"
-        return (
-            f"spec.runtime {runtime!r} is an image reference from a registry that is not "
-            f"allowed (allowed prefixes: {listed}); use a runtime name or an allowed image"
-        )
-    if "/" not in runtime and allowed and not _docker_hub_allowed(runtime, allowed):
-        # The pod runs spec.runtime as its image, and the kubelet pulls a bare name from
-        # Docker Hub: with an allow-list in force that registry must be on it too.
-        return (
-            f"spec.runtime {runtime!r} names the Docker Hub image "
-            f"{DOCKER_HUB_LIBRARY}{runtime}, which is not under an allowed prefix "
-            f"({', '.join(allowed)}); use an image from an allowed registry"
-        )
-    return None
+    problem = image_syntax_problem("spec.runtime", runtime)
+    if problem is None and isinstance(runtime, str) and "/" in runtime:
+        problem = registry_problem("spec.runtime", runtime, cfg.allowed_runtime_registries)
+    return problem
 
 
-DOCKER_HUB_LIBRARY: Final = "docker.io/library/"
-
-
-def _docker_hub_allowed(name: str, allowed: tuple[str, ...]) -> bool:
-    return any((DOCKER_HUB_LIBRARY + name).startswith(prefix) for prefix in allowed)
+def _catalogue_problem(request: Obj, spec: Obj, catalogue: Mapping[str, Obj] | None) -> str | None:
+    """A bare runtime name must name a RuntimeEnvironment, checked when the name is set or
+    changed: a Workspace whose runtime was removed later can still be suspended or deleted
+    (the controller reports it as RuntimeNotFound). ``catalogue`` is None only when the
+    webhook runs without API access (``wspin demo``), where no Workspace is admitted."""
+    runtime = spec.get("runtime")
+    if catalogue is None or not isinstance(runtime, str) or "/" in runtime:
+        return None
+    old = request.get("oldObject")
+    kept = isinstance(old, dict) and (old.get("spec") or {}).get("runtime") == runtime
+    if (request.get("operation") == "UPDATE" and kept) or runtime in catalogue:
+        return None
+    known = sorted(catalogue)
+    listed = ", ".join(known[:20]) + (", ..." if len(known) > 20 else "") if known else "none"
+    return (
+        f"spec.runtime {runtime!r} names no RuntimeEnvironment (known: {listed}); ask the "
+        "platform team to publish one (kubectl get runtimeenvironments), or use an image "
+        "from an allowed registry"
+    )
 
 
 def _storage_problem(spec: Obj, cfg: ValidatorConfig) -> str | None:

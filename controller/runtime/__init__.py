@@ -5,8 +5,8 @@ Reconcilers never import this package's internals: they see ``controller.types``
 (keys, ``Requeue``, ``ObjectReader``) and register through ``Manager.add_controller``.
 """
 
-from controller.runtime.informer import Informer
 from controller.runtime.manager import Manager
 from controller.runtime.queue import WorkQueue
+from wspin.informer import Informer
 
 __all__ = ["Informer", "Manager", "WorkQueue"]

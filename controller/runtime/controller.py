@@ -19,7 +19,6 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from controller.runtime.informer import EventType, Informer
 from controller.runtime.metrics import (
     RESULT_ERROR,
     RESULT_REQUEUE_AFTER,
@@ -30,6 +29,7 @@ from controller.runtime.metrics import (
 from controller.runtime.queue import ShutDown, WorkQueue
 from controller.types import Obj, ObjectKey, Reconciler, Requeue
 from wspin.errors import TerminalError, TransientError
+from wspin.informer import EventType, Informer
 from wspin.logs import fields
 from wspin.resources import Resource
 

@@ -37,12 +37,12 @@ from controller.runtime.controller import (
     owner_mapper,
     work,
 )
-from controller.runtime.informer import EventType, Informer
 from controller.runtime.metrics import RuntimeMetrics
 from controller.runtime.options import ManagerOptions
 from controller.runtime.queue import WorkQueue
 from controller.types import Obj, ObjectKey, ObjectReader, Reconciler
 from wspin import serving
+from wspin.informer import EventType, Informer
 from wspin.leader import LeaderElector
 from wspin.logs import fields
 from wspin.resources import Kube, Resource

@@ -224,9 +224,13 @@ def test_spec_and_status_preserve_unknown_fields(plural: str) -> None:
     assert properties["status"]["x-kubernetes-preserve-unknown-fields"] is True
 
 
-def test_the_chart_ships_both_crds_in_its_render(default_render: Rendered) -> None:
+def test_the_chart_ships_its_three_crds_in_its_render(default_render: Rendered) -> None:
     names = {doc["metadata"]["name"] for doc in default_render.of_kind("CustomResourceDefinition")}
-    assert names == {"workspaces.llmsafespaces.dev", "inferencerelays.llmsafespaces.dev"}
+    assert names == {
+        "workspaces.llmsafespaces.dev",
+        "inferencerelays.llmsafespaces.dev",
+        "runtimeenvironments.llmsafespaces.dev",
+    }
 
 
 def test_a_workspace_using_every_field_matches_the_schema() -> None:

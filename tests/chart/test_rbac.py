@@ -143,7 +143,8 @@ def test_with_mounted_certificates_the_webhook_reads_no_secret_and_patches_no_co
     rendered = renders[mode]
     assert role(rendered, "Role", "wspin-webhook") == WEBHOOK_ROLE_BASE
     assert [d["metadata"]["name"] for d in rendered.of_kind("ClusterRole")] == [
-        "wspin-controller-wspin"
+        "wspin-controller-wspin",
+        "wspin-webhook-views-wspin",
     ]
 
 

@@ -147,9 +147,15 @@ LEDGER = (
         ),
     ),
     # -- the controller: caches -------------------------------------------------------------
-    Use(  # list-then-watch of Workspaces, their pods and PVCs, and InferenceRelays
-        "controller/runtime/informer.py",
+    Use(  # list-then-watch: the controller's caches of Workspaces, their pods and PVCs, and
+        # InferenceRelays; the webhook's runtime catalogue and (with a tenant quota) the
+        # workspace pods it counts
+        "wspin/informer.py",
         {"list_pages": 1, "watch": 1},
+        webhook=union(
+            grant("cluster", "runtimeenvironments", ["list", "watch"], group=CRD_GROUP),
+            grant("cluster", "pods", ["list", "watch"]),
+        ),
         controller=union(
             grant("cluster", "workspaces", ["list", "watch"], group=CRD_GROUP),
             grant("cluster", "pods", ["list", "watch"]),

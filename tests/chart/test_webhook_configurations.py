@@ -8,7 +8,7 @@ import pytest
 
 from tests.chart.conftest import PROVIDED_CA
 from tests.chart.helm import NAMESPACE, Rendered, flag_values, template
-from webhook.app import MUTATE_PODS_PATH, VALIDATE_WORKSPACES_PATH
+from webhook.app import MUTATE_PODS_PATH, VALIDATE_TENANT_QUOTA_PATH, VALIDATE_WORKSPACES_PATH
 from wspin.workspace_pod import SELECTOR, SELECTOR_LABELS
 
 
@@ -17,9 +17,38 @@ def pod_webhook(rendered: Rendered) -> dict[str, Any]:
     return webhook  # type: ignore[no-any-return]
 
 
-def workspace_webhook(rendered: Rendered) -> dict[str, Any]:
-    (webhook,) = rendered.one("ValidatingWebhookConfiguration")["webhooks"]
+def validating_webhook(rendered: Rendered, name: str) -> dict[str, Any]:
+    webhooks = rendered.one("ValidatingWebhookConfiguration")["webhooks"]
+    (webhook,) = [w for w in webhooks if w["name"] == name]
     return webhook  # type: ignore[no-any-return]
+
+
+def workspace_webhook(rendered: Rendered) -> dict[str, Any]:
+    return validating_webhook(rendered, "workspaces.wspin.llmsafespaces.dev")
+
+
+def test_the_tenant_quota_webhook_registers_only_with_a_limit(any_render: Rendered) -> None:
+    names = [w["name"] for w in any_render.one("ValidatingWebhookConfiguration")["webhooks"]]
+    assert names in (
+        ["workspaces.wspin.llmsafespaces.dev"],
+        ["workspaces.wspin.llmsafespaces.dev", "tenant-quota.wspin.llmsafespaces.dev"],
+    )
+
+
+def test_the_tenant_quota_webhook_sees_workspace_pod_creates_with_a_tenant(
+    full_render: Rendered,
+) -> None:
+    webhook = validating_webhook(full_render, "tenant-quota.wspin.llmsafespaces.dev")
+    assert webhook["clientConfig"]["service"]["path"] == VALIDATE_TENANT_QUOTA_PATH
+    assert [r["operations"] for r in webhook["rules"]] == [["CREATE"]]
+    assert webhook["failurePolicy"] == "Fail"
+    assert webhook["objectSelector"] == {
+        "matchLabels": {"component": "workspace"},
+        "matchExpressions": [{"key": "llmsafespaces.dev/tenant", "operator": "Exists"}],
+    }
+    excluded = webhook["namespaceSelector"]["matchExpressions"][0]["values"]
+    assert {"kube-system", NAMESPACE, "monitoring"} <= set(excluded)
+    assert flag_values(full_render.args("webhook"), "--max-workspaces-per-tenant") == ["5"]
 
 
 def test_pod_webhook_intercepts_pod_create_only_and_fails_closed(any_render: Rendered) -> None:

@@ -69,13 +69,23 @@ class TestRuntime:
         message = denial(runtime="ghcr.io/acme/runtime:1")
         assert message and "--allowed-runtime-registries" in message
 
-    def test_a_bare_name_is_the_docker_hub_image_and_needs_its_prefix_once_a_list_is_set(
-        self,
-    ) -> None:
-        message = denial(GHCR, runtime="python")
-        assert message and "docker.io/library/python" in message and "ghcr.io/acme/" in message
-        hub = ValidatorConfig(allowed_runtime_registries=("ghcr.io/acme/", "docker.io/library/"))
-        assert denial(hub, runtime="python:3.12") is None
+    def test_a_bare_name_must_name_a_runtime_environment(self) -> None:
+        catalogue = {"python": {"metadata": {"name": "python"}}}
+        assert validate_workspace(create(workspace(runtime="python")), GHCR, catalogue) is None
+        message = validate_workspace(create(workspace(runtime="ruby")), GHCR, catalogue)
+        assert message and "names no RuntimeEnvironment (known: python)" in message
+        assert "kubectl get runtimeenvironments" in message
+
+    def test_an_image_reference_is_not_looked_up_in_the_catalogue(self) -> None:
+        request = create(workspace(runtime="ghcr.io/acme/runtime-python:3.12"))
+        assert validate_workspace(request, GHCR, {}) is None
+
+    def test_a_runtime_removed_later_does_not_block_updates_that_keep_it(self) -> None:
+        old = workspace(runtime="python")
+        new = workspace(runtime="python", suspend=True)
+        assert validate_workspace(update(new, old), GHCR, {}) is None
+        changed = workspace(runtime="ruby")
+        assert validate_workspace(update(changed, old), GHCR, {}) is not None
 
     def test_a_prefix_without_trailing_slash_is_normalized_so_lookalikes_fail(self) -> None:
         args = parse(["--allowed-runtime-registries", "ghcr.io/acme, registry.k8s.io/"])

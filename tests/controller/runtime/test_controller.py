@@ -4,10 +4,10 @@ reconcile outcome switch."""
 from __future__ import annotations
 
 from controller.runtime.controller import Controller, owner_keys, owner_mapper, reconcile_one
-from controller.runtime.informer import Informer
 from controller.runtime.metrics import RuntimeMetrics
 from controller.runtime.queue import WorkQueue
 from controller.types import ObjectKey, Requeue
+from wspin.informer import Informer
 from wspin.resources import CONFIGMAPS, INFERENCE_RELAYS, WORKSPACES, Kube
 
 

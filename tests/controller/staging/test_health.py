@@ -16,7 +16,6 @@ import pytest
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
-from controller.runtime.informer import Informer
 from controller.staging.desired import STAGED_REVISION
 from controller.staging.health import (
     FIELD_MAX,
@@ -32,6 +31,7 @@ from tests.controller.staging.test_escalation import events, publish_on_rotate
 from tests.controller.workspace.conftest import eventually
 from wspin import serving
 from wspin.contract import AGENTD, LABEL_APP, LABEL_APP_VALUE, MAIN_CONTAINER
+from wspin.informer import Informer
 from wspin.resources import PODS, Kube
 
 Obj = dict[str, Any]

@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 
-from controller.runtime.informer import Informer
 from controller.staging.conditions import EVENT_NAME_CONFLICT as NAME_CONFLICT
 from controller.staging.desired import ANNOTATIONS, STAGED_FOR
 from controller.staging.handoff import handoff_name
@@ -29,6 +28,7 @@ from controller.staging.staging_pass import RelayStagingPass
 from controller.types import ObjectKey
 from tests.controller.staging.conftest import Stage, condition, provider
 from tests.controller.workspace.conftest import eventually
+from wspin.informer import Informer
 from wspin.resources import EVENTS, NAMESPACES, SECRETS, WORKSPACES, Kube
 
 Obj = dict[str, Any]

@@ -15,7 +15,6 @@ import jsonpatch
 import pytest
 from prometheus_client import CollectorRegistry
 
-from controller.runtime.informer import Informer
 from controller.settings import WorkspaceSettings
 from controller.types import ObjectKey, Requeue
 from controller.workspace.metrics import VerifyMetrics
@@ -31,6 +30,7 @@ from wspin.contract import (
     OPENCODE,
 )
 from wspin.delivery import AgentdDelivery, OpencodeDelivery, PinSet, ResolvedArtifact
+from wspin.informer import Informer
 from wspin.resources import PODS, PVCS, WORKSPACES, Kube
 
 Obj = dict[str, Any]

@@ -34,11 +34,11 @@ import sys
 from collections.abc import Callable
 from typing import Any, Literal
 
-from controller.types import Obj, ObjectKey
 from wspin.logs import fields
+from wspin.objects import Obj, ObjectKey
 from wspin.resources import Gone, Kube, KubeAPIError, Resource
 
-log = logging.getLogger("controller.informer")
+log = logging.getLogger("wspin.informer")
 
 EventType = Literal["ADDED", "MODIFIED", "DELETED"]
 Handler = Callable[[EventType, Obj, Obj | None], None]

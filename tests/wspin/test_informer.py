@@ -11,10 +11,10 @@ from collections.abc import AsyncIterator, Callable
 
 import pytest
 
-from controller.runtime.informer import EventType, Informer, compact_object
 from controller.types import Obj, ObjectKey
 from tests.fixtures import ADMISSION
 from tests.kubeapi import KubeServer
+from wspin.informer import EventType, Informer, compact_object
 from wspin.resources import CONFIGMAPS, NAMESPACES, Kube
 
 Seen = list[tuple[EventType, str]]
@@ -97,7 +97,7 @@ async def test_watch_survives_a_410_gone_without_losing_an_event(
 ) -> None:
     await kube.create(CONFIGMAPS, configmap("kept", namespace), namespace)
     await kube.create(CONFIGMAPS, configmap("doomed", namespace), namespace)
-    caplog.set_level(logging.INFO, logger="controller.informer")
+    caplog.set_level(logging.INFO, logger="wspin.informer")
     informer = fast(kube, namespace)
     async with informing(informer) as seen:
         # End the watch; its resumption is answered 410 Gone, and the changes below land in
@@ -121,7 +121,7 @@ async def test_watch_survives_a_410_gone_without_losing_an_event(
 async def test_a_compacted_history_makes_the_resumed_watch_relist(
     kube: Kube, namespace: str, kube_server: KubeServer, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="controller.informer")
+    caplog.set_level(logging.INFO, logger="wspin.informer")
     informer = fast(kube, namespace)
     async with informing(informer) as seen:
         await kube.create(CONFIGMAPS, configmap("a", namespace), namespace)

@@ -1,0 +1,229 @@
+"""Tenant quota: the usage totals fed by pod events, and the admission decision."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from webhook.quantity import byte_count, millicores, parse_quantity
+from webhook.tenant_quota import (
+    LABEL_TENANT,
+    RESERVATION_SECONDS,
+    QuotaLimits,
+    TenantUsage,
+    pod_requests,
+    quota_problem,
+)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def pod(
+    name: str,
+    tenant: str | None = "acme",
+    *,
+    namespace: str = "ws-a",
+    cpu: str | None = "500m",
+    memory: str | None = "512Mi",
+    phase: str | None = None,
+    component: str = "workspace",
+    init_cpu: str | None = None,
+) -> dict[str, Any]:
+    labels = {"app": "llmsafespaces", "component": component}
+    if tenant is not None:
+        labels[LABEL_TENANT] = tenant
+    requests: dict[str, str] = {}
+    if cpu is not None:
+        requests["cpu"] = cpu
+    if memory is not None:
+        requests["memory"] = memory
+    spec: dict[str, Any] = {
+        "containers": [{"name": "workspace", "resources": {"requests": requests}}]
+    }
+    if init_cpu is not None:
+        spec["initContainers"] = [
+            {"name": "platform-init", "resources": {"requests": {"cpu": init_cpu}}}
+        ]
+    body: dict[str, Any] = {
+        "metadata": {"name": name, "namespace": namespace, "labels": labels},
+        "spec": spec,
+    }
+    if phase is not None:
+        body["status"] = {"phase": phase}
+    return body
+
+
+def create(obj: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "operation": "CREATE",
+        "namespace": obj["metadata"]["namespace"],
+        "name": obj["metadata"]["name"],
+        "object": obj,
+    }
+
+
+def synced(*pods: dict[str, Any], clock: Clock | None = None) -> TenantUsage:
+    usage = TenantUsage(clock or Clock())
+    for p in pods:
+        usage.apply("ADDED", p, None)
+    usage.synced = True
+    return usage
+
+
+class TestQuantities:
+    @pytest.mark.parametrize(
+        ("text", "millis"),
+        [("500m", 500), ("1", 1000), ("1.5", 1500), ("0.001", 1), ("0.0001", 1), (2, 2000)],
+    )
+    def test_cpu_is_whole_millicores_rounded_up(self, text: object, millis: int) -> None:
+        assert millicores(text) == millis
+
+    @pytest.mark.parametrize(
+        ("text", "count"),
+        [
+            ("512Mi", 512 * 2**20),
+            ("1Gi", 2**30),
+            ("1G", 10**9),
+            ("1e3", 1000),
+            ("128974848", 128974848),
+        ],
+    )
+    def test_memory_is_bytes(self, text: str, count: int) -> None:
+        assert byte_count(text) == count
+
+    @pytest.mark.parametrize("text", ["", "1.2.3", "5 Mi", "Mi", "1x", "1" * 65, True, None, [1]])
+    def test_what_is_not_a_quantity_is_refused(self, text: object) -> None:
+        with pytest.raises(ValueError, match="not a quantity"):
+            parse_quantity(text)
+
+    def test_init_and_main_container_requests_are_summed(self) -> None:
+        assert pod_requests(pod("p", cpu="1", init_cpu="250m")) == (1250, 512 * 2**20)
+
+
+class TestAllowedUnchecked:
+    LIMITS = QuotaLimits(max_workspaces=1)
+
+    @pytest.mark.parametrize("tenant", [None, "", "unspecified"])
+    def test_pods_without_a_real_tenant_are_not_counted(self, tenant: str | None) -> None:
+        usage = synced(pod("old", "acme"))
+        problem, share = quota_problem(create(pod("p", tenant)), self.LIMITS, usage)
+        assert problem is None and share is None
+
+    def test_non_create_operations_pass(self) -> None:
+        usage = synced(pod("old"))
+        request = {**create(pod("p")), "operation": "UPDATE"}
+        assert quota_problem(request, self.LIMITS, usage) == (None, None)
+
+    def test_all_limits_zero_means_unlimited(self) -> None:
+        usage = synced(*[pod(f"p{i}") for i in range(50)])
+        assert quota_problem(create(pod("new")), QuotaLimits(), usage) == (None, None)
+
+    def test_non_workspace_pods_pass_and_do_not_count(self) -> None:
+        usage = synced(pod("relay", component="relay"))
+        assert usage.usage("ws-a", "acme").pods == 0
+        problem, _ = quota_problem(create(pod("p", component="relay")), self.LIMITS, usage)
+        assert problem is None
+
+
+class TestLimits:
+    def test_the_limit_itself_is_allowed_and_one_more_is_denied_naming_limit_and_usage(
+        self,
+    ) -> None:
+        limits = QuotaLimits(max_workspaces=2)
+        usage = synced(pod("p1"))
+        assert quota_problem(create(pod("p2")), limits, usage)[0] is None
+        usage.apply("ADDED", pod("p2"), None)
+        problem, _ = quota_problem(create(pod("p3")), limits, usage)
+        assert problem is not None
+        assert "already runs 2 workspace pods; the limit is 2" in problem
+        assert "--max-workspaces-per-tenant" in problem
+        assert "webhook.tenantQuota.maxWorkspacesPerTenant" in problem
+
+    def test_cpu_over_the_limit_is_denied(self) -> None:
+        usage = synced(pod("p1", cpu="1500m"))
+        limits = QuotaLimits(max_cpu_millis=2000)
+        assert quota_problem(create(pod("ok", cpu="500m")), limits, usage)[0] is None
+        problem, _ = quota_problem(create(pod("big", cpu="501m")), limits, usage)
+        assert problem is not None and "1500m CPU and this pod 501m more" in problem
+        assert "the limit is 2000m" in problem
+
+    def test_memory_over_the_limit_is_denied(self) -> None:
+        usage = synced(pod("p1", memory="1Gi"))
+        limits = QuotaLimits(max_memory_mi=1536)
+        assert quota_problem(create(pod("ok", memory="512Mi")), limits, usage)[0] is None
+        problem, _ = quota_problem(create(pod("big", memory="513Mi")), limits, usage)
+        assert problem is not None and "the limit is 1536Mi" in problem
+
+    def test_other_tenants_other_namespaces_and_terminal_pods_do_not_count(self) -> None:
+        usage = synced(
+            pod("other", "globex"),
+            pod("elsewhere", namespace="ws-b"),
+            pod("done", phase="Succeeded"),
+            pod("crashed", phase="Failed"),
+        )
+        assert quota_problem(create(pod("p")), QuotaLimits(max_workspaces=1), usage)[0] is None
+
+    def test_deletion_and_termination_free_the_share(self) -> None:
+        first = pod("p1")
+        usage = synced(first)
+        limits = QuotaLimits(max_workspaces=1)
+        assert quota_problem(create(pod("p2")), limits, usage)[0] is not None
+        usage.apply("MODIFIED", pod("p1", phase="Succeeded"), first)
+        assert quota_problem(create(pod("p2")), limits, usage)[0] is None
+        usage.apply("DELETED", pod("p1", phase="Succeeded"), None)
+        assert usage.usage("ws-a", "acme").pods == 0
+
+    def test_a_changed_request_replaces_the_old_share(self) -> None:
+        first = pod("p1", cpu="1")
+        usage = synced(first)
+        usage.apply("MODIFIED", pod("p1", cpu="2"), first)
+        assert usage.usage("ws-a", "acme").cpu_millis == 2000
+
+
+class TestReservations:
+    def test_a_burst_faster_than_the_watch_is_held_to_the_limit(self) -> None:
+        clock = Clock()
+        usage = synced(clock=clock)
+        limits = QuotaLimits(max_workspaces=3)
+        admitted = []
+        for i in range(10):
+            problem, share = quota_problem(create(pod(f"p{i}")), limits, usage)
+            if problem is None:
+                assert share is not None
+                usage.reserve(f"p{i}", share)
+                admitted.append(i)
+        assert admitted == [0, 1, 2]
+
+    def test_the_watch_event_replaces_the_reservation_without_double_counting(self) -> None:
+        usage = synced()
+        _, share = quota_problem(create(pod("p1")), QuotaLimits(max_workspaces=5), usage)
+        assert share is not None
+        usage.reserve("p1", share)
+        usage.apply("ADDED", pod("p1"), None)
+        assert usage.usage("ws-a", "acme").pods == 1
+
+    def test_a_reservation_the_watch_never_confirms_expires(self) -> None:
+        clock = Clock()
+        usage = synced(clock=clock)
+        _, share = quota_problem(create(pod("p1")), QuotaLimits(max_workspaces=1), usage)
+        assert share is not None
+        usage.reserve("p1", share)
+        assert quota_problem(create(pod("p2")), QuotaLimits(max_workspaces=1), usage)[0]
+        clock.now += RESERVATION_SECONDS
+        assert quota_problem(create(pod("p2")), QuotaLimits(max_workspaces=1), usage)[0] is None
+
+
+class TestUnknownUsage:
+    def test_before_the_cache_syncs_the_configured_answer_is_given(self) -> None:
+        usage = TenantUsage(Clock())
+        problem, _ = quota_problem(create(pod("p")), QuotaLimits(max_workspaces=5), usage)
+        assert problem is not None and "whenUnknown=allow" in problem
+        open_limits = QuotaLimits(max_workspaces=5, when_unknown="allow")
+        assert quota_problem(create(pod("p")), open_limits, usage) == (None, None)

@@ -1,0 +1,120 @@
+"""The webhook's watch-fed views: the runtime catalogue the Workspace validator reads and the
+tenant usage the quota reads.
+
+Both are informers (list-then-watch, re-list on 410), so an admission reads memory, never the
+API: the answer stays fast and available however many Workspaces and pods there are. Workspace
+pods are cut down to the few fields the quota counts before they are cached (``quota_view``),
+so 10,000 of them take a few MiB in a process whose memory limit is 256 MiB.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Final
+
+from webhook.tenant_quota import LABEL_TENANT, QuotaLimits, TenantUsage
+from wspin.contract import LABEL_COMPONENT, LABEL_COMPONENT_VALUE
+from wspin.informer import Informer
+from wspin.objects import Obj, ObjectKey
+from wspin.resources import PODS, Kube
+from wspin.runtimes import RUNTIME_ENVIRONMENTS
+
+QUOTA_PODS_SELECTOR: Final = f"{LABEL_COMPONENT}={LABEL_COMPONENT_VALUE},{LABEL_TENANT}"
+"""Only pods the quota counts are listed and watched."""
+
+
+def quota_view(pod: Obj) -> Obj:
+    """The fields of a pod the tenant quota reads, and the keys the informer needs."""
+    meta = pod.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    spec = pod.get("spec") or {}
+
+    def requests(containers: object) -> list[Obj]:
+        if not isinstance(containers, list):
+            return []
+        return [
+            {"resources": {"requests": (c.get("resources") or {}).get("requests") or {}}}
+            for c in containers
+            if isinstance(c, dict)
+        ]
+
+    return {
+        "metadata": {
+            "name": meta.get("name"),
+            "namespace": meta.get("namespace"),
+            "resourceVersion": meta.get("resourceVersion"),
+            "labels": {k: labels[k] for k in (LABEL_COMPONENT, LABEL_TENANT) if k in labels},
+        },
+        "spec": {
+            "initContainers": requests(spec.get("initContainers")),
+            "containers": requests(spec.get("containers")),
+        },
+        "status": {"phase": (pod.get("status") or {}).get("phase")},
+    }
+
+
+class RuntimeCatalogue(Mapping[str, Obj]):
+    """RuntimeEnvironments by name, read from their informer's cache."""
+
+    def __init__(self, informer: Informer) -> None:
+        self._informer = informer
+
+    def __getitem__(self, name: str) -> Obj:
+        found = self._informer.get(ObjectKey("", name))
+        if found is None:
+            raise KeyError(name)
+        return found
+
+    def __iter__(self) -> Iterator[str]:
+        return (obj["metadata"]["name"] for obj in self._informer.list())
+
+    def __len__(self) -> int:
+        return len(self._informer)
+
+
+@dataclass
+class WatchedViews:
+    """The informers the webhook runs, and the readiness checks that wait for them."""
+
+    catalogue: RuntimeCatalogue
+    usage: TenantUsage | None
+    informers: list[Informer] = field(default_factory=list)
+
+    def checks(self) -> list[tuple[str, Callable[[], str | None]]]:
+        """(name, check) pairs for ``/readyz``: unready until every cache has synced."""
+        out: list[tuple[str, Callable[[], str | None]]] = []
+        for informer in self.informers:
+            out.append((f"cache {informer.name}", _synced_check(informer)))
+        return out
+
+    async def run(self) -> None:
+        """Run every informer until cancelled; the quota counts once its cache has synced."""
+        tasks = [asyncio.create_task(i.run(), name=f"informer {i.name}") for i in self.informers]
+        try:
+            if self.usage is not None:
+                await self.informers[-1].wait_synced()
+                self.usage.synced = True
+            await asyncio.gather(*tasks)
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _synced_check(informer: Informer) -> Callable[[], str | None]:
+    return lambda: None if informer.has_synced else f"{informer.name} has not synced yet"
+
+
+def watched_views(kube: Kube, quota: QuotaLimits, clock: Callable[[], float]) -> WatchedViews:
+    """The catalogue always; the pod cache only when a tenant quota is configured."""
+    runtimes = Informer(kube, RUNTIME_ENVIRONMENTS)
+    informers = [runtimes]
+    usage = None
+    if quota.enabled:
+        usage = TenantUsage(clock)
+        pods = Informer(kube, PODS, labels=QUOTA_PODS_SELECTOR, transform=quota_view)
+        pods.add_handler(usage.apply)
+        informers.append(pods)
+    return WatchedViews(RuntimeCatalogue(runtimes), usage, informers)
