@@ -233,7 +233,7 @@ def desired_pod(ws: Obj, settings: WorkspaceSettings, *, admin_token: str = "") 
     readiness and startup probes of ``/v1/readyz`` then carry it as a bearer (agentd gates
     readyz on it). Without it the probes go unauthenticated.
 
-    Order of the pieces (so a diff of two pods reads the same as the reference's): main
+    Order of the pieces (stable, so a golden diff shows only what changed): main
     container, the pod's own volumes, init containers, then the sidecar mutation last (the
     sidecar is the final init container; its two stores are the final volumes).
     """

@@ -1,6 +1,6 @@
 """The pod's wiring in both delivery modes: the builder's pod after the webhook's patch.
 
-Ported from the reference's pod-wiring, sidecar, security and runtime-class cases: every
+The pod-wiring, sidecar, security and runtime-class cases of the delivery contract: every
 assertion is on the pod the API server would store (builder, then injector).
 """
 
