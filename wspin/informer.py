@@ -28,6 +28,7 @@ Consistency rules (client-go's reflector):
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import random
 import sys
@@ -88,6 +89,19 @@ def compact_object(obj: Obj) -> Obj:
     """The default transform: drop managedFields, share keys and short strings."""
     compacted: Obj = _interned(strip_managed_fields(obj))
     return compacted
+
+
+def keep_out_of_gc() -> None:
+    """Move what is alive now out of the cyclic garbage collector's sight.
+
+    Cached objects live long and form no reference cycles: reference counting frees them when
+    they leave the cache, so the collector gains nothing by walking them, and a full
+    collection over a growing cache of 10,000 pods held the event loop for up to 0.7 s (22
+    of them, 7 s in all, while three such lists were stored). Frozen objects are still freed
+    the moment their last reference goes; the young generations are collected first, so
+    short-lived cycles are not frozen with them."""
+    gc.collect(1)
+    gc.freeze()
 
 
 def labels_match(obj: Obj, labels: dict[str, str] | None) -> bool:
@@ -232,6 +246,7 @@ class Informer:
                 if len(fresh) % _COMPACT_BATCH == 0:
                     await asyncio.sleep(0)
             version = str((page.get("metadata") or {}).get("resourceVersion", ""))
+            keep_out_of_gc()
             await asyncio.sleep(0)  # the loop serves probes and watches between pages
         # Deliver the difference so a re-list after a gap loses no change.
         for namespace, pool in list(self._by_namespace.items()):
