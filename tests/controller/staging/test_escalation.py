@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from controller.fakerouter import FakeRouterState
 from controller.staging.bookkeeping import SEALED_GENERATION, STAGED_REVISION
 from controller.staging.escalation import ESCALATION_ANNOTATION
 from controller.staging.secrets import MINT_KEY_SECRET
 from controller.staging.tokens import parse_time, rfc3339
+from tests.controller.fakerouter import FakeRouterState
 from tests.controller.staging.conftest import Stage, condition, two_providers
 from wspin.resources import EVENTS, SECRETS
 
