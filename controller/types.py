@@ -65,6 +65,9 @@ class StagingReport:
     error: Exception | None = None
     """Raised after the status is written, so the reconcile is retried with backoff while
     what the pass recorded (e.g. an incomplete revocation) is already visible."""
+    requeue_after: float | None = None
+    """Seconds until the pass has something due with no event to announce it (a token to
+    renew, a cache to refresh, a revocation to re-check); None: nothing is due."""
 
 
 class StagingPass(Protocol):

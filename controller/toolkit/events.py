@@ -22,7 +22,7 @@ from typing import Final, Literal
 from controller.toolkit.clock import Clock, format_time, utc_now
 from controller.types import Obj
 from wspin.logs import fields
-from wspin.resources import EVENTS, Kube, Resource
+from wspin.resources import EVENTS, Kube, NamespaceTerminating, Resource
 
 log = logging.getLogger("controller.events")
 
@@ -95,6 +95,8 @@ class EventRecorder:
         )
         try:
             await self.kube.create(EVENTS, body, body["metadata"]["namespace"])
+        except NamespaceTerminating:
+            return False  # the object goes with its namespace: nobody will read the Event
         except Exception as err:  # best effort: the conditions already say it
             log.warning(
                 "could not record event",

@@ -1,8 +1,17 @@
 """The Workspace reconciler: a Workspace key in, the PVC, pod and status brought in line.
 
-Level-based: every reconcile reads the Workspace and its pod from the caches,
-works out what should exist, writes the difference and returns a requeue decision. Pod and
-status decisions are the pure functions in ``pod``, ``status`` and ``verify``.
+Level-based: every reconcile reads the Workspace and its pod from the caches, works out what
+should exist, writes the difference and returns a requeue decision. Pod and status decisions
+are the pure functions in ``pod``, ``status`` and ``verify``; when to come back without an
+event is ``deadlines``.
+
+Write flow: the writes that do not depend on each other run at once (the finalizer, the PVC,
+and the service account followed by the pod, which the API server refuses while its account
+is missing), then one status write. Expected answers are not failures: an object that already
+exists was created by an earlier pass, a stale version means a newer event is on its way, a
+missing object or namespace means there is nothing left to do, and a namespace being deleted
+refuses new content until the Workspace's own deletion arrives (which then releases the
+finalizer as usual). None of them is logged above debug or retried with backoff.
 
 Lifecycle: Pending → Creating → Active; ``spec.suspend`` → Suspending → Suspended (the PVC is
 kept; resuming builds a new pod); deletion → Terminating (the pod gets the termination grace,
@@ -12,7 +21,9 @@ cannot be built. A new ``restartGeneration`` or ``architecture`` recreates the p
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -31,9 +42,9 @@ from controller.types import (
     StagingPass,
     StagingReport,
 )
+from controller.workspace import deadlines, verify
 from controller.workspace import pod as build
 from controller.workspace import status as st
-from controller.workspace import verify
 from controller.workspace.metrics import VerifyMetrics
 from wspin.contract import ARTIFACTS
 from wspin.logs import fields
@@ -43,8 +54,11 @@ from wspin.resources import (
     SERVICE_ACCOUNTS,
     WORKSPACES,
     AlreadyExists,
+    Conflict,
     Invalid,
     Kube,
+    NamespaceTerminating,
+    NotFound,
 )
 
 log = logging.getLogger("controller.workspace")
@@ -53,18 +67,14 @@ FINALIZER: Final = "workspace.llmsafespaces.dev/finalizer"
 """Held until the pod is gone, so deletion honours the termination grace and is visible
 as the Terminating phase."""
 
-# While something is in motion (pod starting or stopping) come back soon; the pod watch
-# usually triggers earlier.
-PROGRESS_REQUEUE: Final = 2.0
-# A verify failure is handled, not retried: the pod crash-loops on its own and a faster
-# requeue would only spin.
-VERIFY_FAILURE_REQUEUE: Final = 300.0
+VERIFY_FAILURE_REQUEUE: Final = deadlines.VERIFY_FAILURE_RECHECK
 
 
 @dataclass
 class _Outcome:
     phase: st.Phase
-    requeue: float | None
+    requeue: float | None = None
+    """The verify-failure recheck, when one is due."""
     detail: str = ""
     conditions: list[Obj] = field(default_factory=list)
     """Conditions beyond Ready (verification, relay staging)."""
@@ -75,6 +85,8 @@ class _Outcome:
     """Condition types to drop (relay staging causes that went away)."""
     error: Exception | None = None
     """Raised once the status is written (relay staging incomplete)."""
+    staging_due: float | None = None
+    """Relay staging's own deadline (seconds)."""
 
 
 class WorkspaceReconciler:
@@ -104,43 +116,97 @@ class WorkspaceReconciler:
         self.staging = staging
         self.clock = clock
         self.events = events or EventRecorder(kube, clock=clock)
+        self._superseded: dict[ObjectKey, set[str]] = {}
+        """Per Workspace, cached versions this controller's own writes replaced: a reconcile
+        that finds one in the cache would act on what it already changed, and the event for
+        the newer version is on its way (it reconciles then)."""
 
     async def reconcile(self, key: ObjectKey) -> Requeue | None:
         ws = self.workspaces.get(key)
         if ws is None:
+            self._superseded.pop(key, None)
             return None  # gone: owner GC removes what it owned
-        if ws["metadata"].get("deletionTimestamp"):
-            return await self._terminate(ws)
-        ws = await add_finalizer(self.kube, WORKSPACES, ws, FINALIZER)
+        version = str(ws["metadata"].get("resourceVersion", ""))
+        if version in self._superseded.get(key, ()):
+            return None
+        self._superseded.pop(key, None)
+        written: list[str] = []
+        try:
+            if ws["metadata"].get("deletionTimestamp"):
+                await self._terminate(ws, written)
+                return None
+            return await self._converge(ws, written)
+        except NamespaceTerminating:
+            # The namespace controller removes what a Workspace owns before the Workspace;
+            # re-creating it is refused until the Workspace's deletion event arrives.
+            log.debug(
+                "namespace is being deleted; waiting for the workspace's own deletion",
+                extra=fields(workspace=str(key)),
+            )
+            return None
+        except NotFound:
+            log.debug("workspace or its namespace is gone", extra=fields(workspace=str(key)))
+            return None
+        except Conflict:
+            log.debug(
+                "workspace changed meanwhile; its next event reconciles it",
+                extra=fields(workspace=str(key)),
+            )
+            return None
+        finally:
+            self._remember_superseded(key, version, written)
+
+    def _remember_superseded(self, key: ObjectKey, cached: str, written: list[str]) -> None:
+        """Every version up to the last one written is stale once the writes went through
+        (a write that changed nothing returns the version it found, and sends no event)."""
+        if written and written[-1] != cached:
+            self._superseded[key] = {cached, *written[:-1]}
+
+    async def _converge(self, ws: Obj, written: list[str]) -> Requeue | None:
+        """Finalizer, PVC and the phase's own writes at once, then the status."""
+        key = ObjectKey.of(ws)
         try:
             pod_body = build.desired_pod(ws, self.settings)
             pvc_body = build.desired_pvc(ws)
-            if self.pvcs.get(ObjectKey(key.namespace, pvc_body["metadata"]["name"])) is None:
-                await self._create(PVCS, pvc_body)
-            if (ws.get("spec") or {}).get("suspend"):
-                outcome = await self._suspend(ws)
-            else:
-                outcome = await self._run(ws, pod_body)
         except build.PodBuildError as err:
-            log.warning(
-                "workspace pod cannot be built",
-                extra=fields(workspace=str(key), error=err.message),
-            )
-            await self._write_status(ws, _Outcome("Failed", None, err.message))
+            await _together(self._ensure_finalizer(ws, written))
+            await self._failed(ws, err, written)
             return None
-        await self._write_status(ws, outcome)
+        suspended = bool((ws.get("spec") or {}).get("suspend"))
+        phase = self._suspend(ws) if suspended else self._run(ws, pod_body)
+        writes: list[Awaitable[object]] = [self._ensure_finalizer(ws, written), phase]
+        if self.pvcs.get(ObjectKey(key.namespace, pvc_body["metadata"]["name"])) is None:
+            writes.append(self._create(PVCS, pvc_body))
+        try:
+            results = await _together(*writes)
+        except build.PodBuildError as err:
+            await self._failed(ws, err, written)
+            return None
+        outcome = results[1]
+        assert isinstance(outcome, _Outcome)
+        await self._write_status(ws, outcome, written)
         # Only after the status records the episode: a failed write then means a retry
         # that finds the episode unrecorded, never a second Event for the same one.
         for failure, episode in outcome.failures:
             await self._report(ws, failure, episode)
         if outcome.error is not None:
             raise outcome.error
-        return Requeue(outcome.requeue) if outcome.requeue is not None else None
+        return deadlines.next_requeue(outcome.requeue, outcome.staging_due)
+
+    async def _failed(self, ws: Obj, err: build.PodBuildError, written: list[str]) -> None:
+        status = ws.get("status") or {}
+        if (status.get("phase"), status.get("message")) != ("Failed", err.message):
+            log.warning(  # once per cause: the reconciles its own status write brings are quiet
+                "workspace pod cannot be built",
+                extra=fields(workspace=str(ObjectKey.of(ws)), error=err.message),
+            )
+        await self._write_status(ws, _Outcome("Failed", detail=err.message), written)
 
     # -- phases -----------------------------------------------------------------------------
 
     async def _run(self, ws: Obj, pod_body: Obj) -> _Outcome:
-        """Pending/Creating/Active: make the pod exist, then read its state."""
+        """Pending/Creating/Active: make the pod exist, then read its state. Nothing here
+        asks to come back while the pod starts or stops: its watch events do that."""
         key = ObjectKey.of(ws)
         previous = str((ws.get("status") or {}).get("phase") or "")
         pod = self.pods.get(ObjectKey(key.namespace, pod_body["metadata"]["name"]))
@@ -151,9 +217,9 @@ class WorkspaceReconciler:
             if stale:
                 log.info("recreating workspace pod", extra=fields(workspace=str(key), why=stale))
                 await self._delete_pod(pod)
-                return _Outcome(st.running_phase(None, previous), PROGRESS_REQUEUE, stale)
+                return _Outcome(st.running_phase(None, previous), detail=stale)
         if pod is None:
-            outcome = _Outcome(st.running_phase(None, previous), PROGRESS_REQUEUE)
+            outcome = _Outcome(st.running_phase(None, previous))
             # Staged before the pod is built, so its first start finds its relay handoff.
             await self._stage(ws, outcome)
             # The pod's identity first: the API server refuses a pod whose account is missing.
@@ -162,13 +228,13 @@ class WorkspaceReconciler:
             return outcome
         if st.pod_deleting(pod):
             return _Outcome(
-                st.running_phase(pod, previous), PROGRESS_REQUEUE, "waiting for the old pod to stop"
+                st.running_phase(pod, previous), detail="waiting for the old pod to stop"
             )
         phase = st.running_phase(pod, previous)
-        outcome = _Outcome(phase, None if phase == "Active" else PROGRESS_REQUEUE)
+        outcome = _Outcome(phase)
         failure = await self._verify(ws, pod, phase, outcome)
         if failure is not None:
-            outcome.requeue = VERIFY_FAILURE_REQUEUE
+            outcome.requeue = deadlines.VERIFY_FAILURE_RECHECK
         if phase in ("Creating", "Active"):
             await self._stage(ws, outcome)
         return outcome
@@ -183,20 +249,22 @@ class WorkspaceReconciler:
         outcome.conditions += report.conditions
         outcome.remove = (*outcome.remove, *report.remove)
         outcome.error = report.error
+        outcome.staging_due = report.requeue_after
 
     async def _suspend(self, ws: Obj) -> _Outcome:
         pod_name = build.names(ws).pod
         pod = self.pods.get(ObjectKey(ws["metadata"].get("namespace", ""), pod_name))
         if pod is None:
-            return _Outcome("Suspended", None)
+            return _Outcome("Suspended")
         if not st.pod_deleting(pod):
             await self._delete_pod(pod)
-        return _Outcome("Suspending", PROGRESS_REQUEUE)
+        return _Outcome("Suspending")
 
-    async def _terminate(self, ws: Obj) -> Requeue | None:
-        """Stop the pod with the grace, then let the Workspace go."""
+    async def _terminate(self, ws: Obj, written: list[str]) -> None:
+        """Stop the pod with the grace, then let the Workspace go. The pod's deletion event
+        brings the Workspace back here; nothing is polled meanwhile."""
         if not has_finalizer(ws, FINALIZER):
-            return None
+            return
         namespace = ws["metadata"].get("namespace", "")
         pod_name = build.names(ws).pod if ws["metadata"].get("uid") else ""
         # Read through the API: the cache may lag, and releasing the finalizer too early
@@ -205,14 +273,19 @@ class WorkspaceReconciler:
         if pod is not None:
             if not st.pod_deleting(pod):
                 await self._delete_pod(pod)
-            await self._write_status(ws, _Outcome("Terminating", PROGRESS_REQUEUE))
-            return Requeue(PROGRESS_REQUEUE)
+            await self._write_status(ws, _Outcome("Terminating"), written)
+            return
         if isinstance(self.staging, StagingCleanup):
             await self.staging.cleanup(ws)
         if not await remove_finalizer(self.kube, WORKSPACES, ws, FINALIZER):
-            return None
+            return
         log.info("workspace deleted", extra=fields(workspace=str(ObjectKey.of(ws))))
-        return None
+
+    async def _ensure_finalizer(self, ws: Obj, written: list[str]) -> None:
+        if has_finalizer(ws, FINALIZER):
+            return
+        updated = await add_finalizer(self.kube, WORKSPACES, ws, FINALIZER)
+        written.append(str(updated["metadata"].get("resourceVersion", "")))
 
     # -- verify-failure detection -----------------------------------------------------------
 
@@ -304,7 +377,7 @@ class WorkspaceReconciler:
             grace_seconds=self.settings.termination_grace,
         )
 
-    async def _write_status(self, ws: Obj, outcome: _Outcome) -> None:
+    async def _write_status(self, ws: Obj, outcome: _Outcome, written: list[str]) -> None:
         """Write ``/status`` when, and only when, something changed."""
         meta = ws["metadata"]
         old: Obj = dict(ws.get("status") or {})
@@ -331,4 +404,22 @@ class WorkspaceReconciler:
             new["message"] = outcome.detail
         if not new.get("podName"):
             new.pop("podName", None)
-        await write_status(self.kube, WORKSPACES, ws, new)
+        updated = await write_status(self.kube, WORKSPACES, ws, new)
+        if updated is not None:
+            written.append(str(updated["metadata"].get("resourceVersion", "")))
+
+
+async def _together(*writes: Awaitable[object]) -> list[object]:
+    """Run independent writes at once and wait for all of them (none is left running). Of
+    several failures the one that decides what happens next is raised: a namespace being
+    deleted or a Workspace gone ends the reconcile quietly, a pod the API server refuses
+    fails the Workspace, anything else is retried."""
+    results = await asyncio.gather(*writes, return_exceptions=True)
+    errors = [r for r in results if isinstance(r, BaseException)]
+    for decisive in (NamespaceTerminating, NotFound, build.PodBuildError, Conflict):
+        for error in errors:
+            if isinstance(error, decisive):
+                raise error
+    if errors:
+        raise errors[0]
+    return list(results)

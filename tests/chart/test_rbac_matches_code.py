@@ -31,11 +31,22 @@ Atom = tuple[str, str, str, str, str]
 Scope: "cluster" (ClusterRole), "release" (Role in the release namespace), "relay" (Role in
 the relay staging namespace)."""
 
-KUBE_VERBS = {"get", "get_or_none", "list", "watch", "create", "replace", "patch", "delete"}
+KUBE_VERBS = {
+    "get",
+    "get_or_none",
+    "list",
+    "list_pages",
+    "watch",
+    "create",
+    "replace",
+    "patch",
+    "delete",
+}
 PACKAGES = ("webhook", "certs", "controller", "wspin")
 CRD_GROUP = "llmsafespaces.dev"
 ADMISSION = "admissionregistration.k8s.io"
 COORDINATION = "coordination.k8s.io"
+DISCOVERY = "discovery.k8s.io"
 RELAY_NAMESPACE = "llm-relay"
 
 CERT_SECRET = "wspin-webhook-tls"
@@ -85,6 +96,16 @@ LEDGER = (
             grant("release", "secrets", ["create"]),
         ),
     ),
+    Use(  # self-managed certificates: each replica reports the leaf it serves in one named
+        # ConfigMap; the Lease holder reads which replicas the Service routes to
+        "certs/reports.py",
+        {"patch": 1, "create": 1, "get_or_none": 2, "list": 1},
+        webhook=union(
+            grant("release", "configmaps", ["get", "patch"], [f"{CERT_SECRET}-serving"]),
+            grant("release", "configmaps", ["create"]),
+            grant("release", "endpointslices", ["list"], group=DISCOVERY),
+        ),
+    ),
     Use(  # self-managed certificates: the caBundle of the two webhook configurations
         "certs/cabundle.py",
         {"get": 1, "replace": 1},
@@ -128,7 +149,7 @@ LEDGER = (
     # -- the controller: caches -------------------------------------------------------------
     Use(  # list-then-watch of Workspaces, their pods and PVCs, and InferenceRelays
         "controller/runtime/informer.py",
-        {"list": 1, "watch": 1},
+        {"list_pages": 1, "watch": 1},
         controller=union(
             grant("cluster", "workspaces", ["list", "watch"], group=CRD_GROUP),
             grant("cluster", "pods", ["list", "watch"]),
@@ -183,10 +204,15 @@ LEDGER = (
         ),
     ),
     # -- the controller: relay staging ------------------------------------------------------
-    Use(  # bookkeeping annotations on the Workspace
-        "controller/staging/staging_pass.py",
+    Use(  # the bookkeeping annotations on the Workspace
+        "controller/staging/desired.py",
         {"patch": 1},
         controller=grant("cluster", "workspaces", ["patch"], group=CRD_GROUP),
+    ),
+    Use(  # agentd's health report mirrored into status.secretsDelivery
+        "controller/staging/health.py",
+        {"patch": 1},
+        controller=grant("cluster", "workspaces/status", ["patch"], group=CRD_GROUP),
     ),
     Use(  # envelopes written blind; only the public key and the mint key are read, by name
         "controller/staging/secrets.py",
@@ -200,11 +226,6 @@ LEDGER = (
         "controller/staging/handoff.py",
         {"get_or_none": 1, "replace": 1, "create": 1},
         controller=grant("cluster", "secrets", ["get", "update", "create"]),
-    ),
-    Use(
-        "controller/staging/events.py",
-        {"create": 1},
-        controller=grant("cluster", "events", ["create"]),
     ),
     # -- the controller: InferenceRelays ----------------------------------------------------
     Use(  # the rotate annotation, cleared once status records the rotation

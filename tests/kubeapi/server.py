@@ -2,16 +2,18 @@
 
 ``KubeServer`` is what fixtures hand to tests: ``url`` for ``Configuration(host=…)``, the
 ``store`` for direct inspection, ``writes`` (every POST/PUT/PATCH/DELETE it received, as
-``(method, path)``), and the fault controls ``fail_next``, ``compact``, ``drop_watches`` and
+``(method, path)``), ``requests`` (every request, reads and watches too, with its query),
+and the fault controls ``fail_next``, ``deny_creates`` (an admission policy's or webhook's
+refusal, ``tests.kubeapi.admission``), ``compact``, ``drop_watches`` and
 ``send_bookmarks``. It listens on 127.0.0.1, port 0, plain HTTP.
 """
 
 from __future__ import annotations
 
-import base64
 import json
 import logging
-from collections.abc import Callable, Iterable
+import random
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -20,7 +22,9 @@ from typing import Any, NamedTuple
 from aiohttp import web
 
 from tests.kubeapi import patch as patches
+from tests.kubeapi.admission import Denial
 from tests.kubeapi.kinds import BUILTIN_KINDS, Kind, KindRegistry, chart_crd_files, load_crds
+from tests.kubeapi.listing import list_page
 from tests.kubeapi.selectors import field_selector, label_selector
 from tests.kubeapi.status import ApiError, bad_request
 from tests.kubeapi.store import Signal, Store
@@ -39,6 +43,18 @@ class Write(NamedTuple):
     path: str
 
 
+class Request(NamedTuple):
+    """One request of any kind as received: reads, lists and watches too."""
+
+    method: str
+    path: str
+    query: dict[str, str]
+
+    @property
+    def is_watch(self) -> bool:
+        return is_true(self.query.get("watch"))
+
+
 @dataclass
 class _Fault:
     status: int
@@ -46,9 +62,11 @@ class _Fault:
     path: str
     remaining: int
     message: str
+    query: str = ""
 
-    def matches(self, method: str, path: str) -> bool:
-        return (self.method in (None, method)) and path.startswith(self.path)
+    def matches(self, method: str, path: str, query: Mapping[str, str]) -> bool:
+        wanted = not self.query or self.query in query
+        return (self.method in (None, method)) and path.startswith(self.path) and wanted
 
 
 class KubeServer:
@@ -70,8 +88,11 @@ class KubeServer:
         self.bookmark_interval = bookmark_interval
         #: Every POST/PUT/PATCH/DELETE received, in order; clear it to start counting.
         self.writes: list[Write] = []
+        #: Every request received (reads, lists, watches and writes), in order.
+        self.requests: list[Request] = []
         self.url = ""
         self._faults: list[_Fault] = []
+        self._denials: list[Denial] = []
         self._runner: web.AppRunner | None = None
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -131,12 +152,19 @@ class KubeServer:
         path: str = "/",
         count: int = 1,
         message: str = "injected failure",
+        query: str = "",
     ) -> None:
-        """Answer the next ``count`` requests matching method and path prefix with ``status``.
+        """Answer the next ``count`` requests matching method and path prefix (and carrying
+        the query parameter ``query``, when given) with ``status``.
 
         The failed requests change nothing (they are still recorded in ``writes``).
         """
-        self._faults.append(_Fault(status, method and method.upper(), path, count, message))
+        fault = _Fault(status, method and method.upper(), path, count, message, query)
+        self._faults.append(fault)
+
+    def deny_creates(self, denial: Denial) -> None:
+        """Refuse matching creates (dry runs too) as the denial's policy or webhook would."""
+        self._denials.append(denial)
 
     def compact(self) -> None:
         """Compact history: a watch resuming from an older resourceVersion gets 410 Expired."""
@@ -153,10 +181,11 @@ class KubeServer:
     # -- HTTP -----------------------------------------------------------------------------
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
+        self.requests.append(Request(request.method, request.path, dict(request.query)))
         if request.method in _WRITES:
             self.writes.append(Write(request.method, request.path))
         try:
-            self._inject_fault(request.method, request.path)
+            self._inject_fault(request.method, request.path, request.query)
             if request.path == "/version":
                 return web.json_response({"major": "1", "minor": "32", "gitVersion": "v1.32.0"})
             return await self._dispatch(request)
@@ -169,11 +198,22 @@ class KubeServer:
             )
             return web.json_response(failure.status(), status=500)
 
-    def _inject_fault(self, method: str, path: str) -> None:
+    def _inject_fault(self, method: str, path: str, query: Mapping[str, str]) -> None:
         for fault in self._faults:
-            if fault.remaining > 0 and fault.matches(method, path):
+            if fault.remaining > 0 and fault.matches(method, path, query):
                 fault.remaining -= 1
                 raise ApiError(fault.status, fault.message)
+
+    def _admit(self, kind: Kind, path: str, body: Any) -> None:
+        for denial in self._denials:
+            if denial.matches(path):
+                denial.count -= 1
+                meta = (body.get("metadata") or {}) if isinstance(body, dict) else {}
+                # The API server names a generateName object before validating admission.
+                name = meta.get("name") or str(meta.get("generateName") or "") + "".join(
+                    random.choices("bcdfghjklmnpqrstvwxz2456789", k=5)
+                )
+                raise denial.error(kind.plural, kind.group, str(name))
 
     def _route(self, path: str) -> tuple[Kind, str, str, str]:
         """(kind, namespace, name, subresource) for a REST path, or a 404."""
@@ -218,11 +258,22 @@ class KubeServer:
                 return await serve_watch(
                     request, store, kind, matches, bookmark_interval=self.bookmark_interval
                 )
-            return _reply(self._list(kind, store.select(kind, ns, matches), query))
+            items, meta = list_page(
+                store,
+                kind,
+                ns,
+                matches,
+                limit=_limit(query.get("limit")),
+                token=query.get("continue"),
+                selected=bool(query.get("labelSelector") or query.get("fieldSelector")),
+            )
+            return _reply(self._list(kind, items, meta))
         if kind.namespaced and not ns:
             raise ApiError(405, f"{method} needs a namespace for {kind.plural}")
         if method == "POST" and not name:
-            return _reply(store.create(kind, ns, await _body(request), dry_run=dry_run), 201)
+            body = await _body(request)
+            self._admit(kind, request.path, body)
+            return _reply(store.create(kind, ns, body, dry_run=dry_run), 201)
         if method == "PUT" and name:
             body = await _body(request)
             return _reply(
@@ -244,23 +295,14 @@ class KubeServer:
                     store.delete(kind, ns, obj["metadata"]["name"], options, dry_run=dry_run)
                     for obj in store.select(kind, ns, labels, fields)
                 ]
-                return _reply(self._list(kind, deleted, {}))
+                meta = {"resourceVersion": str(store.resource_version)}
+                return _reply(self._list(kind, deleted, meta))
         raise ApiError(405, f"the server does not allow {method} on {request.path}")
 
-    def _list(self, kind: Kind, items: list[Obj], query: Any) -> Obj:
+    def _list(self, kind: Kind, items: list[Obj], meta: Obj) -> Obj:
         """A List object; built-in items carry no kind/apiVersion, like kube-apiserver's."""
         if not kind.custom:
             items = [{k: v for k, v in i.items() if k not in ("kind", "apiVersion")} for i in items]
-        meta: Obj = {"resourceVersion": str(self.store.resource_version)}
-        offset = _continue_offset(query.get("continue"))
-        items = items[offset:]
-        if limit := int(query.get("limit") or 0):
-            if len(items) > limit:
-                meta["continue"] = base64.urlsafe_b64encode(
-                    json.dumps({"offset": offset + limit}).encode()
-                ).decode()
-                meta["remainingItemCount"] = len(items) - limit
-            items = items[:limit]
         return {
             "kind": f"{kind.kind}List",
             "apiVersion": kind.api_version,
@@ -280,13 +322,14 @@ def _dry_run(values: list[str]) -> bool:
     return bool(values)
 
 
-def _continue_offset(token: str | None) -> int:
-    if not token:
+def _limit(value: str | None) -> int:
+    """``limit`` as kube-apiserver reads it: absent, zero or negative means no limit."""
+    if not value:
         return 0
     try:
-        return int(json.loads(base64.urlsafe_b64decode(token.encode()))["offset"])
-    except (ValueError, KeyError, TypeError) as err:
-        raise bad_request(f"invalid continue token {token!r}") from err
+        return int(value)
+    except ValueError as err:
+        raise bad_request(f"invalid limit {value!r}: {err}") from err
 
 
 async def _body(request: web.Request) -> Any:
