@@ -84,8 +84,8 @@ class RuntimeSettings:
     command line binds loopback: "any free port" only makes sense for a local test, and on
     every interface IPv4 and IPv6 would get different free ports."""
     max_concurrent_reconciles: int = 4
-    """``--max-concurrent-reconciles``: workers per controller, clamped to 1..64; 4 is the
-    reference's default and keeps API load modest."""
+    """``--max-concurrent-reconciles``: workers per controller, clamped to 1..64; 4 keeps
+    API load modest while one slow reconcile never stalls the rest."""
     graceful_shutdown_timeout: float = 30.0
     """Seconds in-flight reconciles get to finish after SIGTERM (Kubernetes' default grace)."""
     leader_election: LeaderElectionSettings = field(default_factory=LeaderElectionSettings)
@@ -120,7 +120,7 @@ class WorkspaceSettings:
 
 @dataclass(frozen=True)
 class RelayStagingSettings:
-    """Relay-only key delivery flags (reference relay-staging.md §2), validated by arming."""
+    """Relay-only key delivery flags, validated by arming (an unarmed start exits 85)."""
 
     enabled: bool = False
     """``--relay-only-key-delivery``: off = nothing relay-staging related happens."""

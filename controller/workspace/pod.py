@@ -1,9 +1,10 @@
 """The objects a Workspace owns, built from the Workspace alone (pure: no I/O, no clock).
 
 The pod is created *without* delivery wiring; the admission webhook injects the agentd and
-opencode image volumes, mounts and pins on CREATE (DESIGN.md §3). What is built here is the
-pod the reference's builder makes before its delivery step: names, labels, owner, the hardened
-security context (reference/pod-delivery.md §2.6), node architecture and runtime class.
+opencode image volumes, mounts and pins on CREATE, so the digests are decided in one place
+for every pod, whoever creates it. What is built here is everything else: names, labels,
+owner, the hardened security context (non-root, read-only root filesystem, no privilege
+escalation, all capabilities dropped), node architecture and runtime class.
 """
 
 from __future__ import annotations
