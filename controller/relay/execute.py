@@ -19,14 +19,8 @@ from datetime import datetime
 
 from controller.relay.deps import RelayDeps
 from controller.relay.drivers.base import ConfigurationError, DriverError, truncate
-from controller.relay.plan import (
-    Destroy,
-    FleetPlan,
-    Launch,
-    failure_entry,
-    launched_entry,
-    retry_entry,
-)
+from controller.relay.entries import failure_entry, launched_entry, retry_entry
+from controller.relay.plan import Destroy, FleetPlan, Launch
 from controller.relay.request import build_request
 from controller.relay.spec import Instance, RelaySpec, has_real_id
 from controller.relay.tokens import generate_token, read_tokens, write_tokens

@@ -14,11 +14,10 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from controller.relay.drivers.base import truncate
+from controller.relay.entries import FAILED, PROVISIONING
 from controller.relay.health import HealthReport
 from controller.relay.plan import (
     BREAKER_THRESHOLD,
-    FAILED,
-    PROVISIONING,
     REQUEUE_DEGRADED,
     REQUEUE_HEALTHY,
     REQUEUE_PROVISIONING,

@@ -29,6 +29,13 @@ from datetime import datetime, timedelta
 from typing import Final
 
 from controller.relay.drivers.base import CloudInstance
+from controller.relay.entries import (
+    FAILED,
+    PROVISIONING,
+    failure_entry,
+    placeholder,
+    retry_entry,
+)
 from controller.relay.health import HealthReport
 from controller.relay.spec import (
     Instance,
@@ -36,7 +43,6 @@ from controller.relay.spec import (
     RelaySpec,
     has_real_id,
     new_instance,
-    placeholder_id,
 )
 from controller.toolkit.clock import format_time, parse_time
 from controller.toolkit.conditions import find_condition
@@ -56,8 +62,6 @@ VISIBILITY_GRACE: Final = 300.0
 """Seconds after a launch during which a VM the cloud does not know yet is waited for: both
 clouds' APIs are eventually consistent, and declaring a fresh VM gone would launch a second."""
 
-FAILED: Final = "provisioning-failed"
-PROVISIONING: Final = "provisioning"
 _FROZEN_STATES: Final = frozenset({"draining", "terminated", "quota-exhausted", FAILED})
 
 
@@ -428,61 +432,3 @@ def _retire_removed(
             and vm.provider not in seen.unlisted
         ):
             plan.actions.append(Destroy(vm.provider, vm.instance_id, vm.region, "provider removed"))
-
-
-def placeholder(
-    slot: ProviderSpec, *, attempts: int = 0, launch_failures: int = 0, error: str = ""
-) -> Instance:
-    """The entry of a slot whose VM is being launched (or waits for a retry)."""
-    entry = new_instance(
-        instance_id=placeholder_id(slot.provider), provider=slot.provider, region=slot.region
-    )
-    if attempts:
-        entry["provisioningAttempts"] = attempts
-    if launch_failures:
-        entry["launchFailures"] = launch_failures
-    if error:
-        entry["lastProvisionError"] = error
-    return entry
-
-
-def failure_entry(slot: ProviderSpec, attempts: int, error: str, now: datetime) -> Instance:
-    """The placeholder of a slot whose launch failed on configuration (counts towards the
-    breaker)."""
-    return new_instance(
-        instance_id=placeholder_id(slot.provider),
-        provider=slot.provider,
-        region=slot.region,
-        state=FAILED,
-        provisioningAttempts=attempts,
-        lastProvisionError=f"provider configuration error: {error}"[:500],
-        lastCheck=format_time(now),
-    )
-
-
-def retry_entry(
-    slot: ProviderSpec, attempts: int, failures: int, error: str, now: datetime
-) -> Instance:
-    """The placeholder of a slot whose launch failed for a retryable reason (throttling,
-    quota, a cloud outage): backs off, never trips the breaker."""
-    entry = placeholder(slot, attempts=attempts, launch_failures=failures, error=error)
-    entry["lastCheck"] = format_time(now)
-    return entry
-
-
-def launched_entry(
-    slot: ProviderSpec, instance_id: str, now: datetime, failures: int = 0
-) -> Instance:
-    """A VM just launched; ``failures`` (earlier boots that died) is carried until it serves."""
-    stamp = format_time(now)
-    entry = new_instance(
-        instance_id=instance_id,
-        provider=slot.provider,
-        region=slot.region,
-        state=PROVISIONING,
-        lastCheck=stamp,
-        launchedAt=stamp,
-    )
-    if failures:
-        entry["launchFailures"] = failures
-    return entry
