@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import re
 import socket
 import uuid
 from collections.abc import Mapping
@@ -46,6 +47,8 @@ INTERNAL_TOKEN_ENV = "LLMSAFESPACES_INTERNAL_TOKEN"  # noqa: S105 - a variable n
 
 DEFAULT_LLM_RELAY_ROUTER_URL = "http://llm-relay-router.llm-relay.svc.cluster.local"
 LOG_LEVELS = ("debug", "info", "warning", "error")
+_REGION_PART = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
+"""A provider or region name as the clouds spell them (``aws``, ``us-east-1``)."""
 RELAY_CLOUDS = ("", "fake")
 
 _D = TypeVar("_D", bound=ArtifactDelivery)
@@ -135,7 +138,7 @@ class WorkspaceSettings:
 
 @dataclass(frozen=True)
 class RelayStagingSettings:
-    """Relay-only key delivery flags (reference relay-staging.md §2), validated by arming."""
+    """Relay-only key delivery flags, validated by arming (an unarmed start exits 85)."""
 
     enabled: bool = False
     """``--relay-only-key-delivery``: off = nothing relay-staging related happens."""
@@ -186,6 +189,9 @@ class OrphanSweepSettings:
     """``--orphan-max-deletions-per-sweep``: caps the damage of a wrong decision."""
     dry_run: bool = False
     """``--orphan-dry-run``: log what would be deleted, delete nothing."""
+    regions: tuple[tuple[str, str], ...] = (("aws", "us-east-1"), ("oci", "us-ashburn-1"))
+    """``--orphan-regions``: (provider, region) pairs swept even when no InferenceRelay names
+    them, so the VMs of a CR deleted while the controller was down are still found."""
 
 
 @dataclass(frozen=True)
@@ -200,6 +206,9 @@ class InferenceRelaySettings:
     cloud: str = ""
     """``--relay-cloud``: "" = the real cloud drivers, ``fake`` = in-process driver."""
     orphans: OrphanSweepSettings = field(default_factory=OrphanSweepSettings)
+    cluster_id: str = ""
+    """``--relay-cluster-id``: the value of every relay VM's cluster tag; "" = the UID of the
+    kube-system namespace."""
 
 
 @dataclass(frozen=True)
@@ -285,6 +294,18 @@ def add_controller_flags(parser: argparse.ArgumentParser) -> None:
     add_flag(relay, "--orphan-grace", default="10m", help="Go duration")
     add_flag(relay, "--orphan-max-deletions-per-sweep", default="10", help="count")
     _bool_flag(relay, "--orphan-dry-run", "log orphan deletions without deleting")
+    add_flag(
+        relay,
+        "--orphan-regions",
+        default="aws:us-east-1,oci:us-ashburn-1",
+        help="comma-separated provider:region pairs the orphan sweep always covers",
+    )
+    add_flag(
+        relay,
+        "--relay-cluster-id",
+        default="",
+        help="value of the relay VMs' cluster tag (default: the kube-system namespace UID)",
+    )
 
 
 # -- parsing -------------------------------------------------------------------------------
@@ -499,6 +520,28 @@ def settings_from_args(
                     10_000,
                 ),
                 dry_run=_bool("--orphan-dry-run", args.orphan_dry_run),
+                regions=_orphan_regions(args.orphan_regions),
             ),
+            cluster_id=args.relay_cluster_id.strip(),
         ),
     )
+
+
+def _orphan_regions(text: str) -> tuple[tuple[str, str], ...]:
+    """``provider:region`` pairs, comma-separated; "" sweeps only the regions CRs name."""
+    pairs: list[tuple[str, str]] = []
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        provider, _, region = item.partition(":")
+        if not (_REGION_PART.match(provider.strip()) and _REGION_PART.match(region.strip())):
+            raise _flag_error(
+                "--orphan-regions",
+                f"item {item!r} is not provider:region",
+                "use e.g. aws:us-east-1,oci:us-ashburn-1 "
+                "(Helm: controller.inferenceRelay.orphanDetector.regions)",
+            )
+        pair = (provider.strip(), region.strip())
+        if pair not in pairs:
+            pairs.append(pair)
+    return tuple(pairs)

@@ -84,7 +84,8 @@ CONTROLLER_CLUSTER_BASE = {
 }
 CONTROLLER_CLUSTER_FULL = CONTROLLER_CLUSTER_BASE | {
     ("llmsafespaces.dev", "inferencerelays", (), verbs("list", "watch", "patch")),
-    ("llmsafespaces.dev", "inferencerelays/status", (), verbs("update")),
+    ("llmsafespaces.dev", "inferencerelays/status", (), verbs("patch")),
+    ("", "namespaces", ("kube-system",), verbs("get")),
     ("", "secrets", (), verbs("get", "create", "update")),
 }
 LEADER_LEASE = {
@@ -333,3 +334,21 @@ def test_known_workspace_namespaces_get_handoff_secret_roles_instead_of_a_cluste
         assert binding["subjects"] == [
             {"kind": "ServiceAccount", "name": "wspin-controller", "namespace": NAMESPACE}
         ]
+
+
+def test_a_configured_cluster_id_drops_the_kube_system_read() -> None:
+    from tests.chart.helm import render
+
+    rendered = render(
+        ("minimal.yaml", "full.yaml"), {"controller.inferenceRelay.clusterID": "prod-eu-1"}
+    )
+    grants = role(rendered, "ClusterRole", "wspin-controller-wspin")
+    assert grants == CONTROLLER_CLUSTER_FULL - {("", "namespaces", ("kube-system",), verbs("get"))}
+    args = next(
+        c["args"]
+        for d in rendered.of_kind("Deployment")
+        if d["metadata"]["name"] == "wspin-controller"
+        for c in d["spec"]["template"]["spec"]["containers"]
+    )
+    assert "--relay-cluster-id=prod-eu-1" in args
+    assert "--orphan-regions=aws:us-east-1,oci:us-ashburn-1" in args
