@@ -9,6 +9,7 @@ from controller.runtime.manager import Manager
 from controller.settings import ControllerSettings
 from controller.types import StagingPass
 from controller.workspace.metrics import VerifyMetrics
+from controller.workspace.orgstatus import OrgStatusCache, OrgStatusMetrics
 from controller.workspace.reconciler import WorkspaceReconciler
 from wspin.resources import PODS, PVCS, WORKSPACES
 from wspin.workspace_pod import SELECTOR
@@ -34,14 +35,27 @@ def register(
     in the cluster. ``staging`` is the per-workspace relay staging pass (built by
     ``controller.setup`` when armed), run in Creating and Active.
     """
+    metrics = VerifyMetrics(manager.registry)
+    orgs = None
+    if settings.workspace.api_service_url and settings.api_internal_token:
+        # Org-owned Workspaces of a suspended organisation are suspended (checked per
+        # reconcile, cached per org).
+        orgs = OrgStatusCache(
+            None,
+            settings.workspace.api_service_url,
+            settings.api_internal_token,
+            OrgStatusMetrics(manager.registry),
+        )
+        manager.add_cleanup(orgs.close)
     reconciler = WorkspaceReconciler(
         manager.kube,
         manager.cache(WORKSPACES),
         manager.cache(PODS, labels=OWNED_SELECTOR),
         manager.cache(PVCS, labels=OWNED_SELECTOR),
         settings.workspace,
-        metrics=VerifyMetrics(manager.registry),
+        metrics=metrics,
         staging=staging,
+        orgs=orgs,
     )
     manager.add_controller(
         reconciler, for_=WORKSPACES, owns=((PODS, OWNED_SELECTOR), (PVCS, OWNED_SELECTOR))
