@@ -46,6 +46,7 @@ from controller.workspace import deadlines, orgstatus, ownership, verify
 from controller.workspace import pod as build
 from controller.workspace import status as st
 from controller.workspace.credentials import desired_password_secret
+from controller.workspace.egress_sync import EgressPolicies
 from controller.workspace.metrics import VerifyMetrics
 from wspin.contract import ARTIFACTS
 from wspin.logs import fields
@@ -116,6 +117,7 @@ class WorkspaceReconciler:
         metrics: VerifyMetrics,
         staging: StagingPass | None = None,
         orgs: orgstatus.OrgStatusCache | None = None,
+        egress: EgressPolicies | None = None,
         clock: Clock = utc_now,
         events: EventRecorder | None = None,
     ) -> None:
@@ -127,6 +129,8 @@ class WorkspaceReconciler:
         self.metrics = metrics
         self.staging = staging
         self.orgs = orgs
+        self.egress = egress
+        """Per-Workspace egress policies (None: ``--workspace-egress=off``)."""
         """Org status from the API service (None: ``--api-service-url`` or the internal
         token not set): an org-owned Workspace of a suspended organisation is suspended."""
         self.clock = clock
@@ -198,6 +202,8 @@ class WorkspaceReconciler:
                 return self._suspend(ws, org.detail if org is not None else "")
             return self._run(ws, pod_body)
 
+        # The egress policy goes first, so a new pod never starts with open egress.
+        egress = await self.egress.ensure(ws) if self.egress is not None else None
         try:
             pvc = self.pvcs.get(ObjectKey(key.namespace, pvc_body["metadata"]["name"]))
             ownership.check_owned(pvc, ws, "PersistentVolumeClaim")
@@ -214,6 +220,8 @@ class WorkspaceReconciler:
         assert isinstance(outcome, _Outcome)
         if org is not None and org.suspended:
             outcome.reason = ORG_SUSPENDED
+        if egress is not None:
+            outcome.conditions.append(egress.condition)
         await self._write_status(ws, outcome, written)
         if (
             outcome.reason == ORG_SUSPENDED
@@ -227,7 +235,10 @@ class WorkspaceReconciler:
         if outcome.error is not None:
             raise outcome.error
         return deadlines.next_requeue(
-            outcome.requeue, outcome.staging_due, org.recheck if org is not None else None
+            outcome.requeue,
+            outcome.staging_due,
+            org.recheck if org is not None else None,
+            egress.requeue if egress is not None else None,
         )
 
     async def _org_suspension(self, ws: Obj) -> orgstatus.OrgVerdict | None:
