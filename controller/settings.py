@@ -19,7 +19,7 @@ import socket
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 from controller.durations import format_duration, parse_duration
 from controller.upload_staging import UploadStagingConfig, parse_upload_staging
@@ -100,6 +100,26 @@ class RuntimeSettings:
     leader_election: LeaderElectionSettings = field(default_factory=LeaderElectionSettings)
 
 
+EgressMode = Literal["off", "networkpolicy", "cilium"]
+DefaultEgress = Literal["deny", "allow"]
+
+
+@dataclass(frozen=True)
+class EgressSettings:
+    """How the controller limits workspace pods' egress (one policy per Workspace)."""
+
+    mode: EgressMode = "off"
+    """``--workspace-egress``: "networkpolicy" (address rules, re-resolved within each
+    record's TTL), "cilium" (a CiliumNetworkPolicy with toFQDNs, where Cilium is installed) or
+    "off" (no policy is written; the chart picks cilium or networkpolicy by itself)."""
+    default: DefaultEgress = "deny"
+    """``--workspace-egress-default``: a Workspace that declares no domains gets DNS and the
+    platform only ("deny"), or no policy of ours at all ("allow")."""
+    platform_namespaces: tuple[str, ...] = ()
+    """``--workspace-egress-namespaces``: namespaces whose pods every workspace pod may reach
+    (the API service, relay routers)."""
+
+
 @dataclass(frozen=True)
 class WorkspaceSettings:
     """What the Workspace reconciler builds pods and status from."""
@@ -134,6 +154,8 @@ class WorkspaceSettings:
     """``--excluded-namespaces`` plus kube-system and the controller's own namespace: the pod
     webhook never sees pods there, so no workspace pod is built there (the Workspace gets a
     Failed phase saying why)."""
+    egress: EgressSettings = EgressSettings()
+    """Per-Workspace egress policies."""
 
 
 @dataclass(frozen=True)
@@ -252,6 +274,26 @@ def add_controller_flags(parser: argparse.ArgumentParser) -> None:
     add_flag(workspace, "--default-runtime-class", default=None, help="pod runtimeClassName")
     add_flag(workspace, "--workspace-termination-grace", default="40", help="seconds")
     add_excluded_namespaces_flag(workspace)
+    add_flag(
+        workspace,
+        "--workspace-egress",
+        default="off",
+        choices=["off", "networkpolicy", "cilium"],
+        help="per-Workspace egress policy: NetworkPolicy, CiliumNetworkPolicy (toFQDNs) or off",
+    )
+    add_flag(
+        workspace,
+        "--workspace-egress-default",
+        default="deny",
+        choices=["deny", "allow"],
+        help="egress of a Workspace declaring no domains: deny (DNS, platform only) or allow",
+    )
+    add_flag(
+        workspace,
+        "--workspace-egress-namespaces",
+        default="",
+        help="comma-separated namespaces every workspace pod may reach (API service, routers)",
+    )
     for flag in (
         "--inference-relay-url",
         "--api-service-url",
@@ -487,6 +529,13 @@ def settings_from_args(
             agentd=agentd,
             opencode=opencode,
             excluded_namespaces=excluded_namespaces_from(args.excluded_namespaces, namespace),
+            egress=EgressSettings(
+                mode=args.workspace_egress,
+                default=args.workspace_egress_default,
+                platform_namespaces=tuple(
+                    n.strip() for n in args.workspace_egress_namespaces.split(",") if n.strip()
+                ),
+            ),
         ),
         relay_staging=RelayStagingSettings(
             enabled=_bool("--relay-only-key-delivery", args.relay_only_key_delivery),

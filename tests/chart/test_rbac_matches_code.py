@@ -157,6 +157,7 @@ LEDGER = (
             grant("cluster", "pods", ["list", "watch"]),
         ),
         controller=union(
+            grant("cluster", "networkpolicies", ["list", "watch"], group="networking.k8s.io"),
             grant("cluster", "workspaces", ["list", "watch"], group=CRD_GROUP),
             grant("cluster", "pods", ["list", "watch"]),
             grant("cluster", "persistentvolumeclaims", ["list", "watch"]),
@@ -178,6 +179,13 @@ LEDGER = (
             grant("cluster", "persistentvolumeclaims", ["get", "create"]),
             grant("cluster", "serviceaccounts", ["get", "create"]),
             grant("cluster", "secrets", ["create"]),
+        ),
+    ),
+    Use(  # each Workspace's egress policy: created, replaced on change, deleted when unneeded
+        "controller/workspace/egress_sync.py",
+        {"create": 1, "replace": 1, "delete": 1},
+        controller=grant(
+            "cluster", "networkpolicies", ["create", "update", "delete"], group="networking.k8s.io"
         ),
     ),
     # -- the controller: the reconciler toolkit, for Workspaces and InferenceRelays ----------
