@@ -42,6 +42,7 @@ from controller.settings import ControllerSettings, RuntimeSettings, WorkspaceSe
 from controller.setup import new_manager
 from controller.workspace import wiring
 from controller.workspace.pod import desired_pod, desired_pvc, desired_service_account
+from tests.controller.workspace.factories import publish_runtime
 from tests.kubeapi import KubeServer
 from wspin.delivery import AgentdDelivery
 from wspin.informer import Informer
@@ -125,6 +126,7 @@ async def _via_reconciler(
         ),
         workspace=SETTINGS,
     )
+    await publish_runtime(kube)
     manager = new_manager(kube, settings)
     wiring.register(manager, settings)
     started = time.perf_counter()

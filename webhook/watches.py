@@ -10,16 +10,16 @@ so 10,000 of them take a few MiB in a process whose memory limit is 256 MiB.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final
 
 from webhook.tenant_quota import LABEL_TENANT, QuotaLimits, TenantUsage
 from wspin.contract import LABEL_COMPONENT, LABEL_COMPONENT_VALUE
 from wspin.informer import Informer
-from wspin.objects import Obj, ObjectKey
+from wspin.objects import Obj
 from wspin.resources import PODS, Kube
-from wspin.runtimes import RUNTIME_ENVIRONMENTS
+from wspin.runtimes import RUNTIME_ENVIRONMENTS, RuntimeCatalogue
 
 QUOTA_PODS_SELECTOR: Final = f"{LABEL_COMPONENT}={LABEL_COMPONENT_VALUE},{LABEL_TENANT}"
 """Only pods the quota counts are listed and watched."""
@@ -53,25 +53,6 @@ def quota_view(pod: Obj) -> Obj:
         },
         "status": {"phase": (pod.get("status") or {}).get("phase")},
     }
-
-
-class RuntimeCatalogue(Mapping[str, Obj]):
-    """RuntimeEnvironments by name, read from their informer's cache."""
-
-    def __init__(self, informer: Informer) -> None:
-        self._informer = informer
-
-    def __getitem__(self, name: str) -> Obj:
-        found = self._informer.get(ObjectKey("", name))
-        if found is None:
-            raise KeyError(name)
-        return found
-
-    def __iter__(self) -> Iterator[str]:
-        return (obj["metadata"]["name"] for obj in self._informer.list())
-
-    def __len__(self) -> int:
-        return len(self._informer)
 
 
 @dataclass

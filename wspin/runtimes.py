@@ -15,10 +15,11 @@ Workspace that names the runtime runs the same bytes however the tag moves.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
+from wspin.objects import ObjectKey
 from wspin.resources import Resource
 
 Obj = dict[str, Any]
@@ -125,3 +126,30 @@ def resolve_runtime(runtime: str, catalogue: Mapping[str, Obj]) -> Runtime | str
     if problem is not None:
         return f"RuntimeEnvironment {runtime!r} cannot be run: {problem}"
     return Runtime(name=runtime, image=env["spec"]["image"])
+
+
+class _Cache(Protocol):
+    def get(self, key: ObjectKey) -> Obj | None: ...
+
+    def list(
+        self, namespace: str | None = None, labels: dict[str, str] | None = None
+    ) -> list[Obj]: ...
+
+
+class RuntimeCatalogue(Mapping[str, Obj]):
+    """RuntimeEnvironments by name, read from a watch-fed cache (never the API)."""
+
+    def __init__(self, cache: _Cache) -> None:
+        self._cache = cache
+
+    def __getitem__(self, name: str) -> Obj:
+        found = self._cache.get(ObjectKey("", name))
+        if found is None:
+            raise KeyError(name)
+        return found
+
+    def __iter__(self) -> Iterator[str]:
+        return (obj["metadata"]["name"] for obj in self._cache.list())
+
+    def __len__(self) -> int:
+        return len(self._cache.list())

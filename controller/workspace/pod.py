@@ -35,9 +35,12 @@ from wspin.contract import (
     LABEL_WORKSPACE,
 )
 from wspin.errors import WspinError
+from wspin.runtimes import Runtime
 from wspin.workspace_pod import SELECTOR_LABELS
 
 LABEL_RUNTIME: Final = "runtime"
+ANNOTATION_RUNTIME_ENV: Final = "llmsafespaces.dev/runtime-env"
+"""The RuntimeEnvironment a bare ``spec.runtime`` resolved to."""
 LABEL_TENANT: Final = "llmsafespaces.dev/tenant"
 ANNOTATION_CREATED_BY: Final = "llmsafespaces.dev/created-by"
 ANNOTATION_RESTART_GENERATION: Final = "llmsafespaces.dev/restart-generation"
@@ -181,8 +184,9 @@ def desired_service_account(ws: Obj) -> Obj:
 
 
 def runtime_image(spec: Obj) -> str:
-    """An image-shaped runtime (with ``/``) is the image; a bare name is used as an image name
-    too (``python`` → the registry's default namespace). The validator restricts both."""
+    """``spec.runtime`` as the image. The reconciler resolves a bare name through the runtime
+    catalogue first and passes the RuntimeEnvironment's image instead (``desired_pod``'s
+    ``runtime``); an image-shaped runtime is the image, restricted by the validator."""
     runtime = spec.get("runtime")
     if not isinstance(runtime, str) or not runtime.strip():
         raise PodBuildError("spec.runtime is required: name a runtime or an image")
@@ -226,7 +230,9 @@ def _agentd_image(settings: WorkspaceSettings) -> str:
     return settings.agentd.image
 
 
-def desired_pod(ws: Obj, settings: WorkspaceSettings, *, admin_token: str = "") -> Obj:
+def desired_pod(
+    ws: Obj, settings: WorkspaceSettings, *, admin_token: str = "", runtime: Runtime | None = None
+) -> Obj:
     """The workspace pod for ``ws``; raises PodBuildError naming the field that prevents it.
 
     ``admin_token`` is the workspace's agentd admin token when the caller has it: the
@@ -257,7 +263,7 @@ def desired_pod(ws: Obj, settings: WorkspaceSettings, *, admin_token: str = "") 
         raise PodBuildError(err.message, err.fix) from None
     inputs = PodInputs(
         ws_name=ws_name,
-        runtime_image=runtime_image(spec),
+        runtime_image=runtime.image if runtime is not None else runtime_image(spec),
         agentd_image=_agentd_image(settings),
         resources=resources,
         sidecar=settings.agentd_sidecar,
@@ -309,6 +315,8 @@ def desired_pod(ws: Obj, settings: WorkspaceSettings, *, admin_token: str = "") 
         ANNOTATION_CREATED_BY: "controller",
         ANNOTATION_RESTART_GENERATION: restart_generation_of(ws),
     }
+    if runtime is not None:
+        metadata["annotations"][ANNOTATION_RUNTIME_ENV] = runtime.name
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": pod_spec}
 
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -64,6 +64,7 @@ from wspin.resources import (
     NamespaceTerminating,
     NotFound,
 )
+from wspin.runtimes import Runtime, resolve_runtime
 
 log = logging.getLogger("controller.workspace")
 
@@ -71,6 +72,8 @@ FINALIZER: Final = "workspace.llmsafespaces.dev/finalizer"
 """Held until the pod is gone, so deletion honours the termination grace and is visible
 as the Terminating phase."""
 
+RUNTIME_NOT_FOUND: Final = "RuntimeNotFound"
+"""Ready reason while a bare ``spec.runtime`` names no (runnable) RuntimeEnvironment."""
 ORG_SUSPENDED: Final = "OrgSuspended"
 """Ready reason and Event of a Workspace stopped because its organisation is suspended."""
 
@@ -117,6 +120,7 @@ class WorkspaceReconciler:
         metrics: VerifyMetrics,
         staging: StagingPass | None = None,
         orgs: orgstatus.OrgStatusCache | None = None,
+        runtimes: Mapping[str, Obj] | None = None,
         egress: EgressPolicies | None = None,
         clock: Clock = utc_now,
         events: EventRecorder | None = None,
@@ -129,6 +133,9 @@ class WorkspaceReconciler:
         self.metrics = metrics
         self.staging = staging
         self.orgs = orgs
+        self.runtimes = runtimes
+        """The runtime catalogue (RuntimeEnvironments by name) bare runtime names resolve
+        through; None: every ``spec.runtime`` is run as written."""
         self.egress = egress
         """Per-Workspace egress policies (None: ``--workspace-egress=off``)."""
         """Org status from the API service (None: ``--api-service-url`` or the internal
@@ -188,7 +195,11 @@ class WorkspaceReconciler:
             excluded = excluded_namespace_problem(key.namespace, self.settings.excluded_namespaces)
             if excluded:
                 raise build.PodBuildError(excluded)
-            pod_body = build.desired_pod(ws, self.settings)
+            runtime = self._runtime(ws)
+            if isinstance(runtime, str):
+                await self._runtime_missing(ws, runtime, written)
+                return None
+            pod_body = build.desired_pod(ws, self.settings, runtime=runtime)
             pvc_body = build.desired_pvc(ws)
         except build.PodBuildError as err:
             await _together(self._ensure_finalizer(ws, written))
@@ -240,6 +251,32 @@ class WorkspaceReconciler:
             org.recheck if org is not None else None,
             egress.requeue if egress is not None else None,
         )
+
+    def _runtime(self, ws: Obj) -> Runtime | str | None:
+        """The RuntimeEnvironment a bare ``spec.runtime`` names, why it names none, or None for
+        an image reference (the pod runs it as written)."""
+        runtime = (ws.get("spec") or {}).get("runtime")
+        if self.runtimes is None or not isinstance(runtime, str) or "/" in runtime:
+            return None
+        return resolve_runtime(runtime, self.runtimes)
+
+    async def _runtime_missing(self, ws: Obj, problem: str, written: list[str]) -> None:
+        """Ready=False RuntimeNotFound; a running pod is left as it is (it was built from an
+        entry that was valid then), no new pod is built. The catalogue's watch brings the
+        Workspace back when the entry appears."""
+        key = ObjectKey.of(ws)
+        pod = (
+            self.pods.get(ObjectKey(key.namespace, build.names(ws).pod))
+            if ws["metadata"].get("uid")
+            else None
+        )
+        if ownership.conflict_of(pod, ws, "Pod") is not None:
+            pod = None  # someone else's pod says nothing about this Workspace
+        previous = str((ws.get("status") or {}).get("phase") or "")
+        phase = st.running_phase(pod, previous) if pod is not None else "Pending"
+        await _together(self._ensure_finalizer(ws, written))
+        outcome = _Outcome(phase, detail=problem, reason=RUNTIME_NOT_FOUND)
+        await self._write_status(ws, outcome, written)
 
     async def _org_suspension(self, ws: Obj) -> orgstatus.OrgVerdict | None:
         """Whether the Workspace's organisation is suspended, for an org-owned Workspace when

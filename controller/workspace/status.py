@@ -53,7 +53,7 @@ def running_phase(pod: Obj | None, previous: str) -> Phase:
 
 def ready_condition(phase: Phase, generation: int, detail: str = "", reason: str = "") -> Obj:
     """The Ready condition each phase implies."""
-    if phase == "Active":
+    if phase == "Active" and not reason:
         return condition(READY, "True", "PodReady", "workspace pod is ready", generation)
     reasons: dict[str, tuple[str, str]] = {
         "Pending": ("PodPending", "waiting for the workspace pod to be scheduled"),
@@ -62,6 +62,7 @@ def ready_condition(phase: Phase, generation: int, detail: str = "", reason: str
         "Suspended": ("Suspended", "suspended: no pod, the volume is kept"),
         "Terminating": ("Terminating", "workspace is being deleted"),
         "Failed": ("PodBuildFailed", "the workspace pod cannot be built"),
+        "Active": ("PodReady", "workspace pod is ready"),
     }
     default_reason, message = reasons[phase]
     return condition(READY, "False", reason or default_reason, detail or message, generation)

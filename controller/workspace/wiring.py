@@ -7,7 +7,7 @@ from typing import Final
 
 from controller.runtime.manager import Manager
 from controller.settings import ControllerSettings
-from controller.types import StagingPass
+from controller.types import Obj, ObjectKey, StagingPass
 from controller.workspace.dns import DnsResolver
 from controller.workspace.egress import CILIUM_NETWORK_POLICIES, NETWORK_POLICIES
 from controller.workspace.egress_sync import EgressPolicies
@@ -16,6 +16,7 @@ from controller.workspace.orgstatus import OrgStatusCache, OrgStatusMetrics
 from controller.workspace.reconciler import WorkspaceReconciler
 from wspin.contract import LABEL_APP, LABEL_APP_VALUE, LABEL_WORKSPACE
 from wspin.resources import PODS, PVCS, WORKSPACES, Resource
+from wspin.runtimes import RUNTIME_ENVIRONMENTS, RuntimeCatalogue
 from wspin.workspace_pod import SELECTOR
 
 OWNED_SELECTOR: Final = SELECTOR
@@ -67,9 +68,21 @@ def register(
             cilium=cilium,
         )
         owns.append((resource, POLICY_SELECTOR))
+    workspaces = manager.cache(WORKSPACES)
+
+    def naming(env: Obj) -> list[ObjectKey]:
+        """The Workspaces whose bare runtime names a RuntimeEnvironment that changed."""
+        name = env["metadata"]["name"]
+        return [
+            ObjectKey.of(ws)
+            for ws in workspaces.list()
+            if (ws.get("spec") or {}).get("runtime") == name
+        ]
+
+    runtimes = RuntimeCatalogue(manager.cache(RUNTIME_ENVIRONMENTS))
     reconciler = WorkspaceReconciler(
         manager.kube,
-        manager.cache(WORKSPACES),
+        workspaces,
         manager.cache(PODS, labels=OWNED_SELECTOR),
         manager.cache(PVCS, labels=OWNED_SELECTOR),
         settings.workspace,
@@ -77,5 +90,8 @@ def register(
         staging=staging,
         orgs=orgs,
         egress=egress,
+        runtimes=runtimes,
     )
-    manager.add_controller(reconciler, for_=WORKSPACES, owns=owns)
+    manager.add_controller(
+        reconciler, for_=WORKSPACES, owns=owns, watches=((RUNTIME_ENVIRONMENTS, naming),)
+    )

@@ -81,6 +81,7 @@ CONTROLLER_CLUSTER_BASE = {
     ("", "serviceaccounts", (), verbs("get", "create")),
     ("", "secrets", (), verbs("create")),  # each workspace's password Secret, blind create
     ("", "events", (), verbs("create")),
+    ("llmsafespaces.dev", "runtimeenvironments", (), verbs("list", "watch")),
     (
         "networking.k8s.io",
         "networkpolicies",

@@ -158,6 +158,7 @@ LEDGER = (
         ),
         controller=union(
             grant("cluster", "networkpolicies", ["list", "watch"], group="networking.k8s.io"),
+            grant("cluster", "runtimeenvironments", ["list", "watch"], group=CRD_GROUP),
             grant("cluster", "workspaces", ["list", "watch"], group=CRD_GROUP),
             grant("cluster", "pods", ["list", "watch"]),
             grant("cluster", "persistentvolumeclaims", ["list", "watch"]),

@@ -30,6 +30,7 @@ from tests.controller.staging.conftest import (
     two_providers,
 )
 from tests.controller.workspace.conftest import SETTINGS
+from tests.controller.workspace.factories import publish_runtime
 from tests.kubeapi import KubeServer
 from wspin.resources import PODS, SECRETS, WORKSPACES, Kube
 
@@ -80,6 +81,7 @@ async def armed(
         source=CredentialSource(config, ttl=0),
         staleness_bound=STALENESS_BOUND,
     )
+    await publish_runtime(kube)
     manager = Manager(kube, manager_options(CONTROLLER))
     wiring.register(manager, CONTROLLER, staging=real)
     task = asyncio.create_task(manager.run())

@@ -16,6 +16,7 @@ from controller.staging.handoff import handoff_name
 from tests.controller.staging.conftest import Stage, condition, make_config, two_providers
 from tests.controller.workspace.conftest import SETTINGS, Harness, eventually
 from tests.controller.workspace.conftest import harness as harness
+from tests.controller.workspace.factories import publish_runtime
 from tests.controller.workspace.test_reconciler import ready_status, reconcile_until
 from tests.kubeapi import KubeServer
 from wspin import logs
@@ -108,6 +109,7 @@ async def test_an_armed_config_gets_a_staging_pass_wired_in(kube: Kube, stage: S
     )
     config = make_config(stage.router.url, stage.relay_namespace, stage.providers.url, 3600)
     stage.providers.bound["ws1"] = two_providers()
+    await publish_runtime(kube)
     manager = new_manager(kube, settings, registry=CollectorRegistry())
     before = list(logs._scrubbers)
     setup_controllers(manager, settings, relay_staging=config)

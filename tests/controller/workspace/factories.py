@@ -2,15 +2,34 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 from typing import Any
 
 from wspin.contract import AGENTD, DELIVERY_ANNOTATION, OPENCODE
+from wspin.resources import AlreadyExists, Kube
+from wspin.runtimes import RUNTIME_ENVIRONMENTS
 
 UID = "b8985526-5983-4ade-9338-3b5f9fd93057"
 AGENTD_IMAGE = "ghcr.io/lenaxia/llmsafespaces/agentd@sha256:" + "0123456789abcdef" * 4
 OPENCODE_IMAGE = "ghcr.io/lenaxia/llmsafespaces/opencode@sha256:" + "fedcba9876543210" * 4
+
+
+RUNTIME_IMAGE = "ghcr.io/example/runtime-python:3.12@sha256:" + "ab" * 32
+"""What the ``python`` RuntimeEnvironment of ``publish_runtime`` runs."""
+
+
+async def publish_runtime(kube: Kube, name: str = "python") -> None:
+    """The RuntimeEnvironment the Workspaces here name (cluster scoped: created if absent)."""
+    body = {
+        "apiVersion": "llmsafespaces.dev/v1",
+        "kind": "RuntimeEnvironment",
+        "metadata": {"name": name},
+        "spec": {"image": RUNTIME_IMAGE, "language": "python", "version": "3.12"},
+    }
+    with contextlib.suppress(AlreadyExists):
+        await kube.create(RUNTIME_ENVIRONMENTS, body)
 
 
 def workspace(name: str = "ws1", **spec: Any) -> dict[str, Any]:

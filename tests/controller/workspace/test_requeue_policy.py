@@ -20,6 +20,7 @@ from controller.types import ObjectKey
 from controller.workspace import wiring
 from controller.workspace.reconciler import FINALIZER
 from tests.controller.workspace.conftest import SETTINGS
+from tests.controller.workspace.factories import publish_runtime
 from tests.kubeapi import KubeServer
 from wspin.resources import NAMESPACES, PODS, WORKSPACES, Kube
 
@@ -43,6 +44,7 @@ async def eventually(check: Callable[[], bool], what: str, timeout: float = 30.0
 
 @contextlib.asynccontextmanager
 async def controller(kube: Kube) -> AsyncIterator[Manager]:
+    await publish_runtime(kube)
     manager = Manager(kube, manager_options(CONTROLLER))
     wiring.register(manager, CONTROLLER)
     task = asyncio.create_task(manager.run())

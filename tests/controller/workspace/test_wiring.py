@@ -10,6 +10,7 @@ from controller.settings import ControllerSettings, RuntimeSettings
 from controller.setup import new_manager
 from controller.workspace import wiring
 from tests.controller.workspace.conftest import SETTINGS, eventually
+from tests.controller.workspace.factories import publish_runtime
 from wspin.resources import PODS, WORKSPACES, Kube
 
 
@@ -20,6 +21,7 @@ async def test_a_registered_controller_turns_an_applied_workspace_into_a_pod(
         runtime=RuntimeSettings(health_port=0, metrics_port=0, bind_host="127.0.0.1"),
         workspace=SETTINGS,
     )
+    await publish_runtime(kube)
     registry = CollectorRegistry()
     manager = new_manager(kube, settings, registry=registry)
     wiring.register(manager, settings)
