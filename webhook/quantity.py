@@ -7,6 +7,7 @@ millicores and bytes (rounded up, as the scheduler does for fractional millicore
 
 from __future__ import annotations
 
+import functools
 import re
 from fractions import Fraction
 from typing import Final
@@ -59,11 +60,26 @@ def parse_quantity(value: object) -> Fraction:
 
 def millicores(value: object) -> int:
     """CPU as whole millicores, rounded up."""
-    q = parse_quantity(value) * 1000
-    return -((-q.numerator) // q.denominator)
+    return _millicores(value) if isinstance(value, str) else _ceil(parse_quantity(value) * 1000)
 
 
 def byte_count(value: object) -> int:
     """Memory as whole bytes, rounded up."""
-    q = parse_quantity(value)
+    return _bytes(value) if isinstance(value, str) else _ceil(parse_quantity(value))
+
+
+# Pods repeat a handful of request strings ("500m", "512Mi"), so answers are cached: the quota
+# reads every request of every pod it admits and watches. Bounded, so hostile input cannot
+# grow it.
+@functools.lru_cache(maxsize=4096)
+def _millicores(value: str) -> int:
+    return _ceil(parse_quantity(value) * 1000)
+
+
+@functools.lru_cache(maxsize=4096)
+def _bytes(value: str) -> int:
+    return _ceil(parse_quantity(value))
+
+
+def _ceil(q: Fraction) -> int:
     return -((-q.numerator) // q.denominator)
