@@ -11,6 +11,7 @@ BENCHMARKS = (
     ("bench.webhook", "bench_admission_throughput"),
     ("bench.workspaces", "bench_workspaces"),
     ("bench.relay_orphans", "bench_orphan_sweep"),
+    ("bench.tenant_quota", "bench_tenant_quota"),
 )
 
 
