@@ -50,7 +50,7 @@ bench: $(BIN)/.dev
 	$(BIN)/python -m bench
 
 refresh-goldens: $(BIN)/.dev
-	WSPIN_REFRESH_GOLDEN=1 $(BIN)/python -m pytest -q tests/webhook/test_inject.py tests/controller/workspace/test_pod_goldens.py
+	WSPIN_REFRESH_GOLDEN=1 $(BIN)/python -m pytest -q tests/webhook/test_inject.py tests/controller/workspace/test_pod_goldens.py tests/controller/relay/test_plan.py
 	$(BIN)/python scripts/example_pod.py
 
 clean:

@@ -16,6 +16,7 @@ from prometheus_client import CollectorRegistry
 
 from bench.table import Row
 from controller.relay.drivers.fake import FakeCloud, ManualClock
+from controller.relay.identity import ClusterIdentity
 from controller.relay.metrics import RelayMetrics
 from controller.relay.orphans import OrphanDetector, OrphanPolicy
 from wspin.resources import Resource
@@ -25,6 +26,7 @@ RELAYS = 100
 ORPHANS = 50
 LEGACY = 50
 REGION = "us-east-1"
+CLUSTER = "bench-cluster"
 ROUNDS = 5
 
 
@@ -43,13 +45,15 @@ class _Relays:
 
 
 def _cloud(clock: ManualClock) -> tuple[FakeCloud, list[str]]:
-    cloud = FakeCloud(provider="aws", clock=clock.now, sleep=clock.sleep)
+    cloud = FakeCloud(provider="aws", clock=clock.now)
     uids = [f"uid-{n}" for n in range(RELAYS)]
     owned = VMS - ORPHANS - LEGACY
     for n in range(owned):
-        cloud.seed(REGION, owner_uid=uids[n % RELAYS], provider="aws", age_seconds=7200)
+        cloud.seed(
+            REGION, cluster=CLUSTER, owner_uid=uids[n % RELAYS], provider="aws", age_seconds=7200
+        )
     for n in range(ORPHANS):
-        cloud.seed(REGION, owner_uid=f"gone-{n}", provider="aws", age_seconds=7200)
+        cloud.seed(REGION, cluster=CLUSTER, owner_uid=f"gone-{n}", provider="aws", age_seconds=7200)
     for _ in range(LEGACY):
         cloud.seed(REGION, age_seconds=7200)
     return cloud, uids
@@ -62,13 +66,14 @@ async def _measure() -> tuple[float, float, int]:
         clock = ManualClock()
         cloud, uids = _cloud(clock)
         started = time.perf_counter()
-        listed = await cloud.list_instances(REGION)
+        listed = await cloud.list({}, [REGION])
         best_list = min(best_list, time.perf_counter() - started)
         assert len(listed) == VMS
         detector = OrphanDetector(
             _Relays(uids),
             {"aws": cloud},
             RelayMetrics(CollectorRegistry()),
+            ClusterIdentity(None, CLUSTER),
             policy=OrphanPolicy(grace_seconds=600, max_deletions=VMS),
             clock=clock.now,
         )

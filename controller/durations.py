@@ -1,5 +1,6 @@
 """Go-style durations (``12h``, ``90m``, ``1h30m``, ``500ms``), the syntax the chart and the
-reference's flags use, parsed to and formatted from float seconds. Pure.
+controller's flags use (as Kubernetes tooling does), parsed to and formatted from float
+seconds. Pure.
 """
 
 from __future__ import annotations

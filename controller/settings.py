@@ -14,11 +14,12 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import re
 import socket
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 from controller.durations import format_duration, parse_duration
 from controller.upload_staging import UploadStagingConfig, parse_upload_staging
@@ -46,6 +47,8 @@ INTERNAL_TOKEN_ENV = "LLMSAFESPACES_INTERNAL_TOKEN"  # noqa: S105 - a variable n
 
 DEFAULT_LLM_RELAY_ROUTER_URL = "http://llm-relay-router.llm-relay.svc.cluster.local"
 LOG_LEVELS = ("debug", "info", "warning", "error")
+_REGION_PART = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
+"""A provider or region name as the clouds spell them (``aws``, ``us-east-1``)."""
 RELAY_CLOUDS = ("", "fake")
 
 _D = TypeVar("_D", bound=ArtifactDelivery)
@@ -97,6 +100,26 @@ class RuntimeSettings:
     leader_election: LeaderElectionSettings = field(default_factory=LeaderElectionSettings)
 
 
+EgressMode = Literal["off", "networkpolicy", "cilium"]
+DefaultEgress = Literal["deny", "allow"]
+
+
+@dataclass(frozen=True)
+class EgressSettings:
+    """How the controller limits workspace pods' egress (one policy per Workspace)."""
+
+    mode: EgressMode = "off"
+    """``--workspace-egress``: "networkpolicy" (address rules, re-resolved within each
+    record's TTL), "cilium" (a CiliumNetworkPolicy with toFQDNs, where Cilium is installed) or
+    "off" (no policy is written; the chart picks cilium or networkpolicy by itself)."""
+    default: DefaultEgress = "deny"
+    """``--workspace-egress-default``: a Workspace that declares no domains gets DNS and the
+    platform only ("deny"), or no policy of ours at all ("allow")."""
+    platform_namespaces: tuple[str, ...] = ()
+    """``--workspace-egress-namespaces``: namespaces whose pods every workspace pod may reach
+    (the API service, relay routers)."""
+
+
 @dataclass(frozen=True)
 class WorkspaceSettings:
     """What the Workspace reconciler builds pods and status from."""
@@ -131,11 +154,13 @@ class WorkspaceSettings:
     """``--excluded-namespaces`` plus kube-system and the controller's own namespace: the pod
     webhook never sees pods there, so no workspace pod is built there (the Workspace gets a
     Failed phase saying why)."""
+    egress: EgressSettings = EgressSettings()
+    """Per-Workspace egress policies."""
 
 
 @dataclass(frozen=True)
 class RelayStagingSettings:
-    """Relay-only key delivery flags (reference relay-staging.md §2), validated by arming."""
+    """Relay-only key delivery flags, validated by arming (an unarmed start exits 85)."""
 
     enabled: bool = False
     """``--relay-only-key-delivery``: off = nothing relay-staging related happens."""
@@ -186,6 +211,9 @@ class OrphanSweepSettings:
     """``--orphan-max-deletions-per-sweep``: caps the damage of a wrong decision."""
     dry_run: bool = False
     """``--orphan-dry-run``: log what would be deleted, delete nothing."""
+    regions: tuple[tuple[str, str], ...] = (("aws", "us-east-1"), ("oci", "us-ashburn-1"))
+    """``--orphan-regions``: (provider, region) pairs swept even when no InferenceRelay names
+    them, so the VMs of a CR deleted while the controller was down are still found."""
 
 
 @dataclass(frozen=True)
@@ -200,6 +228,9 @@ class InferenceRelaySettings:
     cloud: str = ""
     """``--relay-cloud``: "" = the real cloud drivers, ``fake`` = in-process driver."""
     orphans: OrphanSweepSettings = field(default_factory=OrphanSweepSettings)
+    cluster_id: str = ""
+    """``--relay-cluster-id``: the value of every relay VM's cluster tag; "" = the UID of the
+    kube-system namespace."""
 
 
 @dataclass(frozen=True)
@@ -243,6 +274,26 @@ def add_controller_flags(parser: argparse.ArgumentParser) -> None:
     add_flag(workspace, "--default-runtime-class", default=None, help="pod runtimeClassName")
     add_flag(workspace, "--workspace-termination-grace", default="40", help="seconds")
     add_excluded_namespaces_flag(workspace)
+    add_flag(
+        workspace,
+        "--workspace-egress",
+        default="off",
+        choices=["off", "networkpolicy", "cilium"],
+        help="per-Workspace egress policy: NetworkPolicy, CiliumNetworkPolicy (toFQDNs) or off",
+    )
+    add_flag(
+        workspace,
+        "--workspace-egress-default",
+        default="deny",
+        choices=["deny", "allow"],
+        help="egress of a Workspace declaring no domains: deny (DNS, platform only) or allow",
+    )
+    add_flag(
+        workspace,
+        "--workspace-egress-namespaces",
+        default="",
+        help="comma-separated namespaces every workspace pod may reach (API service, routers)",
+    )
     for flag in (
         "--inference-relay-url",
         "--api-service-url",
@@ -285,6 +336,18 @@ def add_controller_flags(parser: argparse.ArgumentParser) -> None:
     add_flag(relay, "--orphan-grace", default="10m", help="Go duration")
     add_flag(relay, "--orphan-max-deletions-per-sweep", default="10", help="count")
     _bool_flag(relay, "--orphan-dry-run", "log orphan deletions without deleting")
+    add_flag(
+        relay,
+        "--orphan-regions",
+        default="aws:us-east-1,oci:us-ashburn-1",
+        help="comma-separated provider:region pairs the orphan sweep always covers",
+    )
+    add_flag(
+        relay,
+        "--relay-cluster-id",
+        default="",
+        help="value of the relay VMs' cluster tag (default: the kube-system namespace UID)",
+    )
 
 
 # -- parsing -------------------------------------------------------------------------------
@@ -466,6 +529,13 @@ def settings_from_args(
             agentd=agentd,
             opencode=opencode,
             excluded_namespaces=excluded_namespaces_from(args.excluded_namespaces, namespace),
+            egress=EgressSettings(
+                mode=args.workspace_egress,
+                default=args.workspace_egress_default,
+                platform_namespaces=tuple(
+                    n.strip() for n in args.workspace_egress_namespaces.split(",") if n.strip()
+                ),
+            ),
         ),
         relay_staging=RelayStagingSettings(
             enabled=_bool("--relay-only-key-delivery", args.relay_only_key_delivery),
@@ -499,6 +569,28 @@ def settings_from_args(
                     10_000,
                 ),
                 dry_run=_bool("--orphan-dry-run", args.orphan_dry_run),
+                regions=_orphan_regions(args.orphan_regions),
             ),
+            cluster_id=args.relay_cluster_id.strip(),
         ),
     )
+
+
+def _orphan_regions(text: str) -> tuple[tuple[str, str], ...]:
+    """``provider:region`` pairs, comma-separated; "" sweeps only the regions CRs name."""
+    pairs: list[tuple[str, str]] = []
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        provider, _, region = item.partition(":")
+        if not (_REGION_PART.match(provider.strip()) and _REGION_PART.match(region.strip())):
+            raise _flag_error(
+                "--orphan-regions",
+                f"item {item!r} is not provider:region",
+                "use e.g. aws:us-east-1,oci:us-ashburn-1 "
+                "(Helm: controller.inferenceRelay.orphanDetector.regions)",
+            )
+        pair = (provider.strip(), region.strip())
+        if pair not in pairs:
+            pairs.append(pair)
+    return tuple(pairs)

@@ -1,6 +1,7 @@
 """An informer: a local cache of one kind's objects kept current by list-then-watch.
 
-The cache holds the plain dicts the API server sent (DESIGN.md §5), compacted on the way in
+The cache holds the plain dicts the API server sent (no typed models to convert to and
+from on every read), compacted on the way in
 (``compact_object``) so that 10,000 Workspaces and their pods fit the 250 MiB budget:
 - ``metadata.managedFields`` is dropped: server-side-apply bookkeeping nothing here reads,
   often the largest part of an object (about 45% of a workspace pod's JSON);

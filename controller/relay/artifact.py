@@ -1,9 +1,9 @@
 """Checks and lookups on ``RelayArtifactConfig``: the relay-proxy mirrors and per-arch pins.
 
 Pure: no I/O. The config value itself lives with the other settings (``controller.settings``).
-Checked once at start when the relay is enabled: the reference checked nothing there, so
-an empty mirror list surfaced only as a silent provisioning loop, and a missing hash only
-when the first VM of that architecture was due.
+Checked once at start when the relay is enabled, so an empty mirror list or a missing hash
+stops the process with the flag to fix, instead of surfacing as a silent provisioning loop
+or only when the first VM of that architecture is due.
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """The cloud-init user data that turns a fresh VM into a relay. Pure: no I/O.
 
 The VM downloads relay-proxy from the mirrors in order, keeps the first file whose sha256
-matches and only then starts the service. The reference aborted at the first mirror that
-returned a file with the wrong hash and started a unit with an unusable binary; here a bad
-file is deleted and the next mirror tried, and ``FATAL`` plus a non-zero exit come only when
-every mirror failed, in which case the service is never started.
+matches and only then starts the service. A file with the wrong hash is deleted and the next
+mirror tried, so one bad mirror never leaves a unit with an unusable binary; ``FATAL`` plus a
+non-zero exit come only when every mirror failed, in which case the service is never
+started.
 
 The token goes into a root-only environment file, not the world-readable unit file, and the
 download script never sees it, so cloud-init's output log cannot contain it.

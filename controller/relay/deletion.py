@@ -1,49 +1,90 @@
-"""Deletion: destroy every VM of the CR, sweep the cloud by tag, then release the finalizer.
+"""Deletion: destroy every VM of the CR, found by status and by tag, then release the finalizer.
 
-The finalizer stays until every VM status knows is destroyed and a tag sweep found no VM
-left for this UID, so a VM whose creation status never recorded does not outlive its CR.
-Placeholder entries never reach Destroy (the reference passed them, which blocked deletion
-on AWS forever). Clearing the router's peers is best effort: the finalizer must not hang on it.
+The finalizer stays until every VM status knows and every live VM the cloud lists under the
+CR's UID is destroyed, and every listing succeeded, so a VM whose launch status never
+recorded does not outlive its CR. Placeholder entries never reach destroy. Clearing the
+router's peers is best effort: the finalizer must not hang on it.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Final
 
 from controller.relay.deps import RelayDeps
+from controller.relay.drivers.base import (
+    MANAGED_BY_VALUE,
+    TAG_MANAGED_BY,
+    TAG_OWNER_UID,
+    DriverError,
+    truncate,
+)
 from controller.relay.peers import sync_peers
-from controller.relay.spec import FINALIZER, has_real_id
-from controller.types import Requeue
+from controller.relay.spec import FINALIZER, RelaySpec, SpecError, has_real_id, parse_spec
+from controller.toolkit.finalizers import has_finalizer, remove_finalizer
+from controller.toolkit.status import write_status
+from controller.types import Obj, Requeue
 from wspin.errors import TransientError
 from wspin.logs import fields
-from wspin.resources import INFERENCE_RELAYS
+from wspin.resources import INFERENCE_RELAYS, KubeAPIError
 
 log = logging.getLogger(__name__)
 
-RETRY_SECONDS = 30.0
+RETRY_SECONDS: Final = 30.0
 
 
-async def delete_fleet(
-    deps: RelayDeps, cr: dict[str, Any], *, launches_in_flight: int = 0
-) -> Requeue | None:
-    """Destroy the fleet's VMs and release the finalizer once none is left.
+def fleet_regions(spec: RelaySpec | None, status: Obj) -> dict[str, list[str]]:
+    """provider → the regions its VMs may run in: the spec's and those status records (a
+    region change leaves the old VM where it was)."""
+    pairs = {(p.provider, p.region) for p in (spec.providers if spec else ())}
+    pairs |= {
+        (str(i.get("provider") or ""), str(i.get("region") or ""))
+        for i in status.get("instances") or []
+    }
+    regions: dict[str, list[str]] = {}
+    for provider, region in sorted(pairs):
+        if provider and region:
+            regions.setdefault(provider, []).append(region)
+    return regions
 
-    ``launches_in_flight``: launches this pass cancelled while they ran. Their cloud call
-    may still create a VM after the tag sweep below, so the finalizer waits one more round.
-    """
+
+def _spec_or_none(cr: Obj) -> RelaySpec | None:
+    try:
+        return parse_spec(cr)
+    except SpecError:
+        return None  # a spec that cannot be acted on still has status regions to sweep
+
+
+async def delete_fleet(deps: RelayDeps, cr: Obj) -> Requeue | None:
+    """Destroy the fleet's VMs and release the finalizer once none is left."""
     meta = cr["metadata"]
     name, uid = meta["name"], str(meta.get("uid") or "")
-    if FINALIZER not in (meta.get("finalizers") or []):
+    if not has_finalizer(cr, FINALIZER):
         return None
-    status = cr.setdefault("status", {})
-    instances = list(status.get("instances") or [])
+    status: Obj = dict(cr.get("status") or {})
+    instances = [dict(i) for i in status.get("instances") or []]
     incomplete: list[str] = []
-    progress = False
-    for instance in instances:
-        if instance.get("state") == "terminated" or not has_real_id(instance):
-            continue
-        provider, instance_id = str(instance.get("provider") or ""), str(instance["id"])
+    targets: dict[str, tuple[str, str]] = {
+        str(i["id"]): (str(i.get("provider") or ""), str(i.get("region") or ""))
+        for i in instances
+        if has_real_id(i) and i.get("state") != "terminated"
+    }
+    if uid:
+        tags = {TAG_MANAGED_BY: MANAGED_BY_VALUE, TAG_OWNER_UID: uid}
+        for provider, regions in fleet_regions(_spec_or_none(cr), status).items():
+            driver = deps.drivers.get(provider)
+            if driver is None:
+                continue
+            try:
+                listed = await driver.list(tags, regions)
+            except DriverError as err:
+                incomplete.append(f"listing {provider} VMs failed: {truncate(str(err))}")
+                continue
+            for vm in listed:
+                if vm.live and vm.owner_uid == uid:
+                    targets.setdefault(vm.instance_id, (provider, vm.region))
+    destroyed: set[str] = set()
+    for instance_id, (provider, region) in sorted(targets.items()):
         driver = deps.drivers.get(provider)
         if driver is None:
             log.warning(
@@ -53,21 +94,23 @@ async def delete_fleet(
             incomplete.append(f"{instance_id}: no driver for provider {provider}")
             continue
         try:
-            await driver.destroy(instance_id, str(instance.get("region") or ""))
-        except Exception as err:
-            incomplete.append(f"{instance_id}: {err}")
+            await driver.destroy(instance_id, region)
+        except DriverError as err:
+            incomplete.append(f"{instance_id}: {truncate(str(err))}")
             continue
-        instance["state"] = "terminated"
-        instance["healthy"] = False
-        progress = True
-    if progress:
-        status["instances"] = instances
-        written = await deps.kube.replace(INFERENCE_RELAYS, cr, sub="status")
-        meta["resourceVersion"] = written.get("metadata", {}).get("resourceVersion")
-    if uid:
-        incomplete.extend(await _sweep_tags(deps, cr, uid, {str(i.get("id")) for i in instances}))
-    if launches_in_flight:
-        incomplete.append(f"{launches_in_flight} VM launch(es) were in flight; sweeping again")
+        deps.destroyed.add(instance_id)
+        destroyed.add(instance_id)
+        log.info(
+            "destroyed relay VM of a deleted InferenceRelay",
+            extra=fields(relay=name, provider=provider, instance=instance_id, region=region),
+        )
+    for entry in instances:
+        if entry.get("id") in destroyed:
+            entry["state"] = "terminated"
+            entry["healthy"] = False
+    written = await write_status(
+        deps.kube, INFERENCE_RELAYS, cr, {**status, "instances": instances}
+    )
     if incomplete:
         raise TransientError(
             f"InferenceRelay {name}: relay VMs not yet destroyed: " + "; ".join(incomplete),
@@ -76,55 +119,8 @@ async def delete_fleet(
         )
     try:
         await sync_peers(deps.kube, deps.namespace, [])
-    except Exception as err:
-        log.warning("cannot clear relay-router peers", extra=fields(relay=name, error=str(err)))
-    patch = {
-        "metadata": {
-            "finalizers": [f for f in meta.get("finalizers") or [] if f != FINALIZER],
-            "resourceVersion": meta.get("resourceVersion"),
-        }
-    }
-    await deps.kube.patch(INFERENCE_RELAYS, name, patch)
+    except KubeAPIError as err:
+        log.warning("cannot clear relay-router peers", extra=fields(relay=name, error=err.message))
+    await remove_finalizer(deps.kube, INFERENCE_RELAYS, written or cr, FINALIZER)
     log.info("all relay VMs destroyed; finalizer removed", extra=fields(relay=name, uid=uid))
     return None
-
-
-async def _sweep_tags(
-    deps: RelayDeps, cr: dict[str, Any], uid: str, processed: set[str]
-) -> list[str]:
-    """Destroy live VMs tagged with ``uid`` that status does not list; returns failures."""
-    pairs = {
-        (str(p.get("provider", "")), str(p.get("region", "")))
-        for p in (cr.get("spec") or {}).get("providers") or []
-    }
-    pairs |= {
-        (str(i.get("provider", "")), str(i.get("region", "")))
-        for i in (cr.get("status") or {}).get("instances") or []
-    }
-    failures = []
-    for provider, region in sorted(pairs):
-        driver = deps.drivers.get(provider)
-        if driver is None or not region:
-            continue
-        try:
-            listed = await driver.list_instances(region)
-        except Exception as err:
-            log.debug(
-                "tag sweep listing failed",
-                extra=fields(provider=provider, region=region, error=str(err)),
-            )
-            continue
-        for vm in listed:
-            if vm.owner_uid != uid or vm.instance_id in processed or not vm.live:
-                continue
-            processed.add(vm.instance_id)
-            try:
-                await driver.destroy(vm.instance_id, region)
-            except Exception as err:
-                failures.append(f"{vm.instance_id}: {err}")
-                continue
-            log.info(
-                "tag sweep destroyed a relay VM missing from status",
-                extra=fields(provider=provider, instance=vm.instance_id, region=region),
-            )
-    return failures

@@ -11,9 +11,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final, Protocol
 
-from controller.relay.drivers.base import ProviderDriver
+from controller.relay.drivers.base import Driver
 from controller.relay.health import HealthReport
-from controller.relay.launches import Launches
+from controller.relay.identity import ClusterIdentity
 from controller.relay.metrics import RelayMetrics
 from controller.settings import RelayArtifactConfig
 from controller.toolkit.clock import Clock, utc_now
@@ -53,15 +53,14 @@ class RelayDeps:
     kube: Kube
     namespace: str
     """Where the token Secret, the peers ConfigMap and the credential Secrets live."""
-    drivers: Mapping[str, ProviderDriver]
+    drivers: Mapping[str, Driver]
     artifacts: RelayArtifactConfig
     metrics: RelayMetrics
+    cluster: ClusterIdentity
+    """The value of every VM's cluster tag."""
     health: HealthSource | None = None
     clock: Clock = utc_now
     expected_credentials: Mapping[str, str] = field(
         default_factory=lambda: dict(EXPECTED_CREDENTIALS)
     )
-    launch_wait_seconds: float = 5.0
-    """How long a pass waits for a launch before showing it as in flight and moving on."""
-    launches: Launches = field(default_factory=Launches)
     destroyed: RecentlyDestroyed = field(default_factory=RecentlyDestroyed)

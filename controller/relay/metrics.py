@@ -1,4 +1,4 @@
-"""The relay controller's Prometheus metrics, prefix ``wspin_relay_``.
+"""The relay controller's Prometheus metrics, prefix ``llmsafespaces_relay_``.
 
 Held in one object registered into a registry the caller picks: the process registry in
 production, a private one per test (so tests never collide on global names).
@@ -13,64 +13,70 @@ from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histo
 from controller.relay.spec import Instance
 
 PROVISION_BUCKETS = (5, 15, 30, 60, 120, 300, 600, 900, 1200)
-"""Seconds; a launch that waits for the VM to run takes from under a minute to ~20 minutes."""
+"""Seconds; a VM takes from under a minute to ~20 minutes to run with a public IP."""
 
 
 class RelayMetrics:
     def __init__(self, registry: CollectorRegistry = REGISTRY) -> None:
         self.registry = registry
         self.healthy_replicas = Gauge(
-            "wspin_relay_healthy_replicas",
+            "llmsafespaces_relay_healthy_replicas",
             "Relay VMs the router reports healthy.",
             registry=registry,
         )
         self.provisioning_failed = Gauge(
-            "wspin_relay_provisioning_failed",
+            "llmsafespaces_relay_provisioning_failed",
             "1 when the provider's slot is in state provisioning-failed.",
             ["provider"],
             registry=registry,
         )
         self.draining = Gauge(
-            "wspin_relay_draining",
+            "llmsafespaces_relay_draining",
             "1 when the provider's relay is draining.",
             ["provider"],
             registry=registry,
         )
         self.quota_exhausted = Gauge(
-            "wspin_relay_quota_exhausted",
+            "llmsafespaces_relay_quota_exhausted",
             "1 when the provider's relay has exhausted its quota.",
             ["provider"],
             registry=registry,
         )
         self.provision_duration = Histogram(
-            "wspin_relay_provision_duration_seconds",
-            "Seconds from launch request until the VM ran with a public IP.",
+            "llmsafespaces_relay_provision_duration_seconds",
+            "Seconds from the launch until the VM ran with a public IP.",
             ["provider"],
             buckets=PROVISION_BUCKETS,
             registry=registry,
         )
         self.rotations = Counter(
-            "wspin_relay_rotation_total",
+            "llmsafespaces_relay_rotation_total",
             "Relay VMs replaced, by reason (manual, unhealthy, gone).",
             ["provider", "reason"],
             registry=registry,
         )
         self.orphans_destroyed = Counter(
-            "wspin_relay_orphans_destroyed_total",
+            "llmsafespaces_relay_orphans_destroyed_total",
             "Orphaned relay VMs by outcome (destroyed, dry_run, failed).",
             ["provider", "outcome"],
             registry=registry,
         )
         self.orphan_sweeps = Counter(
-            "wspin_relay_orphan_sweeps_total",
+            "llmsafespaces_relay_orphan_sweeps_total",
             "Orphan sweeps by outcome (completed, skipped).",
             ["outcome"],
             registry=registry,
         )
+        self.unclaimed = Gauge(
+            "llmsafespaces_relay_unclaimed_vms",
+            "Managed relay VMs without a cluster tag and without an owner in this cluster, "
+            "as the last orphan sweep saw them (never destroyed automatically).",
+            registry=registry,
+        )
 
-    def record_fleet(self, instances: Sequence[Instance], healthy: int) -> None:
+    def record_fleet(self, instances: Sequence[Instance]) -> None:
         """Reset the per-provider families, then set one value per instance."""
-        self.healthy_replicas.set(healthy)
+        self.healthy_replicas.set(sum(1 for i in instances if i.get("healthy")))
         families = (
             (self.provisioning_failed, "provisioning-failed"),
             (self.draining, "draining"),

@@ -1,13 +1,18 @@
-"""The orphan detector: destroy relay VMs whose InferenceRelay no longer exists.
+"""The orphan detector: destroy this cluster's relay VMs whose InferenceRelay no longer exists.
 
 A sweep is a sandwich read straight from the API server (never a cache): list the CRs,
 list the VMs, list the CRs again, and take the owners from the second CR list. A VM exists
 only after its CR did, and a CR cannot vanish without its finalizer destroying its VMs, so
-a VM seen in the middle whose owner is missing from the later list is a true orphan. On top
-of that a VM must be tagged as ours with an owner UID (untagged and legacy VMs are never
-touched), be pending or running, and be older than a grace period (cache lag, a CR restored
-from backup). At most ``max_deletions`` VMs go per sweep, so a bug cannot empty a cloud in
-one tick, and every destroy is logged with the evidence that justified it.
+a VM seen in the middle whose owner is missing from the later list is a true orphan.
+
+Only VMs tagged with this cluster's id are considered: another cluster sharing the cloud
+account has its own CRs, which this one cannot see, so their VMs would all look orphaned.
+A managed VM without a cluster tag (launched by an earlier release) is reported, once per
+sweep, as a metric and a log line, and never destroyed automatically: nothing proves which
+cluster it belongs to. On top of that a VM must have an owner UID, be pending or running,
+and be older than a grace period (cache lag, a CR restored from backup). At most
+``max_deletions`` VMs go per sweep, so a bug cannot empty a cloud in one tick, and every
+destroy is logged with the evidence that justified it.
 """
 
 from __future__ import annotations
@@ -18,11 +23,20 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Protocol
 
-from controller.relay.drivers.base import CloudInstance, ProviderDriver
+from controller.relay.drivers.base import (
+    MANAGED_BY_VALUE,
+    TAG_MANAGED_BY,
+    CloudInstance,
+    Driver,
+    DriverError,
+    truncate,
+)
+from controller.relay.identity import ClusterIdentity
 from controller.relay.metrics import RelayMetrics
-from controller.toolkit.clock import Clock, utc_now
+from controller.toolkit.clock import Clock, format_time, utc_now
+from wspin.errors import TransientError
 from wspin.logs import fields
-from wspin.resources import INFERENCE_RELAYS, Resource
+from wspin.resources import INFERENCE_RELAYS, KubeAPIError, Resource
 
 log = logging.getLogger(__name__)
 
@@ -52,54 +66,65 @@ class SweepResult:
     destroyed: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
     deferred: list[str] = field(default_factory=list)
+    unclaimed: list[str] = field(default_factory=list)
+    """Managed VMs without a cluster tag and without a live owner here: reported only."""
 
 
 class OrphanDetector:
     def __init__(
         self,
         kube: RelayLister,
-        drivers: Mapping[str, ProviderDriver],
+        drivers: Mapping[str, Driver],
         metrics: RelayMetrics,
+        cluster: ClusterIdentity,
         *,
         policy: OrphanPolicy = OrphanPolicy(),
-        extra_regions: Mapping[str, Sequence[str]] | None = None,
+        regions: Mapping[str, Sequence[str]] | None = None,
         clock: Clock = utc_now,
     ) -> None:
         self.kube = kube
         self.drivers = drivers
         self.metrics = metrics
+        self.cluster = cluster
         self.policy = policy
-        self.extra_regions = extra_regions or {}
+        self.regions = regions or {}
+        """provider → regions swept even when no CR names them (``--orphan-regions``), so
+        VMs of a CR deleted while the controller was down are found with no CR left."""
         self.clock = clock
 
     async def sweep(self) -> SweepResult:
         result = SweepResult()
         try:
+            cluster = await self.cluster.resolve()
             first = await self._list_relays()
-        except Exception as err:
+        except (KubeAPIError, TransientError) as err:
             return self._skip(result, f"listing InferenceRelays failed: {err}")
-        regions = self._regions(first)
         listed: list[tuple[str, CloudInstance]] = []
-        for provider, region in regions:
+        for provider, regions in self._regions(first).items():
             try:
-                vms = await self.drivers[provider].list_instances(region)
-            except Exception as err:
+                vms = await self.drivers[provider].list({TAG_MANAGED_BY: MANAGED_BY_VALUE}, regions)
+            except DriverError as err:
                 log.warning(
                     "orphan sweep: listing VMs failed",
-                    extra=fields(provider=provider, region=region, error=str(err)),
+                    extra=fields(provider=provider, regions=regions, error=truncate(str(err))),
                 )
                 continue
             listed.extend((provider, vm) for vm in vms)
         try:
             second = await self._list_relays()
-        except Exception as err:
+        except KubeAPIError as err:
             return self._skip(result, f"listing InferenceRelays again failed: {err}")
         active = {uid for cr in second if (uid := cr.get("metadata", {}).get("uid"))}
         result.listed = len(listed)
         now = self.clock()
         grace = timedelta(seconds=self.policy.grace_seconds)
         for provider, vm in listed:
-            if not vm.owner_uid or vm.owner_uid in active or not vm.live:
+            if not vm.live or vm.owner_uid in active:
+                continue
+            if not vm.cluster:
+                result.unclaimed.append(vm.instance_id)
+                continue
+            if vm.cluster != cluster or not vm.owner_uid:
                 continue
             if vm.launched_at is None or now - vm.launched_at < grace:
                 continue
@@ -108,6 +133,7 @@ class OrphanDetector:
                 result.deferred.append(vm.instance_id)
                 continue
             await self._destroy(provider, vm, now - vm.launched_at, len(active), result)
+        self._report_unclaimed(result.unclaimed)
         if result.deferred:
             log.warning(
                 "orphan sweep hit its deletion limit; the rest waits for the next sweep",
@@ -115,6 +141,15 @@ class OrphanDetector:
             )
         self.metrics.orphan_sweeps.labels(outcome="completed").inc()
         return result
+
+    def _report_unclaimed(self, unclaimed: list[str]) -> None:
+        self.metrics.unclaimed.set(len(unclaimed))
+        if unclaimed:
+            log.warning(
+                "relay VMs without a cluster tag whose owner is not an InferenceRelay here; "
+                "they may belong to another cluster and are never destroyed automatically",
+                extra=fields(instances=sorted(unclaimed), count=len(unclaimed)),
+            )
 
     async def _destroy(
         self,
@@ -129,8 +164,9 @@ class OrphanDetector:
             instance=vm.instance_id,
             region=vm.region,
             owner_uid=vm.owner_uid,
+            cluster=vm.cluster,
             state=vm.state,
-            launched_at=vm.launched_at.isoformat() if vm.launched_at else "",
+            launched_at=format_time(vm.launched_at) if vm.launched_at else "",
             age_seconds=int(age.total_seconds()),
             grace_seconds=self.policy.grace_seconds,
             active_relays=active_count,
@@ -143,8 +179,8 @@ class OrphanDetector:
             return
         try:
             await self.drivers[provider].destroy(vm.instance_id, vm.region)
-        except Exception as err:
-            evidence["fields"]["error"] = str(err)
+        except DriverError as err:
+            evidence["fields"]["error"] = truncate(str(err))
             log.warning("orphan sweep: destroying relay VM failed", extra=evidence)
             self.metrics.orphans_destroyed.labels(provider=provider, outcome="failed").inc()
             result.failed.append(vm.instance_id)
@@ -158,16 +194,20 @@ class OrphanDetector:
         items: list[dict[str, Any]] = listing.get("items") or []
         return items
 
-    def _regions(self, relays: Sequence[dict[str, Any]]) -> list[tuple[str, str]]:
+    def _regions(self, relays: Sequence[dict[str, Any]]) -> dict[str, list[str]]:
         pairs: set[tuple[str, str]] = set()
         for cr in relays:
             for entry in (cr.get("spec") or {}).get("providers") or []:
                 pairs.add((str(entry.get("provider", "")), str(entry.get("region", ""))))
             for instance in (cr.get("status") or {}).get("instances") or []:
                 pairs.add((str(instance.get("provider", "")), str(instance.get("region", ""))))
-        for provider, regions in self.extra_regions.items():
+        for provider, regions in self.regions.items():
             pairs.update((provider, region) for region in regions)
-        return sorted((p, r) for p, r in pairs if p in self.drivers and r)
+        swept: dict[str, list[str]] = {}
+        for provider, region in sorted(pairs):
+            if provider in self.drivers and region:
+                swept.setdefault(provider, []).append(region)
+        return swept
 
     def _skip(self, result: SweepResult, why: str) -> SweepResult:
         log.warning("orphan sweep skipped", extra=fields(reason=why))

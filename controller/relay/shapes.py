@@ -1,9 +1,9 @@
 """CPU architecture from a cloud instance shape, by an explicit table. Pure: no I/O.
 
-The relay binary and the VM image must match the CPU. The reference guessed arm64 for any
-shape it did not recognise, so AWS ``m6i``/``c6i`` and OCI ``VM.Standard.E2.1.Micro`` booted
-the wrong binary and never became healthy. Here a shape the table does not know is an error
-naming the shape: the fix is one ``spec.providers[].shape`` edit, a wrong guess is a dead VM.
+The relay binary and the VM image must match the CPU, and guessing is never safe: a guess
+of arm64 for AWS ``m6i``/``c6i`` or OCI ``VM.Standard.E2.1.Micro`` boots the wrong binary and
+the VM never becomes healthy. A shape the table does not know is an error naming the shape:
+the fix is one ``spec.providers[].shape`` edit, a wrong guess is a dead VM.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ Start order, and why:
 
 Shutdown (``stop()``, wired to SIGTERM by the CLI) runs in reverse: the queues stop handing
 out keys, in-flight reconciles and periodic runs get ``graceful_shutdown_timeout`` to finish
-(cut short if the lease is lost meanwhile), per-term cleanups run, the lease is released so a
+(cut short if the lease is lost meanwhile), the lease is released so a
 successor takes over at once, then caches and servers stop.
 """
 
@@ -92,7 +92,6 @@ class Manager:
         self._controllers: list[Controller] = []
         self._periodics: list[_PeriodicTask] = []
         self._cleanups: list[Callable[[], Awaitable[None]]] = []
-        self._term_cleanups: list[Callable[[], Awaitable[None]]] = []
         self._stopping = asyncio.Event()
         self._running = False
         self._failure: BaseException | None = None
@@ -178,15 +177,10 @@ class Manager:
             raise ValueError(f"periodic task {name!r} needs a positive interval")
         self._periodics.append(_PeriodicTask(name, interval_seconds, fn, leader_only, run_at_start))
 
-    def add_cleanup(self, close: Callable[[], Awaitable[None]], *, each_term: bool = False) -> None:
+    def add_cleanup(self, close: Callable[[], Awaitable[None]]) -> None:
         """Run ``close`` on shutdown, after leader-only work has stopped and before the caches
-        stop (for resources such as pooled HTTP sessions).
-
-        ``each_term=True``: run it instead at the end of every leadership term, right after
-        the term's workers stopped: when the lease is lost, and on shutdown before the lease
-        is released. For leader-only work a reconciler keeps outside its reconcile calls (VM
-        launches): a successor must never find the old leader's launches still running."""
-        (self._term_cleanups if each_term else self._cleanups).append(close)
+        stop (for resources such as pooled HTTP sessions)."""
+        self._cleanups.append(close)
 
     # -- state -------------------------------------------------------------------------------
 
@@ -291,11 +285,6 @@ class Manager:
         # The grace is a leader's: losing the lease during it cuts it short.
         lost = self.elector.lost if self.elector is not None else None
         await self._stop_tasks(term, graceful=graceful, abort=lost)
-        for close in self._term_cleanups:
-            try:
-                await close()
-            except Exception:
-                log.exception("term cleanup failed")
 
     async def _stop_tasks(
         self, term: _Term, *, graceful: bool, abort: asyncio.Event | None = None

@@ -81,10 +81,6 @@ class WorkQueue:
     def in_flight(self) -> int:
         return len(self._processing)
 
-    @property
-    def shutting_down(self) -> bool:
-        return self._shutting_down
-
     def add(self, key: ObjectKey) -> None:
         """Queue ``key`` now, unless it is already waiting. Ignored after shutdown."""
         if self._shutting_down or key in self._dirty:

@@ -22,7 +22,6 @@ from controller.types import Obj
 STAGED: Final = "CredentialsStaged"
 STALE: Final = "CredentialStale"
 REJECTED: Final = "CredentialRejected"
-TYPES: Final = (STAGED, STALE, REJECTED)
 
 # Reasons.
 CREDENTIALS_STAGED: Final = "CredentialsStaged"

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal
+from typing import Any, Final
 
+from controller.settings import EgressSettings
 from wspin.contract import (
     LABEL_APP,
     LABEL_APP_VALUE,
@@ -43,19 +44,6 @@ MAX_ADDRESSES_PER_DOMAIN: Final = 32
 DEFAULT_PORTS: Final = ((443, "TCP"),)
 """A declared domain without ``ports`` is reachable on HTTPS only."""
 NAMESPACE_LABEL: Final = "kubernetes.io/metadata.name"
-
-DefaultEgress = Literal["deny", "allow"]
-
-
-@dataclass(frozen=True)
-class EgressSettings:
-    """How the controller writes egress policies."""
-
-    default: DefaultEgress = "deny"
-    """A Workspace that declares no domains: "deny" still gets the policy (DNS and the platform
-    only); "allow" gets none, so the namespace's own policies decide."""
-    platform_namespaces: tuple[str, ...] = ()
-    """Namespaces whose pods every workspace pod may reach (the API service, relay routers)."""
 
 
 @dataclass(frozen=True)

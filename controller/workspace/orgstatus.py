@@ -70,7 +70,7 @@ class OrgStatusCache:
 
     def __init__(
         self,
-        session: aiohttp.ClientSession,
+        session: aiohttp.ClientSession | None,
         base_url: str,
         token: str,
         metrics: OrgStatusMetrics,
@@ -81,6 +81,8 @@ class OrgStatusCache:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._session = session
+        """The HTTP session; None: one of its own, opened on first use and closed by close()."""
+        self._owns_session = session is None
         self._base = URL(base_url.rstrip("/"))
         self._token = token
         self._metrics = metrics
@@ -117,11 +119,14 @@ class OrgStatusCache:
         return max(0.0, entry.fresh_until - self._clock()) if entry is not None else 0.0
 
     async def close(self) -> None:
-        """Cancel lookups still in flight (at shutdown)."""
+        """Cancel lookups still in flight and close an own session (at shutdown)."""
         tasks = list(self._inflight.values())
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        if self._owns_session and self._session is not None:
+            await self._session.close()
+            self._session = None
 
     def _fetch_once(self, org_id: str) -> asyncio.Task[str]:
         task = self._inflight.get(org_id)
@@ -135,6 +140,8 @@ class OrgStatusCache:
         if not _ORG_ID.match(org_id):
             raise OrgStatusError("invalid-org-id")
         url = self._base / "api/v1/internal/orgs" / org_id / "status"
+        if self._session is None:
+            self._session = aiohttp.ClientSession()
         try:
             async with self._session.get(
                 url,
@@ -171,3 +178,21 @@ class OrgStatusCache:
                 reason,
                 org_id if _ORG_ID.match(org_id) else "<invalid org id>",
             )
+
+
+@dataclass(frozen=True)
+class OrgVerdict:
+    """What the org's status means for one Workspace."""
+
+    suspended: bool
+    detail: str
+    recheck: float
+    """Seconds until the status is looked up again (a suspension or a resumption then)."""
+
+
+async def verdict(cache: OrgStatusCache, org_id: str) -> OrgVerdict:
+    """Suspended only on a known ``suspended`` status; unknown fails open."""
+    status = await cache.status(org_id)
+    suspended = status == SUSPENDED
+    detail = f"organisation {org_id} is suspended: the pod is stopped, the volume is kept"
+    return OrgVerdict(suspended, detail if suspended else "", cache.fresh_for(org_id) or cache.ttl)

@@ -42,10 +42,11 @@ from controller.types import (
     StagingPass,
     StagingReport,
 )
-from controller.workspace import deadlines, ownership, verify
+from controller.workspace import deadlines, orgstatus, ownership, verify
 from controller.workspace import pod as build
 from controller.workspace import status as st
 from controller.workspace.credentials import desired_password_secret
+from controller.workspace.egress_sync import EgressPolicies
 from controller.workspace.metrics import VerifyMetrics
 from wspin.contract import ARTIFACTS
 from wspin.logs import fields
@@ -70,6 +71,9 @@ FINALIZER: Final = "workspace.llmsafespaces.dev/finalizer"
 """Held until the pod is gone, so deletion honours the termination grace and is visible
 as the Terminating phase."""
 
+ORG_SUSPENDED: Final = "OrgSuspended"
+"""Ready reason and Event of a Workspace stopped because its organisation is suspended."""
+
 VERIFY_FAILURE_REQUEUE: Final = deadlines.VERIFY_FAILURE_RECHECK
 CONFLICT_REQUEUE: Final = 30.0
 """Seconds between looks at a foreign object blocking the Workspace: removing one that
@@ -93,6 +97,8 @@ class _Outcome:
     """Raised once the status is written (relay staging incomplete)."""
     staging_due: float | None = None
     """Relay staging's own deadline (seconds)."""
+    reason: str = ""
+    """The Ready reason, when it is not the phase's own (an organisation's suspension)."""
 
 
 class WorkspaceReconciler:
@@ -110,6 +116,8 @@ class WorkspaceReconciler:
         *,
         metrics: VerifyMetrics,
         staging: StagingPass | None = None,
+        orgs: orgstatus.OrgStatusCache | None = None,
+        egress: EgressPolicies | None = None,
         clock: Clock = utc_now,
         events: EventRecorder | None = None,
     ) -> None:
@@ -120,6 +128,11 @@ class WorkspaceReconciler:
         self.settings = settings
         self.metrics = metrics
         self.staging = staging
+        self.orgs = orgs
+        self.egress = egress
+        """Per-Workspace egress policies (None: ``--workspace-egress=off``)."""
+        """Org status from the API service (None: ``--api-service-url`` or the internal
+        token not set): an org-owned Workspace of a suspended organisation is suspended."""
         self.clock = clock
         self.events = events or EventRecorder(kube, clock=clock)
         self._superseded: dict[ObjectKey, set[str]] = {}
@@ -182,10 +195,15 @@ class WorkspaceReconciler:
             await self._failed(ws, err, written)
             return None
         suspended = bool((ws.get("spec") or {}).get("suspend"))
+        org = None if suspended else await self._org_suspension(ws)
 
         def phase() -> Awaitable[_Outcome]:
-            return self._suspend(ws) if suspended else self._run(ws, pod_body)
+            if suspended or (org is not None and org.suspended):
+                return self._suspend(ws, org.detail if org is not None else "")
+            return self._run(ws, pod_body)
 
+        # The egress policy goes first, so a new pod never starts with open egress.
+        egress = await self.egress.ensure(ws) if self.egress is not None else None
         try:
             pvc = self.pvcs.get(ObjectKey(key.namespace, pvc_body["metadata"]["name"]))
             ownership.check_owned(pvc, ws, "PersistentVolumeClaim")
@@ -200,14 +218,36 @@ class WorkspaceReconciler:
             return await self._conflict(ws, foreign.conflict, written)
         outcome = results[1]
         assert isinstance(outcome, _Outcome)
+        if org is not None and org.suspended:
+            outcome.reason = ORG_SUSPENDED
+        if egress is not None:
+            outcome.conditions.append(egress.condition)
         await self._write_status(ws, outcome, written)
+        if (
+            outcome.reason == ORG_SUSPENDED
+            and (ws.get("status") or {}).get("reason") != ORG_SUSPENDED
+        ):
+            await self.events.emit(ws, WORKSPACES, "Warning", ORG_SUSPENDED, outcome.detail)
         # Only after the status records the episode: a failed write then means a retry
         # that finds the episode unrecorded, never a second Event for the same one.
         for failure, episode in outcome.failures:
             await self._report(ws, failure, episode)
         if outcome.error is not None:
             raise outcome.error
-        return deadlines.next_requeue(outcome.requeue, outcome.staging_due)
+        return deadlines.next_requeue(
+            outcome.requeue,
+            outcome.staging_due,
+            org.recheck if org is not None else None,
+            egress.requeue if egress is not None else None,
+        )
+
+    async def _org_suspension(self, ws: Obj) -> orgstatus.OrgVerdict | None:
+        """Whether the Workspace's organisation is suspended, for an org-owned Workspace when
+        the API service is configured; None otherwise. Unknown status never suspends."""
+        org_id = ((ws.get("spec") or {}).get("owner") or {}).get("orgID")
+        if self.orgs is None or not isinstance(org_id, str) or not org_id:
+            return None
+        return await orgstatus.verdict(self.orgs, org_id)
 
     async def _failed(self, ws: Obj, err: build.PodBuildError, written: list[str]) -> None:
         status = ws.get("status") or {}
@@ -273,15 +313,15 @@ class WorkspaceReconciler:
         outcome.error = report.error
         outcome.staging_due = report.requeue_after
 
-    async def _suspend(self, ws: Obj) -> _Outcome:
+    async def _suspend(self, ws: Obj, detail: str = "") -> _Outcome:
         pod_name = build.names(ws).pod
         pod = self.pods.get(ObjectKey(ws["metadata"].get("namespace", ""), pod_name))
         if pod is None:
-            return _Outcome("Suspended")
+            return _Outcome("Suspended", detail=detail)
         ownership.check_owned(pod, ws, "Pod")
         if not st.pod_deleting(pod):
             await self._delete_pod(pod)
-        return _Outcome("Suspending")
+        return _Outcome("Suspending", detail=detail)
 
     async def _terminate(self, ws: Obj, written: list[str]) -> None:
         """Stop the pod with the grace, then let the Workspace go. The pod's deletion event
@@ -442,7 +482,7 @@ class WorkspaceReconciler:
         meta = ws["metadata"]
         old: Obj = dict(ws.get("status") or {})
         generation = int(meta.get("generation") or 0)
-        ready = st.ready_condition(outcome.phase, generation, outcome.detail)
+        ready = st.ready_condition(outcome.phase, generation, outcome.detail, outcome.reason)
         conditions = set_conditions(
             old.get("conditions") or [], [ready, *outcome.conditions], format_time(self.clock())
         )
@@ -461,6 +501,9 @@ class WorkspaceReconciler:
             new["podName"] = "" if outcome.phase in ("Suspended", "Failed") else owned.pod
         if outcome.phase == "Failed":
             new["reason"] = "PodBuildFailed"
+            new["message"] = outcome.detail
+        elif outcome.reason:
+            new["reason"] = outcome.reason
             new["message"] = outcome.detail
         if not new.get("podName"):
             new.pop("podName", None)

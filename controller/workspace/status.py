@@ -51,7 +51,7 @@ def running_phase(pod: Obj | None, previous: str) -> Phase:
     return "Pending"
 
 
-def ready_condition(phase: Phase, generation: int, detail: str = "") -> Obj:
+def ready_condition(phase: Phase, generation: int, detail: str = "", reason: str = "") -> Obj:
     """The Ready condition each phase implies."""
     if phase == "Active":
         return condition(READY, "True", "PodReady", "workspace pod is ready", generation)
@@ -63,5 +63,5 @@ def ready_condition(phase: Phase, generation: int, detail: str = "") -> Obj:
         "Terminating": ("Terminating", "workspace is being deleted"),
         "Failed": ("PodBuildFailed", "the workspace pod cannot be built"),
     }
-    reason, message = reasons[phase]
-    return condition(READY, "False", reason, detail or message, generation)
+    default_reason, message = reasons[phase]
+    return condition(READY, "False", reason or default_reason, detail or message, generation)

@@ -1,9 +1,9 @@
 """Verify-failure detection: exit codes 81 to 84 of the workspace container → conditions.
 
 Pure. The in-pod supervisor verifies the injected binaries against the pod's env pins and
-exits 81/82 (agentd) or 83/84 (opencode) when they do not match (reference/pod-delivery.md
-§3.5-3.6). Detection is gated on the pod's own env marker, per artifact: a pod that never ran
-the check is never marked verified and never blamed for an exit code it did not mean.
+exits 81/82 (agentd) or 83/84 (opencode) when they do not match. Detection is gated on the
+pod's own env marker, per artifact: a pod that never ran the check is never marked verified
+and never blamed for an exit code it did not mean.
 """
 
 from __future__ import annotations

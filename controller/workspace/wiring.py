@@ -8,12 +8,19 @@ from typing import Final
 from controller.runtime.manager import Manager
 from controller.settings import ControllerSettings
 from controller.types import StagingPass
+from controller.workspace.dns import DnsResolver
+from controller.workspace.egress import CILIUM_NETWORK_POLICIES, NETWORK_POLICIES
+from controller.workspace.egress_sync import EgressPolicies
 from controller.workspace.metrics import VerifyMetrics
+from controller.workspace.orgstatus import OrgStatusCache, OrgStatusMetrics
 from controller.workspace.reconciler import WorkspaceReconciler
-from wspin.resources import PODS, PVCS, WORKSPACES
+from wspin.contract import LABEL_APP, LABEL_APP_VALUE, LABEL_WORKSPACE
+from wspin.resources import PODS, PVCS, WORKSPACES, Resource
 from wspin.workspace_pod import SELECTOR
 
 OWNED_SELECTOR: Final = SELECTOR
+POLICY_SELECTOR: Final = f"{LABEL_APP}={LABEL_APP_VALUE},{LABEL_WORKSPACE}"
+"""The labels of every egress policy the controller writes (``egress.policy`` metadata)."""
 """Every workspace pod and PVC carries these labels (``pod.selector_labels``): the same
 definition the injector and the chart's selectors use."""
 
@@ -34,15 +41,41 @@ def register(
     in the cluster. ``staging`` is the per-workspace relay staging pass (built by
     ``controller.setup`` when armed), run in Creating and Active.
     """
+    metrics = VerifyMetrics(manager.registry)
+    orgs = None
+    if settings.workspace.api_service_url and settings.api_internal_token:
+        # Org-owned Workspaces of a suspended organisation are suspended (checked per
+        # reconcile, cached per org).
+        orgs = OrgStatusCache(
+            None,
+            settings.workspace.api_service_url,
+            settings.api_internal_token,
+            OrgStatusMetrics(manager.registry),
+        )
+        manager.add_cleanup(orgs.close)
+    owns: list[tuple[Resource, str]] = [(PODS, OWNED_SELECTOR), (PVCS, OWNED_SELECTOR)]
+    egress = None
+    mode = settings.workspace.egress.mode
+    if mode != "off":
+        cilium = mode == "cilium"
+        resource = CILIUM_NETWORK_POLICIES if cilium else NETWORK_POLICIES
+        egress = EgressPolicies(
+            manager.kube,
+            manager.cache(resource, labels=POLICY_SELECTOR),
+            DnsResolver(),
+            settings.workspace.egress,
+            cilium=cilium,
+        )
+        owns.append((resource, POLICY_SELECTOR))
     reconciler = WorkspaceReconciler(
         manager.kube,
         manager.cache(WORKSPACES),
         manager.cache(PODS, labels=OWNED_SELECTOR),
         manager.cache(PVCS, labels=OWNED_SELECTOR),
         settings.workspace,
-        metrics=VerifyMetrics(manager.registry),
+        metrics=metrics,
         staging=staging,
+        orgs=orgs,
+        egress=egress,
     )
-    manager.add_controller(
-        reconciler, for_=WORKSPACES, owns=((PODS, OWNED_SELECTOR), (PVCS, OWNED_SELECTOR))
-    )
+    manager.add_controller(reconciler, for_=WORKSPACES, owns=owns)

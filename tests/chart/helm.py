@@ -65,9 +65,12 @@ def template_args(
     *,
     kube_version: str = KUBE_VERSION,
     namespace: str = NAMESPACE,
+    api_versions: Sequence[str] = (),
 ) -> list[str]:
     args = ["template", RELEASE, str(CHART), "--namespace", namespace]
     args += ["--kube-version", kube_version, "--include-crds"]
+    for api_version in api_versions:  # what `.Capabilities.APIVersions` reports
+        args += ["--api-versions", api_version]
     for name in values:
         args += ["--values", str(VALUES / name)]
     for key, value in (sets or {}).items():
@@ -80,7 +83,7 @@ def template_args(
 def template(
     values: Sequence[str] = ("minimal.yaml",),
     sets: Mapping[str, Any] | None = None,
-    **kwargs: str,
+    **kwargs: Any,
 ) -> HelmResult:
     return run_helm(template_args(values, sets, **kwargs))
 
@@ -130,9 +133,11 @@ class Rendered:
 
 
 def render(
-    values: Sequence[str] = ("minimal.yaml",), sets: Mapping[str, Any] | None = None
+    values: Sequence[str] = ("minimal.yaml",),
+    sets: Mapping[str, Any] | None = None,
+    api_versions: Sequence[str] = (),
 ) -> Rendered:
-    result = template(values, sets)
+    result = template(values, sets, api_versions=api_versions)
     if result.returncode != 0:
         raise AssertionError(f"helm template failed: {result.stderr}")
     return Rendered(tuple(parse_documents(result.stdout)))

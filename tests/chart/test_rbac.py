@@ -81,10 +81,17 @@ CONTROLLER_CLUSTER_BASE = {
     ("", "serviceaccounts", (), verbs("get", "create")),
     ("", "secrets", (), verbs("create")),  # each workspace's password Secret, blind create
     ("", "events", (), verbs("create")),
+    (
+        "networking.k8s.io",
+        "networkpolicies",
+        (),
+        verbs("list", "watch", "create", "update", "delete"),
+    ),
 }
 CONTROLLER_CLUSTER_FULL = CONTROLLER_CLUSTER_BASE | {
     ("llmsafespaces.dev", "inferencerelays", (), verbs("list", "watch", "patch")),
-    ("llmsafespaces.dev", "inferencerelays/status", (), verbs("update")),
+    ("llmsafespaces.dev", "inferencerelays/status", (), verbs("patch")),
+    ("", "namespaces", ("kube-system",), verbs("get")),
     ("", "secrets", (), verbs("get", "create", "update")),
 }
 LEADER_LEASE = {
@@ -333,3 +340,54 @@ def test_known_workspace_namespaces_get_handoff_secret_roles_instead_of_a_cluste
         assert binding["subjects"] == [
             {"kind": "ServiceAccount", "name": "wspin-controller", "namespace": NAMESPACE}
         ]
+
+
+def test_a_configured_cluster_id_drops_the_kube_system_read() -> None:
+    from tests.chart.helm import render
+
+    rendered = render(
+        ("minimal.yaml", "full.yaml"), {"controller.inferenceRelay.clusterID": "prod-eu-1"}
+    )
+    grants = role(rendered, "ClusterRole", "wspin-controller-wspin")
+    assert grants == CONTROLLER_CLUSTER_FULL - {("", "namespaces", ("kube-system",), verbs("get"))}
+    args = next(
+        c["args"]
+        for d in rendered.of_kind("Deployment")
+        if d["metadata"]["name"] == "wspin-controller"
+        for c in d["spec"]["template"]["spec"]["containers"]
+    )
+    assert "--relay-cluster-id=prod-eu-1" in args
+    assert "--orphan-regions=aws:us-east-1,oci:us-ashburn-1" in args
+
+
+@pytest.mark.parametrize(
+    ("sets", "api_versions", "expected"),
+    [
+        ({}, (), ("networking.k8s.io", "networkpolicies")),
+        ({}, ("cilium.io/v2/CiliumNetworkPolicy",), ("cilium.io", "ciliumnetworkpolicies")),
+        (
+            {"controller.workspaces.egress.mode": "cilium"},
+            (),
+            ("cilium.io", "ciliumnetworkpolicies"),
+        ),
+        ({"controller.workspaces.egress.mode": "off"}, (), None),
+    ],
+    ids=["auto-without-cilium", "auto-with-cilium", "cilium", "off"],
+)
+def test_egress_policies_are_granted_for_the_kind_the_controller_writes(
+    sets: dict[str, str], api_versions: tuple[str, ...], expected: tuple[str, str] | None
+) -> None:
+    from tests.chart.helm import flag_values, render
+
+    rendered = render(sets=sets, api_versions=api_versions)
+    rules = {
+        (group, resource)
+        for rule in rendered.get("ClusterRole", "wspin-controller-wspin")["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        if resource.endswith("networkpolicies")
+    }
+    assert rules == ({expected} if expected else set())
+    mode = {None: "off", "networkpolicies": "networkpolicy", "ciliumnetworkpolicies": "cilium"}
+    wanted = mode[expected[1] if expected else None]
+    assert flag_values(rendered.args("controller"), "--workspace-egress") == [wanted]

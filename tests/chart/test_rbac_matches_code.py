@@ -157,6 +157,7 @@ LEDGER = (
             grant("cluster", "pods", ["list", "watch"]),
         ),
         controller=union(
+            grant("cluster", "networkpolicies", ["list", "watch"], group="networking.k8s.io"),
             grant("cluster", "workspaces", ["list", "watch"], group=CRD_GROUP),
             grant("cluster", "pods", ["list", "watch"]),
             grant("cluster", "persistentvolumeclaims", ["list", "watch"]),
@@ -180,6 +181,13 @@ LEDGER = (
             grant("cluster", "secrets", ["create"]),
         ),
     ),
+    Use(  # each Workspace's egress policy: created, replaced on change, deleted when unneeded
+        "controller/workspace/egress_sync.py",
+        {"create": 1, "replace": 1, "delete": 1},
+        controller=grant(
+            "cluster", "networkpolicies", ["create", "update", "delete"], group="networking.k8s.io"
+        ),
+    ),
     # -- the controller: the reconciler toolkit, for Workspaces and InferenceRelays ----------
     Use(
         "controller/toolkit/events.py",
@@ -189,12 +197,18 @@ LEDGER = (
     Use(  # finalizer add and remove
         "controller/toolkit/finalizers.py",
         {"patch": 2},
-        controller=grant("cluster", "workspaces", ["patch"], group=CRD_GROUP),
+        controller=union(
+            grant("cluster", "workspaces", ["patch"], group=CRD_GROUP),
+            grant("cluster", "inferencerelays", ["patch"], group=CRD_GROUP),
+        ),
     ),
     Use(  # /status merge patches
         "controller/toolkit/status.py",
         {"patch": 1},
-        controller=grant("cluster", "workspaces/status", ["patch"], group=CRD_GROUP),
+        controller=union(
+            grant("cluster", "workspaces/status", ["patch"], group=CRD_GROUP),
+            grant("cluster", "inferencerelays/status", ["patch"], group=CRD_GROUP),
+        ),
     ),
     Use(  # the relay-router peers ConfigMap and the relay VM tokens Secret
         "controller/toolkit/upserts.py",
@@ -231,29 +245,15 @@ LEDGER = (
         controller=grant("cluster", "secrets", ["get", "update", "create"]),
     ),
     # -- the controller: InferenceRelays ----------------------------------------------------
-    Use(
+    Use(  # the rotate annotation, cleared once status records the rotation
         "controller/relay/reconciler.py",
-        {"replace": 2, "patch": 1},
-        controller=union(
-            grant("cluster", "inferencerelays/status", ["update"], group=CRD_GROUP),
-            grant("cluster", "inferencerelays", ["patch"], group=CRD_GROUP),
-        ),
+        {"patch": 1},
+        controller=grant("cluster", "inferencerelays", ["patch"], group=CRD_GROUP),
     ),
-    Use(
-        "controller/relay/deletion.py",
-        {"replace": 1, "patch": 1},
-        controller=union(
-            grant("cluster", "inferencerelays/status", ["update"], group=CRD_GROUP),
-            grant("cluster", "inferencerelays", ["patch"], group=CRD_GROUP),
-        ),
-    ),
-    Use(
-        "controller/relay/rotation.py",
-        {"replace": 1, "patch": 1},
-        controller=union(
-            grant("cluster", "inferencerelays/status", ["update"], group=CRD_GROUP),
-            grant("cluster", "inferencerelays", ["patch"], group=CRD_GROUP),
-        ),
+    Use(  # the cluster id: the kube-system namespace's UID
+        "controller/relay/identity.py",
+        {"get": 1},
+        controller=grant("cluster", "namespaces", ["get"], ["kube-system"]),
     ),
     Use(
         "controller/relay/orphans.py",

@@ -14,7 +14,7 @@ import pytest
 import yaml
 from aiohttp import web
 
-from controller.fakerouter import FakeRouterState, start_fake_router
+from tests.controller.fakerouter import FakeRouterState, start_fake_router
 from tests.kubeapi import KubeServer
 from wspin import serving
 from wspin.resources import SECRETS, Kube

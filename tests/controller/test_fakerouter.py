@@ -10,7 +10,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client.parser import text_string_to_metric_families
 
-from controller.fakerouter import STATE, FakeRouterState, RelayHealthLine, make_fake_router
+from tests.controller.fakerouter import STATE, FakeRouterState, RelayHealthLine, make_fake_router
 
 Client = TestClient[web.Request, web.Application]
 MINT_KEY = "f" * 43

@@ -225,6 +225,26 @@ def test_side_servers_bind_every_interface_unless_a_free_port_is_asked_for() -> 
     assert parse("--health-port=0").runtime.bind_host == "127.0.0.1"
 
 
+def test_orphan_regions_and_the_cluster_id_reach_the_relay_settings() -> None:
+    relay = parse().inference_relay
+    assert relay.orphans.regions == (("aws", "us-east-1"), ("oci", "us-ashburn-1"))
+    assert relay.cluster_id == ""
+    relay = parse(
+        "--orphan-regions=aws:eu-west-1, aws:eu-west-1,oci:eu-frankfurt-1",
+        "--relay-cluster-id=prod-eu-1",
+    ).inference_relay
+    assert relay.orphans.regions == (("aws", "eu-west-1"), ("oci", "eu-frankfurt-1"))
+    assert relay.cluster_id == "prod-eu-1"
+    assert parse("--orphan-regions=").inference_relay.orphans.regions == ()
+
+
+@pytest.mark.parametrize("bad", ["us-east-1", "aws:", ":us-east-1", "aws:US East", "a:b:c"])
+def test_a_malformed_orphan_region_names_the_flag_and_the_helm_value(bad: str) -> None:
+    with pytest.raises(ConfigError, match="--orphan-regions") as raised:
+        parse(f"--orphan-regions={bad}")
+    assert "controller.inferenceRelay.orphanDetector.regions" in raised.value.fix
+
+
 IMAGE = "ghcr.io/example/agentd@sha256:" + DIGEST
 
 

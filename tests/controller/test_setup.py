@@ -1,5 +1,5 @@
-"""The seed's entry points wire the reconcilers into the manager, and fail loudly when they
-cannot."""
+"""The controller's entry points wire the reconcilers into the manager, and fail loudly when
+they cannot."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ def registered(manager: Manager) -> set[str]:
     }
 
 
-def test_the_seed_names_are_all_importable_from_setup() -> None:
+def test_the_entry_point_names_are_all_importable_from_setup() -> None:
     for name in (
         "setup_controllers",
         "setup_relay_controller",

@@ -140,3 +140,13 @@ validator and the controller all take this one list. */}}
 {{- define "wspin.excludedNamespaces" -}}
 {{- concat (list "kube-system" .Release.Namespace) .Values.webhook.excludedNamespaces | uniq | join "," }}
 {{- end }}
+
+{{- /* The egress policy kind workspace pods get: auto picks Cilium when its CRD is served. */}}
+{{- define "wspin.egressMode" -}}
+{{- $mode := .Values.controller.workspaces.egress.mode -}}
+{{- if eq $mode "auto" -}}
+{{- ternary "cilium" "networkpolicy" (.Capabilities.APIVersions.Has "cilium.io/v2/CiliumNetworkPolicy") -}}
+{{- else -}}
+{{- $mode -}}
+{{- end -}}
+{{- end }}

@@ -1,16 +1,24 @@
-"""The ProviderDriver contract every cloud implements, the VM tag contract and error classes.
+"""The contract every cloud driver implements: four calls, the VM tags and the typed errors.
 
-Four calls and nothing more: rotation is always destroy plus provision, never an in-place
-change. Tags are how a VM names its owner: they let the reconciler adopt a VM whose creation
-was never recorded in status, let deletion sweep leftovers, and let the orphan detector find
-VMs whose InferenceRelay is gone. A VM without ``managed-by`` is never listed, so no code path
-can touch it.
+``launch`` sends the launch and returns the instance id at once (it never waits for the VM to
+run); the same client token returns the same VM, so a launch retried after a crash never makes
+a second one. ``describe``, ``destroy`` and ``list`` report what the cloud holds; the
+reconciler polls them on its own schedule, so no driver has a wait loop.
+
+Tags are how a VM names its owner and its cluster: they let the reconciler find a VM whose
+launch status never recorded, let deletion sweep leftovers, and let the orphan detector find
+VMs whose InferenceRelay is gone, in this cluster only. A VM without ``managed-by`` is never
+listed, so no code path can touch it.
+
+Errors are classes, never strings: a driver maps its cloud's error codes once, and the
+reconciler decides by class (a configuration error counts towards the breaker, the others
+back off and retry).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Final, Literal, Protocol
 
@@ -20,14 +28,21 @@ TAG_MANAGED_BY: Final = "managed-by"
 MANAGED_BY_VALUE: Final = "llmsafespaces-relay"
 TAG_OWNER_UID: Final = "inferencerelay-uid"
 TAG_PROVIDER: Final = "inferencerelay-provider"
+TAG_CLUSTER: Final = "llmsafespaces-cluster"
+TAG_LAUNCH: Final = "inferencerelay-launch"
+"""The launch's client token, so a VM whose launch result was lost is recognised as that
+launch's (a one-way hash of the CR, the slot and the VM token: it reveals no secret)."""
 
-VMState = Literal["pending", "running", "stopping", "stopped", "terminated", "not-found"]
+VMState = Literal["pending", "running", "stopping", "stopped", "terminated"]
 LIVE_STATES: Final[frozenset[str]] = frozenset({"pending", "running"})
 
 
-def vm_tags(owner_uid: str, provider: str) -> dict[str, str]:
-    """The tags every relay VM carries: managed-by always, owner and provider when known."""
+def vm_tags(*, cluster: str, owner_uid: str = "", provider: str = "") -> dict[str, str]:
+    """The tags a relay VM carries: managed-by and the cluster always, owner and provider
+    when known (orphan tests seed VMs without them)."""
     tags = {TAG_MANAGED_BY: MANAGED_BY_VALUE}
+    if cluster:
+        tags[TAG_CLUSTER] = cluster
     if owner_uid:
         tags[TAG_OWNER_UID] = owner_uid
     if provider:
@@ -35,88 +50,105 @@ def vm_tags(owner_uid: str, provider: str) -> dict[str, str]:
     return tags
 
 
-def is_managed(tags: Mapping[str, str]) -> bool:
-    return tags.get(TAG_MANAGED_BY) == MANAGED_BY_VALUE
+def matches(tags: Mapping[str, str], wanted: Mapping[str, str]) -> bool:
+    return all(tags.get(key) == value for key, value in wanted.items())
 
 
 @dataclass(frozen=True)
-class ProvisionRequest:
+class LaunchRequest:
     """One VM to launch; ``cloud_init`` is already base64 (both clouds take it that way)."""
 
     name: str
     region: str
     shape: str
     cloud_init: str
-    owner_uid: str
-    provider: str
-    client_token: str = ""
-    """Idempotency key for the launch call: the same key returns the same VM, not a second one."""
+    tags: Mapping[str, str]
+    """Every tag the VM gets (``vm_tags`` plus the launch tag)."""
+    client_token: str
+    """Idempotency key: the same key returns the same VM, not a second one."""
     arch: str = ""
     """``amd64`` or ``arm64``: picks the VM image so it matches the binary cloud-init fetches."""
 
 
 @dataclass(frozen=True)
-class ProvisionResult:
-    instance_id: str
-    public_ip: str
-
-
-@dataclass(frozen=True)
-class InstanceStatus:
-    instance_id: str
-    state: VMState
-    public_ip: str = ""
-
-
-@dataclass(frozen=True)
 class CloudInstance:
-    """One managed VM as a listing reports it; owner and provider come back from its tags."""
+    """One managed VM as the cloud reports it; owner, provider and cluster come from its tags."""
 
     instance_id: str
     region: str
     state: VMState
     public_ip: str = ""
-    owner_uid: str = ""
-    provider: str = ""
+    tags: Mapping[str, str] = field(default_factory=dict)
     launched_at: datetime | None = None
 
     @property
     def live(self) -> bool:
         return self.state in LIVE_STATES
 
+    @property
+    def owner_uid(self) -> str:
+        return self.tags.get(TAG_OWNER_UID, "")
 
-class ProviderDriver(Protocol):
-    """A cloud that runs relay VMs. Every method may raise a ``DriverError``."""
+    @property
+    def provider(self) -> str:
+        return self.tags.get(TAG_PROVIDER, "")
 
-    async def provision(self, request: ProvisionRequest) -> ProvisionResult:
-        """Launch a tagged VM and return once it runs with a public IP."""
+    @property
+    def cluster(self) -> str:
+        return self.tags.get(TAG_CLUSTER, "")
+
+    @property
+    def launch_token(self) -> str:
+        return self.tags.get(TAG_LAUNCH, "")
+
+
+class Driver(Protocol):
+    """A cloud that runs relay VMs. Every method raises only ``DriverError`` subclasses."""
+
+    async def launch(self, request: LaunchRequest) -> str:
+        """Send the launch (idempotent by ``client_token``) and return the instance id."""
+        ...
+
+    async def describe(self, instance_id: str, region: str) -> CloudInstance:
+        """The VM's current state; ``InstanceNotFound`` when the cloud does not know it."""
         ...
 
     async def destroy(self, instance_id: str, region: str) -> None:
-        """Terminate the VM; terminating one that is already gone is not an error."""
+        """Terminate the VM; one that is already gone is not an error."""
         ...
 
-    async def get_status(self, instance_id: str, region: str) -> InstanceStatus: ...
-
-    async def list_instances(self, region: str) -> list[CloudInstance]:
-        """Every managed-by-tagged VM in ``region``, terminated ones included while listed."""
+    async def list(self, tags: Mapping[str, str], regions: Sequence[str]) -> list[CloudInstance]:
+        """Every managed VM in ``regions`` whose tags include ``tags``, terminated ones too
+        while the cloud still lists them."""
         ...
 
 
 class DriverError(WspinError):
-    """A cloud call failed in a way the reconciler does not class (retried with backoff)."""
+    """A cloud call failed (base class; drivers raise one of the subclasses)."""
+
+
+class InstanceNotFound(DriverError):
+    """The cloud does not know the instance (never launched, or terminated long ago)."""
+
+
+class Throttled(DriverError):
+    """The cloud rate-limited the call: retry later."""
+
+
+class QuotaExceeded(DriverError):
+    """Out of capacity or over an instance quota: retry later."""
 
 
 class ConfigurationError(DriverError):
-    """Bad credentials, image, shape or parameters: retrying cannot help until the spec changes."""
+    """Bad credentials, image, shape or parameters: retrying cannot help until the spec or the
+    credentials change."""
 
 
-class CapacityError(DriverError):
-    """Out of capacity, over a quota or rate limited: retry later."""
+class TransientCloudError(DriverError):
+    """A network failure or a server-side error: retry later."""
 
 
-class ProvisionTimeout(DriverError):
-    """The VM was launched but did not run with a public IP before the deadline."""
+RETRYABLE: Final = (Throttled, QuotaExceeded, TransientCloudError)
 
 
 def truncate(text: str, limit: int = 200) -> str:

@@ -1,8 +1,9 @@
 """What an EC2 launch needs first: the VM image for the architecture and the security group.
 
 Blocking boto3 calls, run by the driver in a worker thread. The image follows the shape's
-architecture (the reference always booted arm64); the group is found by name or created in
-the default VPC, and a creation race with another replica resolves to the winner's group.
+architecture, so an amd64 shape never boots an arm64 image; the group is found by name or
+created in the default VPC, and a creation race with another replica resolves to the
+winner's group.
 """
 
 from __future__ import annotations

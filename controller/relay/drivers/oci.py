@@ -1,44 +1,45 @@
 """The OCI driver: Oracle Cloud compute through the ``oci`` SDK, calls in a worker thread.
 
-The SDK signs requests (OCI signature version 1) and parses the API key, which the
-reference did by hand. Credentials come from the ``oci-credentials`` Secret (``tenancy``,
-``user``, ``fingerprint``, ``key`` as PEM, optional ``region``, ``compartment`` and
-``subnet``); a missing key or one the SDK cannot parse is a configuration error. The image is
-the newest Canonical Ubuntu 22.04 build OCI lists as compatible with the shape, so the CPU
-architecture always matches (the reference hard-coded an arm64 image per region). Unlike
-AWS, a failed wait leaves the VM running: tag-based adoption picks it up on a later pass.
+The SDK signs requests (OCI signature version 1) and parses the API key. Credentials come
+from the ``oci-credentials`` Secret (``tenancy``, ``user``, ``fingerprint``, ``key`` as PEM,
+optional ``region``, ``compartment``, ``subnet`` and ``image``); a missing key or one the SDK
+cannot parse is a configuration error. The image is the newest Canonical Ubuntu 22.04 build
+OCI lists as compatible with the shape, so the CPU architecture always matches a shape of
+either kind. A launch is idempotent twice over: an instance the launch tag already names is
+returned without a second launch, and the call carries the client token as
+``opc-retry-token``.
+
+Errors are classed by OCI's status and error code, once, here (``classify_status``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import builtins
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Final, TypeVar
 
 import oci
 
 from controller.relay.drivers.base import (
-    MANAGED_BY_VALUE,
+    TAG_LAUNCH,
     TAG_MANAGED_BY,
-    TAG_OWNER_UID,
-    TAG_PROVIDER,
-    CapacityError,
     CloudInstance,
     ConfigurationError,
     DriverError,
-    InstanceStatus,
-    ProvisionRequest,
-    ProvisionResult,
-    ProvisionTimeout,
+    InstanceNotFound,
+    LaunchRequest,
+    QuotaExceeded,
+    Throttled,
+    TransientCloudError,
     VMState,
+    matches,
     truncate,
-    vm_tags,
 )
 from controller.relay.shapes import default_shape
-from controller.toolkit.clock import Clock, utc_now
 from wspin.resources import SECRETS, Kube
 
 SECRET_NAME: Final = "oci-credentials"  # noqa: S105 (a Secret name)
@@ -62,19 +63,26 @@ def map_state(lifecycle: str) -> VMState:
     return _STATES.get(lifecycle.lower(), "pending")
 
 
-def freeform_tags(owner_uid: str, provider: str) -> dict[str, str]:
-    """OCI freeform tags: managed-by always, owner and provider when given."""
-    return vm_tags(owner_uid, provider)
+_QUOTA_CODES: Final = frozenset({"LimitExceeded", "QuotaExceeded", "OutOfCapacity"})
 
 
-def classify_status(status: int, text: str) -> DriverError:
-    """Map an OCI API status to the driver error classes."""
-    message = truncate(text)
-    if status in (429, 500, 503):
-        return CapacityError(f"OCI: {message}")
-    if status in (400, 401, 403, 404, 409, 422):
-        return ConfigurationError(f"OCI: {message}")
-    return DriverError(f"OCI API error: {message}")
+def classify_status(
+    status: int, code: str, text: str, *, instance_call: bool = False
+) -> DriverError:
+    """Map an OCI API error to the driver error classes by its status and error code.
+
+    ``instance_call``: the call names one instance, so a 404 means the instance is gone
+    (elsewhere a 404 is a compartment, subnet or image the credentials cannot see)."""
+    message = truncate(f"OCI: {status} {code}: {text}")
+    if status == 404 and instance_call:
+        return InstanceNotFound(message)
+    if code in _QUOTA_CODES or (status == 500 and "capacity" in text.lower()):
+        return QuotaExceeded(message)
+    if status == 429:
+        return Throttled(message)
+    if status in (400, 401, 403, 404, 409, 412, 422):
+        return ConfigurationError(message)
+    return TransientCloudError(message)
 
 
 def oci_config(data: dict[str, str], region: str) -> dict[str, Any]:
@@ -107,7 +115,7 @@ def oci_config(data: dict[str, str], region: str) -> dict[str, Any]:
 
 
 class OciDriver:
-    """``ProviderDriver`` for OCI compute."""
+    """``Driver`` for OCI compute."""
 
     def __init__(
         self,
@@ -116,22 +124,14 @@ class OciDriver:
         *,
         secret_name: str = SECRET_NAME,
         endpoint: str | None = None,
-        poll_seconds: float = 10.0,
-        timeout_seconds: float = 300.0,
-        clock: Clock = utc_now,
-        sleep: Callable[[float], Any] = asyncio.sleep,
     ) -> None:
         self.kube = kube
         self.namespace = namespace
         self.secret_name = secret_name
         self.endpoint = endpoint
         """Override of every service endpoint (tests point it at a loopback server)."""
-        self.poll_seconds = poll_seconds
-        self.timeout_seconds = timeout_seconds
-        self.clock = clock
-        self.sleep = sleep
 
-    async def provision(self, request: ProvisionRequest) -> ProvisionResult:
+    async def launch(self, request: LaunchRequest) -> str:
         data = await self._secret()
         config = await self._config(data, request.region)
         compartment = data.get("compartment") or config["tenancy"]
@@ -141,8 +141,12 @@ class OciDriver:
                 f"Secret {SECRET_NAME} lacks 'subnet' (the OCID relay VMs attach to)",
                 f"add key subnet to Secret {SECRET_NAME}",
             )
-        shape = request.shape or default_shape("oci")
         compute = await self._client(oci.core.ComputeClient, config)
+        if request.client_token:
+            for instance in await self._instances(compute, compartment):
+                if dict(instance.freeform_tags or {}).get(TAG_LAUNCH) == request.client_token:
+                    return str(instance.id)
+        shape = request.shape or default_shape("oci")
         identity = await self._client(oci.identity.IdentityClient, config)
         domains = await self._call(
             identity.list_availability_domains, compartment_id=config["tenancy"]
@@ -162,79 +166,74 @@ class OciDriver:
                 assign_public_ip=True, subnet_id=subnet
             ),
             metadata={"user_data": request.cloud_init},
-            freeform_tags=freeform_tags(request.owner_uid, request.provider),
+            freeform_tags=dict(request.tags),
         )
-        kwargs = {"opc_retry_token": request.client_token} if request.client_token else {}
-        launched = await self._call(compute.launch_instance, details, **kwargs)
-        instance_id = str(launched.data.id)
-        started = self.clock()
-        while True:
-            status = await self._status(compute, instance_id)
-            if status.state == "running":
-                ip = await self._public_ip(config, compartment, instance_id)
-                if ip:
-                    return ProvisionResult(instance_id, ip)
-            elif status.state in ("terminated", "not-found"):
-                raise ConfigurationError(f"OCI instance {instance_id} became {status.state}")
-            if (self.clock() - started).total_seconds() >= self.timeout_seconds:
-                raise ProvisionTimeout(
-                    f"OCI instance {instance_id} not running with a public IP after "
-                    f"{self.timeout_seconds:.0f}s"
-                )
-            await self.sleep(self.poll_seconds)
+        launched = await self._call(
+            compute.launch_instance, details, opc_retry_token=request.client_token or None
+        )
+        return str(launched.data.id)
+
+    async def describe(self, instance_id: str, region: str) -> CloudInstance:
+        data = await self._secret()
+        config = await self._config(data, region)
+        compartment = data.get("compartment") or config["tenancy"]
+        compute = await self._client(oci.core.ComputeClient, config)
+        reply = await self._call(compute.get_instance, instance_id, instance_call=True)
+        return await self._report(config, compartment, reply.data, region)
 
     async def destroy(self, instance_id: str, region: str) -> None:
         config = await self._config(await self._secret(), region)
         compute = await self._client(oci.core.ComputeClient, config)
         try:
-            await self._call(compute.terminate_instance, instance_id)
-        except ConfigurationError as err:
-            if "404" in str(err):
-                return  # already gone
-            raise
+            await self._call(compute.terminate_instance, instance_id, instance_call=True)
+        except InstanceNotFound:
+            return  # already gone: destroy is idempotent
 
-    async def get_status(self, instance_id: str, region: str) -> InstanceStatus:
-        config = await self._config(await self._secret(), region)
-        compute = await self._client(oci.core.ComputeClient, config)
-        return await self._status(compute, instance_id)
-
-    async def list_instances(self, region: str) -> list[CloudInstance]:
+    async def list(
+        self, tags: Mapping[str, str], regions: Sequence[str]
+    ) -> builtins.list[CloudInstance]:
         data = await self._secret()
-        config = await self._config(data, region)
-        compartment = data.get("compartment") or config["tenancy"]
-        compute = await self._client(oci.core.ComputeClient, config)
+        found: builtins.list[CloudInstance] = []
+        for region in regions:
+            config = await self._config(data, region)
+            compartment = data.get("compartment") or config["tenancy"]
+            compute = await self._client(oci.core.ComputeClient, config)
+            for instance in await self._instances(compute, compartment):
+                instance_tags = dict(instance.freeform_tags or {})
+                if TAG_MANAGED_BY not in instance_tags or not matches(instance_tags, tags):
+                    continue
+                found.append(await self._report(config, compartment, instance, region))
+        return found
+
+    # -- internals ----------------------------------------------------------------------------
+
+    async def _instances(self, compute: Any, compartment: str) -> builtins.list[Any]:
         listed = await self._call(
             oci.pagination.list_call_get_all_results,
             compute.list_instances,
             compartment_id=compartment,
         )
-        result = []
-        for instance in listed.data:
-            tags = dict(instance.freeform_tags or {})
-            if tags.get(TAG_MANAGED_BY) != MANAGED_BY_VALUE:
-                continue
-            state = map_state(str(instance.lifecycle_state))
-            ip = ""
-            if state in ("pending", "running"):
-                try:
-                    ip = await self._public_ip(config, compartment, str(instance.id))
-                except DriverError:
-                    ip = ""  # non-fatal: the next pass asks again
-            created = instance.time_created
-            result.append(
-                CloudInstance(
-                    instance_id=str(instance.id),
-                    region=region,
-                    state=state,
-                    public_ip=ip,
-                    owner_uid=tags.get(TAG_OWNER_UID, ""),
-                    provider=tags.get(TAG_PROVIDER, ""),
-                    launched_at=created if isinstance(created, datetime) else None,
-                )
-            )
-        return result
+        return list(listed.data)
 
-    # -- internals ----------------------------------------------------------------------------
+    async def _report(
+        self, config: dict[str, Any], compartment: str, instance: Any, region: str
+    ) -> CloudInstance:
+        state = map_state(str(instance.lifecycle_state))
+        ip = ""
+        if state in ("pending", "running"):
+            try:
+                ip = await self._public_ip(config, compartment, str(instance.id))
+            except DriverError:
+                ip = ""  # non-fatal: the next pass asks again
+        created = instance.time_created
+        return CloudInstance(
+            instance_id=str(instance.id),
+            region=region,
+            state=state,
+            public_ip=ip,
+            tags=dict(instance.freeform_tags or {}),
+            launched_at=created if isinstance(created, datetime) else None,
+        )
 
     async def _secret(self) -> dict[str, str]:
         if self.kube is None:
@@ -263,15 +262,17 @@ class OciDriver:
             kwargs["service_endpoint"] = self.endpoint
         return await asyncio.to_thread(functools.partial(kind, config, **kwargs))
 
-    async def _call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    async def _call(
+        self, fn: Callable[..., T], *args: Any, instance_call: bool = False, **kwargs: Any
+    ) -> T:
         try:
             return await asyncio.to_thread(functools.partial(fn, *args, **kwargs))
         except oci.exceptions.ServiceError as err:
             raise classify_status(
-                int(err.status), f"{err.status} {err.code}: {err.message}"
+                int(err.status), str(err.code), str(err.message), instance_call=instance_call
             ) from err
         except oci.exceptions.RequestException as err:
-            raise DriverError(f"OCI API error: {truncate(str(err))}") from err
+            raise TransientCloudError(f"OCI API error: {truncate(str(err))}") from err
 
     async def _image(self, compute: Any, compartment: str, shape: str) -> str:
         images = await self._call(
@@ -289,15 +290,6 @@ class OciDriver:
                 f"add key image (an image OCID) to Secret {SECRET_NAME}",
             )
         return str(images.data[0].id)
-
-    async def _status(self, compute: Any, instance_id: str) -> InstanceStatus:
-        try:
-            reply = await self._call(compute.get_instance, instance_id)
-        except ConfigurationError as err:
-            if str(err).startswith("OCI: 404"):
-                return InstanceStatus(instance_id, "not-found")
-            raise
-        return InstanceStatus(instance_id, map_state(str(reply.data.lifecycle_state)))
 
     async def _public_ip(self, config: dict[str, Any], compartment: str, instance_id: str) -> str:
         compute = await self._client(oci.core.ComputeClient, config)

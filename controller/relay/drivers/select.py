@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 
-from controller.relay.drivers.base import ProviderDriver
+from controller.relay.drivers.base import Driver
 from controller.relay.drivers.fake import FakeCloud
 from controller.toolkit.clock import utc_now
 from wspin.errors import ConfigError
@@ -17,7 +17,7 @@ from wspin.resources import Kube
 FAKE_PROVIDERS = ("aws", "oci")
 
 
-def build_drivers(cloud: str, kube: Kube, namespace: str) -> dict[str, ProviderDriver]:
+def build_drivers(cloud: str, kube: Kube, namespace: str) -> dict[str, Driver]:
     """``cloud`` "" → the aws and oci drivers; ``fake`` → an in-process cloud per provider."""
     if cloud == "fake":
         return {p: FakeCloud(provider=p, clock=utc_now) for p in FAKE_PROVIDERS}

@@ -14,15 +14,16 @@ import pytest
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
-from controller.fakerouter import FakeRouterState, RelayHealthLine, start_fake_router
 from controller.relay.deps import RelayDeps
-from controller.relay.drivers.base import ProviderDriver
+from controller.relay.drivers.base import Driver
 from controller.relay.drivers.fake import FakeCloud, ManualClock
 from controller.relay.health import RouterHealth
+from controller.relay.identity import ClusterIdentity
 from controller.relay.metrics import RelayMetrics
 from controller.relay.reconciler import InferenceRelayReconciler
 from controller.settings import RelayArtifactConfig
 from controller.types import Obj, ObjectKey, Requeue
+from tests.controller.fakerouter import FakeRouterState, RelayHealthLine, start_fake_router
 from wspin.resources import INFERENCE_RELAYS, Kube
 
 SHA_ARM64 = "a" * 64
@@ -33,6 +34,7 @@ ARTIFACTS = RelayArtifactConfig(
     sha256_amd64=SHA_AMD64,
 )
 AWS_SLOT = {"provider": "aws", "region": "us-east-1", "credentialsRef": {"name": "aws-relay-irwa"}}
+CLUSTER = "cluster-a"
 OCI_SLOT = {
     "provider": "oci",
     "region": "us-ashburn-1",
@@ -66,9 +68,7 @@ def clock() -> ManualClock:
 
 def fake_cloud(clock: ManualClock, provider: str, **knobs: Any) -> FakeCloud:
     prefix = "i-" if provider == "aws" else f"ocid1.instance.{provider}."
-    return FakeCloud(
-        provider=provider, clock=clock.now, sleep=clock.sleep, id_prefix=prefix, **knobs
-    )
+    return FakeCloud(provider=provider, clock=clock.now, id_prefix=prefix, **knobs)
 
 
 @pytest.fixture
@@ -78,7 +78,7 @@ def aws(clock: ManualClock) -> FakeCloud:
 
 @pytest.fixture
 def oci(clock: ManualClock) -> FakeCloud:
-    return fake_cloud(clock, "oci", terminate_on_failed_wait=False)
+    return fake_cloud(clock, "oci")
 
 
 @pytest.fixture
@@ -150,7 +150,7 @@ def build_fleet(
     metrics: RelayMetrics,
     **deps_knobs: Any,
 ) -> Fleet:
-    drivers: dict[str, ProviderDriver] = dict(clouds)
+    drivers: dict[str, Driver] = dict(clouds)
     deps = RelayDeps(
         kube=kube,
         namespace=namespace,
@@ -159,6 +159,7 @@ def build_fleet(
         metrics=metrics,
         health=RouterHealth(router[1]),
         clock=clock.now,
+        cluster=deps_knobs.pop("cluster", ClusterIdentity(None, CLUSTER)),
         **deps_knobs,
     )
     reader = SnapshotReader(kube)
@@ -188,7 +189,6 @@ async def fleet(
     try:
         yield harness
     finally:
-        await harness.reconciler.close()
         await _force_delete(kube, harness.name)
 
 

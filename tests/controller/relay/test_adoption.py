@@ -1,29 +1,16 @@
-"""Adoption: tagged VMs status does not know are adopted, duplicates destroyed, others left."""
+"""Adoption through the reconciler: tagged VMs status does not know are adopted, duplicates
+destroyed, others left (the decisions themselves: ``test_plan``)."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
-from controller.relay.adoption import plan_adoption
-from controller.relay.drivers.base import CloudInstance
-from controller.relay.spec import ProviderSpec, RelaySpec
 from tests.controller.relay.conftest import AWS_SLOT, OCI_SLOT, Fleet
-
-NOW = datetime(2026, 1, 1, tzinfo=UTC)
-SPEC = RelaySpec("https://u.example", (ProviderSpec("aws", "us-east-1", "aws-relay-irwa"),))
-
-
-def vm(
-    instance_id: str, uid: str = "uid-1", provider: str = "aws", state: str = "running"
-) -> CloudInstance:
-    return CloudInstance(instance_id, "us-east-1", state, "1.2.3.4", uid, provider)  # type: ignore[arg-type]
 
 
 async def test_a_tagged_running_vm_is_adopted_instead_of_launching_another(fleet: Fleet) -> None:
     cr = await fleet.create(AWS_SLOT)
     leaked = fleet.clouds["aws"].seed("us-east-1", owner_uid=cr["metadata"]["uid"], provider="aws")
     await fleet.reconcile()
-    assert fleet.clouds["aws"].calls_of("provision") == []
+    assert fleet.clouds["aws"].calls_of("launch") == []
     [instance] = await fleet.instances()
     assert instance["id"] == leaked and instance["state"] == "provisioning"
 
@@ -45,7 +32,7 @@ async def test_a_vm_of_another_uid_is_never_touched(fleet: Fleet) -> None:
     foreign = fleet.clouds["aws"].seed("us-east-1", owner_uid="someone-else", provider="aws")
     await fleet.reconcile()
     assert fleet.clouds["aws"].calls_of("destroy") == []
-    assert len(fleet.clouds["aws"].calls_of("provision")) == 1
+    assert len(fleet.clouds["aws"].calls_of("launch")) == 1
     assert foreign in fleet.clouds["aws"].live_ids()
 
 
@@ -57,7 +44,7 @@ async def test_a_terminated_tagged_vm_is_neither_adopted_nor_destroyed(fleet: Fl
     await fleet.reconcile()
     assert fleet.clouds["aws"].calls_of("destroy") == []
     [instance] = await fleet.instances()
-    assert instance["id"] != dead and len(fleet.clouds["aws"].calls_of("provision")) == 1
+    assert instance["id"] != dead and len(fleet.clouds["aws"].calls_of("launch")) == 1
 
 
 async def test_an_adopted_vm_without_an_ip_gets_it_on_a_later_pass_without_a_launch(
@@ -75,7 +62,7 @@ async def test_an_adopted_vm_without_an_ip_gets_it_on_a_later_pass_without_a_lau
     await fleet.reconcile()
     [instance] = await fleet.instances()
     assert instance["publicIP"] == "192.0.2.7"
-    assert oci.calls_of("provision") == []
+    assert oci.calls_of("launch") == []
 
 
 async def test_with_two_providers_each_slot_adopts_its_own_vm(fleet: Fleet) -> None:
@@ -88,8 +75,8 @@ async def test_with_two_providers_each_slot_adopts_its_own_vm(fleet: Fleet) -> N
         "aws": aws_id,
         "oci": oci_id,
     }
-    assert not fleet.clouds["aws"].calls_of("provision")
-    assert not fleet.clouds["oci"].calls_of("provision")
+    assert not fleet.clouds["aws"].calls_of("launch")
+    assert not fleet.clouds["oci"].calls_of("launch")
 
 
 async def test_a_legacy_vm_without_a_provider_tag_is_still_adopted_by_uid(fleet: Fleet) -> None:
@@ -98,42 +85,3 @@ async def test_a_legacy_vm_without_a_provider_tag_is_still_adopted_by_uid(fleet:
     await fleet.reconcile()
     [instance] = await fleet.instances()
     assert instance["id"] == legacy
-
-
-def test_a_cr_without_a_uid_adopts_nothing() -> None:
-    plan = plan_adoption(
-        uid="", spec=SPEC, mapped={}, known_ids=(), listings={"aws": [vm("i-1")]}, now=NOW
-    )
-    assert not plan.adopted and not plan.duplicates
-
-
-def test_a_failed_listing_decides_nothing_for_that_provider() -> None:
-    plan = plan_adoption(
-        uid="uid-1", spec=SPEC, mapped={}, known_ids=(), listings={"aws": None}, now=NOW
-    )
-    assert not plan.adopted and not plan.duplicates
-
-
-def test_a_slot_with_a_launch_in_flight_neither_adopts_nor_destroys() -> None:
-    plan = plan_adoption(
-        uid="uid-1",
-        spec=SPEC,
-        mapped={},
-        known_ids=(),
-        listings={"aws": [vm("i-1"), vm("i-2")]},
-        skip={"aws"},
-        now=NOW,
-    )
-    assert not plan.adopted and not plan.duplicates
-
-
-def test_a_vm_tagged_for_another_provider_is_not_a_candidate() -> None:
-    plan = plan_adoption(
-        uid="uid-1",
-        spec=SPEC,
-        mapped={},
-        known_ids=(),
-        listings={"aws": [vm("i-1", provider="oci")]},
-        now=NOW,
-    )
-    assert not plan.adopted and not plan.duplicates

@@ -16,10 +16,14 @@ from moto.ec2.models import amis as moto_amis
 
 from controller.relay.drivers.aws import AwsDriver, classify, map_state
 from controller.relay.drivers.base import (
-    CapacityError,
     ConfigurationError,
     DriverError,
-    ProvisionRequest,
+    InstanceNotFound,
+    LaunchRequest,
+    QuotaExceeded,
+    Throttled,
+    TransientCloudError,
+    vm_tags,
 )
 from controller.relay.drivers.ec2_setup import ImageQuery
 from wspin.resources import SECRETS, Kube
@@ -67,22 +71,26 @@ def ec2(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Any]:
         yield boto3.client("ec2", region_name=REGION)
 
 
-def _request(**changes: Any) -> ProvisionRequest:
+TAGS = vm_tags(cluster="c1", owner_uid="uid-1", provider="aws") | {
+    "inferencerelay-launch": "c" * 64
+}
+
+
+def _request(**changes: Any) -> LaunchRequest:
     base: dict[str, Any] = {
         "name": "relay-aws",
         "region": REGION,
         "shape": "t3.micro",
         "cloud_init": base64.b64encode(USER_DATA.encode()).decode(),
-        "owner_uid": "uid-1",
-        "provider": "aws",
+        "tags": TAGS,
         "client_token": "c" * 64,
         "arch": "amd64",
     }
-    return ProvisionRequest(**(base | changes))
+    return LaunchRequest(**(base | changes))
 
 
 def _driver(kube: Kube | None = None, namespace: str = "ns") -> AwsDriver:
-    return AwsDriver(kube, namespace, image=IMAGES, poll_seconds=0.01, timeout_seconds=5)
+    return AwsDriver(kube, namespace, image=IMAGES)
 
 
 def _instances(ec2: Any) -> list[dict[str, Any]]:
@@ -90,20 +98,14 @@ def _instances(ec2: Any) -> list[dict[str, Any]]:
 
 
 async def test_a_launch_is_tagged_carries_the_client_token_and_the_document(ec2: Any) -> None:
-    result = await _driver().provision(_request())
+    instance_id = await _driver().launch(_request())
     [instance] = _instances(ec2)
-    assert instance["InstanceId"] == result.instance_id
-    assert result.public_ip == instance["PublicIpAddress"]
+    assert instance["InstanceId"] == instance_id
     tags = {t["Key"]: t["Value"] for t in instance["Tags"]}
-    assert tags == {
-        "Name": "relay-aws",
-        "managed-by": "llmsafespaces-relay",
-        "inferencerelay-uid": "uid-1",
-        "inferencerelay-provider": "aws",
-    }
+    assert tags == {"Name": "relay-aws", **TAGS}
     assert instance["ClientToken"] == "c" * 64
     assert instance["ImageId"] == "ami-0a11ce0000000amd"
-    attribute = ec2.describe_instance_attribute(InstanceId=result.instance_id, Attribute="userData")
+    attribute = ec2.describe_instance_attribute(InstanceId=instance_id, Attribute="userData")
     assert base64.b64decode(attribute["UserData"]["Value"]).decode() == USER_DATA
     [group] = ec2.describe_security_groups(GroupNames=["llmsafespaces-relay-proxy"])[
         "SecurityGroups"
@@ -113,56 +115,50 @@ async def test_a_launch_is_tagged_carries_the_client_token_and_the_document(ec2:
 
 async def test_a_retried_launch_with_the_same_token_returns_the_same_instance(ec2: Any) -> None:
     driver = _driver()
-    first = await driver.provision(_request())
-    second = await driver.provision(_request())
-    assert first.instance_id == second.instance_id
+    first = await driver.launch(_request())
+    assert await driver.launch(_request()) == first
     assert len(_instances(ec2)) == 1
-    third = await driver.provision(_request(client_token="d" * 64))
-    assert third.instance_id != first.instance_id
+    other = TAGS | {"inferencerelay-launch": "d" * 64}
+    assert await driver.launch(_request(client_token="d" * 64, tags=other)) != first
 
 
-async def test_a_token_whose_launch_died_is_skipped_for_the_next_in_sequence(ec2: Any) -> None:
-    """EC2 replays a used ClientToken with its (terminated) instance: the driver moves on."""
+async def test_describe_reports_state_ip_tags_and_launch_time(ec2: Any) -> None:
     driver = _driver()
-    first = await driver.provision(_request())
-    await driver.destroy(first.instance_id, REGION)
-    second = await driver.provision(_request())
-    assert second.instance_id != first.instance_id
-    tokens = {i["InstanceId"]: i["ClientToken"] for i in _instances(ec2)}
-    assert tokens == {first.instance_id: "c" * 64, second.instance_id: "c" * 60 + "-001"}
-    again = await driver.provision(_request())
-    assert again.instance_id == second.instance_id and len(_instances(ec2)) == 2
+    instance_id = await driver.launch(_request())
+    described = await driver.describe(instance_id, REGION)
+    assert (described.owner_uid, described.provider, described.cluster) == ("uid-1", "aws", "c1")
+    assert described.state == "running" and described.public_ip
+    assert described.launched_at is not None and described.launch_token == "c" * 64
+    with pytest.raises(InstanceNotFound):
+        await driver.describe("i-0123456789abcdef0", REGION)
 
 
-async def test_listing_returns_only_tagged_vms_with_owner_provider_and_launch_time(
-    ec2: Any,
-) -> None:
+async def test_listing_returns_only_managed_vms_matching_every_tag(ec2: Any) -> None:
     driver = _driver()
-    ours = await driver.provision(_request())
+    ours = await driver.launch(_request())
     ec2.run_instances(
         ImageId="ami-0a11ce0000000amd", InstanceType="t3.micro", MinCount=1, MaxCount=1
     )
-    [listed] = await driver.list_instances(REGION)
-    assert listed.instance_id == ours.instance_id
-    assert (listed.owner_uid, listed.provider, listed.state) == ("uid-1", "aws", "running")
-    assert listed.launched_at is not None and listed.public_ip == ours.public_ip
-    assert await driver.list_instances("eu-west-1") == []
+    [listed] = await driver.list({}, [REGION])
+    assert listed.instance_id == ours and listed.region == REGION
+    assert [vm.instance_id for vm in await driver.list(TAGS, [REGION])] == [ours]
+    assert await driver.list({"llmsafespaces-cluster": "c2"}, [REGION]) == []
+    assert await driver.list({}, ["eu-west-1"]) == []
 
 
 async def test_destroy_terminates_and_is_idempotent(ec2: Any) -> None:
     driver = _driver()
-    vm = await driver.provision(_request())
-    await driver.destroy(vm.instance_id, REGION)
-    [listed] = await driver.list_instances(REGION)
+    instance_id = await driver.launch(_request())
+    await driver.destroy(instance_id, REGION)
+    [listed] = await driver.list({}, [REGION])
     assert listed.state == "terminated"
-    assert (await driver.get_status(vm.instance_id, REGION)).state == "terminated"
+    assert (await driver.describe(instance_id, REGION)).state == "terminated"
     await driver.destroy("i-0123456789abcdef0", REGION)
-    assert (await driver.get_status("i-0123456789abcdef0", REGION)).state == "not-found"
 
 
 async def test_the_image_follows_the_shapes_architecture(ec2: Any) -> None:
-    await _driver().provision(_request(shape="t4g.micro", arch="", client_token="a" * 64))
-    await _driver().provision(_request(shape="m6i.large", arch="", client_token="b" * 64))
+    await _driver().launch(_request(shape="t4g.micro", arch="", client_token="a" * 64))
+    await _driver().launch(_request(shape="m6i.large", arch="", client_token="b" * 64))
     by_type = {i["InstanceType"]: i["ImageId"] for i in _instances(ec2)}
     assert by_type == {"t4g.micro": "ami-0a11ce0000000arm", "m6i.large": "ami-0a11ce0000000amd"}
 
@@ -170,7 +166,7 @@ async def test_the_image_follows_the_shapes_architecture(ec2: Any) -> None:
 async def test_no_image_for_the_architecture_is_a_configuration_error(ec2: Any) -> None:
     driver = AwsDriver(None, "ns", image=ImageQuery(name_pattern="ubuntu-noble-{arch}-*"))
     with pytest.raises(ConfigurationError, match="arm64"):
-        await driver.provision(_request(shape="t4g.micro", arch="arm64"))
+        await driver.launch(_request(shape="t4g.micro", arch="arm64"))
     assert _instances(ec2) == []
 
 
@@ -178,7 +174,7 @@ async def test_credentials_come_from_the_secret_or_the_default_chain(
     ec2: Any, kube: Kube, namespace: str
 ) -> None:
     driver = _driver(kube, namespace)
-    assert await driver.list_instances(REGION) == []  # no Secret: default chain
+    assert await driver.list({}, [REGION]) == []  # no Secret: default chain
     await kube.create(
         SECRETS,
         {"metadata": {"name": "aws-relay-irwa"},
@@ -187,7 +183,7 @@ async def test_credentials_come_from_the_secret_or_the_default_chain(
         namespace,
     )  # fmt: skip
     assert await driver._static_credentials() == ("AKIDEXAMPLE", "secret")
-    assert (await driver.provision(_request())).instance_id
+    assert await driver.launch(_request())
 
 
 def _client_error(code: str) -> ClientError:
@@ -197,14 +193,16 @@ def _client_error(code: str) -> ClientError:
 @pytest.mark.parametrize(
     ("code", "kind"),
     [
-        ("InsufficientInstanceCapacity", CapacityError),
-        ("InstanceLimitExceeded", CapacityError),
-        ("RequestLimitExceeded", CapacityError),
-        ("Throttling", CapacityError),
+        ("InvalidInstanceID.NotFound", InstanceNotFound),
+        ("InsufficientInstanceCapacity", QuotaExceeded),
+        ("InstanceLimitExceeded", QuotaExceeded),
+        ("RequestLimitExceeded", Throttled),
+        ("Throttling", Throttled),
         ("InvalidParameterValue", ConfigurationError),
         ("InvalidAMIID.NotFound", ConfigurationError),
         ("UnauthorizedOperation", ConfigurationError),
         ("AccessDenied", ConfigurationError),
+        ("InternalError", TransientCloudError),
     ],
 )
 def test_aws_error_codes_map_to_classes(code: str, kind: type[DriverError]) -> None:
@@ -212,9 +210,12 @@ def test_aws_error_codes_map_to_classes(code: str, kind: type[DriverError]) -> N
     assert type(error) is kind
 
 
-def test_an_unknown_aws_error_is_in_no_class_and_says_aws_api_error() -> None:
-    error = classify(_client_error("SomethingOdd"), "run instance")
-    assert type(error) is DriverError and "AWS API error" in str(error)
+def test_an_error_message_mentioning_not_found_is_not_classed_by_its_text() -> None:
+    error = ClientError(
+        {"Error": {"Code": "Unavailable", "Message": "InvalidInstanceID.NotFound 404"}},
+        "TerminateInstances",
+    )
+    assert type(classify(error, "terminate instance")) is TransientCloudError
 
 
 @pytest.mark.parametrize(
@@ -225,42 +226,3 @@ def test_an_unknown_aws_error_is_in_no_class_and_says_aws_api_error() -> None:
 )  # fmt: skip
 def test_aws_states_map(name: str, state: str) -> None:
     assert map_state(name) == state
-
-
-class _LaggingEc2:
-    """moto's EC2 client, except that describing a new instance by ID answers
-    InvalidInstanceID.NotFound the first ``misses`` times, as EC2 does for a few seconds
-    after RunInstances (its API is eventually consistent)."""
-
-    def __init__(self, real: Any, misses: int) -> None:
-        self.real = real
-        self.misses = misses
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.real, name)
-
-    def describe_instances(self, **kwargs: Any) -> Any:
-        if "InstanceIds" in kwargs and self.misses > 0:
-            self.misses -= 1
-            raise ClientError(
-                {"Error": {"Code": "InvalidInstanceID.NotFound", "Message": "does not exist"}},
-                "DescribeInstances",
-            )
-        return self.real.describe_instances(**kwargs)
-
-
-async def test_a_new_instance_ec2_does_not_know_yet_is_waited_for_not_terminated(
-    ec2: Any,
-) -> None:
-    lagging = _LaggingEc2(ec2, misses=2)
-
-    class Driver(AwsDriver):
-        async def _client(self, region: str) -> Any:
-            return lagging
-
-    result = await Driver(None, "ns", image=IMAGES, poll_seconds=0.01, timeout_seconds=5).provision(
-        _request()
-    )
-    [instance] = _instances(ec2)
-    assert instance["InstanceId"] == result.instance_id
-    assert instance["State"]["Name"] == "running" and lagging.misses == 0

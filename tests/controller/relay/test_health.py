@@ -7,8 +7,8 @@ import asyncio
 import pytest
 from aiohttp import web
 
-from controller.fakerouter import FakeRouterState
 from controller.relay.health import HealthScrapeError, RouterHealth, parse_metrics
+from tests.controller.fakerouter import FakeRouterState
 from tests.controller.relay.conftest import serve
 from wspin.errors import ConfigError
 

@@ -15,18 +15,16 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from controller.relay.drivers.base import (
-    CapacityError,
     ConfigurationError,
     DriverError,
-    ProvisionResult,
+    InstanceNotFound,
+    LaunchRequest,
+    QuotaExceeded,
+    Throttled,
+    TransientCloudError,
+    vm_tags,
 )
-from controller.relay.drivers.oci import (
-    OciDriver,
-    classify_status,
-    freeform_tags,
-    map_state,
-    oci_config,
-)
+from controller.relay.drivers.oci import OciDriver, classify_status, map_state, oci_config
 from tests.controller.relay.conftest import serve
 from wspin.resources import SECRETS, Kube
 
@@ -60,29 +58,27 @@ def test_oci_lifecycle_states_map(lifecycle: str, state: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("status", "kind"),
-    [(429, CapacityError), (500, CapacityError), (503, CapacityError),
-     (400, ConfigurationError), (401, ConfigurationError), (403, ConfigurationError),
-     (422, ConfigurationError), (502, DriverError)],
+    ("status", "code", "kind"),
+    [(429, "TooManyRequests", Throttled), (500, "InternalError", TransientCloudError),
+     (503, "ServiceUnavailable", TransientCloudError), (400, "LimitExceeded", QuotaExceeded),
+     (400, "InvalidParameter", ConfigurationError), (401, "NotAuthenticated", ConfigurationError),
+     (403, "NotAuthorized", ConfigurationError),
+     (404, "NotAuthorizedOrNotFound", ConfigurationError),
+     (422, "Unprocessable", ConfigurationError), (502, "BadGateway", TransientCloudError)],
 )  # fmt: skip
-def test_oci_statuses_map_to_classes(status: int, kind: type[DriverError]) -> None:
-    assert type(classify_status(status, f"{status} x")) is kind
-
-
-@pytest.mark.parametrize(
-    ("uid", "provider", "tags"),
-    [
-        ("u", "oci", {"managed-by": "llmsafespaces-relay", "inferencerelay-uid": "u",
-                      "inferencerelay-provider": "oci"}),
-        ("u", "", {"managed-by": "llmsafespaces-relay", "inferencerelay-uid": "u"}),
-        ("", "oci", {"managed-by": "llmsafespaces-relay", "inferencerelay-provider": "oci"}),
-        ("", "", {"managed-by": "llmsafespaces-relay"}),
-    ],
-)  # fmt: skip
-def test_freeform_tags_always_mark_the_vm_as_ours(
-    uid: str, provider: str, tags: dict[str, str]
+def test_oci_errors_map_to_classes_by_status_and_code(
+    status: int, code: str, kind: type[DriverError]
 ) -> None:
-    assert freeform_tags(uid, provider) == tags
+    assert type(classify_status(status, code, "m")) is kind
+
+
+def test_a_404_names_a_missing_instance_only_for_a_call_about_one_instance() -> None:
+    assert type(classify_status(404, "NotAuthorizedOrNotFound", "m", instance_call=True)) is (
+        InstanceNotFound
+    )
+    # An OCID can contain "404": the text never decides the class.
+    text = "instance ocid1.instance.oc1..aa404bb failed"
+    assert type(classify_status(409, "Conflict", text, instance_call=True)) is ConfigurationError
 
 
 def test_missing_credential_keys_are_named(pem: str) -> None:
@@ -105,7 +101,7 @@ def test_the_region_comes_from_the_call_then_the_secret(pem: str) -> None:
 
 async def test_a_missing_secret_is_a_configuration_error(kube: Kube, namespace: str) -> None:
     with pytest.raises(ConfigurationError, match="oci-credentials"):
-        await OciDriver(kube, namespace).list_instances("us-ashburn-1")
+        await OciDriver(kube, namespace).list({}, ["us-ashburn-1"])
 
 
 # -- SDK calls against a loopback compute endpoint -------------------------------------------
@@ -129,7 +125,7 @@ async def compute(pem: str) -> AsyncIterator[tuple[str, list[dict[str, Any]]]]:
             "timeCreated": "2026-01-01T00:00:00.000Z",
         }
 
-    ours = freeform_tags("u-1", "oci")
+    ours = vm_tags(cluster="c1", owner_uid="u-1", provider="oci")
     instances = {
         "ocid1.instance.ours": instance("ocid1.instance.ours", "RUNNING", ours),
         "ocid1.instance.gone": instance("ocid1.instance.gone", "TERMINATED", ours),
@@ -232,47 +228,61 @@ async def oci_driver(
 async def test_listing_keeps_our_tagged_vms_with_ip_owner_and_signed_requests(
     oci_driver: OciDriver, compute: tuple[str, list[dict[str, Any]]]
 ) -> None:
-    listed = {vm.instance_id: vm for vm in await oci_driver.list_instances("us-ashburn-1")}
+    listed = {vm.instance_id: vm for vm in await oci_driver.list({}, ["us-ashburn-1"])}
     assert set(listed) == {"ocid1.instance.ours", "ocid1.instance.gone"}
     ours = listed["ocid1.instance.ours"]
     assert (ours.state, ours.public_ip, ours.owner_uid, ours.provider) == (
         "running", "192.0.2.10", "u-1", "oci",
     )  # fmt: skip
     assert ours.launched_at is not None and listed["ocid1.instance.gone"].public_ip == ""
+    assert ours.cluster == "c1"
+    assert await oci_driver.list({"llmsafespaces-cluster": "c2"}, ["us-ashburn-1"]) == []
     authorization = compute[1][0]["authorization"]
     assert 'version="1"' in authorization
     assert f'keyId="{TENANCY}/{USER}/{FINGERPRINT}"' in authorization
     assert json.dumps(compute[1]).count(FINGERPRINT) == len(compute[1])
 
 
-async def test_destroy_is_idempotent_and_status_reports_not_found(oci_driver: OciDriver) -> None:
+async def test_destroy_is_idempotent_and_describe_raises_not_found(oci_driver: OciDriver) -> None:
     await oci_driver.destroy("ocid1.instance.ours", "us-ashburn-1")
-    assert (
-        await oci_driver.get_status("ocid1.instance.ours", "us-ashburn-1")
-    ).state == "terminated"
+    described = await oci_driver.describe("ocid1.instance.ours", "us-ashburn-1")
+    assert described.state == "terminated" and described.owner_uid == "u-1"
     await oci_driver.destroy("ocid1.instance.nope", "us-ashburn-1")
-    assert (await oci_driver.get_status("ocid1.instance.nope", "us-ashburn-1")).state == "not-found"
+    with pytest.raises(InstanceNotFound):
+        await oci_driver.describe("ocid1.instance.nope", "us-ashburn-1")
 
 
-async def test_a_launch_attaches_tags_user_data_and_retry_token_and_waits_for_the_ip(
+LAUNCH_TAGS = vm_tags(cluster="c1", owner_uid="u-1", provider="oci") | {
+    "inferencerelay-launch": "r" * 64
+}
+
+
+def _launch_request(**changes: Any) -> LaunchRequest:
+    base: dict[str, Any] = {
+        "name": "relay-oci",
+        "region": "us-ashburn-1",
+        "shape": "",
+        "cloud_init": "I2Nsb3VkLWNvbmZpZwo=",
+        "tags": LAUNCH_TAGS,
+        "client_token": "r" * 64,
+        "arch": "arm64",
+    }
+    return LaunchRequest(**(base | changes))
+
+
+async def test_a_launch_attaches_tags_user_data_and_retry_token_and_returns_at_once(
     kube: Kube, namespace: str, pem: str, compute: tuple[str, list[dict[str, Any]]]
 ) -> None:
-    from controller.relay.drivers.base import ProvisionRequest
-
     data = _data(pem, subnet="ocid1.subnet.relay")
     encoded = {k: base64.b64encode(v.encode()).decode() for k, v in data.items()}
     await kube.create(
         SECRETS, {"metadata": {"name": "oci-credentials"}, "data": encoded}, namespace
     )
-    driver = OciDriver(kube, namespace, endpoint=compute[0], poll_seconds=0.01)
-    request = ProvisionRequest(
-        "relay-oci", "us-ashburn-1", "", "I2Nsb3VkLWNvbmZpZwo=", "u-1", "oci", "r" * 64, "arm64"
-    )
-    result = await driver.provision(request)
-    assert result == ProvisionResult("ocid1.instance.launched", "192.0.2.10")
+    driver = OciDriver(kube, namespace, endpoint=compute[0])
+    assert await driver.launch(_launch_request()) == "ocid1.instance.launched"
     [launch] = [c for c in compute[1] if c["method"] == "POST"]
     body = launch["body"]
-    assert body["freeformTags"] == freeform_tags("u-1", "oci")
+    assert body["freeformTags"] == LAUNCH_TAGS
     assert body["metadata"] == {"user_data": "I2Nsb3VkLWNvbmZpZwo="}
     assert body["shape"] == "VM.Standard.A1.Flex"
     assert body["createVnicDetails"] == {"assignPublicIp": True, "subnetId": "ocid1.subnet.relay"}
@@ -280,16 +290,16 @@ async def test_a_launch_attaches_tags_user_data_and_retry_token_and_waits_for_th
     assert launch["retry_token"] == "r" * 64
     [images] = [c for c in compute[1] if c["path"].startswith("/20160918/images")]
     assert images["query"]["shape"] == "VM.Standard.A1.Flex"
+    # The same launch again finds the instance by its launch tag: no second POST.
+    assert await driver.launch(_launch_request()) == "ocid1.instance.launched"
+    assert len([c for c in compute[1] if c["method"] == "POST"]) == 1
 
 
 async def test_a_launch_without_a_subnet_in_the_secret_is_a_configuration_error(
     oci_driver: OciDriver,
 ) -> None:
-    from controller.relay.drivers.base import ProvisionRequest
-
-    request = ProvisionRequest("relay-oci", "us-ashburn-1", "", "e30=", "u-1", "oci")
     with pytest.raises(ConfigurationError, match="subnet"):
-        await oci_driver.provision(request)
+        await oci_driver.launch(_launch_request(cloud_init="e30="))
 
 
 async def test_sdk_clients_and_key_parsing_stay_off_the_event_loop(
@@ -316,7 +326,7 @@ async def test_sdk_clients_and_key_parsing_stay_off_the_event_loop(
         (oci.signer, "Signer"),
     ):
         monkeypatch.setattr(module, name, watched(getattr(module, name)))
-    assert await oci_driver.list_instances("us-ashburn-1")
-    await oci_driver.get_status("ocid1.instance.ours", "us-ashburn-1")
+    assert await oci_driver.list({}, ["us-ashburn-1"])
+    await oci_driver.describe("ocid1.instance.ours", "us-ashburn-1")
     await oci_driver.destroy("ocid1.instance.ours", "us-ashburn-1")
     assert on_loop == []

@@ -8,11 +8,12 @@ from typing import Any
 
 import pytest
 
-from controller.relay.drivers.base import DriverError
+from controller.relay.drivers.base import TransientCloudError
 from controller.relay.drivers.fake import FakeCloud, ManualClock
+from controller.relay.identity import ClusterIdentity
 from controller.relay.metrics import RelayMetrics
 from controller.relay.orphans import OrphanDetector, OrphanPolicy
-from tests.controller.relay.conftest import AWS_SLOT, OCI_SLOT
+from tests.controller.relay.conftest import AWS_SLOT, CLUSTER, OCI_SLOT
 from wspin.resources import INFERENCE_RELAYS, Kube
 
 OLD = 3600.0
@@ -45,8 +46,8 @@ def _detector(
     **policy: Any,
 ) -> OrphanDetector:
     return OrphanDetector(
-        kube, dict(clouds), metrics, policy=OrphanPolicy(**policy), clock=clock.now,
-        extra_regions={"aws": ["us-east-1"]},
+        kube, dict(clouds), metrics, ClusterIdentity(None, CLUSTER),
+        policy=OrphanPolicy(**policy), clock=clock.now, regions={"aws": ["us-east-1"]},
     )  # fmt: skip
 
 
@@ -66,12 +67,20 @@ async def test_only_a_vm_with_an_unknown_owner_is_destroyed(
     relays: list[dict[str, Any]],
 ) -> None:
     uid = await _relay(kube, relays)
-    owned = aws.seed("us-east-1", owner_uid=uid, provider="aws", age_seconds=OLD)
-    orphan = aws.seed("us-east-1", owner_uid="gone-uid", provider="aws", age_seconds=OLD)
+    owned = aws.seed("us-east-1", cluster=CLUSTER, owner_uid=uid, provider="aws", age_seconds=OLD)
+    orphan = aws.seed(
+        "us-east-1", cluster=CLUSTER, owner_uid="gone-uid", provider="aws", age_seconds=OLD
+    )
     legacy = aws.seed("us-east-1", age_seconds=OLD)
-    untagged = aws.seed("us-east-1", owner_uid="gone-uid", managed=False, age_seconds=OLD)
-    stopped = aws.seed("us-east-1", owner_uid="gone-uid", state="stopped", age_seconds=OLD)
-    dead = aws.seed("us-east-1", owner_uid="gone-uid", state="terminated", age_seconds=OLD)
+    untagged = aws.seed(
+        "us-east-1", cluster=CLUSTER, owner_uid="gone-uid", managed=False, age_seconds=OLD
+    )
+    stopped = aws.seed(
+        "us-east-1", cluster=CLUSTER, owner_uid="gone-uid", state="stopped", age_seconds=OLD
+    )
+    dead = aws.seed(
+        "us-east-1", cluster=CLUSTER, owner_uid="gone-uid", state="terminated", age_seconds=OLD
+    )
     result = await _detector(kube, {"aws": aws}, clock, metrics).sweep()
     assert result.destroyed == [orphan]
     assert aws.live_ids() == {owned, legacy, untagged}
@@ -79,7 +88,8 @@ async def test_only_a_vm_with_an_unknown_owner_is_destroyed(
     assert stopped not in result.destroyed and dead not in result.destroyed
     assert (
         metrics.registry.get_sample_value(
-            "wspin_relay_orphans_destroyed_total", {"provider": "aws", "outcome": "destroyed"}
+            "llmsafespaces_relay_orphans_destroyed_total",
+            {"provider": "aws", "outcome": "destroyed"},
         )
         == 1
     )
@@ -88,7 +98,7 @@ async def test_only_a_vm_with_an_unknown_owner_is_destroyed(
 async def test_a_young_orphan_waits_for_the_grace(
     kube: Kube, aws: FakeCloud, clock: ManualClock, metrics: RelayMetrics
 ) -> None:
-    young = aws.seed("us-east-1", owner_uid="gone-uid", age_seconds=60)
+    young = aws.seed("us-east-1", cluster=CLUSTER, owner_uid="gone-uid", age_seconds=60)
     detector = _detector(kube, {"aws": aws}, clock, metrics, grace_seconds=600)
     assert (await detector.sweep()).destroyed == []
     clock.advance(541)
@@ -98,7 +108,7 @@ async def test_a_young_orphan_waits_for_the_grace(
 async def test_dry_run_reports_without_destroying(
     kube: Kube, aws: FakeCloud, clock: ManualClock, metrics: RelayMetrics
 ) -> None:
-    orphan = aws.seed("us-east-1", owner_uid="gone-uid", age_seconds=OLD)
+    orphan = aws.seed("us-east-1", cluster=CLUSTER, owner_uid="gone-uid", age_seconds=OLD)
     result = await _detector(kube, {"aws": aws}, clock, metrics, dry_run=True).sweep()
     assert result.destroyed == [orphan]
     assert aws.calls_of("destroy") == [] and aws.live_ids() == {orphan}
@@ -108,7 +118,7 @@ async def test_a_sweep_destroys_at_most_its_limit_and_defers_the_rest(
     kube: Kube, aws: FakeCloud, clock: ManualClock, metrics: RelayMetrics
 ) -> None:
     for _ in range(5):
-        aws.seed("us-east-1", owner_uid="gone-uid", age_seconds=OLD)
+        aws.seed("us-east-1", cluster=CLUSTER, owner_uid="gone-uid", age_seconds=OLD)
     detector = _detector(kube, {"aws": aws}, clock, metrics, max_deletions=2)
     first = await detector.sweep()
     assert len(first.destroyed) == 2 and len(first.deferred) == 3
@@ -124,9 +134,9 @@ async def test_a_list_error_in_one_place_does_not_stop_the_others(
     relays: list[dict[str, Any]],
 ) -> None:
     await _relay(kube, relays, OCI_SLOT)
-    aws.inject("list_instances", DriverError("throttled"))
-    orphan = oci.seed("us-ashburn-1", owner_uid="gone-uid", age_seconds=OLD)
-    aws.seed("us-east-1", owner_uid="gone-uid", age_seconds=OLD)
+    aws.inject("list", TransientCloudError("throttled"))
+    orphan = oci.seed("us-ashburn-1", cluster=CLUSTER, owner_uid="gone-uid", age_seconds=OLD)
+    aws.seed("us-east-1", cluster=CLUSTER, owner_uid="gone-uid", age_seconds=OLD)
     result = await _detector(kube, {"aws": aws, "oci": oci}, clock, metrics).sweep()
     assert result.destroyed == [orphan]
 
@@ -134,9 +144,9 @@ async def test_a_list_error_in_one_place_does_not_stop_the_others(
 async def test_a_destroy_error_does_not_stop_the_sweep(
     kube: Kube, aws: FakeCloud, clock: ManualClock, metrics: RelayMetrics
 ) -> None:
-    aws.inject("destroy", DriverError("API down"), times=2)
-    first = aws.seed("us-east-1", owner_uid="gone-a", age_seconds=OLD)
-    second = aws.seed("us-east-1", owner_uid="gone-b", age_seconds=OLD)
+    aws.inject("destroy", TransientCloudError("API down"), times=2)
+    first = aws.seed("us-east-1", cluster=CLUSTER, owner_uid="gone-a", age_seconds=OLD)
+    second = aws.seed("us-east-1", cluster=CLUSTER, owner_uid="gone-b", age_seconds=OLD)
     result = await _detector(kube, {"aws": aws}, clock, metrics).sweep()
     assert sorted(result.failed) == sorted([first, second])
     assert len(aws.calls_of("destroy")) == 2
@@ -152,8 +162,8 @@ async def test_every_region_of_every_relay_and_the_extra_regions_are_swept(
 ) -> None:
     await _relay(kube, relays, AWS_SLOT | {"region": "eu-west-1"}, OCI_SLOT)
     await _detector(kube, {"aws": aws, "oci": oci}, clock, metrics).sweep()
-    assert {c.args["region"] for c in aws.calls_of("list_instances")} == {"eu-west-1", "us-east-1"}
-    assert {c.args["region"] for c in oci.calls_of("list_instances")} == {"us-ashburn-1"}
+    assert {c.args["region"] for c in aws.calls_of("list")} == {"eu-west-1", "us-east-1"}
+    assert {c.args["region"] for c in oci.calls_of("list")} == {"us-ashburn-1"}
 
 
 async def test_a_relay_created_during_the_sweep_keeps_its_vm(
@@ -169,7 +179,7 @@ async def test_a_relay_created_during_the_sweep_keeps_its_vm(
     async def create_during_listing(_: str) -> None:
         if not seeded:
             uid = await _relay(kube, relays)
-            seeded.append(aws.seed("us-east-1", owner_uid=uid, age_seconds=OLD))
+            seeded.append(aws.seed("us-east-1", cluster=CLUSTER, owner_uid=uid, age_seconds=OLD))
 
     aws.on_list = create_during_listing
     result = await _detector(kube, {"aws": aws}, clock, metrics).sweep()
@@ -179,9 +189,44 @@ async def test_a_relay_created_during_the_sweep_keeps_its_vm(
 async def test_a_failing_relay_list_skips_the_sweep(
     kube: Kube, aws: FakeCloud, clock: ManualClock, metrics: RelayMetrics, kube_server: Any
 ) -> None:
-    aws.seed("us-east-1", owner_uid="gone-uid", age_seconds=OLD)
+    aws.seed("us-east-1", cluster=CLUSTER, owner_uid="gone-uid", age_seconds=OLD)
     kube_server.fail_next(
         500, method="GET", path="/apis/llmsafespaces.dev/v1/inferencerelays", count=2
     )
     result = await _detector(kube, {"aws": aws}, clock, metrics).sweep()
     assert result.skipped and aws.calls_of("destroy") == []
+
+
+async def test_a_vm_of_another_cluster_is_never_destroyed(
+    kube: Kube, aws: FakeCloud, clock: ManualClock, metrics: RelayMetrics
+) -> None:
+    """Another cluster's CRs are invisible here, so its VMs' owners always look gone."""
+    theirs = aws.seed("us-east-1", cluster="cluster-b", owner_uid="their-uid", age_seconds=OLD)
+    result = await _detector(kube, {"aws": aws}, clock, metrics).sweep()
+    assert result.destroyed == [] and result.unclaimed == []
+    assert aws.live_ids() == {theirs} and aws.calls_of("destroy") == []
+
+
+async def test_a_vm_without_a_cluster_tag_is_reported_once_per_sweep_never_destroyed(
+    kube: Kube,
+    aws: FakeCloud,
+    clock: ManualClock,
+    metrics: RelayMetrics,
+    relays: list[dict[str, Any]],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    uid = await _relay(kube, relays)
+    legacy = aws.seed("us-east-1", owner_uid="gone-uid", provider="aws", age_seconds=OLD)
+    aws.seed("us-east-1", owner_uid=uid, provider="aws", age_seconds=OLD)  # ours, adopted
+    detector = _detector(kube, {"aws": aws}, clock, metrics)
+    for _ in range(2):
+        caplog.clear()
+        result = await detector.sweep()
+        assert result.unclaimed == [legacy] and result.destroyed == []
+        reports = [r for r in caplog.records if "without a cluster tag" in r.getMessage()]
+        assert len(reports) == 1
+        assert metrics.registry.get_sample_value("llmsafespaces_relay_unclaimed_vms") == 1
+    assert legacy in aws.live_ids() and aws.calls_of("destroy") == []
+    aws.vm(legacy).terminated_at = clock.now()
+    await detector.sweep()
+    assert metrics.registry.get_sample_value("llmsafespaces_relay_unclaimed_vms") == 0

@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
 import logging
+from collections.abc import Mapping, Sequence
 
 import pytest
 
-from controller.relay.drivers.base import CapacityError, CloudInstance, ConfigurationError
+from controller.relay.drivers.base import (
+    CloudInstance,
+    ConfigurationError,
+    QuotaExceeded,
+    Throttled,
+)
 from controller.relay.spec import FINALIZER, PAUSED_ANNOTATION, ROTATE_ANNOTATION
 from controller.relay.tokens import read_tokens, write_tokens
 from controller.types import ObjectKey, Requeue
-from tests.controller.relay.conftest import AWS_SLOT, OCI_SLOT, SHA_ARM64, Fleet
+from tests.controller.relay.conftest import AWS_SLOT, CLUSTER, OCI_SLOT, SHA_ARM64, Fleet
 from wspin.logs import JSONFormatter
 from wspin.resources import CONFIGMAPS, INFERENCE_RELAYS
 
@@ -30,7 +35,7 @@ async def test_a_paused_fleet_is_requeued_later_and_nothing_is_launched(fleet: F
     )
     result = await fleet.reconcile()
     assert isinstance(result, Requeue) and result.after > 0
-    assert fleet.clouds["aws"].calls_of("provision") == []
+    assert fleet.clouds["aws"].calls_of("launch") == []
     assert "instances" not in ((await fleet.get()).get("status") or {})
 
 
@@ -44,14 +49,23 @@ async def test_a_missing_vm_is_launched_tagged_and_recorded_with_a_requeue(fleet
     await fleet.create(AWS_SLOT)
     result = await fleet.reconcile()
     assert isinstance(result, Requeue) and result.after == 10.0
-    [call] = fleet.clouds["aws"].calls_of("provision")
+    [call] = fleet.clouds["aws"].calls_of("launch")
     uid = await fleet.uid()
-    assert call.args["owner_uid"] == uid and call.args["provider"] == "aws"
+    assert call.args["tags"] == {
+        "managed-by": "llmsafespaces-relay",
+        "llmsafespaces-cluster": CLUSTER,
+        "inferencerelay-uid": uid,
+        "inferencerelay-provider": "aws",
+        "inferencerelay-launch": call.args["client_token"],
+    }
     assert call.args["name"] == "relay-aws" and call.args["shape"] == "t4g.micro"
     [instance] = await fleet.instances()
     assert instance["provider"] == "aws" and instance["state"] == "provisioning"
     assert instance["id"] in fleet.clouds["aws"].live_ids()
-    assert instance["publicIP"] and instance["healthy"] is False
+    assert instance["healthy"] is False and instance["launchedAt"]
+    await fleet.reconcile()  # the public IP is read from the cloud on the next pass
+    [instance] = await fleet.instances()
+    assert instance["publicIP"] == fleet.clouds["aws"].vm(instance["id"]).public_ip
     user_data = call.args["user_data_decoded"]
     assert SHA_ARM64 in user_data and "relay-proxy-arm64" in user_data
 
@@ -59,9 +73,10 @@ async def test_a_missing_vm_is_launched_tagged_and_recorded_with_a_requeue(fleet
 async def test_the_vm_token_is_stored_and_reaches_the_peers_configmap(fleet: Fleet) -> None:
     await fleet.create(AWS_SLOT)
     await fleet.reconcile()
+    await fleet.reconcile()
     tokens = await read_tokens(fleet.kube, fleet.namespace)
     assert len(tokens["aws"]) == 64
-    [call] = fleet.clouds["aws"].calls_of("provision")
+    [call] = fleet.clouds["aws"].calls_of("launch")
     assert f"RELAY_TOKEN={tokens['aws']}" in call.args["user_data_decoded"]
     peers = await fleet.kube.get(CONFIGMAPS, "relay-router-peers", fleet.namespace)
     [peer] = json.loads(peers["data"]["peers.json"])["relays"]
@@ -126,7 +141,7 @@ async def test_one_unhealthy_relay_of_two_is_degraded_but_still_ready(fleet: Fle
 async def test_a_configuration_error_leaves_a_failed_placeholder_with_one_attempt(
     fleet: Fleet,
 ) -> None:
-    fleet.clouds["aws"].inject("provision", ConfigurationError("bad AMI"))
+    fleet.clouds["aws"].inject("launch", ConfigurationError("bad AMI"))
     await fleet.create(AWS_SLOT)
     assert await fleet.reconcile() is not None
     [instance] = await fleet.instances()
@@ -156,7 +171,7 @@ async def test_a_missing_artifact_sha_fails_the_slot_visibly(
     [instance] = await fleet.instances()
     assert instance["state"] == "provisioning-failed"
     assert "artifact SHA-256" in instance["lastProvisionError"]
-    assert fleet.clouds["aws"].calls_of("provision") == []
+    assert fleet.clouds["aws"].calls_of("launch") == []
 
 
 async def test_a_credentials_ref_the_driver_does_not_read_is_a_configuration_error(
@@ -181,13 +196,13 @@ async def test_an_unknown_shape_is_an_error_not_a_guess(fleet: Fleet) -> None:
 async def test_an_amd64_shape_gets_the_amd64_binary_and_pin(fleet: Fleet) -> None:
     await fleet.create(OCI_SLOT | {"shape": "VM.Standard.E2.1.Micro"})
     await fleet.reconcile()
-    [call] = fleet.clouds["oci"].calls_of("provision")
+    [call] = fleet.clouds["oci"].calls_of("launch")
     assert "relay-proxy-amd64" in call.args["user_data_decoded"]
     assert "b" * 64 in call.args["user_data_decoded"]
 
 
 async def test_a_capacity_error_leaves_no_failed_entry_and_backs_off(fleet: Fleet) -> None:
-    fleet.clouds["aws"].inject("provision", CapacityError("no capacity"))
+    fleet.clouds["aws"].inject("launch", QuotaExceeded("no capacity"))
     await fleet.create(AWS_SLOT)
     result = await fleet.reconcile()
     [instance] = await fleet.instances()
@@ -195,10 +210,10 @@ async def test_a_capacity_error_leaves_no_failed_entry_and_backs_off(fleet: Flee
     assert "no capacity" in instance["lastProvisionError"]
     assert isinstance(result, Requeue) and result.after == 10.0
     await fleet.reconcile()  # still inside the 30 s backoff: no second launch
-    assert len(fleet.clouds["aws"].calls_of("provision")) == 1
+    assert len(fleet.clouds["aws"].calls_of("launch")) == 1
     fleet.clock.advance(31)
     await fleet.reconcile()
-    assert len(fleet.clouds["aws"].calls_of("provision")) == 2
+    assert len(fleet.clouds["aws"].calls_of("launch")) == 2
     [instance] = await fleet.instances()
     assert instance["id"] in fleet.clouds["aws"].live_ids()
 
@@ -207,11 +222,11 @@ async def test_configuration_errors_back_off_trip_the_breaker_and_a_spec_change_
     fleet: Fleet,
 ) -> None:
     aws = fleet.clouds["aws"]
-    aws.inject("provision", ConfigurationError("bad AMI"), times=3)
+    aws.inject("launch", ConfigurationError("bad AMI"), times=3)
     await fleet.create(AWS_SLOT)
     await fleet.reconcile()
     await fleet.reconcile()  # backoff not over: no attempt
-    assert len(aws.calls_of("provision")) == 1
+    assert len(aws.calls_of("launch")) == 1
     for expected in (2, 3):
         fleet.clock.advance(600)
         await fleet.reconcile()
@@ -222,12 +237,12 @@ async def test_configuration_errors_back_off_trip_the_breaker_and_a_spec_change_
     assert "aws failed 3 times" in breaker["message"]
     fleet.clock.advance(3600)
     await fleet.reconcile()
-    assert len(aws.calls_of("provision")) == 3  # tripped: no more launches
+    assert len(aws.calls_of("launch")) == 3  # tripped: no more launches
     await fleet.kube.patch(
         INFERENCE_RELAYS, fleet.name, {"spec": {"upstreamURL": "https://b.example/v1"}}
     )
     await fleet.reconcile()
-    assert len(aws.calls_of("provision")) == 4
+    assert len(aws.calls_of("launch")) == 4
     [instance] = await fleet.instances()
     assert instance["state"] == "provisioning" and instance["id"] in aws.live_ids()
     assert (await fleet.condition("ProvisioningFailed"))["status"] == "False"
@@ -245,7 +260,7 @@ async def test_a_vm_of_a_provider_removed_from_the_spec_is_destroyed(fleet: Flee
 
 
 async def test_a_placeholder_of_a_removed_provider_never_reaches_destroy(fleet: Fleet) -> None:
-    fleet.clouds["oci"].inject("provision", ConfigurationError("no image"))
+    fleet.clouds["oci"].inject("launch", ConfigurationError("no image"))
     await fleet.create(AWS_SLOT, OCI_SLOT)
     await fleet.reconcile()
     await fleet.kube.patch(INFERENCE_RELAYS, fleet.name, {"spec": {"providers": [AWS_SLOT]}})
@@ -260,7 +275,7 @@ async def test_two_entries_for_one_provider_are_rejected_with_a_condition(fleet:
     ready = await fleet.condition("Ready")
     assert ready["status"] == "False" and ready["reason"] == "InvalidSpec"
     assert "'aws' twice" in ready["message"]
-    assert fleet.clouds["aws"].calls_of("provision") == []
+    assert fleet.clouds["aws"].calls_of("launch") == []
 
 
 async def test_a_vm_never_healthy_within_the_replacement_timeout_is_replaced_with_a_new_token(
@@ -286,23 +301,31 @@ async def test_a_vm_terminated_outside_the_controller_is_replaced(fleet: Fleet) 
     await fleet.create(AWS_SLOT)
     await fleet.reconcile()
     [first] = await fleet.instances()
+    fleet.report(first["id"], healthy=True)
+    await fleet.reconcile()
     fleet.clouds["aws"].vm(first["id"]).terminated_at = fleet.clock.now()
     await fleet.reconcile()
     [second] = await fleet.instances()
     assert second["id"] != first["id"] and second["id"] in fleet.clouds["aws"].live_ids()
 
 
-async def test_a_slow_launch_does_not_block_the_pass_and_is_collected_later(fleet: Fleet) -> None:
-    fleet.deps.launch_wait_seconds = 0.0
+async def test_a_slow_boot_never_blocks_a_pass_and_is_followed_through_status(
+    fleet: Fleet,
+) -> None:
+    aws = fleet.clouds["aws"]
+    aws.boot_seconds = 120
     await fleet.create(AWS_SLOT)
-    result = await fleet.reconcile()
-    assert result == Requeue(after=10.0)
-    [placeholder] = await fleet.instances()
-    assert placeholder["id"] == "aws-provisioning" and placeholder["state"] == "provisioning"
-    await fleet.reconcile()  # the launch task has run by now; its result is collected
-    [instance] = await fleet.instances()
-    assert instance["id"] in fleet.clouds["aws"].live_ids()
-    assert len(fleet.clouds["aws"].calls_of("provision")) == 1
+    assert await fleet.reconcile() == Requeue(after=10.0)
+    [booting] = await fleet.instances()
+    assert booting["state"] == "provisioning" and booting["publicIP"] == ""
+    fleet.clock.advance(60)
+    assert await fleet.reconcile() == Requeue(after=10.0)
+    assert (await fleet.instances())[0]["publicIP"] == ""
+    fleet.clock.advance(60)
+    await fleet.reconcile()
+    [running] = await fleet.instances()
+    assert running["id"] == booting["id"] and running["publicIP"]
+    assert len(aws.calls_of("launch")) == 1
 
 
 async def test_a_pass_that_changes_nothing_writes_nothing(fleet: Fleet) -> None:
@@ -322,7 +345,7 @@ async def test_the_cloud_init_carries_no_token_outside_the_root_only_env_file(
     await fleet.create(AWS_SLOT)
     await fleet.reconcile()
     token = (await read_tokens(fleet.kube, fleet.namespace))["aws"]
-    [call] = fleet.clouds["aws"].calls_of("provision")
+    [call] = fleet.clouds["aws"].calls_of("launch")
     decoded = base64.b64decode(call.args["user_data"]).decode()
     assert decoded.count(token) == 1
     assert call.args["client_token"] and token not in call.args["client_token"]
@@ -332,7 +355,7 @@ async def test_no_vm_token_reaches_a_log_line_through_a_whole_lifecycle(
     fleet: Fleet, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG)
-    fleet.clouds["oci"].inject("provision", CapacityError("no capacity"))
+    fleet.clouds["oci"].inject("launch", QuotaExceeded("no capacity"))
     await fleet.create(AWS_SLOT, OCI_SLOT)
     await fleet.reconcile()
     fleet.clock.advance(60)
@@ -361,11 +384,19 @@ async def test_a_launch_is_timed_in_the_provision_duration_histogram(fleet: Flee
     fleet.clouds["aws"].boot_seconds = 40
     await fleet.create(AWS_SLOT)
     await fleet.reconcile()
+    fleet.clock.advance(45)
+    await fleet.reconcile()
+    await fleet.reconcile()  # timed once, when the IP first shows
     registry = fleet.deps.metrics.registry
     labels = {"provider": "aws"}
-    assert registry.get_sample_value("wspin_relay_provision_duration_seconds_count", labels) == 1
-    elapsed = registry.get_sample_value("wspin_relay_provision_duration_seconds_sum", labels)
-    assert elapsed is not None and elapsed >= 40
+    assert (
+        registry.get_sample_value("llmsafespaces_relay_provision_duration_seconds_count", labels)
+        == 1
+    )
+    elapsed = registry.get_sample_value(
+        "llmsafespaces_relay_provision_duration_seconds_sum", labels
+    )
+    assert elapsed == 45
 
 
 async def test_an_adopted_old_vm_gets_the_whole_replacement_timeout_from_its_adoption(
@@ -396,7 +427,7 @@ async def test_a_vm_that_vanished_from_the_cloud_listing_is_replaced(fleet: Flee
     aws = fleet.clouds["aws"]
     aws.vm(first["id"]).terminated_at = fleet.clock.now()
     fleet.clock.advance(aws.terminated_retention_seconds + 1)
-    assert first["id"] not in {vm.instance_id for vm in await aws.list_instances("us-east-1")}
+    assert first["id"] not in {vm.instance_id for vm in await aws.list({}, ["us-east-1"])}
     await fleet.reconcile()
     [second] = await fleet.instances()
     assert second["id"] != first["id"] and second["id"] in aws.live_ids()
@@ -409,15 +440,17 @@ async def test_a_vm_missing_from_a_listing_but_still_running_is_kept(fleet: Flee
     [first] = await fleet.instances()
     fleet.report(first["id"], healthy=True)
     aws = fleet.clouds["aws"]
-    real_list = aws.list_instances
+    real_list = aws.list
 
-    async def list_without_it(region: str) -> list[CloudInstance]:
-        return [vm for vm in await real_list(region) if vm.instance_id != first["id"]]
+    async def list_without_it(
+        tags: Mapping[str, str], regions: Sequence[str]
+    ) -> list[CloudInstance]:
+        return [vm for vm in await real_list(tags, regions) if vm.instance_id != first["id"]]
 
-    aws.list_instances = list_without_it  # type: ignore[method-assign]
+    aws.list = list_without_it  # type: ignore[method-assign]
     await fleet.reconcile()
     assert [i["id"] for i in await fleet.instances()] == [first["id"]]
-    assert aws.calls_of("destroy") == [] and len(aws.calls_of("provision")) == 1
+    assert aws.calls_of("destroy") == [] and len(aws.calls_of("launch")) == 1
 
 
 async def test_a_launch_reuses_the_token_already_stored_for_its_provider(fleet: Fleet) -> None:
@@ -426,7 +459,7 @@ async def test_a_launch_reuses_the_token_already_stored_for_its_provider(fleet: 
     await write_tokens(fleet.kube, fleet.namespace, {"aws": stored})
     await fleet.create(AWS_SLOT)
     await fleet.reconcile()
-    [call] = fleet.clouds["aws"].calls_of("provision")
+    [call] = fleet.clouds["aws"].calls_of("launch")
     assert f"RELAY_TOKEN={stored}" in call.args["user_data_decoded"]
     assert (await read_tokens(fleet.kube, fleet.namespace)) == {"aws": stored}
 
@@ -445,35 +478,38 @@ async def test_a_region_change_keeps_the_running_vm_and_launches_nothing(fleet: 
     [kept] = await fleet.instances()
     aws = fleet.clouds["aws"]
     assert kept["id"] == first["id"] and kept["region"] == "us-east-1"
-    assert aws.live_ids() == {first["id"]} and len(aws.calls_of("provision")) == 1
+    assert aws.live_ids() == {first["id"]} and len(aws.calls_of("launch")) == 1
 
 
-async def test_configuration_errors_of_slow_launches_still_count_towards_the_breaker(
+async def test_a_vm_that_dies_before_serving_backs_off_before_the_next_launch(
     fleet: Fleet,
 ) -> None:
-    """A launch that fails only after a pass showed it in flight (the VM died while
-    booting) must not reset the attempt count the breaker reads from status."""
-
-    async def fail_after_a_while(_: str) -> None:
-        await asyncio.sleep(0)
-        raise ConfigurationError("instance became terminated while booting")
-
+    """A boot that keeps failing (bad image, no capacity behind the API's back) must not
+    launch a VM every pass: each death doubles the wait, and a VM that serves resets it."""
     aws = fleet.clouds["aws"]
-    aws.on_provision = fail_after_a_while
-    fleet.deps.launch_wait_seconds = 0.0
+    aws.boot_seconds = 30
     await fleet.create(AWS_SLOT)
-    for expected in (1, 2, 3):
-        await fleet.reconcile()  # starts the launch: shown in flight
-        [shown] = await fleet.instances()
-        assert shown["state"] == "provisioning"
-        await fleet.reconcile()  # collects its configuration error
-        [failed] = await fleet.instances()
-        assert failed["state"] == "provisioning-failed"
-        assert failed["provisioningAttempts"] == expected
-        fleet.clock.advance(600)
-    assert (await fleet.condition("ProvisioningFailed"))["status"] == "True"
     await fleet.reconcile()
-    assert len(aws.calls_of("provision")) == 3
+    for expected, wait in ((1, 30), (2, 60)):
+        [booting] = await fleet.instances()
+        aws.vm(booting["id"]).terminated_at = fleet.clock.now()
+        await fleet.reconcile()
+        [waiting] = await fleet.instances()
+        assert waiting["id"] == "aws-provisioning" and waiting["launchFailures"] == expected
+        assert "stopped before it became healthy" in waiting["lastProvisionError"]
+        fleet.clock.advance(wait - 1)
+        await fleet.reconcile()
+        assert len(aws.calls_of("launch")) == expected
+        fleet.clock.advance(1)
+        await fleet.reconcile()
+        assert len(aws.calls_of("launch")) == expected + 1
+    [third] = await fleet.instances()
+    assert third["launchFailures"] == 2
+    fleet.clock.advance(30)
+    fleet.report(third["id"], healthy=True)
+    await fleet.reconcile()
+    [serving] = await fleet.instances()
+    assert serving["state"] == "healthy" and "launchFailures" not in serving
 
 
 async def test_a_removed_providers_vm_whose_destroy_fails_stays_in_status_until_destroyed(
@@ -483,7 +519,7 @@ async def test_a_removed_providers_vm_whose_destroy_fails_stays_in_status_until_
     await fleet.reconcile()
     oci_vm = next(i for i in await fleet.instances() if i["provider"] == "oci")
     oci = fleet.clouds["oci"]
-    oci.inject("destroy", CapacityError("throttled"))
+    oci.inject("destroy", Throttled("throttled"))
     await fleet.kube.patch(INFERENCE_RELAYS, fleet.name, {"spec": {"providers": [AWS_SLOT]}})
     await fleet.reconcile()
     assert oci_vm["id"] in [i["id"] for i in await fleet.instances()]

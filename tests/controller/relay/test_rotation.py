@@ -32,7 +32,7 @@ async def test_rotating_a_known_vm_destroys_it_clears_the_annotation_and_launche
     assert (await fleet.condition("Rotating"))["status"] == "True"
     assert (
         fleet.deps.metrics.registry.get_sample_value(
-            "wspin_relay_rotation_total", {"provider": "aws", "reason": "manual"}
+            "llmsafespaces_relay_rotation_total", {"provider": "aws", "reason": "manual"}
         )
         == 1.0
     )
@@ -69,5 +69,5 @@ async def test_a_rotated_vm_a_lagging_listing_still_shows_running_is_not_adopted
     await fleet.reconcile()
     [new] = await fleet.instances()
     assert new["id"] != old["id"] and new["id"] in oci.live_ids()
-    assert len(oci.calls_of("provision")) == 2
+    assert len(oci.calls_of("launch")) == 2
     assert [c.args["instance_id"] for c in oci.calls_of("destroy")] == [old["id"]]

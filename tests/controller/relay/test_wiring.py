@@ -23,7 +23,7 @@ from controller.settings import (
 from controller.setup import new_manager
 from tests.controller.relay.conftest import AWS_SLOT, SHA_AMD64, SHA_ARM64
 from wspin.errors import ConfigError
-from wspin.resources import CONFIGMAPS, INFERENCE_RELAYS, LEASES, Kube
+from wspin.resources import CONFIGMAPS, INFERENCE_RELAYS, LEASES, NAMESPACES, Kube
 
 
 async def _eventually(check: Callable[[], Awaitable[bool]], what: str) -> None:
@@ -78,7 +78,9 @@ async def test_an_applied_fleet_gets_a_vm_status_and_peers_through_the_manager(
         peers = await kube.get(CONFIGMAPS, "relay-router-peers", namespace)
         assert len(json.loads(peers["data"]["peers.json"])["relays"]) == 1
         assert (
-            registry.get_sample_value("wspin_relay_orphan_sweeps_total", {"outcome": "completed"})
+            registry.get_sample_value(
+                "llmsafespaces_relay_orphan_sweeps_total", {"outcome": "completed"}
+            )
             == 1
         )
         await kube.delete(INFERENCE_RELAYS, name)
@@ -145,7 +147,7 @@ async def test_the_orphan_sweep_runs_only_on_the_leader(kube: Kube, namespace: s
 
     def sweeps() -> float | None:
         value: float | None = registry.get_sample_value(
-            "wspin_relay_orphan_sweeps_total", {"outcome": "completed"}
+            "llmsafespaces_relay_orphan_sweeps_total", {"outcome": "completed"}
         )
         return value
 
@@ -168,3 +170,22 @@ def _async(check: Callable[[], bool]) -> Callable[[], Awaitable[bool]]:
         return check()
 
     return wrapped
+
+
+async def test_the_cluster_id_is_the_kube_system_uid_unless_configured(kube: Kube) -> None:
+    from controller.relay.identity import ClusterIdentity
+
+    kube_system = await kube.get(NAMESPACES, "kube-system")
+    assert await ClusterIdentity(kube).resolve() == kube_system["metadata"]["uid"]
+    assert await ClusterIdentity(kube, "prod-eu-1").resolve() == "prod-eu-1"
+
+
+@pytest.mark.parametrize("bad", ["-leading-dash", "has space", "x" * 64, "quote'd"])
+def test_a_bad_cluster_id_stops_the_start_naming_the_flag(kube: Kube, bad: str) -> None:
+    settings = dataclasses.replace(
+        _settings("ns"),
+        inference_relay=dataclasses.replace(_settings("ns").inference_relay, cluster_id=bad),
+    )
+    with pytest.raises(ConfigError, match="--relay-cluster-id") as raised:
+        wiring.register(new_manager(kube, settings), settings)
+    assert "controller.inferenceRelay.clusterID" in raised.value.fix

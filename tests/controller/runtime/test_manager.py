@@ -324,31 +324,6 @@ async def test_a_lost_lease_cancels_in_flight_reconciles_at_once(
         assert not manager.is_leader
 
 
-async def test_term_cleanups_run_when_the_lease_is_lost_and_before_it_is_released(
-    kube: Kube, namespace: str, kube_server: KubeServer
-) -> None:
-    # Work a reconciler keeps outside its reconcile calls (a VM launch) is leader-only work
-    # too: it stops with the term, not only at process exit, and before a successor may start.
-    events: list[str] = []
-    manager = Manager(kube, options_for(namespace, election=True))
-
-    async def close() -> None:
-        lease = await kube.get(LEASES, "wspin-controller", namespace)
-        events.append(f"cleanup, holder {lease['spec'].get('holderIdentity')}")
-
-    manager.add_cleanup(close, each_term=True)
-    async with running(manager):
-        await eventually(lambda: manager.is_leader)
-        assert events == []
-        # Renewals fail past the renew deadline (about five tries), then the API recovers.
-        kube_server.fail_next(503, path="/apis/coordination.k8s.io", method="PUT", count=8)
-        await eventually(lambda: not manager.is_leader)
-        await eventually(lambda: len(events) == 1)
-        await eventually(lambda: manager.is_leader)
-        assert len(events) == 1, "a term's cleanups run once, when it ends"
-    assert events == ["cleanup, holder me", "cleanup, holder me"]
-
-
 async def test_stop_finishes_in_flight_reconciles_and_releases_the_lease(
     kube: Kube, namespace: str
 ) -> None:

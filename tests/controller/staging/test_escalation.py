@@ -8,7 +8,6 @@ from typing import Any, ClassVar
 
 import pytest
 
-from controller.fakerouter import FakeRouterState
 from controller.staging.desired import (
     SEALED_GENERATION,
     STAGED_REVISION,
@@ -19,6 +18,7 @@ from controller.staging.desired import (
 from controller.staging.escalation import ESCALATION_ANNOTATION, lineage_intact
 from controller.staging.secrets import MINT_KEY_SECRET
 from controller.toolkit.clock import format_time, parse_time
+from tests.controller.fakerouter import FakeRouterState
 from tests.controller.staging.conftest import Stage, condition, two_providers
 from wspin.resources import EVENTS, SECRETS
 

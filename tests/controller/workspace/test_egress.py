@@ -7,11 +7,11 @@ from typing import Any
 import kubernetes_validate
 import pytest
 
+from controller.settings import EgressSettings
 from controller.workspace.egress import (
     CILIUM_NETWORK_POLICIES,
     MAX_DOMAINS,
     NETWORK_POLICIES,
-    EgressSettings,
     Resolution,
     declared_domains,
     desired_egress_policy,

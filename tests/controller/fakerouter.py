@@ -1,4 +1,4 @@
-"""A fake relay router for tests and the demo: an aiohttp app on loopback speaking the router
+"""A fake relay router for the tests: an aiohttp app on loopback speaking the router
 contracts the controller calls.
 
 - ``GET /healthz``: 200 with ``X-Llmsafespaces-Version`` (``state.healthz_status`` overrides).

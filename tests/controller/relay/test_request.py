@@ -1,4 +1,4 @@
-"""The launch request: idempotency key, credentials check, shape, pins and user data."""
+"""The launch request: idempotency key, tags, credentials check, shape, pins and user data."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import base64
 import pytest
 
 from controller.relay.drivers.base import ConfigurationError
-from controller.relay.launches import build_request, client_token
+from controller.relay.request import build_request, client_token
 from controller.relay.spec import ProviderSpec
 from tests.controller.relay.conftest import ARTIFACTS, SHA_AMD64
 
@@ -25,17 +25,27 @@ def test_the_client_token_is_stable_per_slot_and_vm_token_and_hides_the_token() 
     assert token not in key
 
 
-def test_the_request_carries_owner_provider_shape_arch_and_base64_user_data() -> None:
+def test_the_request_carries_tags_shape_arch_and_base64_user_data() -> None:
     request = build_request(
         SLOT,
         uid="uid-1",
+        cluster="cluster-a",
         upstream_url="https://u.example/v1",
         vm_token="f" * 64,
         artifacts=ARTIFACTS,
         expected_credentials=EXPECTED,
     )
     assert (request.name, request.region, request.shape) == ("relay-aws", "us-east-1", "m6i.large")
-    assert (request.owner_uid, request.provider, request.arch) == ("uid-1", "aws", "amd64")
+    assert request.arch == "amd64" and request.client_token == client_token(
+        "uid-1", "aws", "f" * 64
+    )
+    assert request.tags == {
+        "managed-by": "llmsafespaces-relay",
+        "llmsafespaces-cluster": "cluster-a",
+        "inferencerelay-uid": "uid-1",
+        "inferencerelay-provider": "aws",
+        "inferencerelay-launch": request.client_token,
+    }
     document = base64.b64decode(request.cloud_init).decode()
     assert SHA_AMD64 in document and "relay-proxy-amd64" in document
 
@@ -54,6 +64,7 @@ def test_a_request_that_cannot_be_built_is_a_configuration_error(
         build_request(
             slot,
             uid="uid-1",
+            cluster="cluster-a",
             upstream_url="https://u.example/v1",
             vm_token="f" * 64,
             artifacts=ARTIFACTS,
@@ -66,6 +77,7 @@ def test_a_bad_upstream_url_is_a_configuration_error_naming_the_field() -> None:
         build_request(
             SLOT,
             uid="uid-1",
+            cluster="cluster-a",
             upstream_url="https://u.example/$(id)",
             vm_token="f" * 64,
             artifacts=ARTIFACTS,

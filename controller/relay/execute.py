@@ -1,0 +1,201 @@
+"""Carrying out a fleet plan: destroys first, then the VM tokens, then launches.
+
+Each action's outcome lands in the status entries the plan proposed: a launch that returned
+an id becomes the slot's VM; a configuration error becomes a ``provisioning-failed``
+placeholder counting towards the breaker; a retryable error a placeholder that backs off; a
+destroy that failed puts back the entry it would have removed, so nothing is forgotten, and
+holds back the replacement it was making room for.
+
+The VM token is stored before the launch that boots with it: a crash between the two leaves
+a token nobody uses, never a VM whose token nobody knows (relay-proxy would answer 401 to
+the router forever). Token values never reach a log line, an event or an error message.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from controller.relay.deps import RelayDeps
+from controller.relay.drivers.base import ConfigurationError, DriverError, truncate
+from controller.relay.entries import failure_entry, launched_entry, retry_entry
+from controller.relay.plan import Destroy, FleetPlan, Launch
+from controller.relay.request import build_request
+from controller.relay.spec import Instance, RelaySpec, has_real_id
+from controller.relay.tokens import generate_token, read_tokens, write_tokens
+from wspin.logs import fields
+from wspin.resources import KubeAPIError
+
+log = logging.getLogger(__name__)
+
+ROTATION_REASONS = frozenset({"gone", "unhealthy", "manual"})
+
+
+@dataclass
+class Outcome:
+    instances: list[Instance]
+    tokens: dict[str, str] = field(default_factory=dict)
+    failures: list[str] = field(default_factory=list)
+    """What did not happen this pass (failed destroys): the pass is retried."""
+    rotation_failed: bool = False
+
+
+async def execute(
+    deps: RelayDeps, plan: FleetPlan, *, spec: RelaySpec, uid: str, cluster: str, now: datetime
+) -> Outcome:
+    outcome = Outcome(instances=[dict(i) for i in plan.instances])
+    blocked: set[str] = set()
+    for destroy in plan.destroys:
+        if await destroy_vm(
+            deps, destroy.provider, destroy.instance_id, destroy.region, destroy.reason
+        ):
+            if destroy.reason in ROTATION_REASONS:
+                deps.metrics.rotations.labels(
+                    provider=destroy.provider, reason=destroy.reason
+                ).inc()
+            continue
+        outcome.failures.append(f"{destroy.instance_id}: destroy failed ({destroy.reason})")
+        outcome.rotation_failed |= destroy.reason == "manual"
+        _keep(outcome, destroy, blocked)
+    for provider in plan.replaced:
+        log.info("relay VM is gone; launching a replacement", extra=fields(provider=provider))
+        deps.metrics.rotations.labels(provider=provider, reason="gone").inc()
+    for provider, seconds in plan.provisioned:
+        deps.metrics.provision_duration.labels(provider=provider).observe(seconds)
+    launches = [a for a in plan.launches if a.slot.provider not in blocked]
+    outcome.tokens = await read_tokens(deps.kube, deps.namespace)
+    stored = await _store_tokens(deps, outcome.tokens, plan.drop_tokens - blocked, launches)
+    for action in launches:
+        entry = await _launch(
+            deps, action, outcome.tokens, stored, spec=spec, uid=uid, cluster=cluster, now=now
+        )
+        _place(outcome.instances, entry)
+    return outcome
+
+
+def _keep(outcome: Outcome, action: Destroy, blocked: set[str]) -> None:
+    if action.keep is None:
+        return
+    if action.blocks:
+        blocked.add(action.blocks)
+        for index, entry in enumerate(outcome.instances):
+            if entry.get("provider") == action.blocks and not has_real_id(entry):
+                outcome.instances[index] = dict(action.keep)
+                return
+    outcome.instances.append(dict(action.keep))
+
+
+def _place(instances: list[Instance], entry: Instance) -> None:
+    """Put ``entry`` where its slot's placeholder is."""
+    for index, current in enumerate(instances):
+        if current.get("provider") == entry["provider"] and not has_real_id(current):
+            instances[index] = entry
+            return
+    instances.append(entry)
+
+
+async def _store_tokens(
+    deps: RelayDeps, tokens: dict[str, str], drop: set[str], launches: list[Launch]
+) -> bool:
+    """Drop the tokens of replaced VMs, mint one for each slot about to launch without one,
+    and store them; False when the Secret could not be written (nothing may launch then)."""
+    changed = False
+    for provider in drop:
+        changed |= tokens.pop(provider, None) is not None
+    for action in launches:
+        if action.slot.provider not in tokens:
+            tokens[action.slot.provider] = generate_token()
+            changed = True
+    if not changed:
+        return True
+    try:
+        await write_tokens(deps.kube, deps.namespace, tokens)
+    except KubeAPIError as err:
+        log.warning("cannot store relay VM tokens", extra=fields(error=err.message))
+        return False
+    return True
+
+
+async def _launch(
+    deps: RelayDeps,
+    action: Launch,
+    tokens: dict[str, str],
+    stored: bool,
+    *,
+    spec: RelaySpec,
+    uid: str,
+    cluster: str,
+    now: datetime,
+) -> Instance:
+    slot = action.slot
+    if not stored:
+        return retry_entry(
+            slot, action.attempts, action.launch_failures + 1, "cannot store the VM token", now
+        )
+    driver = deps.drivers[slot.provider]
+    try:
+        request = build_request(
+            slot,
+            uid=uid,
+            cluster=cluster,
+            upstream_url=spec.upstream_url,
+            vm_token=tokens[slot.provider],
+            artifacts=deps.artifacts,
+            expected_credentials=deps.expected_credentials,
+        )
+        instance_id = await driver.launch(request)
+    except ConfigurationError as err:
+        log.warning(
+            "relay VM cannot be launched: provider configuration error",
+            extra=fields(
+                provider=slot.provider, attempts=action.attempts + 1, error=truncate(str(err))
+            ),
+        )
+        return failure_entry(slot, action.attempts + 1, str(err), now)
+    except DriverError as err:
+        log.warning(
+            "relay VM launch failed; will retry",
+            extra=fields(
+                provider=slot.provider,
+                failures=action.launch_failures + 1,
+                error=truncate(str(err)),
+            ),
+        )
+        return retry_entry(
+            slot, action.attempts, action.launch_failures + 1, truncate(str(err)), now
+        )
+    log.info(
+        "relay VM launched",
+        extra=fields(provider=slot.provider, instance=instance_id, region=slot.region),
+    )
+    return launched_entry(slot, instance_id, now, action.launch_failures)
+
+
+async def destroy_vm(
+    deps: RelayDeps, provider: str, instance_id: str, region: str, why: str
+) -> bool:
+    """Destroy one VM; False (logged) when it could not be."""
+    driver = deps.drivers.get(provider)
+    if driver is None:
+        log.warning(
+            "no driver to destroy relay VM; manual cleanup required",
+            extra=fields(provider=provider, instance=instance_id, region=region, reason=why),
+        )
+        return False
+    try:
+        await driver.destroy(instance_id, region)
+    except DriverError as err:
+        log.warning(
+            "destroying relay VM failed",
+            extra=fields(
+                provider=provider, instance=instance_id, reason=why, error=truncate(str(err))
+            ),
+        )
+        return False
+    deps.destroyed.add(instance_id)
+    log.info(
+        "destroyed relay VM",
+        extra=fields(provider=provider, instance=instance_id, region=region, reason=why),
+    )
+    return True

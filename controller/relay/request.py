@@ -1,0 +1,80 @@
+"""The launch request for one slot: cloud-init, shape, architecture, tags and client token.
+
+Every problem is a ``ConfigurationError`` naming the fix, found before any cloud call.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+
+from controller.relay.artifact import SHA_FLAGS, artifact_sha256
+from controller.relay.cloudinit import CloudInitError, CloudInitInput, render
+from controller.relay.drivers.base import TAG_LAUNCH, ConfigurationError, LaunchRequest, vm_tags
+from controller.relay.shapes import UnknownShape, arch_for_shape, binary_name, default_shape
+from controller.relay.spec import ProviderSpec
+from controller.settings import RelayArtifactConfig
+
+
+def client_token(uid: str, provider: str, vm_token: str) -> str:
+    """The launch's idempotency key: same CR, slot and VM token → same key → same VM.
+
+    The VM token changes when a slot gets a new VM (rotation, replacement), so the key does
+    too; a retry after a crash reuses both. It is a one-way hash: the token cannot be read back.
+    """
+    token_digest = hashlib.sha256(vm_token.encode()).hexdigest()
+    return hashlib.sha256(f"{uid}/{provider}/{token_digest}".encode()).hexdigest()[:64]
+
+
+def build_request(
+    slot: ProviderSpec,
+    *,
+    uid: str,
+    cluster: str,
+    upstream_url: str,
+    vm_token: str,
+    artifacts: RelayArtifactConfig,
+    expected_credentials: Mapping[str, str],
+) -> LaunchRequest:
+    """The launch request for ``slot``; raises ``ConfigurationError`` naming the fix."""
+    expected = expected_credentials.get(slot.provider, "")
+    if expected and slot.credentials != expected:
+        raise ConfigurationError(
+            f"provider {slot.provider}: credentialsRef.name is {slot.credentials!r} but the "
+            f"{slot.provider} driver reads Secret {expected!r}",
+            f"set spec.providers[{slot.provider}].credentialsRef.name to {expected!r}",
+        )
+    shape = slot.shape or default_shape(slot.provider)
+    try:
+        arch = arch_for_shape(slot.provider, shape)
+    except UnknownShape as err:
+        raise ConfigurationError(err.message, err.fix) from err
+    sha256 = artifact_sha256(artifacts, arch)
+    if not sha256:
+        raise ConfigurationError(
+            f"no artifact SHA-256 for {arch} (shape {shape})",
+            f"set {SHA_FLAGS[arch]} on the controller",
+        )
+    try:
+        user_data = render(
+            CloudInitInput(
+                upstream_url=upstream_url,
+                token=vm_token,
+                artifact_urls=artifacts.urls,
+                artifact_sha256=sha256,
+                binary_name=binary_name(arch),
+            )
+        )
+    except CloudInitError as err:
+        raise ConfigurationError(f"cloud-init: {err.message}", err.fix) from err
+    token = client_token(uid, slot.provider, vm_token)
+    tags = vm_tags(cluster=cluster, owner_uid=uid, provider=slot.provider) | {TAG_LAUNCH: token}
+    return LaunchRequest(
+        name=f"relay-{slot.provider}",
+        region=slot.region,
+        shape=shape,
+        cloud_init=user_data,
+        tags=tags,
+        client_token=token,
+        arch=arch,
+    )
