@@ -7,15 +7,21 @@ decision functions never do.
 from __future__ import annotations
 
 import os
-
-from kubernetes_asyncio import client, config
-from kubernetes_asyncio.config.config_exception import ConfigException
+from typing import TYPE_CHECKING
 
 from wspin.errors import ConfigError
+
+if TYPE_CHECKING:
+    from kubernetes_asyncio import client
 
 
 async def api_client(kubeconfig: str | None = None) -> client.ApiClient:
     """An ApiClient from ``kubeconfig``, else ``$KUBECONFIG``, else the in-cluster config."""
+    # Imported here, not at module level: the client package is ~860 modules, and a webhook
+    # without API access (or before it needs it) should not carry them.
+    from kubernetes_asyncio import client, config
+    from kubernetes_asyncio.config.config_exception import ConfigException
+
     path = kubeconfig or os.environ.get("KUBECONFIG")
     configuration = client.Configuration()
     try:

@@ -15,13 +15,15 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import aiohttp
 import orjson
-from kubernetes_asyncio.client import ApiClient
 
 from wspin.errors import WspinError
+
+if TYPE_CHECKING:  # the client package imports ~860 modules; the webhook needs none at runtime
+    from kubernetes_asyncio.client import ApiClient
 
 Obj = dict[str, Any]
 PatchType = Literal["merge", "json", "strategic", "apply"]
