@@ -20,18 +20,18 @@ import argparse
 import asyncio
 import logging
 from collections.abc import Mapping
-from typing import Any
-
-import aiohttp
+from typing import TYPE_CHECKING, Any
 
 from webhook.reference import ImageReference, check_insecure_registries
-from webhook.registry import RegistryError, fetch_manifest
 from wspin.contract import ARCHES, PINS_KEY_IMAGE, Arch, Artifact, pins_key
 from wspin.delivery import SHA256_HEX, ArtifactDelivery, PinSet, ResolvedArtifact, same_digest
 from wspin.errors import ConfigError
 from wspin.flags import add_flag
 from wspin.logs import fields
 from wspin.resources import CONFIGMAPS, AlreadyExists, Forbidden, Kube, KubeAPIError, NotFound
+
+if TYPE_CHECKING:
+    import aiohttp
 
 log = logging.getLogger(__name__)
 
@@ -116,6 +116,9 @@ async def resolve_artifact(
     rolled out yet (its digest must not evict the running release's cache entry).
     Raises ConfigError, prefixed with the artifact, on every failure.
     """
+    # The registry client (and aiohttp) only when a registry is read: `--help` stays instant.
+    from webhook.registry import RegistryError
+
     delivery.validate()
     artifact, image = delivery.artifact, delivery.image
     if not delivery.needs_resolution:
@@ -144,6 +147,10 @@ async def resolve_artifact(
 async def _read_annotations(
     image: str, insecure_registries: frozenset[str], session: aiohttp.ClientSession | None
 ) -> Mapping[str, Any]:
+    import aiohttp
+
+    from webhook.registry import fetch_manifest
+
     ref = ImageReference.parse(image)
     if session is None:
         async with aiohttp.ClientSession() as own:

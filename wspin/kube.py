@@ -7,15 +7,21 @@ decision functions never do.
 from __future__ import annotations
 
 import os
-
-from kubernetes_asyncio import client, config
-from kubernetes_asyncio.config.config_exception import ConfigException
+from typing import TYPE_CHECKING
 
 from wspin.errors import ConfigError
+
+if TYPE_CHECKING:
+    from kubernetes_asyncio import client
 
 
 async def api_client(kubeconfig: str | None = None) -> client.ApiClient:
     """An ApiClient from ``kubeconfig``, else ``$KUBECONFIG``, else the in-cluster config."""
+    # Imported here, not at the top: the package takes about a second to load, and command
+    # modules import this one while `wspin <command> --help` must answer at once.
+    from kubernetes_asyncio import client, config
+    from kubernetes_asyncio.config.config_exception import ConfigException
+
     path = kubeconfig or os.environ.get("KUBECONFIG")
     configuration = client.Configuration()
     try:

@@ -14,12 +14,17 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
-
-import aiohttp
-from kubernetes_asyncio.client import ApiClient
+from typing import TYPE_CHECKING, Any, Literal
 
 from wspin.errors import WspinError
+
+if TYPE_CHECKING:
+    import aiohttp
+    from kubernetes_asyncio.client import ApiClient
+
+# aiohttp and the client package (about a second to import together) are loaded by the
+# methods that send, never at import: flag-defining modules import this one, and
+# `wspin <command> --help` must answer at once. An ApiClient has loaded both anyway.
 
 Obj = dict[str, Any]
 PatchType = Literal["merge", "json", "strategic", "apply"]
@@ -155,6 +160,8 @@ class Kube:
         what: str = "",
     ) -> Obj:
         """One call; returns the decoded JSON body or raises a ``KubeAPIError``."""
+        import aiohttp
+
         what = what or f"{method} {path}"
         response = await self._send(method, path, query, body, content_type, request_timeout, what)
         try:
@@ -189,6 +196,8 @@ class Kube:
         request_timeout: float | None,
         what: str,
     ) -> aiohttp.ClientResponse:
+        import aiohttp
+
         params = [(k, _query_value(v)) for k, v in (query or {}).items() if v is not None]
         try:
             response: aiohttp.ClientResponse = await self.api.call_api(
@@ -333,6 +342,8 @@ class Kube:
             "labelSelector": labels,
             "timeoutSeconds": timeout_seconds,
         }
+        import aiohttp
+
         what = f"watch {res.plural}"
         response = await self._send(
             "GET", res.path(namespace), query, None, "application/json", timeout_seconds + 30, what
