@@ -28,6 +28,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "certs": ("certs.cli", "generate webhook certificates or patch a CA bundle into the webhooks"),
     "demo": ("webhook.demo", "inject the example workspace pod through the webhook on loopback"),
     "pins": ("webhook.pins_cli", "inspect the per-arch pins of a release image"),
+    "check": ("wspin.check_cli", "check that an installation is healthy, one named check each"),
+    "status": ("wspin.status_cli", "which workspace pods run which release, per namespace"),
 }
 
 

@@ -137,6 +137,21 @@ VALIDATING_WEBHOOKS = Resource(
     kind="ValidatingWebhookConfiguration",
 )
 WORKSPACES = Resource("llmsafespaces.dev", "v1", "workspaces", kind="Workspace")
+DEPLOYMENTS = Resource("apps", "v1", "deployments", kind="Deployment")
+CUSTOM_RESOURCE_DEFINITIONS = Resource(
+    "apiextensions.k8s.io",
+    "v1",
+    "customresourcedefinitions",
+    namespaced=False,
+    kind="CustomResourceDefinition",
+)
+SUBJECT_ACCESS_REVIEWS = Resource(
+    "authorization.k8s.io",
+    "v1",
+    "subjectaccessreviews",
+    namespaced=False,
+    kind="SubjectAccessReview",
+)
 INFERENCE_RELAYS = Resource(
     "llmsafespaces.dev", "v1", "inferencerelays", namespaced=False, kind="InferenceRelay"
 )

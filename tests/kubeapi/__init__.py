@@ -5,12 +5,15 @@ It exists because the product's API-level tests must run unchanged against a rea
 kubernetes_asyncio client, never by patching it. It emulates what the controller relies on:
 server-set metadata, optimistic concurrency, selectors, the three patch flavours, the status
 subresource, generation, finalizers, garbage collection and watches with resume, 410 and
-bookmarks. It is not a full API server: no admission, no server-side apply, no RBAC, no
-defaulting beyond what ``defaults`` lists.
+bookmarks; mutating admission of pods through the stored webhook configurations over
+verified HTTPS (``admission``); SubjectAccessReview decided by the stored RBAC objects
+(``authorization``); the chart's CRDs as Established objects. It is not a full API server: no
+validating admission, no server-side apply, no authentication or enforcement of RBAC on its
+own requests, no defaulting beyond what ``defaults`` lists.
 
 Modules: ``kinds`` (what is served), ``selectors``, ``patch``, ``defaults`` (per-kind
 strategies), ``store`` (objects and history), ``watch`` (streams), ``server`` (routing and
-test controls), ``status`` (error bodies).
+test controls), ``status`` (error bodies), ``admission``, ``authorization``.
 """
 
 from tests.kubeapi.server import KubeServer, Write

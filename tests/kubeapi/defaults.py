@@ -34,6 +34,10 @@ def prepare_create(kind: Kind, obj: Obj, *, image_volume_gate: bool) -> None:
             drop_image_volumes(obj["spec"])
         obj["status"] = {"phase": "Pending", "qosClass": _qos_class(obj["spec"])}
     elif kind.plural == "namespaces":
+        # Every namespace carries its name as a label (since 1.21), so a webhook's
+        # namespaceSelector can exclude namespaces by name.
+        labels = obj["metadata"].setdefault("labels", {})
+        labels["kubernetes.io/metadata.name"] = obj["metadata"]["name"]
         obj["spec"] = {"finalizers": ["kubernetes"]}
         obj["status"] = {"phase": "Active"}
     elif kind.plural == "persistentvolumeclaims":
@@ -46,6 +50,9 @@ def prepare_create(kind: Kind, obj: Obj, *, image_volume_gate: bool) -> None:
 def prepare_update(kind: Kind, old: Obj, new: Obj) -> None:
     """Apply the kind's update-time strategy and validation to ``new`` in place."""
     fold_string_data(kind, new)
+    if kind.plural == "namespaces" and not kind.group:
+        labels = new["metadata"].setdefault("labels", {})
+        labels["kubernetes.io/metadata.name"] = new["metadata"]["name"]
     if kind.plural == "pods" and not kind.group:
         _validate_pod(new)
         if _frozen_pod_spec(old["spec"]) != _frozen_pod_spec(new["spec"]):

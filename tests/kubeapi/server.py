@@ -20,7 +20,16 @@ from typing import Any, NamedTuple
 from aiohttp import web
 
 from tests.kubeapi import patch as patches
-from tests.kubeapi.kinds import BUILTIN_KINDS, Kind, KindRegistry, chart_crd_files, load_crds
+from tests.kubeapi.admission import admit_pod
+from tests.kubeapi.authorization import review
+from tests.kubeapi.kinds import (
+    BUILTIN_KINDS,
+    Kind,
+    KindRegistry,
+    chart_crd_files,
+    crd_documents,
+    load_crds,
+)
 from tests.kubeapi.selectors import field_selector, label_selector
 from tests.kubeapi.status import ApiError, bad_request
 from tests.kubeapi.store import Signal, Store
@@ -66,6 +75,9 @@ class KubeServer:
         self.kinds = KindRegistry([*BUILTIN_KINDS, *load_crds(files)])
         self.store = Store(self.kinds, history_limit=history_limit)
         self.store.image_volume_gate = image_volume_gate
+        self._seed_crds(crd_documents(files))
+        #: Service (namespace, name) → loopback port: where admission reaches a webhook.
+        self.routes: dict[tuple[str, str], int] = {}
         #: Seconds between BOOKMARKs on watches that allow them.
         self.bookmark_interval = bookmark_interval
         #: Every POST/PUT/PATCH/DELETE received, in order; clear it to start counting.
@@ -118,6 +130,38 @@ class KubeServer:
     def image_volume_gate(self, enabled: bool) -> None:
         self.store.image_volume_gate = enabled
 
+    def route_service(self, namespace: str, name: str, port: int) -> None:
+        """Send calls to Service ``namespace/name`` (any port) to 127.0.0.1:``port``."""
+        self.routes[(namespace, name)] = port
+
+    def _seed_crds(self, documents: list[Obj]) -> None:
+        """The served CRDs exist as objects, Established, as after `kubectl apply` settles."""
+        kind = self._kind("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+        for doc in documents:
+            created = self.store.create(kind, "", {**doc, "status": {}})
+            names = created["spec"]["names"]
+            created["status"] = {
+                "acceptedNames": names,
+                "storedVersions": [v["name"] for v in created["spec"]["versions"] if v["storage"]],
+                "conditions": [
+                    {"type": kind_type, "status": "True", "reason": reason, "message": message}
+                    for kind_type, reason, message in (
+                        ("NamesAccepted", "NoConflicts", "no conflicts found"),
+                        (
+                            "Established",
+                            "InitialNamesAccepted",
+                            "the initial names have been accepted",
+                        ),
+                    )
+                ],
+            }
+            self.store.update(kind, "", created["metadata"]["name"], created, status=True)
+
+    def _kind(self, group: str, version: str, plural: str) -> Kind:
+        kind = self.kinds.find(group, version, plural)
+        assert kind is not None, plural
+        return kind
+
     @property
     def open_watches(self) -> int:
         """How many watch streams are open now (wait for one before signalling it)."""
@@ -159,6 +203,8 @@ class KubeServer:
             self._inject_fault(request.method, request.path)
             if request.path == "/version":
                 return web.json_response({"major": "1", "minor": "32", "gitVersion": "v1.32.0"})
+            if request.path.startswith("/apis/authorization.k8s.io/v1/"):
+                return await self._access_review(request)
             return await self._dispatch(request)
         except ApiError as err:
             return web.json_response(err.status(), status=err.code)
@@ -222,7 +268,10 @@ class KubeServer:
         if kind.namespaced and not ns:
             raise ApiError(405, f"{method} needs a namespace for {kind.plural}")
         if method == "POST" and not name:
-            return _reply(store.create(kind, ns, await _body(request), dry_run=dry_run), 201)
+            body = await _body(request)
+            if kind.plural == "pods" and not kind.group and isinstance(body, dict):
+                body = await self._admit_pod(ns, body, dry_run)
+            return _reply(store.create(kind, ns, body, dry_run=dry_run), 201)
         if method == "PUT" and name:
             body = await _body(request)
             return _reply(
@@ -246,6 +295,61 @@ class KubeServer:
                 ]
                 return _reply(self._list(kind, deleted, {}))
         raise ApiError(405, f"the server does not allow {method} on {request.path}")
+
+    async def _admit_pod(self, namespace: str, pod: Obj, dry_run: bool) -> Obj:
+        """Mutating admission, after authentication and before the pod strategy runs (which
+        is where the ImageVolume gate drops image volumes, as on v1.32)."""
+        ns = self.store.get(self._kind("", "v1", "namespaces"), "", namespace)
+        configurations = self.store.select(
+            self._kind("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations"), ""
+        )
+        pod.setdefault("metadata", {})["namespace"] = namespace
+        return await admit_pod(
+            configurations,
+            self.routes,
+            namespace=namespace,
+            namespace_labels=ns["metadata"].get("labels") or {},
+            pod=pod,
+            dry_run=dry_run,
+        )
+
+    async def _access_review(self, request: web.Request) -> web.Response:
+        """SubjectAccessReview by RBAC; SelfSubjectAccessReview as the unauthenticated
+        caller, who is cluster-admin here. Nothing is stored."""
+        kind = request.path.rstrip("/").rsplit("/", 1)[-1]
+        if request.method != "POST" or kind not in (
+            "subjectaccessreviews",
+            "selfsubjectaccessreviews",
+        ):
+            raise ApiError(404, _NO_ROUTE, details={})
+        body = await _body(request)
+        spec = body.get("spec") if isinstance(body, dict) else None
+        if not isinstance(spec, dict) or not spec.get("resourceAttributes"):
+            raise ApiError(422, f"{kind}: spec.resourceAttributes is required")
+        if kind == "selfsubjectaccessreviews":
+            status: Obj = {"allowed": True, "reason": "cluster-admin"}
+        else:
+            if not spec.get("user") and not spec.get("groups"):
+                raise ApiError(422, "spec.user or spec.groups: at least one is required")
+            rbac = "rbac.authorization.k8s.io"
+            bindings = [
+                (plural, obj)
+                for plural in ("clusterrolebindings", "rolebindings")
+                for obj in self.store.select(self._kind(rbac, "v1", plural), "")
+            ]
+
+            def lookup(plural: str, namespace: str, name: str) -> Obj | None:
+                found = self.store.select(
+                    self._kind(rbac, "v1", plural),
+                    namespace,
+                    lambda obj: obj["metadata"]["name"] == name,
+                )
+                return found[0] if found else None
+
+            status = review(spec, bindings, lookup)
+        answer = {**body, "status": status}
+        answer.setdefault("metadata", {})["creationTimestamp"] = None
+        return web.json_response(answer, status=201)
 
     def _list(self, kind: Kind, items: list[Obj], query: Any) -> Obj:
         """A List object; built-in items carry no kind/apiVersion, like kube-apiserver's."""
