@@ -18,8 +18,8 @@ from kubernetes_asyncio import client
 
 from bench.table import Row
 from controller.runtime.informer import Informer
-from controller.runtime.manager import Manager
 from controller.settings import ControllerSettings, RuntimeSettings, WorkspaceSettings
+from controller.setup import new_manager
 from controller.workspace import wiring
 from controller.workspace.pod import desired_pod
 from tests.kubeapi import KubeServer
@@ -81,7 +81,7 @@ async def _via_reconciler(kube: Kube, namespace: str) -> float:
         runtime=RuntimeSettings(health_port=0, metrics_port=0, bind_host="127.0.0.1"),
         workspace=SETTINGS,
     )
-    manager = Manager(kube, settings)
+    manager = new_manager(kube, settings)
     wiring.register(manager, settings)
     started = time.perf_counter()
     running = asyncio.create_task(manager.run())

@@ -12,9 +12,13 @@ configurations carry, and each replica serves whatever the Secret holds when it 
    the leaf is still signed by the old CA, which stays trusted.
 3. Only once that bundle has been patched into the configurations and ``propagation`` has
    passed (every API server has seen it) is the leaf re-issued by the new CA
-   (``switch-serving``).
-4. Only once ``propagation`` has passed again (every replica has loaded that leaf) is the
-   old CA dropped from the bundle (``finish-ca-rotation``).
+   (``switch-serving``). API servers report nothing back, so this wait is a time.
+4. Only once every replica the webhook Service routes to reports serving that leaf
+   (``certs.reports``) is the old CA dropped from the bundle (``finish-ca-rotation``). A
+   replica that has not reported ``propagation`` after the leaf was issued is overdue: the
+   plan says so (``overdue``, ``lagging``) and the old CA stays in, however long that takes;
+   two CAs in the bundle cost nothing, a dropped one fails every request to a lagging
+   replica.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from certs.build import (
     renew_at,
     signed_by,
 )
+from certs.reports import Replicas, lagging, leaf_fingerprint
 from certs.store import Stored
 
 Step = Literal[
@@ -63,9 +68,10 @@ class Policy:
     serving_lifetime: datetime.timedelta = SERVING_LIFETIME
     """One year by default; renewed at two thirds."""
     propagation: datetime.timedelta = datetime.timedelta(minutes=2)
-    """How long a change takes to reach every API server and every replica: the webhook
-    configurations' informers take seconds, replicas re-read the Secret every 10 s. A CA
-    rotation waits this long twice, once every few years."""
+    """How long a new caBundle takes to reach every API server (their webhook configuration
+    informers take seconds), waited before the leaf switches CA; and how long replicas (which
+    re-read the Secret every 10 s) get to report the new leaf before a held rotation is
+    reported as overdue."""
 
 
 @dataclass(frozen=True)
@@ -73,11 +79,37 @@ class Plan:
     step: Step
     reason: str
     wait_until: datetime.datetime | None = None
-    """For ``wait``: when the next step falls due (None = only if the Secret changes)."""
+    """For ``wait``: when the next step falls due (None = only if the Secret changes, or,
+    while replicas are awaited, whenever the next round looks again)."""
+    lagging: tuple[str, ...] = ()
+    """Replicas taking traffic that do not report serving the new leaf yet."""
+    overdue: bool = False
+    """Replicas have been awaited longer than ``propagation``: the old CA is held in."""
 
 
-def next_step(stored: Stored, now: datetime.datetime, policy: Policy) -> Plan:
-    """The one step the Secret needs now, or ``wait`` with the time the next one is due."""
+def awaiting_replicas(stored: Stored) -> bool:
+    """A CA rotation has switched the leaf and waits for the replicas to serve it; only then
+    does ``next_step`` need ``Replicas``."""
+    ca, serving = stored.ca, stored.serving
+    return (
+        ca is not None
+        and serving is not None
+        and any(cert != ca.cert for cert in stored.bundle)
+        and signed_by(serving.cert, ca.cert)
+    )
+
+
+def next_step(
+    stored: Stored,
+    now: datetime.datetime,
+    policy: Policy,
+    replicas: Replicas | None = None,
+) -> Plan:
+    """The one step the Secret needs now, or ``wait`` with the time the next one is due.
+
+    ``replicas`` is read by the caller when ``awaiting_replicas(stored)``; None there means
+    they could not be read, which holds the old CA in like a lagging replica does.
+    """
     ca = stored.ca
     if ca is None or not _usable_ca(ca, now):
         what = "no CA" if ca is None else "the CA is not a usable CA"
@@ -97,10 +129,7 @@ def next_step(stored: Stored, now: datetime.datetime, policy: Policy) -> Plan:
             return Plan("switch-serving", "the new CA has been trusted everywhere")
         return Plan("wait", "waiting for the new CA bundle to reach every API server", due)
     if rotating:
-        due = issued_at(serving) + policy.propagation
-        if now >= due:
-            return Plan("finish-ca-rotation", "every replica serves the new serving certificate")
-        return Plan("wait", "waiting for every replica to serve the new certificate", due)
+        return _await_replicas(serving, replicas, now, policy)
     if now >= renew_at(ca.cert):
         return Plan("start-ca-rotation", "two thirds of the CA's lifetime have passed")
     if now >= renew_at(serving.cert):
@@ -132,6 +161,33 @@ def apply_step(step: Step, stored: Stored, now: datetime.datetime, policy: Polic
     if step == "finish-ca-rotation":
         return replace(stored, bundle=(ca.cert,))
     raise ValueError(f"nothing to apply for step {step!r}")
+
+
+def _await_replicas(
+    serving: KeyPair, replicas: Replicas | None, now: datetime.datetime, policy: Policy
+) -> Plan:
+    due = issued_at(serving) + policy.propagation
+    overdue = now >= due
+    if replicas is None:
+        why = "which replicas serve the new certificate could not be read"
+        return Plan("wait", f"keeping the old CA: {why}", None if overdue else due, (), overdue)
+    if not replicas.taking_traffic:
+        why = "no ready endpoint of the webhook Service was found"
+        return Plan("wait", f"keeping the old CA: {why}", None if overdue else due, (), overdue)
+    behind = lagging(replicas, leaf_fingerprint(serving.cert))
+    if behind:
+        return Plan(
+            "wait",
+            f"keeping the old CA: {len(behind)} replica(s) do not report serving the new "
+            f"certificate yet: {', '.join(behind)}",
+            None if overdue else due,
+            behind,
+            overdue,
+        )
+    return Plan(
+        "finish-ca-rotation",
+        f"all {len(replicas.taking_traffic)} replica(s) taking traffic serve the new certificate",
+    )
 
 
 def issued_at(cert: KeyPair) -> datetime.datetime:

@@ -42,6 +42,10 @@ class CertificateError(WspinError):
     """PEM data that is missing, malformed, or does not fit together."""
 
 
+class KeyMismatch(CertificateError):
+    """A readable certificate and a readable key that do not belong together."""
+
+
 @dataclass(frozen=True)
 class KeyPair:
     """A certificate and its private key, checked to belong together."""
@@ -233,7 +237,7 @@ def load_key_pair(cert_pem: bytes, key_pem: bytes, what: str) -> tuple[KeyPair, 
     if not isinstance(key, _SIGNING_KEYS):
         raise CertificateError(f"{what} key is {type(key).__name__}, not a signing key")
     if certs[0].public_key() != key.public_key():
-        raise CertificateError(f"{what} key does not belong to its certificate")
+        raise KeyMismatch(f"{what} key does not belong to its certificate")
     chain = [c.public_bytes(serialization.Encoding.PEM) for c in certs[1:]]
     return KeyPair(certs[0], key), chain
 

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 from pathlib import Path
 
-from certs.build import CertificateError, KeyPair, fingerprint, load_key_pair
+from certs.atomic import write_atomically
+from certs.build import CertificateError, KeyPair, fingerprint
 from certs.clock import Clock, utc_now
 from certs.expiry import ExpiryReporter
 from certs.tls import ServesFromContext, ServingContext, context_for
+from certs.validity import UnusablePair, check_pair, count_rejection
 from wspin.errors import ConfigError
 from wspin.logs import fields
 
@@ -31,39 +32,25 @@ other is caught between the two. After that each failure is a warning."""
 def write_certificates(out: Path, ca: KeyPair, serving: KeyPair) -> list[Path]:
     """Write ``ca.crt``, ``tls.crt`` and ``tls.key`` (mode 0600) into ``out``.
 
-    Each file is written beside its target and renamed over it, so a reader sees the old
-    or the new file, never half of one.
+    Each file goes through ``write_atomically``: a reader sees the old or the new file, never
+    half of one, and an entry planted in ``out`` is never followed.
     """
     out.mkdir(parents=True, exist_ok=True)
     written = [
-        _replace(out / "ca.crt", ca.cert_pem, 0o644),
-        _replace(out / "tls.crt", serving.cert_pem, 0o644),
-        _replace(out / "tls.key", serving.key_pem, 0o600),
+        write_atomically(out / "ca.crt", ca.cert_pem, 0o644),
+        write_atomically(out / "tls.crt", serving.cert_pem, 0o644),
+        write_atomically(out / "tls.key", serving.key_pem, 0o600),
     ]
     return written
-
-
-def _replace(path: Path, data: bytes, mode: int) -> Path:
-    partial = path.with_name(f".{path.name}.partial")
-    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    try:
-        os.fchmod(fd, mode)  # O_CREAT's mode is masked by umask and ignored for existing files
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-    finally:
-        os.close(fd)
-    os.replace(partial, path)
-    return path
 
 
 class FileSource(ServesFromContext):
     """Serves ``cert_file``/``key_file`` and reloads them when their bytes change.
 
-    A read that fails (a file missing, or a cert and key that do not match yet) keeps the
-    previous certificate in service and is retried next interval; ``healthy()`` stays about
-    the certificate actually served, which is still valid, so a writer's bad moment never
-    takes every replica out of the Service at once.
+    A read that fails (a file missing, a cert and key that do not match yet, a pair expired
+    or not yet valid) keeps the previous certificate in service and is retried next
+    interval; ``healthy()`` stays about the certificate actually served, which is still
+    valid, so a writer's bad moment never takes every replica out of the Service at once.
     """
 
     def __init__(
@@ -86,15 +73,19 @@ class FileSource(ServesFromContext):
         """Read and serve the files now; a problem exits the process (``ConfigError``).
 
         Blocking, and meant for start-up before the event loop serves anything: a webhook
-        whose certificate files are wrong should fail loudly rather than start unready.
+        whose certificate files are wrong (unreadable, mismatched, expired, not yet valid)
+        fails loudly, naming the file and its flag, rather than start unready.
         """
         try:
             cert_pem, key_pem = self._read()
-            pair, _ = load_key_pair(cert_pem, key_pem, str(self.cert_file))
+            pair = check_pair(cert_pem, key_pem, f"--tls-cert-file {self.cert_file}", self._clock())
             context = context_for(cert_pem, key_pem)
+        except UnusablePair as err:
+            raise ConfigError(f"cannot serve TLS: {self._explain(err)}", self._fix(err)) from err
         except (OSError, CertificateError) as err:
             raise ConfigError(
-                f"cannot serve TLS from {self.cert_file} and {self.key_file}: {err}",
+                f"cannot serve TLS from --tls-cert-file {self.cert_file} and --tls-key-file "
+                f"{self.key_file}: {err}",
                 "point --tls-cert-file and --tls-key-file at a readable PEM certificate and "
                 "its unencrypted private key",
             ) from err
@@ -114,32 +105,68 @@ class FileSource(ServesFromContext):
             await asyncio.sleep(self.interval)
 
     async def reload(self) -> bool:
-        """One check: swap in changed files; True when the served certificate changed."""
+        """One check: swap in changed files; True when the served certificate changed.
+
+        A pair that must not be served (``certs.validity``) keeps the current one, is logged
+        with the reason and counted in ``wspin_webhook_certificate_reload_rejected_total``.
+        """
         try:
             cert_pem, key_pem = await asyncio.to_thread(self._read)
             if self._serving.serves(cert_pem, key_pem):
                 self._failures = 0
                 self._observe()
                 return False
-            pair = await self._serving.load(cert_pem, key_pem, str(self.cert_file))
+            pair = await self._serving.load(cert_pem, key_pem, str(self.cert_file), self._clock())
         except (OSError, CertificateError) as err:
-            self._failures += 1
-            level = logging.INFO if self._failures <= TOLERATED_FAILURES else logging.WARNING
-            log.log(
-                level,
-                "certificate files not reloaded; still serving the previous certificate",
-                extra=fields(
-                    certFile=str(self.cert_file),
-                    keyFile=str(self.key_file),
-                    consecutiveFailures=self._failures,
-                    error=str(err),
-                ),
-            )
-            self._observe()
+            self._refused(err)
             return False
         self._failures = 0
         self._report(pair, "reloaded")
         return True
+
+    def _refused(self, err: OSError | CertificateError) -> None:
+        self._failures += 1
+        reason = err.reason if isinstance(err, UnusablePair) else "unreadable"
+        count_rejection(reason)
+        # A writer replacing cert and key one after the other is caught between the two
+        # (missing or mismatched for a moment); a validity problem is never such a moment.
+        transient = reason in ("unreadable", "key-mismatch")
+        quiet = transient and self._failures <= TOLERATED_FAILURES
+        log.log(
+            logging.INFO if quiet else logging.WARNING,
+            "certificate files not reloaded; still serving the previous certificate",
+            extra=fields(
+                certFile=str(self.cert_file),
+                keyFile=str(self.key_file),
+                reason=reason,
+                consecutiveFailures=self._failures,
+                error=str(err),
+            ),
+        )
+        self._observe()
+
+    def _explain(self, err: UnusablePair) -> str:
+        if err.reason == "key-mismatch":
+            return (
+                f"--tls-key-file {self.key_file} does not belong to --tls-cert-file "
+                f"{self.cert_file}"
+            )
+        if err.reason == "unreadable":
+            return f"--tls-cert-file {self.cert_file} / --tls-key-file {self.key_file}: {err}"
+        return str(err)
+
+    def _fix(self, err: UnusablePair) -> str:
+        if err.reason == "key-mismatch":
+            return "point --tls-key-file at the private key of --tls-cert-file's certificate"
+        if err.reason in ("expired", "not-yet-valid"):
+            return (
+                "renew the certificate in --tls-cert-file (and --tls-key-file) or fix this "
+                "node's clock; `wspin certs generate` writes a fresh pair"
+            )
+        return (
+            "point --tls-cert-file and --tls-key-file at a readable PEM certificate and its "
+            "unencrypted private key"
+        )
 
     def _read(self) -> tuple[bytes, bytes]:
         return self.cert_file.read_bytes(), self.key_file.read_bytes()

@@ -73,6 +73,14 @@ def add_certificate_flags(parser: argparse.ArgumentParser) -> None:
     )
     add_flag(
         group,
+        "--pod-name",
+        env="POD_NAME",
+        default=None,
+        help="this replica's pod name (default: the hostname): self-managed mode reports the "
+        "certificate it serves under it, and finds it in the Service's EndpointSlices",
+    )
+    add_flag(
+        group,
         "--mutating-webhook-name",
         default=None,
         help="MutatingWebhookConfiguration whose caBundle self-managed mode keeps current",
@@ -122,6 +130,7 @@ def self_managed_source(
     from certs.authority import Policy
     from certs.build import service_dns_names
     from certs.cabundle import targets
+    from certs.reports import ServingReports, reports_name
     from certs.selfmanaged import SelfManagedSettings, SelfManagedSource
     from certs.store import SecretStore
     from wspin.leader import LeaderElector
@@ -151,11 +160,18 @@ def self_managed_source(
             "--self-managed-certs needs a webhook configuration to publish its CA in",
             "set --mutating-webhook-name and/or --validating-webhook-name",
         )
+    pod = args.pod_name or socket.gethostname()  # a pod's hostname is its name
+    if not _DNS_SUBDOMAIN.match(pod) or len(pod) > 253:
+        raise ConfigError(
+            f"--pod-name {pod!r} is not a valid pod name",
+            "set --pod-name (the chart sets POD_NAME from metadata.name)",
+        )
     settings = SelfManagedSettings(
         secret=secret,
         namespace=namespace,
         policy=Policy(dns_names=tuple(service_dns_names(service, namespace))),
         webhooks=tuple(webhooks),
+        pod=pod,
     )
     elector = LeaderElector(
         kube,
@@ -164,7 +180,10 @@ def self_managed_source(
         # client-go's convention: the pod name (hostname) plus a suffix unique per process.
         identity=f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}",
     )
-    return SelfManagedSource(SecretStore(kube, namespace, secret), settings, elector)
+    reports = ServingReports(kube, namespace, reports_name(secret), service)
+    return SelfManagedSource(
+        SecretStore(kube, namespace, secret), settings, elector, reports=reports
+    )
 
 
 def _required(value: str | None, flag: str, helm: str) -> str:

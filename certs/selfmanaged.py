@@ -5,8 +5,12 @@ Each round reads the Secret, lets the leader drive it through the authority's st
 (``certs.authority``) one conditional write at a time, then serves whatever it now holds.
 Polling is the whole mechanism: rounds run every ``refresh`` seconds, sooner when a step is
 due or leadership is won, and the authority's ``propagation`` is sized to cover it.
-Non-leaders never write, so replicas cannot race; even two leaders briefly overlapping
-could not both write, because every write carries the resourceVersion it read.
+Non-leaders never write the Secret, so replicas cannot race; even two leaders briefly
+overlapping could not both write, because every write carries the resourceVersion it read.
+
+Every replica also reports the leaf it serves (``certs.reports``): after loading a new one,
+and on every round of a CA rotation whose entry is missing or stale. The leader finishes a
+rotation only once every replica the Service routes to reports the new leaf.
 """
 
 from __future__ import annotations
@@ -19,13 +23,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from certs.authority import Policy, apply_step, next_step
+from prometheus_client import Gauge
+
+from certs.authority import Plan, Policy, apply_step, awaiting_replicas, next_step
 from certs.build import CertificateError, fingerprint
 from certs.cabundle import Target, patch_ca_bundle
 from certs.clock import Clock, utc_now
 from certs.expiry import ExpiryReporter
+from certs.reports import Replicas, ServingReports, leaf_fingerprint
 from certs.store import SecretStore, Stored
 from certs.tls import ServesFromContext, ServingContext
+from certs.validity import Reason, UnusablePair, count_rejection
 from wspin.logs import fields
 from wspin.resources import Conflict, Forbidden, KubeAPIError, NotFound
 
@@ -38,6 +46,18 @@ CONFLICT_BACKOFF = 0.1
 """Seconds before the second re-read after conflicting writes, doubling up to ``refresh``:
 the first conflict is re-read at once, but something that keeps rewriting the Secret (a
 GitOps tool reverting it, say) must not turn the leader into a tight GET/PUT loop."""
+
+
+ROTATION_HELD = Gauge(
+    "wspin_webhook_ca_rotation_held",
+    "1 while the Lease holder keeps the old CA in the caBundle because replicas taking "
+    "traffic have not reported serving the new certificate in time; else 0.",
+)
+ROTATION_LAGGING = Gauge(
+    "wspin_webhook_ca_rotation_lagging_replicas",
+    "Replicas taking traffic that have not reported serving the new certificate in time "
+    "(on the Lease holder, during a CA rotation).",
+)
 
 
 class Leadership(Protocol):
@@ -63,6 +83,9 @@ class SelfManagedSettings:
     """Configurations whose caBundle the leader keeps equal to the Secret's bundle."""
     refresh: float = 10.0
     """Seconds between rounds: how soon a replica serves a certificate another one wrote."""
+    pod: str = ""
+    """This replica's pod name: its key in the serving reports and its name in the
+    Service's EndpointSlices (``--pod-name``, the chart's POD_NAME)."""
 
 
 class SelfManagedSource(ServesFromContext):
@@ -74,11 +97,13 @@ class SelfManagedSource(ServesFromContext):
         settings: SelfManagedSettings,
         leadership: Leadership,
         *,
+        reports: ServingReports,
         clock: Clock = utc_now,
     ) -> None:
         self.store = store
         self.settings = settings
         self.leadership = leadership
+        self.reports = reports
         self._clock = clock
         self._serving = ServingContext()
         self._expiry = ExpiryReporter()
@@ -87,6 +112,9 @@ class SelfManagedSource(ServesFromContext):
         self._waiting_logged = False
         self._problems_logged: tuple[str, ...] = ()
         self._conflicts = 0
+        self._rejected: tuple[bytes, str] | None = None
+        self._reported: str | None = None
+        self._hold_logged: str | None = None
         leadership.add_listener(lambda leading: self._wake.set() if leading else None)
 
     async def run(self) -> None:
@@ -131,7 +159,10 @@ class SelfManagedSource(ServesFromContext):
                 )
             if self.leadership.is_leader:
                 stored = await self._drive(stored)
+            else:
+                self._note_hold(None)
             await self._serve(stored)
+            await self._report(stored)
             self._conflicts = 0
         except Conflict:
             # Someone wrote since we read: read again, at once the first time.
@@ -154,8 +185,10 @@ class SelfManagedSource(ServesFromContext):
                 # Lost while this round awaited the API: a write would most likely fail
                 # on its resourceVersion, but a caBundle patch from a stale read would not.
                 return stored
+            replicas = await self._replicas(stored)
             now = self._clock()
-            plan = next_step(stored, now, policy)
+            plan = next_step(stored, now, policy, replicas)
+            self._note_hold(plan)
             if plan.step == "wait":
                 self._due = plan.wait_until
                 await self._publish(stored)  # re-assert after e.g. a helm upgrade reset it
@@ -179,6 +212,75 @@ class SelfManagedSource(ServesFromContext):
             extra=fields(secret=self._ref(), steps=MAX_STEPS),
         )
         return stored
+
+    async def _replicas(self, stored: Stored) -> Replicas | None:
+        """The replicas' reports, read only while a rotation waits for them."""
+        if not awaiting_replicas(stored):
+            return None
+        try:
+            return await self.reports.replicas()
+        except KubeAPIError as err:
+            log.warning(
+                "cannot read which replicas serve the new certificate; keeping the old CA",
+                extra=fields(error=str(err), fix=self._reports_fix()),
+            )
+            return None
+
+    def _note_hold(self, plan: Plan | None) -> None:
+        """Metric and one log line per distinct hold when replicas are overdue."""
+        held = plan is not None and plan.step == "wait" and plan.overdue
+        ROTATION_HELD.set(1 if held else 0)
+        ROTATION_LAGGING.set(len(plan.lagging) if plan is not None and held else 0)
+        if plan is None or not held:
+            self._hold_logged = None
+            return
+        if plan.reason != self._hold_logged:
+            self._hold_logged = plan.reason
+            log.warning(
+                "old CA kept in the caBundle: replicas have not reported serving the new "
+                "certificate in time",
+                extra=fields(
+                    secret=self._ref(),
+                    reason=plan.reason,
+                    lagging=list(plan.lagging),
+                    service=self.reports.service,
+                    fix="a lagging replica re-reads the Secret every round; check its logs, "
+                    "or delete its pod so that a fresh one serves the new certificate",
+                ),
+            )
+
+    async def _report(self, stored: Stored) -> None:
+        """Publish the served leaf's fingerprint when it changed, and, during a CA
+        rotation, whenever the record says otherwise (it may have been pruned or lost)."""
+        pair = self._serving.pair
+        if pair is None or not self.settings.pod:
+            return
+        fingerprint = leaf_fingerprint(pair.cert)
+        rotating = len(stored.bundle) > 1
+        try:
+            if fingerprint == self._reported and (
+                not rotating or await self.reports.reported(self.settings.pod) == fingerprint
+            ):
+                return
+            await self.reports.publish(self.settings.pod, fingerprint, self._clock())
+        except KubeAPIError as err:
+            log.warning(
+                "could not report the served certificate; retrying next round",
+                extra=fields(pod=self.settings.pod, error=str(err), fix=self._reports_fix()),
+            )
+            return
+        self._reported = fingerprint
+        log.info(
+            "reported the served certificate",
+            extra=fields(pod=self.settings.pod, fingerprint=fingerprint[:16]),
+        )
+
+    def _reports_fix(self) -> str:
+        return (
+            f"grant the webhook's service account get and patch on configmaps "
+            f"{self.settings.namespace}/{self.reports.configmap}, create on configmaps and "
+            "list on endpointslices.discovery.k8s.io in its namespace (the chart does)"
+        )
 
     async def _publish(self, stored: Stored) -> bool:
         """Patch the bundle into the configurations; False (logged) when that failed."""
@@ -208,6 +310,14 @@ class SelfManagedSource(ServesFromContext):
         if stored.ca is not None:
             self._expiry.observe("ca", stored.ca.cert, now)
         serving = stored.serving
+        if serving is None and stored.serving_rejected:
+            self._reject(
+                stored.serving_rejected,
+                (stored.resource_version or "").encode(),
+                "; ".join(stored.problems),
+                None,
+            )
+            return
         if serving is None:
             if not self._waiting_logged and self._serving.pair is None:
                 log.info(
@@ -218,12 +328,10 @@ class SelfManagedSource(ServesFromContext):
             return
         if not self._serving.serves(serving.cert_pem, serving.key_pem):
             try:
-                await self._serving.load(serving.cert_pem, serving.key_pem, self._ref())
+                await self._serving.load(serving.cert_pem, serving.key_pem, self._ref(), now)
             except CertificateError as err:
-                log.warning(
-                    "serving certificate from the Secret not loaded",
-                    extra=fields(secret=self._ref(), error=str(err)),
-                )
+                reason = err.reason if isinstance(err, UnusablePair) else "unreadable"
+                self._reject(reason, serving.cert_pem, str(err), fingerprint(serving.cert))
                 return
             log.info(
                 "serving certificate loaded",
@@ -235,6 +343,20 @@ class SelfManagedSource(ServesFromContext):
                 ),
             )
         self._expiry.observe("serving", serving.cert, now)
+
+    def _reject(self, reason: Reason, what: bytes, error: str, cert: str | None) -> None:
+        """Keep the current certificate; count and log each rejected pair once (the Secret
+        is re-read every round)."""
+        if (what, reason) == self._rejected:
+            return
+        self._rejected = (what, reason)
+        count_rejection(reason)
+        log.warning(
+            "serving certificate from the Secret not loaded; still serving the previous one"
+            if self._serving.pair is not None
+            else "serving certificate from the Secret not loaded",
+            extra=fields(secret=self._ref(), reason=reason, fingerprint=cert, error=error),
+        )
 
     def _delay(self) -> float:
         delay = self.settings.refresh

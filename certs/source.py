@@ -22,7 +22,11 @@ class CertificateSource(Protocol):
         ...
 
     def healthy(self) -> bool:
-        """A certificate is loaded and not expired."""
+        """A certificate is loaded and valid now (past notBefore, before notAfter)."""
+        ...
+
+    def problem(self) -> str | None:
+        """What ``healthy()`` is False about, for the readiness reason; None when healthy."""
         ...
 
     def not_after(self) -> datetime.datetime | None:

@@ -16,11 +16,18 @@ import base64
 import datetime
 import hashlib
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from cryptography import x509
 
-from certs.build import CertificateError, KeyPair, load_certificates, load_key_pair, pem_bundle
+from certs.build import (
+    CertificateError,
+    KeyMismatch,
+    KeyPair,
+    load_certificates,
+    load_key_pair,
+    pem_bundle,
+)
 from wspin.resources import SECRETS, Kube, Obj
 
 CA_CERT = "ca.crt"
@@ -50,6 +57,9 @@ class Stored:
     """None while the Secret does not exist (the next write creates it)."""
     problems: tuple[str, ...] = field(default=(), compare=False)
     """Why a part could not be read (for logs; the authority replaces such parts)."""
+    serving_rejected: Literal["", "key-mismatch", "unreadable"] = field(default="", compare=False)
+    """Why ``tls.crt``/``tls.key`` are present but gave no pair: ``key-mismatch`` or
+    ``unreadable`` (the metric reasons of ``certs.validity``); empty otherwise."""
     source: Obj | None = field(default=None, compare=False, repr=False)
     """The Secret as read: its type, labels and annotations survive our writes."""
 
@@ -92,6 +102,8 @@ def decode(secret: Obj) -> Stored:
             problems.append(f"{key} is not valid base64")
             return None
 
+    mismatched: list[str] = []
+
     def pair(cert_key: str, key_key: str) -> KeyPair | None:
         cert_pem, key_pem = raw(cert_key), raw(key_key)
         if cert_pem is None or key_pem is None:
@@ -100,6 +112,8 @@ def decode(secret: Obj) -> Stored:
             return load_key_pair(cert_pem, key_pem, cert_key)[0]
         except CertificateError as err:
             problems.append(str(err))
+            if isinstance(err, KeyMismatch):
+                mismatched.append(cert_key)
             return None
 
     ca = pair(CA_CERT, CA_KEY)
@@ -126,6 +140,13 @@ def decode(secret: Obj) -> Stored:
         published_at=published_at if published_at and published_at.tzinfo else None,
         resource_version=secret.get("metadata", {}).get("resourceVersion"),
         problems=tuple(problems),
+        serving_rejected=(
+            "key-mismatch"
+            if TLS_CERT in mismatched
+            else "unreadable"
+            if serving is None and (TLS_CERT in data or TLS_KEY in data)
+            else ""
+        ),
         source=secret,
     )
 

@@ -20,8 +20,9 @@ import ssl
 import tempfile
 from collections.abc import Iterator
 
-from certs.build import CertificateError, KeyPair, load_key_pair
+from certs.build import CertificateError, KeyPair
 from certs.clock import Clock
+from certs.validity import check_pair, pair_problem
 
 
 def server_context() -> ssl.SSLContext:
@@ -71,13 +72,16 @@ class ServingContext:
         """These exact bytes are what new connections already get."""
         return self._loaded == (cert_pem, key_pem)
 
-    async def load(self, cert_pem: bytes, key_pem: bytes, what: str) -> KeyPair:
+    async def load(
+        self, cert_pem: bytes, key_pem: bytes, what: str, now: datetime.datetime
+    ) -> KeyPair:
         """Check the pair, build its context in a thread, then swap it in.
 
-        Raises ``CertificateError`` (and keeps serving the previous certificate) when the
-        pair is unreadable or mismatched.
+        Raises ``UnusablePair`` (and keeps serving the previous certificate) when the pair is
+        unreadable, mismatched, expired or not yet valid at ``now``; ``CertificateError``
+        when the TLS library refuses it.
         """
-        pair, _ = load_key_pair(cert_pem, key_pem, what)
+        pair = check_pair(cert_pem, key_pem, what, now)
         context = await asyncio.to_thread(context_for, cert_pem, key_pem)
         self.swap(context, pair, (cert_pem, key_pem))
         return pair
@@ -109,7 +113,7 @@ def _pem_paths(cert_pem: bytes, key_pem: bytes) -> Iterator[tuple[str, str]]:
     with tempfile.TemporaryDirectory(prefix="wspin-tls-") as folder:  # mode 0700
         paths = (os.path.join(folder, "tls.crt"), os.path.join(folder, "tls.key"))
         for path, data in zip(paths, (cert_pem, key_pem), strict=True):
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
             try:
                 _write_all(fd, data)
             finally:
@@ -134,8 +138,15 @@ class ServesFromContext:
         return self._serving.listening
 
     def healthy(self) -> bool:
+        return self.problem() is None
+
+    def problem(self) -> str | None:
+        """Why the served certificate is unusable now (none, outside its validity), or None."""
         pair = self._serving.pair
-        return pair is not None and self._clock() < pair.not_after
+        if pair is None:
+            return "no serving certificate loaded"
+        found = pair_problem(pair, self._clock())
+        return None if found is None else f"serving certificate: {found[1]}"
 
     def not_after(self) -> datetime.datetime | None:
         pair = self._serving.pair

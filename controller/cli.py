@@ -70,9 +70,8 @@ def secret_scrubber(secret: str) -> Callable[[str], str]:
 async def serve(settings: ControllerSettings) -> int:
     """Run the controller process with ``settings``; returns the exit status."""
     # Imported here so `wspin webhook` and `wspin inject` never load the controller runtime.
-    from controller.runtime.manager import Manager
     from controller.setup import (
-        register_agent_runtime,
+        new_manager,
         relay_staging_exit_code_for,
         setup_controllers,
         setup_relay_controller,
@@ -88,7 +87,7 @@ async def serve(settings: ControllerSettings) -> int:
         log.error("cannot reach the Kubernetes API", extra=fields(error=str(err)))
         return 1
     try:
-        manager = Manager(Kube(api), settings)
+        manager = new_manager(Kube(api), settings)
         staging = settings.relay_staging
         try:
             relay_staging = await setup_relay_staging(
@@ -103,7 +102,6 @@ async def serve(settings: ControllerSettings) -> int:
         except Exception as err:
             log.error(REFUSED_MESSAGE, extra=fields(reason=str(err)))
             return relay_staging_exit_code_for(err)
-        register_agent_runtime()
         try:
             setup_controllers(manager, settings, relay_staging=relay_staging)
             setup_relay_controller(manager, settings)

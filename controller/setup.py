@@ -1,19 +1,22 @@
-"""The controller's entry points, named after the seed's (``SetupControllers`` →
-``setup_controllers`` and so on), and the agent runtime registry.
+"""The controller's entry points: build the manager, arm relay staging, and register the
+reconcilers (``setup_controllers``, ``setup_relay_controller``).
 
-Reconciler packages register themselves through ``<package>.wiring.register(manager,
-settings)``; they are imported here lazily, inside the function, so importing this module
-stays cheap, and a missing wiring module fails loudly at start (an ImportError), never as a
-silently skipped controller.
+This is the one module that knows every reconciler package: each package's
+``wiring.register`` takes what it needs as arguments, so no reconciler imports another, and
+relay staging is handed to the Workspace reconciler from here. The packages are imported
+lazily, inside the functions, so importing this module stays cheap, and a missing wiring
+module fails loudly at start (an ImportError), never as a silently skipped controller.
 """
 
 from __future__ import annotations
 
 import importlib
 import logging
-from typing import Final
+
+from prometheus_client import CollectorRegistry
 
 from controller.runtime.manager import Manager
+from controller.runtime.options import LeaderElection, ManagerOptions
 from controller.settings import ControllerSettings, RelayArtifactConfig
 from controller.staging.arming import (
     ARMING_STARTUP_GUARD_WINDOW,
@@ -23,17 +26,18 @@ from controller.staging.arming import (
     setup_relay_staging,
 )
 from wspin.delivery import AgentdDelivery, OpencodeDelivery
+from wspin.logs import add_scrubber
+from wspin.resources import Kube
 
 __all__ = [
     "ARMING_STARTUP_GUARD_WINDOW",
-    "OPENCODE_RUNTIME",
     "RELAY_STAGING_NOT_ARMED_EXIT_CODE",
     "AgentdDelivery",
     "OpencodeDelivery",
     "RelayArtifactConfig",
     "RelayStagingConfig",
-    "agent_runtimes",
-    "register_agent_runtime",
+    "manager_options",
+    "new_manager",
     "relay_staging_exit_code_for",
     "setup_controllers",
     "setup_relay_controller",
@@ -42,23 +46,34 @@ __all__ = [
 
 log = logging.getLogger("controller")
 
-OPENCODE_RUNTIME: Final = "opencode"
-"""The agent runtime workspaces run today; the registry leaves room for others."""
 
-_agent_runtimes: set[str] = set()
+def manager_options(settings: ControllerSettings) -> ManagerOptions:
+    """The manager's options from the process settings."""
+    runtime = settings.runtime
+    election = runtime.leader_election
+    return ManagerOptions(
+        health_port=runtime.health_port,
+        metrics_port=runtime.metrics_port,
+        bind_host=runtime.bind_host,
+        max_concurrent_reconciles=runtime.max_concurrent_reconciles,
+        graceful_shutdown_timeout=runtime.graceful_shutdown_timeout,
+        leader_election=LeaderElection(
+            enabled=election.enabled,
+            namespace=election.namespace,
+            name=election.name,
+            identity=election.identity,
+            lease_duration=election.lease_duration,
+            renew_deadline=election.renew_deadline,
+            retry_period=election.retry_period,
+        ),
+    )
 
 
-def register_agent_runtime(name: str = OPENCODE_RUNTIME) -> None:
-    """Record an agent runtime the controller can build workspaces for (idempotent).
-
-    Called once from the controller's start-up, the one place allowed to decide which
-    runtimes exist; reconcilers ask ``agent_runtimes()`` instead of importing runtimes."""
-    _agent_runtimes.add(name)
-
-
-def agent_runtimes() -> frozenset[str]:
-    """The registered agent runtime names."""
-    return frozenset(_agent_runtimes)
+def new_manager(
+    kube: Kube, settings: ControllerSettings, *, registry: CollectorRegistry | None = None
+) -> Manager:
+    """A manager configured from ``settings`` (``registry``: a private one for tests)."""
+    return Manager(kube, manager_options(settings), registry=registry)
 
 
 def setup_controllers(
@@ -69,14 +84,24 @@ def setup_controllers(
 ) -> None:
     """Register the Workspace reconciler (and what it owns) with ``manager``.
 
-    ``relay_staging`` is the armed staging config (None: staging off); when armed it is
-    passed on as ``register(..., relay_staging=config)`` for the per-workspace staging pass.
+    ``relay_staging`` is the armed staging config (None: staging off); when armed, the
+    per-workspace staging pass is built here and handed to the Workspace reconciler, with
+    its redactor registered with the log formatter so no staged key reaches a log line.
     """
     wiring = importlib.import_module("controller.workspace.wiring")
     if relay_staging is None:
         wiring.register(manager, settings)
-    else:
-        wiring.register(manager, settings, relay_staging=relay_staging)
+        return
+    from controller.staging.redact import Redactor
+    from controller.staging.staging_pass import RelayStagingPass
+
+    # One redactor per process: the pass registers each staged key with it, and every
+    # rendered log line goes through it.
+    redactor = Redactor()
+    add_scrubber(redactor.redact)
+    staging = RelayStagingPass(relay_staging, manager.kube, redactor=redactor)
+    manager.add_cleanup(staging.close)
+    wiring.register(manager, settings, staging=staging)
 
 
 def setup_relay_controller(manager: Manager, settings: ControllerSettings) -> None:

@@ -1,4 +1,4 @@
-"""The small contracts between the runtime and the reconcilers.
+"""The small contracts between the runtime and the reconcilers, and between reconcilers.
 
 A reconciler gets a key and returns a requeue decision; it never sees events, queues or
 leases (controller-runtime's shape). Errors: ``TransientError`` → retry with backoff,
@@ -7,8 +7,8 @@ leases (controller-runtime's shape). Errors: ``TransientError`` → retry with b
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Protocol
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
 
 Obj = dict[str, Any]
 
@@ -52,3 +52,38 @@ class ObjectReader(Protocol):
     def list(
         self, namespace: str | None = None, labels: dict[str, str] | None = None
     ) -> list[Obj]: ...
+
+
+@dataclass(frozen=True)
+class StagingReport:
+    """What a per-workspace staging pass wants on the Workspace's status."""
+
+    conditions: list[Obj] = field(default_factory=list)
+    """Conditions to set (type, status, reason, message)."""
+    remove: tuple[str, ...] = ()
+    """Condition types to drop (the cause they reported is gone)."""
+    error: Exception | None = None
+    """Raised after the status is written, so the reconcile is retried with backoff while
+    what the pass recorded (e.g. an incomplete revocation) is already visible."""
+    requeue_after: float | None = None
+    """Seconds until the pass has something due with no event to announce it (a token to
+    renew, a cache to refresh, a revocation to re-check); None: nothing is due."""
+
+
+class StagingPass(Protocol):
+    """The per-workspace relay staging pass the Workspace reconciler runs in Creating and
+    Active when relay staging is armed.
+
+    Returns the conditions it wants on the Workspace (a bare list means "set these"); it
+    must never put a staged key in a condition, Event or log line.
+    """
+
+    async def run(self, ws: Obj) -> list[Obj] | StagingReport: ...
+
+
+@runtime_checkable
+class StagingCleanup(Protocol):
+    """A staging pass that also cleans up what it staged when its Workspace is deleted;
+    it must not raise (termination is never blocked on relay cleanup)."""
+
+    async def cleanup(self, ws: Obj) -> None: ...

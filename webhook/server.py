@@ -28,19 +28,18 @@ from certs.options import certificate_source_from_args
 from webhook.app import make_app
 from webhook.inject import InjectConfig
 from webhook.pins import resolve_artifact
-from webhook.probe import probe_image_volume_support
+from webhook.probe import ImageVolumeGate
 from webhook.settings import WebhookSettings
 from wspin.delivery import ResolvedArtifact
 from wspin.kube import api_client, own_namespace
 from wspin.logs import fields
-from wspin.resources import Kube, KubeAPIError
+from wspin.resources import Kube
 from wspin.serving import Readiness, probe_app, start
 
 log = logging.getLogger("wspin.webhook")
 
 PIN_RESOLUTION_TIMEOUT = 30.0
 """Seconds for each artifact's registry read at start (the reference's startup budget)."""
-PROBE_RETRY_SECONDS = 10.0
 GC_GEN0_THRESHOLD = 50_000
 """Allocations between young-generation collections (Python's default is 700; one decoded
 review allocates a few thousand objects)."""
@@ -82,38 +81,6 @@ async def resolve_both(
     return InjectConfig(agentd=resolved[0], opencode=resolved[1])
 
 
-class ImageVolumeGate:
-    """The probe's verdict as a readiness check: pending, supported, or unsupported."""
-
-    def __init__(self, required: bool) -> None:
-        self.problem: str | None = (
-            "image-volume support probe has not run yet" if required else None
-        )
-
-    def check(self) -> str | None:
-        return self.problem
-
-    async def run(self, kube: Kube, namespace: str, image: str) -> None:
-        """Probe until the API server gives a definitive answer."""
-        while True:
-            try:
-                supported = await probe_image_volume_support(kube, namespace, image)
-            except KubeAPIError as err:
-                self.problem = f"image-volume support probe failed, retrying: {err}"
-                log.warning("image-volume probe failed", extra=fields(error=str(err)))
-                await asyncio.sleep(PROBE_RETRY_SECONDS)
-                continue
-            self.problem = (
-                None
-                if supported
-                else (
-                    "the API server drops image volumes: enable the ImageVolume feature gate "
-                    "(on by default from Kubernetes 1.35)"
-                )
-            )
-            return
-
-
 def tune_gc_for_admission() -> None:
     """Make the cyclic garbage collector cheap for admission traffic.
 
@@ -135,10 +102,7 @@ async def serve(settings: WebhookSettings, args: argparse.Namespace) -> int:
         source = certificate_source_from_args(args, kube, namespace)
 
         readiness = Readiness()
-        readiness.add(
-            "certificate",
-            lambda: None if source.healthy() else "no valid serving certificate loaded",
-        )
+        readiness.add("certificate", source.problem)  # covers notBefore and notAfter
         probing = kube is not None and not settings.skip_image_volume_probe
         if not probing:
             log.info(

@@ -62,6 +62,13 @@ class Forbidden(KubeAPIError):
     """403: RBAC does not allow this call."""
 
 
+class NamespaceTerminating(Forbidden):
+    """403 from the NamespaceLifecycle admission: the namespace is being deleted, so nothing
+    new may be created in it. An expected answer while a namespace goes, not a fault: the
+    namespace controller deletes what a controller owns before its owners, and a re-create
+    can only get this answer until the owners' deletion arrives."""
+
+
 class Gone(KubeAPIError):
     """410: the watch's resourceVersion was compacted away; re-list."""
 
@@ -80,12 +87,23 @@ def _error_for(status: int, body: Obj | None, what: str) -> KubeAPIError:
         kind = AlreadyExists if reason == "AlreadyExists" else Conflict
         return kind(text, status, reason)
     if status == 403:
-        return Forbidden(text, status, reason)
+        terminating = _namespace_terminating(body)
+        return (NamespaceTerminating if terminating else Forbidden)(text, status, reason)
     if status == 410:
         return Gone(text, status, reason)
     if status == 422:
         return Invalid(text, status, reason)
     return KubeAPIError(text, status, reason)
+
+
+def _namespace_terminating(body: Obj | None) -> bool:
+    """The admission plugin marks its refusal with a ``NamespaceTerminating`` cause."""
+    details = (body or {}).get("details")
+    causes = details.get("causes") if isinstance(details, dict) else None
+    return any(
+        isinstance(cause, dict) and cause.get("reason") == "NamespaceTerminating"
+        for cause in causes or []
+    )
 
 
 @dataclass(frozen=True)
@@ -254,16 +272,43 @@ class Kube:
         labels: str | None = None,
         fields: str | None = None,
         resource_version: str | None = None,
+        limit: int | None = None,
+        continue_token: str | None = None,
     ) -> Obj:
-        """The raw List object (``items`` and ``metadata.resourceVersion``)."""
+        """The raw List object (``items``, ``metadata.resourceVersion`` and, when ``limit``
+        cut it short, ``metadata.continue``)."""
         query = {
             "labelSelector": labels,
             "fieldSelector": fields,
             "resourceVersion": resource_version,
+            "limit": limit,
+            "continue": continue_token,
         }
         return await self.request(
             "GET", res.path(namespace), query=query, what=f"list {res.plural}"
         )
+
+    async def list_pages(
+        self,
+        res: Resource,
+        namespace: str | None = None,
+        *,
+        labels: str | None = None,
+        limit: int = 500,
+    ) -> AsyncIterator[Obj]:
+        """The List in pages of at most ``limit`` items, following ``continue`` to the end.
+
+        Every page comes from one consistent snapshot (the first page's resourceVersion), so
+        a caller can decode and drop each page before the next arrives instead of holding the
+        whole list at once. A continue token whose snapshot was compacted meanwhile raises
+        ``Gone``: the caller starts over (a fresh list, a fresh snapshot)."""
+        token: str | None = None
+        while True:
+            page = await self.list(res, namespace, labels=labels, limit=limit, continue_token=token)
+            token = str((page.get("metadata") or {}).get("continue") or "") or None
+            yield page
+            if token is None:
+                return
 
     async def create(
         self, res: Resource, obj: Obj, namespace: str | None = None, *, dry_run: bool = False

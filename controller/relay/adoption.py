@@ -11,9 +11,9 @@ from collections.abc import Collection, Container, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from controller.relay.decisions import format_time
 from controller.relay.drivers.base import CloudInstance
 from controller.relay.spec import Instance, RelaySpec, new_instance
+from controller.toolkit.clock import format_time
 
 
 @dataclass

@@ -7,10 +7,11 @@ client and no cloud.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Final, Literal
 
 from controller.relay.spec import Condition, Instance
+from controller.toolkit.clock import format_time
 
 REQUEUE_PROVISIONING: Final = 10.0
 REQUEUE_DEGRADED: Final = 15.0
@@ -142,17 +143,3 @@ def requeue_seconds(*, busy: bool, healthy: int, total: int) -> float:
     if healthy < total:
         return REQUEUE_DEGRADED
     return REQUEUE_HEALTHY
-
-
-def format_time(moment: datetime) -> str:
-    """RFC 3339 in UTC with a ``Z``, seconds precision (the metav1.Time wire format)."""
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def parse_time(text: str | None) -> datetime | None:
-    if not text:
-        return None
-    try:
-        return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
-    except ValueError:
-        return None

@@ -9,14 +9,14 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Final, Protocol
 
-from controller.relay.drivers.base import Clock, ProviderDriver
+from controller.relay.drivers.base import ProviderDriver
 from controller.relay.health import HealthReport
 from controller.relay.launches import Launches
 from controller.relay.metrics import RelayMetrics
 from controller.settings import RelayArtifactConfig
+from controller.toolkit.clock import Clock, utc_now
 from wspin.resources import Kube
 
 EXPECTED_CREDENTIALS: Final[dict[str, str]] = {"aws": "aws-relay-irwa", "oci": "oci-credentials"}
@@ -46,10 +46,6 @@ class RecentlyDestroyed:
 
     def __contains__(self, instance_id: object) -> bool:
         return instance_id in self._ids
-
-
-def utc_now() -> datetime:
-    return datetime.now(UTC)
 
 
 @dataclass

@@ -14,7 +14,7 @@ from typing import Any
 
 from controller.relay import decisions
 from controller.relay.adoption import plan_adoption
-from controller.relay.decisions import BREAKER_THRESHOLD, format_time
+from controller.relay.decisions import BREAKER_THRESHOLD
 from controller.relay.deps import RelayDeps
 from controller.relay.drivers.base import LIVE_STATES, truncate
 from controller.relay.health import HealthReport
@@ -36,6 +36,7 @@ from controller.relay.spec import (
     has_real_id,
 )
 from controller.relay.tokens import read_tokens
+from controller.toolkit.clock import format_time, parse_time
 from controller.types import Requeue
 from wspin.logs import fields
 
@@ -245,7 +246,7 @@ async def _keep_or_replace(p: FleetPass, slot: ProviderSpec, entry: Instance) ->
             t
             for t in (
                 listed.launched_at if listed is not None else None,
-                decisions.parse_time(entry.get("lastCheck")),
+                parse_time(entry.get("lastCheck")),
             )
             if t is not None
         ]

@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Protocol
 
-from controller.relay.deps import utc_now
-from controller.relay.drivers.base import Clock, CloudInstance, ProviderDriver
+from controller.relay.drivers.base import CloudInstance, ProviderDriver
 from controller.relay.metrics import RelayMetrics
+from controller.toolkit.clock import Clock, utc_now
 from wspin.logs import fields
 from wspin.resources import INFERENCE_RELAYS, Resource
 

@@ -13,7 +13,8 @@ from typing import Final, TypedDict
 
 from controller.relay.cloudinit import RELAY_PORT
 from controller.relay.spec import Instance
-from wspin.resources import CONFIGMAPS, Kube
+from controller.toolkit.upserts import upsert_configmap
+from wspin.resources import Kube
 
 PEERS_CONFIGMAP: Final = "relay-router-peers"
 PEERS_KEY: Final = "peers.json"
@@ -52,24 +53,6 @@ def render_peers(peers: Sequence[Peer]) -> str:
 
 async def sync_peers(kube: Kube, namespace: str, peers: Sequence[Peer]) -> bool:
     """Create or update the ConfigMap; returns False when it already held this content."""
-    body = render_peers(peers)
-    current = await kube.get_or_none(CONFIGMAPS, PEERS_CONFIGMAP, namespace)
-    if current is None:
-        await kube.create(
-            CONFIGMAPS,
-            {
-                "metadata": {"name": PEERS_CONFIGMAP, "namespace": namespace},
-                "data": {PEERS_KEY: body},
-            },
-            namespace,
-        )
-        return True
-    metadata = current.setdefault("metadata", {})
-    data = current.get("data") or {}
-    if data.get(PEERS_KEY) == body and not metadata.get("ownerReferences"):
-        return False
-    data[PEERS_KEY] = body
-    current["data"] = data
-    metadata.pop("ownerReferences", None)
-    await kube.replace(CONFIGMAPS, current)
-    return True
+    return await upsert_configmap(
+        kube, namespace, PEERS_CONFIGMAP, {PEERS_KEY: render_peers(peers)}
+    )

@@ -11,10 +11,11 @@ import logging
 from typing import Any
 
 from controller.relay import decisions
-from controller.relay.decisions import REQUEUE_PROVISIONING, format_time
+from controller.relay.decisions import REQUEUE_PROVISIONING
 from controller.relay.deps import RelayDeps
 from controller.relay.spec import ROTATE_ANNOTATION, has_real_id
 from controller.relay.tokens import read_tokens, write_tokens
+from controller.toolkit.clock import format_time
 from controller.types import Requeue
 from wspin.errors import TransientError
 from wspin.logs import fields

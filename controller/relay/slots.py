@@ -9,8 +9,7 @@ import logging
 from datetime import datetime, timedelta
 from typing import Any
 
-from controller.relay import decisions
-from controller.relay.decisions import BREAKER_THRESHOLD, backoff_seconds, format_time
+from controller.relay.decisions import BREAKER_THRESHOLD, backoff_seconds
 from controller.relay.drivers.base import ConfigurationError, ProvisionResult, truncate
 from controller.relay.launches import LaunchKey, build_request
 from controller.relay.passstate import FleetPass, save_tokens
@@ -22,6 +21,7 @@ from controller.relay.spec import (
     placeholder_id,
 )
 from controller.relay.tokens import generate_token
+from controller.toolkit.clock import format_time, parse_time
 from wspin.logs import fields
 
 log = logging.getLogger(__name__)
@@ -37,7 +37,7 @@ async def fill_slot(p: FleetPass, slot: ProviderSpec) -> Instance | None:
         if previous is not None and previous.get("state") == "provisioning-failed":
             if attempts >= BREAKER_THRESHOLD:
                 return previous  # tripped: waits for a spec change
-            last = decisions.parse_time(previous.get("lastCheck")) or p.now
+            last = parse_time(previous.get("lastCheck")) or p.now
             due = last + timedelta(seconds=backoff_seconds(attempts))
             if due > p.now:
                 p.waits.append((due - p.now).total_seconds())

@@ -9,11 +9,11 @@ Token values never reach a log line, an event or an error message.
 
 from __future__ import annotations
 
-import base64
 import secrets
 from collections.abc import Mapping
 from typing import Final
 
+from controller.toolkit.upserts import decode_secret_data, upsert_secret
 from wspin.resources import SECRETS, Kube
 
 TOKENS_SECRET: Final = "relay-vm-tokens"  # noqa: S105 (a Secret name)
@@ -27,36 +27,9 @@ def generate_token() -> str:
 
 async def read_tokens(kube: Kube, namespace: str) -> dict[str, str]:
     """provider → token; empty when the Secret does not exist; empty values are skipped."""
-    secret = await kube.get_or_none(SECRETS, TOKENS_SECRET, namespace)
-    if secret is None:
-        return {}
-    tokens = {}
-    for provider, encoded in (secret.get("data") or {}).items():
-        value = base64.b64decode(encoded).decode() if encoded else ""
-        if value:
-            tokens[provider] = value
-    return tokens
+    return decode_secret_data(await kube.get_or_none(SECRETS, TOKENS_SECRET, namespace))
 
 
 async def write_tokens(kube: Kube, namespace: str, tokens: Mapping[str, str]) -> None:
-    """Replace the whole data map with ``tokens`` (create the Secret when missing)."""
-    data = {
-        provider: base64.b64encode(token.encode()).decode() for provider, token in tokens.items()
-    }
-    secret = await kube.get_or_none(SECRETS, TOKENS_SECRET, namespace)
-    if secret is None:
-        await kube.create(
-            SECRETS,
-            {
-                "metadata": {"name": TOKENS_SECRET, "namespace": namespace},
-                "type": "Opaque",
-                "data": data,
-            },
-            namespace,
-        )
-        return
-    if (secret.get("data") or {}) == data:
-        return
-    secret["data"] = data
-    secret.pop("stringData", None)
-    await kube.replace(SECRETS, secret)
+    """Make the Secret hold exactly ``tokens`` (created when missing)."""
+    await upsert_secret(kube, namespace, TOKENS_SECRET, tokens)

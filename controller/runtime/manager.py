@@ -39,8 +39,8 @@ from controller.runtime.controller import (
 )
 from controller.runtime.informer import EventType, Informer
 from controller.runtime.metrics import RuntimeMetrics
+from controller.runtime.options import ManagerOptions
 from controller.runtime.queue import WorkQueue
-from controller.settings import ControllerSettings
 from controller.types import Obj, ObjectKey, ObjectReader, Reconciler
 from wspin import serving
 from wspin.leader import LeaderElector
@@ -75,17 +75,17 @@ class Manager:
     def __init__(
         self,
         kube: Kube,
-        settings: ControllerSettings,
+        options: ManagerOptions,
         *,
         registry: CollectorRegistry | None = None,
     ) -> None:
         self.kube = kube
-        self.settings = settings
+        self.options = options
         self.metrics = RuntimeMetrics(registry)
         self.registry = self.metrics.registry
         self.readiness = serving.Readiness()
         self.health_port: int | None = None
-        """The bound probe port once running (differs from settings when 0 was asked)."""
+        """The bound probe port once running (differs from the options when 0 was asked)."""
         self.metrics_port: int | None = None
         self._informers: dict[tuple[Resource, str | None, str | None], Informer] = {}
         self._informer_tasks: list[asyncio.Task[None]] = []
@@ -96,7 +96,7 @@ class Manager:
         self._stopping = asyncio.Event()
         self._running = False
         self._failure: BaseException | None = None
-        election = settings.runtime.leader_election
+        election = options.leader_election
         self.elector: LeaderElector | None = None
         if election.enabled:
             self.elector = LeaderElector(
@@ -264,7 +264,7 @@ class Manager:
         self._leading.set()
         self._leader_gauge.set(1)
         term = _Term()
-        workers = self.settings.runtime.max_concurrent_reconciles
+        workers = self.options.max_concurrent_reconciles
         for controller in self._controllers:
             controller.queue.shut_down()
             controller.queue = self._new_queue(controller.reconciler.name)
@@ -304,7 +304,7 @@ class Manager:
         ``abort`` is set) or cancel."""
         term.stop.set()
         if graceful and term.tasks and not (abort is not None and abort.is_set()):
-            grace = self.settings.runtime.graceful_shutdown_timeout
+            grace = self.options.graceful_shutdown_timeout
             finished = asyncio.ensure_future(asyncio.wait(term.tasks))
             aborted = asyncio.ensure_future(abort.wait() if abort else asyncio.Event().wait())
             await asyncio.wait(
@@ -370,7 +370,7 @@ class Manager:
         self._informer_tasks.clear()
 
     async def _start_servers(self, stack: contextlib.AsyncExitStack) -> None:
-        runtime = self.settings.runtime
+        runtime = self.options
         host = runtime.bind_host or ""  # "" = every interface
         health = web.Application()
         serving.add_probe_routes(health, self.readiness)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import enum
 from typing import Any, Final
 
-from controller.workspace.status import ConditionStatus, condition
+from controller.toolkit.conditions import ConditionStatus, condition
 
 Obj = dict[str, Any]
 

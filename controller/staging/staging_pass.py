@@ -66,8 +66,8 @@ from controller.staging.secrets import (
 )
 from controller.staging.source import CredentialSource
 from controller.staging.tokens import renew
-from controller.workspace.reconciler import StagingReport
-from controller.workspace.status import find_condition
+from controller.toolkit.conditions import find_condition
+from controller.types import StagingReport
 from wspin.errors import TransientError
 from wspin.logs import fields
 from wspin.resources import WORKSPACES, Kube, KubeAPIError, NotFound

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
 from controller.settings import WorkspaceSettings
+from controller.types import Obj
 from wspin.contract import (
     AGENTD,
     API_GROUP,
@@ -26,8 +27,6 @@ from wspin.contract import (
     MAIN_CONTAINER,
 )
 from wspin.errors import WspinError
-
-Obj = dict[str, Any]
 
 LABEL_RUNTIME: Final = "runtime"
 LABEL_TENANT: Final = "llmsafespaces.dev/tenant"

@@ -1,8 +1,17 @@
 """The Workspace reconciler: a Workspace key in, the PVC, pod and status brought in line.
 
-Level-based (STYLE.md §4): every reconcile reads the Workspace and its pod from the caches,
-works out what should exist, writes the difference and returns a requeue decision. Pod and
-status decisions are the pure functions in ``pod``, ``status`` and ``verify``.
+Level-based: every reconcile reads the Workspace and its pod from the caches, works out what
+should exist, writes the difference and returns a requeue decision. Pod and status decisions
+are the pure functions in ``pod``, ``status`` and ``verify``; when to come back without an
+event is ``deadlines``.
+
+Write flow: the writes that do not depend on each other run at once (the finalizer, the PVC,
+and the service account followed by the pod, which the API server refuses while its account
+is missing), then one status write. Expected answers are not failures: an object that already
+exists was created by an earlier pass, a stale version means a newer event is on its way, a
+missing object or namespace means there is nothing left to do, and a namespace being deleted
+refuses new content until the Workspace's own deletion arrives (which then releases the
+finalizer as usual). None of them is logged above debug or retried with backoff.
 
 Lifecycle: Pending → Creating → Active; ``spec.suspend`` → Suspending → Suspended (the PVC is
 kept; resuming builds a new pod); deletion → Terminating (the pod gets the termination grace,
@@ -12,97 +21,72 @@ cannot be built. A new ``restartGeneration`` or ``architecture`` recreates the p
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from typing import Any, Final, Protocol, runtime_checkable
+from typing import Any, Final
 
 from controller.settings import WorkspaceSettings
-from controller.types import ObjectKey, ObjectReader, Requeue
+from controller.toolkit.clock import Clock, format_time, utc_now
+from controller.toolkit.conditions import find_condition, remove_conditions, set_conditions
+from controller.toolkit.events import EventRecorder
+from controller.toolkit.finalizers import add_finalizer, has_finalizer, remove_finalizer
+from controller.toolkit.status import write_status
+from controller.types import (
+    Obj,
+    ObjectKey,
+    ObjectReader,
+    Requeue,
+    StagingCleanup,
+    StagingPass,
+    StagingReport,
+)
+from controller.workspace import deadlines, verify
 from controller.workspace import pod as build
 from controller.workspace import status as st
-from controller.workspace import verify
 from controller.workspace.metrics import VerifyMetrics
 from wspin.contract import ARTIFACTS
 from wspin.logs import fields
 from wspin.resources import (
-    EVENTS,
     PODS,
     PVCS,
     SERVICE_ACCOUNTS,
     WORKSPACES,
     AlreadyExists,
+    Conflict,
     Invalid,
     Kube,
+    NamespaceTerminating,
     NotFound,
 )
 
 log = logging.getLogger("controller.workspace")
 
-Obj = dict[str, Any]
-
 FINALIZER: Final = "workspace.llmsafespaces.dev/finalizer"
 """Held until the pod is gone, so deletion honours the termination grace and is visible
 as the Terminating phase."""
-EVENT_SOURCE: Final = "wspin-controller"
 
-# While something is in motion (pod starting or stopping) come back soon; the pod watch
-# usually triggers earlier. 2 s is the reference's Creating requeue.
-PROGRESS_REQUEUE: Final = 2.0
-# A verify failure is handled, not retried: the pod crash-loops on its own and a faster
-# requeue would only spin (reference/pod-delivery.md §3.6).
-VERIFY_FAILURE_REQUEUE: Final = 300.0
-
-
-@dataclass(frozen=True)
-class StagingReport:
-    """What a staging pass wants on the Workspace's status."""
-
-    conditions: list[Obj] = field(default_factory=list)
-    """Conditions to set (type, status, reason, message)."""
-    remove: tuple[str, ...] = ()
-    """Condition types to drop (the cause they reported is gone)."""
-    error: Exception | None = None
-    """Raised after the status is written, so the reconcile is retried with backoff while
-    what the pass recorded (e.g. an incomplete revocation) is already visible."""
-
-
-class StagingPass(Protocol):
-    """The per-workspace relay staging pass, run in Creating and Active when armed.
-
-    Returns the conditions it wants on the Workspace (a bare list means "set these"); it
-    must never put a staged key in a condition, Event or log line.
-    """
-
-    async def run(self, ws: Obj) -> list[Obj] | StagingReport: ...
-
-
-@runtime_checkable
-class StagingCleanup(Protocol):
-    """A staging pass that also cleans up what it staged when its Workspace is deleted;
-    it must not raise (termination is never blocked on relay cleanup)."""
-
-    async def cleanup(self, ws: Obj) -> None: ...
+VERIFY_FAILURE_REQUEUE: Final = deadlines.VERIFY_FAILURE_RECHECK
 
 
 @dataclass
 class _Outcome:
     phase: st.Phase
-    requeue: float | None
+    requeue: float | None = None
+    """The verify-failure recheck, when one is due."""
     detail: str = ""
     conditions: list[Obj] = field(default_factory=list)
     """Conditions beyond Ready (verification, relay staging)."""
-    failures: list[verify.VerifyFailure] = field(default_factory=list)
-    """Verify failures starting a new episode: reported once the status records them."""
+    failures: list[tuple[verify.VerifyFailure, str]] = field(default_factory=list)
+    """Verify failures starting a new episode, with the episode's name (the pod and the
+    failure): reported once the status records them."""
     remove: tuple[str, ...] = ()
     """Condition types to drop (relay staging causes that went away)."""
     error: Exception | None = None
     """Raised once the status is written (relay staging incomplete)."""
-
-
-def _utc_now() -> datetime:
-    return datetime.now(UTC)
+    staging_due: float | None = None
+    """Relay staging's own deadline (seconds)."""
 
 
 class WorkspaceReconciler:
@@ -120,7 +104,8 @@ class WorkspaceReconciler:
         *,
         metrics: VerifyMetrics,
         staging: StagingPass | None = None,
-        clock: Callable[[], datetime] = _utc_now,
+        clock: Clock = utc_now,
+        events: EventRecorder | None = None,
     ) -> None:
         self.kube = kube
         self.workspaces = workspaces
@@ -130,44 +115,98 @@ class WorkspaceReconciler:
         self.metrics = metrics
         self.staging = staging
         self.clock = clock
+        self.events = events or EventRecorder(kube, clock=clock)
+        self._superseded: dict[ObjectKey, set[str]] = {}
+        """Per Workspace, cached versions this controller's own writes replaced: a reconcile
+        that finds one in the cache would act on what it already changed, and the event for
+        the newer version is on its way (it reconciles then)."""
 
     async def reconcile(self, key: ObjectKey) -> Requeue | None:
         ws = self.workspaces.get(key)
         if ws is None:
+            self._superseded.pop(key, None)
             return None  # gone: owner GC removes what it owned
-        if ws["metadata"].get("deletionTimestamp"):
-            return await self._terminate(ws)
-        if FINALIZER not in (ws["metadata"].get("finalizers") or []):
-            ws = await self._add_finalizer(ws)
+        version = str(ws["metadata"].get("resourceVersion", ""))
+        if version in self._superseded.get(key, ()):
+            return None
+        self._superseded.pop(key, None)
+        written: list[str] = []
+        try:
+            if ws["metadata"].get("deletionTimestamp"):
+                await self._terminate(ws, written)
+                return None
+            return await self._converge(ws, written)
+        except NamespaceTerminating:
+            # The namespace controller removes what a Workspace owns before the Workspace;
+            # re-creating it is refused until the Workspace's deletion event arrives.
+            log.debug(
+                "namespace is being deleted; waiting for the workspace's own deletion",
+                extra=fields(workspace=str(key)),
+            )
+            return None
+        except NotFound:
+            log.debug("workspace or its namespace is gone", extra=fields(workspace=str(key)))
+            return None
+        except Conflict:
+            log.debug(
+                "workspace changed meanwhile; its next event reconciles it",
+                extra=fields(workspace=str(key)),
+            )
+            return None
+        finally:
+            self._remember_superseded(key, version, written)
+
+    def _remember_superseded(self, key: ObjectKey, cached: str, written: list[str]) -> None:
+        """Every version up to the last one written is stale once the writes went through
+        (a write that changed nothing returns the version it found, and sends no event)."""
+        if written and written[-1] != cached:
+            self._superseded[key] = {cached, *written[:-1]}
+
+    async def _converge(self, ws: Obj, written: list[str]) -> Requeue | None:
+        """Finalizer, PVC and the phase's own writes at once, then the status."""
+        key = ObjectKey.of(ws)
         try:
             pod_body = build.desired_pod(ws, self.settings)
             pvc_body = build.desired_pvc(ws)
-            if self.pvcs.get(ObjectKey(key.namespace, pvc_body["metadata"]["name"])) is None:
-                await self._create(PVCS, pvc_body)
-            if (ws.get("spec") or {}).get("suspend"):
-                outcome = await self._suspend(ws)
-            else:
-                outcome = await self._run(ws, pod_body)
         except build.PodBuildError as err:
-            log.warning(
-                "workspace pod cannot be built",
-                extra=fields(workspace=str(key), error=err.message),
-            )
-            await self._write_status(ws, _Outcome("Failed", None, err.message))
+            await _together(self._ensure_finalizer(ws, written))
+            await self._failed(ws, err, written)
             return None
-        await self._write_status(ws, outcome)
+        suspended = bool((ws.get("spec") or {}).get("suspend"))
+        phase = self._suspend(ws) if suspended else self._run(ws, pod_body)
+        writes: list[Awaitable[object]] = [self._ensure_finalizer(ws, written), phase]
+        if self.pvcs.get(ObjectKey(key.namespace, pvc_body["metadata"]["name"])) is None:
+            writes.append(self._create(PVCS, pvc_body))
+        try:
+            results = await _together(*writes)
+        except build.PodBuildError as err:
+            await self._failed(ws, err, written)
+            return None
+        outcome = results[1]
+        assert isinstance(outcome, _Outcome)
+        await self._write_status(ws, outcome, written)
         # Only after the status records the episode: a failed write then means a retry
         # that finds the episode unrecorded, never a second Event for the same one.
-        for failure in outcome.failures:
-            await self._report(ws, failure)
+        for failure, episode in outcome.failures:
+            await self._report(ws, failure, episode)
         if outcome.error is not None:
             raise outcome.error
-        return Requeue(outcome.requeue) if outcome.requeue is not None else None
+        return deadlines.next_requeue(outcome.requeue, outcome.staging_due)
+
+    async def _failed(self, ws: Obj, err: build.PodBuildError, written: list[str]) -> None:
+        status = ws.get("status") or {}
+        if (status.get("phase"), status.get("message")) != ("Failed", err.message):
+            log.warning(  # once per cause: the reconciles its own status write brings are quiet
+                "workspace pod cannot be built",
+                extra=fields(workspace=str(ObjectKey.of(ws)), error=err.message),
+            )
+        await self._write_status(ws, _Outcome("Failed", detail=err.message), written)
 
     # -- phases -----------------------------------------------------------------------------
 
     async def _run(self, ws: Obj, pod_body: Obj) -> _Outcome:
-        """Pending/Creating/Active: make the pod exist, then read its state."""
+        """Pending/Creating/Active: make the pod exist, then read its state. Nothing here
+        asks to come back while the pod starts or stops: its watch events do that."""
         key = ObjectKey.of(ws)
         previous = str((ws.get("status") or {}).get("phase") or "")
         pod = self.pods.get(ObjectKey(key.namespace, pod_body["metadata"]["name"]))
@@ -178,9 +217,9 @@ class WorkspaceReconciler:
             if stale:
                 log.info("recreating workspace pod", extra=fields(workspace=str(key), why=stale))
                 await self._delete_pod(pod)
-                return _Outcome(st.running_phase(None, previous), PROGRESS_REQUEUE, stale)
+                return _Outcome(st.running_phase(None, previous), detail=stale)
         if pod is None:
-            outcome = _Outcome(st.running_phase(None, previous), PROGRESS_REQUEUE)
+            outcome = _Outcome(st.running_phase(None, previous))
             # Staged before the pod is built, so its first start finds its relay handoff.
             await self._stage(ws, outcome)
             # The pod's identity first: the API server refuses a pod whose account is missing.
@@ -189,13 +228,13 @@ class WorkspaceReconciler:
             return outcome
         if st.pod_deleting(pod):
             return _Outcome(
-                st.running_phase(pod, previous), PROGRESS_REQUEUE, "waiting for the old pod to stop"
+                st.running_phase(pod, previous), detail="waiting for the old pod to stop"
             )
         phase = st.running_phase(pod, previous)
-        outcome = _Outcome(phase, None if phase == "Active" else PROGRESS_REQUEUE)
+        outcome = _Outcome(phase)
         failure = await self._verify(ws, pod, phase, outcome)
         if failure is not None:
-            outcome.requeue = VERIFY_FAILURE_REQUEUE
+            outcome.requeue = deadlines.VERIFY_FAILURE_RECHECK
         if phase in ("Creating", "Active"):
             await self._stage(ws, outcome)
         return outcome
@@ -210,20 +249,22 @@ class WorkspaceReconciler:
         outcome.conditions += report.conditions
         outcome.remove = (*outcome.remove, *report.remove)
         outcome.error = report.error
+        outcome.staging_due = report.requeue_after
 
     async def _suspend(self, ws: Obj) -> _Outcome:
         pod_name = build.names(ws).pod
         pod = self.pods.get(ObjectKey(ws["metadata"].get("namespace", ""), pod_name))
         if pod is None:
-            return _Outcome("Suspended", None)
+            return _Outcome("Suspended")
         if not st.pod_deleting(pod):
             await self._delete_pod(pod)
-        return _Outcome("Suspending", PROGRESS_REQUEUE)
+        return _Outcome("Suspending")
 
-    async def _terminate(self, ws: Obj) -> Requeue | None:
-        """Stop the pod with the grace, then let the Workspace go."""
-        if FINALIZER not in (ws["metadata"].get("finalizers") or []):
-            return None
+    async def _terminate(self, ws: Obj, written: list[str]) -> None:
+        """Stop the pod with the grace, then let the Workspace go. The pod's deletion event
+        brings the Workspace back here; nothing is polled meanwhile."""
+        if not has_finalizer(ws, FINALIZER):
+            return
         namespace = ws["metadata"].get("namespace", "")
         pod_name = build.names(ws).pod if ws["metadata"].get("uid") else ""
         # Read through the API: the cache may lag, and releasing the finalizer too early
@@ -232,27 +273,19 @@ class WorkspaceReconciler:
         if pod is not None:
             if not st.pod_deleting(pod):
                 await self._delete_pod(pod)
-            await self._write_status(ws, _Outcome("Terminating", PROGRESS_REQUEUE))
-            return Requeue(PROGRESS_REQUEUE)
+            await self._write_status(ws, _Outcome("Terminating"), written)
+            return
         if isinstance(self.staging, StagingCleanup):
             await self.staging.cleanup(ws)
-        finalizers = [f for f in ws["metadata"].get("finalizers") or [] if f != FINALIZER]
-        try:
-            await self.kube.patch(
-                WORKSPACES,
-                ws["metadata"]["name"],
-                {
-                    "metadata": {
-                        "finalizers": finalizers,
-                        "resourceVersion": ws["metadata"]["resourceVersion"],
-                    }
-                },
-                namespace,
-            )
-        except NotFound:
-            return None
+        if not await remove_finalizer(self.kube, WORKSPACES, ws, FINALIZER):
+            return
         log.info("workspace deleted", extra=fields(workspace=str(ObjectKey.of(ws))))
-        return None
+
+    async def _ensure_finalizer(self, ws: Obj, written: list[str]) -> None:
+        if has_finalizer(ws, FINALIZER):
+            return
+        updated = await add_finalizer(self.kube, WORKSPACES, ws, FINALIZER)
+        written.append(str(updated["metadata"].get("resourceVersion", "")))
 
     # -- verify-failure detection -----------------------------------------------------------
 
@@ -273,7 +306,8 @@ class WorkspaceReconciler:
             if failure is not None and failure.artifact == artifact:
                 outcome.conditions.append(verify.failed_condition(failure, generation))
                 if await self._new_episode(ws, current, failure):
-                    outcome.failures.append(failure)
+                    episode = f"{pod['metadata'].get('uid', '')}/{failure.kind.reason}"
+                    outcome.failures.append((failure, episode))
             elif phase == "Active" and st.pod_ready(pod):
                 outcome.conditions.append(verify.verified_condition(artifact, generation))
         return failure
@@ -286,7 +320,7 @@ class WorkspaceReconciler:
         type_ = verify.condition_type(failure.artifact)
 
         def recorded(conditions: list[Obj]) -> bool:
-            old = st.find_condition(conditions, type_)
+            old = find_condition(conditions, type_)
             return bool(old and old["status"] == "False" and old["reason"] == failure.kind.reason)
 
         if recorded(current):
@@ -295,7 +329,7 @@ class WorkspaceReconciler:
         live = await self.kube.get_or_none(WORKSPACES, meta["name"], meta.get("namespace"))
         return live is not None and not recorded((live.get("status") or {}).get("conditions") or [])
 
-    async def _report(self, ws: Obj, failure: verify.VerifyFailure) -> None:
+    async def _report(self, ws: Obj, failure: verify.VerifyFailure, episode: str) -> None:
         """One metric increment, one error log line and one Warning Event."""
         self.metrics.record(failure)
         log.error(
@@ -309,45 +343,16 @@ class WorkspaceReconciler:
                 digest=failure.digest,
             ),
         )
-        await self._event(ws, failure.kind.reason, verify.event_message(failure))
-
-    async def _event(self, ws: Obj, reason: str, message: str) -> None:
-        meta = ws["metadata"]
-        now = self._now()
-        body = {
-            "metadata": {"generateName": f"{meta['name']}.", "namespace": meta.get("namespace")},
-            "involvedObject": {
-                "apiVersion": WORKSPACES.api_version,
-                "kind": WORKSPACES.kind,
-                "name": meta["name"],
-                "namespace": meta.get("namespace"),
-                "uid": meta.get("uid"),
-            },
-            "reason": reason,
-            "message": message[:1024],
-            "type": "Warning",
-            "source": {"component": EVENT_SOURCE},
-            "reportingComponent": EVENT_SOURCE,
-            "reportingInstance": EVENT_SOURCE,
-            "firstTimestamp": now,
-            "lastTimestamp": now,
-            "count": 1,
-        }
-        try:
-            await self.kube.create(EVENTS, body, meta.get("namespace"))
-        except Exception as err:  # an Event is best effort; the condition already says it
-            log.warning(
-                "could not record event",
-                extra=fields(workspace=str(ObjectKey.of(ws)), reason=reason, error=str(err)),
-            )
+        await self.events.emit(
+            ws,
+            WORKSPACES,
+            "Warning",
+            failure.kind.reason,
+            verify.event_message(failure),
+            episode=episode,
+        )
 
     # -- writes -----------------------------------------------------------------------------
-
-    async def _add_finalizer(self, ws: Obj) -> Obj:
-        meta = ws["metadata"]
-        finalizers = [*(meta.get("finalizers") or []), FINALIZER]
-        patch = {"metadata": {"finalizers": finalizers, "resourceVersion": meta["resourceVersion"]}}
-        return await self.kube.patch(WORKSPACES, meta["name"], patch, meta.get("namespace"))
 
     async def _create(self, resource: Any, body: Obj) -> None:
         """Create ``body``; a 422 becomes PodBuildError (phase Failed with the API server's
@@ -372,19 +377,16 @@ class WorkspaceReconciler:
             grace_seconds=self.settings.termination_grace,
         )
 
-    async def _write_status(self, ws: Obj, outcome: _Outcome) -> None:
+    async def _write_status(self, ws: Obj, outcome: _Outcome, written: list[str]) -> None:
         """Write ``/status`` when, and only when, something changed."""
         meta = ws["metadata"]
         old: Obj = dict(ws.get("status") or {})
         generation = int(meta.get("generation") or 0)
-        now = self._now()
-        conditions = list(old.get("conditions") or [])
-        conditions = st.set_condition(
-            conditions, st.ready_condition(outcome.phase, generation, outcome.detail), now
+        ready = st.ready_condition(outcome.phase, generation, outcome.detail)
+        conditions = set_conditions(
+            old.get("conditions") or [], [ready, *outcome.conditions], format_time(self.clock())
         )
-        for condition in outcome.conditions:
-            conditions = st.set_condition(conditions, condition, now)
-        conditions = [c for c in conditions if c.get("type") not in outcome.remove]
+        conditions = remove_conditions(conditions, outcome.remove)
         new: Obj = {
             **old,
             "phase": outcome.phase,
@@ -402,15 +404,22 @@ class WorkspaceReconciler:
             new["message"] = outcome.detail
         if not new.get("podName"):
             new.pop("podName", None)
-        patch = st.status_patch(old, new)
-        if patch is None:
-            return
-        try:
-            await self.kube.patch(
-                WORKSPACES, meta["name"], {"status": patch}, meta.get("namespace"), sub="status"
-            )
-        except NotFound:
-            return  # deleted meanwhile: nothing left to describe
+        updated = await write_status(self.kube, WORKSPACES, ws, new)
+        if updated is not None:
+            written.append(str(updated["metadata"].get("resourceVersion", "")))
 
-    def _now(self) -> str:
-        return self.clock().strftime("%Y-%m-%dT%H:%M:%SZ")
+
+async def _together(*writes: Awaitable[object]) -> list[object]:
+    """Run independent writes at once and wait for all of them (none is left running). Of
+    several failures the one that decides what happens next is raised: a namespace being
+    deleted or a Workspace gone ends the reconcile quietly, a pod the API server refuses
+    fails the Workspace, anything else is retried."""
+    results = await asyncio.gather(*writes, return_exceptions=True)
+    errors = [r for r in results if isinstance(r, BaseException)]
+    for decisive in (NamespaceTerminating, NotFound, build.PodBuildError, Conflict):
+        for error in errors:
+            if isinstance(error, decisive):
+                raise error
+    if errors:
+        raise errors[0]
+    return list(results)

@@ -1,51 +1,19 @@
 """Workspace status: phases, conditions and the pod facts they come from. Pure.
 
-Conditions follow the Kubernetes convention (type, status, reason, message,
-lastTransitionTime, observedGeneration); ``lastTransitionTime`` moves only when ``status``
-changes, so re-stating a condition is a no-op and never causes a status write.
+Conditions are the toolkit's (``controller.toolkit.conditions``): re-stating one is a no-op
+and never causes a status write.
 """
 
 from __future__ import annotations
 
-from typing import Any, Final, Literal
+from typing import Final, Literal
 
-Obj = dict[str, Any]
+from controller.toolkit.conditions import condition, find_condition
+from controller.types import Obj
 
 Phase = Literal["Pending", "Creating", "Active", "Suspending", "Suspended", "Terminating", "Failed"]
-ConditionStatus = Literal["True", "False", "Unknown"]
 
 READY: Final = "Ready"
-
-
-def condition(
-    type_: str, status: ConditionStatus, reason: str, message: str = "", generation: int = 0
-) -> Obj:
-    """A condition without its transition time (``set_condition`` stamps it)."""
-    return {
-        "type": type_,
-        "status": status,
-        "reason": reason,
-        "message": message,
-        "observedGeneration": generation,
-    }
-
-
-def find_condition(conditions: list[Obj], type_: str) -> Obj | None:
-    return next((c for c in conditions if c.get("type") == type_), None)
-
-
-def set_condition(conditions: list[Obj], new: Obj, now: str) -> list[Obj]:
-    """``conditions`` with ``new`` in place of its type; the transition time is kept when the
-    status did not change, else set to ``now``. Other types keep their order."""
-    old = find_condition(conditions, new["type"])
-    stamped = dict(new)
-    if old is not None and old.get("status") == new["status"] and old.get("lastTransitionTime"):
-        stamped["lastTransitionTime"] = old["lastTransitionTime"]
-    else:
-        stamped["lastTransitionTime"] = now
-    if old is None:
-        return [*conditions, stamped]
-    return [stamped if c is old else c for c in conditions]
 
 
 def pod_ready(pod: Obj) -> bool:
@@ -97,18 +65,3 @@ def ready_condition(phase: Phase, generation: int, detail: str = "") -> Obj:
     }
     reason, message = reasons[phase]
     return condition(READY, "False", reason, detail or message, generation)
-
-
-def status_patch(old: Obj, new: Obj) -> Obj | None:
-    """A merge patch turning status ``old`` into ``new``, or None when nothing changed.
-
-    Keys the controller no longer sets become null (merge-patch deletion); keys it never
-    manages (relay staging bookkeeping) are left alone because ``new`` starts from ``old``.
-    """
-    if old == new:
-        return None
-    patch: Obj = {key: value for key, value in new.items() if old.get(key) != value}
-    for key in old:
-        if key not in new:
-            patch[key] = None
-    return patch

@@ -11,9 +11,10 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import Final, Literal
 
-from controller.workspace.status import condition
+from controller.toolkit.conditions import condition
+from controller.types import Obj
 from wspin.contract import (
     AGENTD,
     DELIVERY_ANNOTATION,
@@ -26,7 +27,6 @@ from wspin.contract import (
     Artifact,
 )
 
-Obj = dict[str, Any]
 Outcome = Literal["verify_failed", "overlay_missing"]
 
 UNKNOWN: Final = "unknown"

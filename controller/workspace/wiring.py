@@ -7,13 +7,10 @@ from typing import Final
 
 from controller.runtime.manager import Manager
 from controller.settings import ControllerSettings
-from controller.staging.arming import RelayStagingConfig
-from controller.staging.redact import Redactor
-from controller.staging.staging_pass import RelayStagingPass
+from controller.types import StagingPass
 from controller.workspace.metrics import VerifyMetrics
-from controller.workspace.reconciler import StagingPass, WorkspaceReconciler
+from controller.workspace.reconciler import WorkspaceReconciler
 from wspin.contract import LABEL_APP, LABEL_APP_VALUE, LABEL_COMPONENT, LABEL_COMPONENT_VALUE
-from wspin.logs import add_scrubber
 from wspin.resources import PODS, PVCS, WORKSPACES
 
 OWNED_SELECTOR: Final = f"{LABEL_APP}={LABEL_APP_VALUE},{LABEL_COMPONENT}={LABEL_COMPONENT_VALUE}"
@@ -26,7 +23,6 @@ def register(
     manager: Manager,
     settings: ControllerSettings,
     *,
-    relay_staging: RelayStagingConfig | None = None,
     staging: StagingPass | None = None,
 ) -> None:
     """Add the Workspace reconciler over shared caches of Workspaces, pods and PVCs.
@@ -34,19 +30,9 @@ def register(
     The pod and PVC caches are the ones ``add_controller`` keeps for ``owns``, so each kind is
     watched once: a change to an owned object queues its Workspace, and the reconciler reads
     the same cache. Both hold only objects with the workspace labels, not every pod and PVC
-    in the cluster. ``staging`` is the per-workspace relay staging pass, run in Creating and
-    Active; when only ``relay_staging`` (the armed configuration) is given, the pass is built
-    from it here, and its redactor is registered with the log formatter so no staged key
-    reaches a log line.
+    in the cluster. ``staging`` is the per-workspace relay staging pass (built by
+    ``controller.setup`` when armed), run in Creating and Active.
     """
-    if relay_staging is not None and staging is None:
-        # One redactor per process: the pass registers each staged key with it, and every
-        # rendered log line goes through it.
-        redactor = Redactor()
-        add_scrubber(redactor.redact)
-        staging_pass = RelayStagingPass(relay_staging, manager.kube, redactor=redactor)
-        manager.add_cleanup(staging_pass.close)
-        staging = staging_pass
     reconciler = WorkspaceReconciler(
         manager.kube,
         manager.cache(WORKSPACES),

@@ -10,7 +10,9 @@
 - ``webhooks`` (fixture): a Mutating and a ValidatingWebhookConfiguration on the API server,
   uniquely named (they are cluster scoped), deleted afterwards.
 - ``replica(kube, namespace, webhooks, identity, …)``: a self-managed source as one webhook
-  replica runs it, campaigning for the shared Lease with short test timings.
+  replica runs it, campaigning for the shared Lease with short test timings; ``identity`` is
+  also its pod name.
+- ``endpoint_slice(kube, namespace, {pod: ready})``: the webhook Service's EndpointSlice.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from certs.authority import Policy
 from certs.build import service_dns_names
 from certs.cabundle import targets
 from certs.clock import Clock, utc_now
+from certs.reports import ENDPOINT_SLICES, SERVICE_NAME_LABEL, ServingReports, reports_name
 from certs.selfmanaged import SelfManagedSettings, SelfManagedSource
 from certs.source import CertificateSource
 from certs.store import SecretStore
@@ -164,6 +167,7 @@ def replica(
         policy=policy,
         webhooks=tuple(targets(webhooks.mutating, webhooks.validating)),
         refresh=refresh,
+        pod=identity,
     )
     elector = LeaderElector(
         kube,
@@ -174,4 +178,40 @@ def replica(
         renew_deadline=1.5,
         retry_period=0.1,
     )
-    return SelfManagedSource(SecretStore(kube, namespace, SECRET), settings, elector, clock=clock)
+    reports = ServingReports(kube, namespace, reports_name(SECRET), SERVICE)
+    return SelfManagedSource(
+        SecretStore(kube, namespace, SECRET), settings, elector, reports=reports, clock=clock
+    )
+
+
+async def endpoint_slice(kube: Kube, namespace: str, pods: dict[str, bool]) -> None:
+    """The webhook Service's EndpointSlice listing ``pods`` (name → ready), as the
+    EndpointSlice controller writes it; created, or replaced when it exists."""
+    name = f"{SERVICE}-replicas"
+    body: Obj = {
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": {
+                SERVICE_NAME_LABEL: SERVICE,
+                # Not the EndpointSlice controller's own label, so a real cluster leaves it be.
+                "endpointslice.kubernetes.io/managed-by": "wspin-tests",
+            },
+        },
+        "addressType": "IPv4",
+        "endpoints": [
+            {
+                "addresses": [f"10.0.0.{i + 1}"],
+                "conditions": {"ready": ready, "serving": ready, "terminating": False},
+                "targetRef": {"kind": "Pod", "name": pod, "namespace": namespace},
+            }
+            for i, (pod, ready) in enumerate(pods.items())
+        ],
+        "ports": [{"name": "https", "port": 8443, "protocol": "TCP"}],
+    }
+    existing = await kube.get_or_none(ENDPOINT_SLICES, name, namespace)
+    if existing is None:
+        await kube.create(ENDPOINT_SLICES, body, namespace)
+    else:
+        body["metadata"]["resourceVersion"] = existing["metadata"]["resourceVersion"]
+        await kube.replace(ENDPOINT_SLICES, body)

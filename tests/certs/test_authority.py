@@ -8,8 +8,9 @@ import datetime
 
 import pytest
 
-from certs.authority import Plan, Policy, Step, apply_step, next_step
+from certs.authority import Plan, Policy, Step, apply_step, awaiting_replicas, next_step
 from certs.build import issue_serving, new_ca, renew_at, service_dns_names, signed_by
+from certs.reports import Replicas, leaf_fingerprint
 from certs.store import Stored
 from tests.certs.conftest import NAMESPACE, NOW, SERVICE
 
@@ -17,11 +18,20 @@ DAY = datetime.timedelta(days=1)
 POLICY = Policy(dns_names=tuple(service_dns_names(SERVICE, NAMESPACE)))
 
 
+def everyone_serves(stored: Stored) -> Replicas:
+    """Two replicas taking traffic, both reporting the Secret's leaf."""
+    assert stored.serving is not None
+    fingerprint = leaf_fingerprint(stored.serving.cert)
+    return Replicas(frozenset({"a", "b"}), {"a": fingerprint, "b": fingerprint})
+
+
 def settle(stored: Stored, now: datetime.datetime) -> tuple[Stored, list[Step], Plan]:
-    """Apply steps as the leader does in one round (publishing succeeds at once)."""
+    """Apply steps as the leader does in one round (publishing succeeds at once, and every
+    replica serves a new leaf as soon as it is written)."""
     steps: list[Step] = []
     for _ in range(10):
-        plan = next_step(stored, now, POLICY)
+        replicas = everyone_serves(stored) if awaiting_replicas(stored) else None
+        plan = next_step(stored, now, POLICY, replicas)
         if plan.step == "wait":
             return stored, steps, plan
         steps.append(plan.step)
@@ -81,7 +91,8 @@ def test_a_full_decade_renews_leaves_and_rotates_the_ca_without_an_untrusted_mom
     ]
     times = {step: at for at, step in history[rotation : rotation + 5]}
     assert times["switch-serving"] - times["start-ca-rotation"] == POLICY.propagation
-    assert times["finish-ca-rotation"] - times["switch-serving"] == POLICY.propagation
+    # The replicas report at once here, so nothing waits for the clock after the switch.
+    assert times["finish-ca-rotation"] == times["switch-serving"]
     assert (
         times["start-ca-rotation"]
         == NOW
@@ -115,19 +126,63 @@ def test_leaves_switch_to_the_new_ca_only_after_the_bundle_has_propagated() -> N
     assert next_step(stored, published_at + POLICY.propagation, POLICY).step == "switch-serving"
 
 
-def test_the_old_ca_leaves_the_bundle_only_after_every_replica_has_the_new_leaf() -> None:
+def _switched() -> tuple[Stored, datetime.datetime, str, str]:
+    """A rotation whose leaf has just switched to the new CA: (stored, when, new, old)."""
     stored, published_at = _rotating()
+    assert stored.serving is not None
+    old = leaf_fingerprint(stored.serving.cert)
     switched_at = published_at + POLICY.propagation
     stored = apply_step("switch-serving", stored, switched_at, POLICY)
-    wait = next_step(stored, switched_at + datetime.timedelta(seconds=1), POLICY)
-    assert (wait.step, wait.wait_until) == ("wait", switched_at + POLICY.propagation)
-    assert next_step(stored, switched_at + POLICY.propagation, POLICY).step == (
+    assert stored.serving is not None and awaiting_replicas(stored)
+    return stored, switched_at, leaf_fingerprint(stored.serving.cert), old
+
+
+def test_the_old_ca_leaves_the_bundle_once_every_replica_taking_traffic_serves_the_new_leaf() -> (
+    None
+):
+    stored, switched_at, new, old = _switched()
+    soon = switched_at + datetime.timedelta(seconds=1)
+    ready = frozenset({"a", "b"})
+    assert next_step(stored, soon, POLICY, Replicas(ready, {"a": new, "b": new})).step == (
         "finish-ca-rotation"
     )
-    finished = apply_step("finish-ca-rotation", stored, switched_at + POLICY.propagation, POLICY)
+    # A replica that is not ready takes no traffic, whatever it serves.
+    not_ready = Replicas(frozenset({"a"}), {"a": new, "c": old}, frozenset({"a", "c"}))
+    assert next_step(stored, soon, POLICY, not_ready).step == "finish-ca-rotation"
+    finished = apply_step("finish-ca-rotation", stored, soon, POLICY)
     assert finished.ca is not None
     assert finished.bundle == (finished.ca.cert,)
     assert not finished.published  # the shorter bundle is published next
+
+
+@pytest.mark.parametrize(
+    ("replicas", "lagging", "reason"),
+    [
+        (Replicas(frozenset({"a", "b"}), {"a": "NEW", "b": "OLD"}), ("b",), "b"),
+        (Replicas(frozenset({"a", "b"}), {"a": "NEW"}), ("b",), "b"),
+        (Replicas(frozenset({"address/10.0.0.9", "a"}), {"a": "NEW"}), ("address/10.0.0.9",), ""),
+        (Replicas(frozenset(), {"a": "NEW"}), (), "no ready endpoint"),
+        (None, (), "could not be read"),
+    ],
+)
+@pytest.mark.parametrize("late", [False, True])
+def test_a_replica_that_does_not_report_the_new_leaf_holds_the_old_ca_in(
+    replicas: Replicas | None, lagging: tuple[str, ...], reason: str, late: bool
+) -> None:
+    stored, switched_at, new, old = _switched()
+    if replicas is not None:
+        names = {"NEW": new, "OLD": old}
+        replicas = dataclasses.replace(
+            replicas, serving={pod: names[fp] for pod, fp in replicas.serving.items()}
+        )
+    due = switched_at + POLICY.propagation
+    now = due + 30 * DAY if late else due - datetime.timedelta(seconds=1)
+    plan = next_step(stored, now, POLICY, replicas)
+    assert plan.step == "wait"
+    assert plan.lagging == lagging
+    assert plan.overdue is late
+    assert plan.wait_until == (None if late else due)
+    assert "keeping the old CA" in plan.reason and reason in plan.reason
 
 
 def test_an_unpublished_bundle_is_published_before_anything_else() -> None:

@@ -41,6 +41,27 @@ def test_generate_writes_a_ca_and_a_leaf_for_the_service(
     ]
 
 
+def test_generate_follows_no_symlink_planted_in_the_output_directory(tmp_path: Path) -> None:
+    """Someone who can write --out plants links at the targets and at the old predictable
+    temporary names; ``generate`` writes none of its bytes through any of them."""
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"untouched")
+    out = tmp_path / "certs"
+    out.mkdir()
+    for name in ("ca.crt", "tls.crt", "tls.key"):
+        (out / name).symlink_to(victim)
+        (out / f".{name}.partial").symlink_to(victim)
+        (out / f".{name}.tmp").symlink_to(victim)
+    argv = ["certs", "generate", "--service", "hook", "--namespace", "ns", "--out", str(out)]
+    assert main(argv) == 0
+    assert victim.read_bytes() == b"untouched"
+    for name in ("ca.crt", "tls.crt", "tls.key"):
+        assert not (out / name).is_symlink()
+    assert b"PRIVATE KEY" in (out / "tls.key").read_bytes()
+    left = sorted(p.name for p in out.iterdir() if not p.is_symlink())
+    assert left == ["ca.crt", "tls.crt", "tls.key"]  # no temporary file left behind
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [

@@ -12,6 +12,7 @@ from typing import Any
 import aiohttp
 import pytest
 from cryptography import x509
+from prometheus_client import REGISTRY
 
 from certs.build import KeyPair, issue_serving, new_ca, service_dns_names
 from certs.files import TOLERATED_FAILURES, FileSource, write_certificates
@@ -19,6 +20,7 @@ from tests.certs.conftest import (
     NAMESPACE,
     SERVICE,
     SERVICE_HOST,
+    FakeClock,
     admission_review,
     handshake,
     serve,
@@ -85,7 +87,7 @@ def test_missing_files_at_start_name_the_flags(tmp_path: Path) -> None:
 
 def test_a_key_that_does_not_match_at_start_is_a_config_error(files: Path, ca: KeyPair) -> None:
     (files / "tls.key").write_bytes(ca.key_pem)
-    with pytest.raises(ConfigError, match="key does not belong to its certificate"):
+    with pytest.raises(ConfigError, match="does not belong to --tls-cert-file"):
         _source(files).load_at_start()
 
 
@@ -188,3 +190,120 @@ async def test_replaced_files_reach_the_next_handshake_of_a_pooled_client(
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+
+
+# -- pairs a reload must never serve ----------------------------------------------------------
+
+DAY = datetime.timedelta(days=1)
+
+
+def _rejected(reason: str) -> float:
+    value = REGISTRY.get_sample_value(
+        "wspin_webhook_certificate_reload_rejected_total", {"reason": reason}
+    )
+    return value or 0.0
+
+
+def _bad_pair(kind: str, ca: KeyPair) -> tuple[bytes, bytes]:
+    names = service_dns_names(SERVICE, NAMESPACE)
+    if kind == "expired":
+        leaf = issue_serving(ca, names, _now() - 10 * DAY, DAY)
+    elif kind == "not-yet-valid":
+        leaf = issue_serving(ca, names, _now() + 10 * DAY)
+    else:  # key-mismatch: a new certificate with the old one's key
+        leaf = _leaf(ca)
+        return leaf.cert_pem, _leaf(ca).key_pem
+    return leaf.cert_pem, leaf.key_pem
+
+
+@pytest.fixture
+def old_ca() -> KeyPair:
+    """A CA valid from 30 days ago, so leaves issued in the past verify."""
+    return new_ca(_now() - 30 * DAY)
+
+
+BAD_PAIRS = ["expired", "not-yet-valid", "key-mismatch"]
+
+
+@pytest.mark.parametrize("kind", BAD_PAIRS)
+async def test_a_reload_to_a_bad_pair_keeps_serving_the_current_one_logs_and_counts_it(
+    tmp_path: Path, old_ca: KeyPair, kind: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    good = _leaf(old_ca)
+    write_certificates(tmp_path, old_ca, good)
+    source = _source(tmp_path)
+    source.load_at_start()
+    cert_pem, key_pem = _bad_pair(kind, old_ca)
+    before = _rejected(kind)
+    caplog.set_level(logging.INFO, logger="wspin.certs")
+    async with serve(source) as port:
+        (tmp_path / "tls.crt").write_bytes(cert_pem)
+        (tmp_path / "tls.key").write_bytes(key_pem)
+        for _ in range(TOLERATED_FAILURES + 1):
+            assert await source.reload() is False
+        assert await handshake(port, old_ca.cert_pem) == good.cert
+    assert source.healthy()
+    assert _rejected(kind) == before + TOLERATED_FAILURES + 1
+    (last,) = [r for r in caplog.records if "not reloaded" in r.getMessage()][-1:]
+    assert last.levelno == logging.WARNING
+    assert last.fields["reason"] == kind  # type: ignore[attr-defined]
+    assert str(tmp_path / "tls.crt") == last.fields["certFile"]  # type: ignore[attr-defined]
+
+
+async def test_an_expired_pair_is_a_warning_from_the_first_reload(
+    tmp_path: Path, old_ca: KeyPair, caplog: pytest.LogCaptureFixture
+) -> None:
+    write_certificates(tmp_path, old_ca, _leaf(old_ca))
+    source = _source(tmp_path)
+    source.load_at_start()
+    cert_pem, key_pem = _bad_pair("expired", old_ca)
+    (tmp_path / "tls.crt").write_bytes(cert_pem)
+    (tmp_path / "tls.key").write_bytes(key_pem)
+    caplog.set_level(logging.INFO, logger="wspin.certs")
+    caplog.clear()
+    assert await source.reload() is False
+    assert [r.levelno for r in caplog.records] == [logging.WARNING]
+    assert "expired at" in caplog.records[0].fields["error"]  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("kind", "names", "flag_fix"),
+    [
+        ("expired", ["tls.crt"], "renew the certificate"),
+        ("not-yet-valid", ["tls.crt"], "clock"),
+        ("key-mismatch", ["tls.key", "tls.crt"], "--tls-key-file"),
+    ],
+)
+def test_a_bad_pair_at_start_is_a_config_error_naming_the_file_and_the_flag(
+    tmp_path: Path, old_ca: KeyPair, kind: str, names: list[str], flag_fix: str
+) -> None:
+    cert_pem, key_pem = _bad_pair(kind, old_ca)
+    (tmp_path / "tls.crt").write_bytes(cert_pem)
+    (tmp_path / "tls.key").write_bytes(key_pem)
+    with pytest.raises(ConfigError) as caught:
+        _source(tmp_path).load_at_start()
+    message = str(caught.value)
+    for name in names:
+        assert str(tmp_path / name) in message
+    assert "--tls-cert-file" in message
+    assert flag_fix in caught.value.fix
+
+
+def test_readiness_covers_not_before_and_not_after(tmp_path: Path, old_ca: KeyPair) -> None:
+    leaf = _leaf(old_ca)
+    write_certificates(tmp_path, old_ca, leaf)
+    clock = FakeClock(_now())
+    source = FileSource(tmp_path / "tls.crt", tmp_path / "tls.key", clock=clock)
+    source.load_at_start()
+    assert source.problem() is None and source.healthy()
+    clock.now = leaf.not_before - datetime.timedelta(seconds=1)
+    assert not source.healthy()
+    assert "not valid before" in (source.problem() or "")
+    clock.now = leaf.not_after
+    assert not source.healthy()
+    assert "expired" in (source.problem() or "")
+
+
+def test_without_a_certificate_the_readiness_reason_says_so() -> None:
+    source = FileSource(Path("/nonexistent/tls.crt"), Path("/nonexistent/tls.key"))
+    assert source.problem() == "no serving certificate loaded"

@@ -47,7 +47,7 @@ async def test_client_trusting_only_the_ca_verifies_every_service_name(
     serving, port = listener
     ca = new_ca(_now())
     leaf = _leaf(ca)
-    await serving.load(leaf.cert_pem, leaf.key_pem, "test")
+    await serving.load(leaf.cert_pem, leaf.key_pem, "test", _now())
     assert await handshake(port, ca.cert_pem, server_hostname=name) == leaf.cert
 
 
@@ -56,7 +56,7 @@ async def test_client_trusting_another_ca_rejects_the_certificate(
 ) -> None:
     serving, port = listener
     leaf = _leaf(new_ca(_now()))
-    await serving.load(leaf.cert_pem, leaf.key_pem, "test")
+    await serving.load(leaf.cert_pem, leaf.key_pem, "test", _now())
     with pytest.raises(ssl.SSLCertVerificationError, match="unable to get local issuer"):
         await handshake(port, new_ca(_now()).cert_pem)
 
@@ -67,7 +67,7 @@ async def test_a_name_outside_the_sans_fails_hostname_verification(
     serving, port = listener
     ca = new_ca(_now())
     leaf = _leaf(ca)
-    await serving.load(leaf.cert_pem, leaf.key_pem, "test")
+    await serving.load(leaf.cert_pem, leaf.key_pem, "test", _now())
     with pytest.raises(ssl.SSLCertVerificationError, match="Hostname mismatch"):
         await handshake(port, ca.cert_pem, server_hostname="other.wspin-system.svc")
 
@@ -78,9 +78,9 @@ async def test_new_connections_get_the_swapped_certificate_on_the_same_listener(
     serving, port = listener
     ca = new_ca(_now())
     first, second = _leaf(ca), _leaf(ca)
-    await serving.load(first.cert_pem, first.key_pem, "test")
+    await serving.load(first.cert_pem, first.key_pem, "test", _now())
     assert await handshake(port, ca.cert_pem) == first.cert
-    await serving.load(second.cert_pem, second.key_pem, "test")
+    await serving.load(second.cert_pem, second.key_pem, "test", _now())
     assert await handshake(port, ca.cert_pem) == second.cert
     assert serving.serves(second.cert_pem, second.key_pem)
     assert not serving.serves(first.cert_pem, first.key_pem)
@@ -92,9 +92,9 @@ async def test_a_mismatched_pair_is_refused_and_the_old_certificate_stays(
     serving, port = listener
     ca = new_ca(_now())
     good, other = _leaf(ca), _leaf(ca)
-    await serving.load(good.cert_pem, good.key_pem, "test")
+    await serving.load(good.cert_pem, good.key_pem, "test", _now())
     with pytest.raises(CertificateError, match="does not belong"):
-        await serving.load(other.cert_pem, good.key_pem, "test")
+        await serving.load(other.cert_pem, good.key_pem, "test", _now())
     assert await handshake(port, ca.cert_pem) == good.cert
 
 

@@ -31,11 +31,22 @@ Atom = tuple[str, str, str, str, str]
 Scope: "cluster" (ClusterRole), "release" (Role in the release namespace), "relay" (Role in
 the relay staging namespace)."""
 
-KUBE_VERBS = {"get", "get_or_none", "list", "watch", "create", "replace", "patch", "delete"}
+KUBE_VERBS = {
+    "get",
+    "get_or_none",
+    "list",
+    "list_pages",
+    "watch",
+    "create",
+    "replace",
+    "patch",
+    "delete",
+}
 PACKAGES = ("webhook", "certs", "controller", "wspin")
 CRD_GROUP = "llmsafespaces.dev"
 ADMISSION = "admissionregistration.k8s.io"
 COORDINATION = "coordination.k8s.io"
+DISCOVERY = "discovery.k8s.io"
 RELAY_NAMESPACE = "llm-relay"
 
 CERT_SECRET = "wspin-webhook-tls"
@@ -83,6 +94,16 @@ LEDGER = (
         webhook=union(
             grant("release", "secrets", ["get", "update"], [CERT_SECRET]),
             grant("release", "secrets", ["create"]),
+        ),
+    ),
+    Use(  # self-managed certificates: each replica reports the leaf it serves in one named
+        # ConfigMap; the Lease holder reads which replicas the Service routes to
+        "certs/reports.py",
+        {"patch": 1, "create": 1, "get_or_none": 2, "list": 1},
+        webhook=union(
+            grant("release", "configmaps", ["get", "patch"], [f"{CERT_SECRET}-serving"]),
+            grant("release", "configmaps", ["create"]),
+            grant("release", "endpointslices", ["list"], group=DISCOVERY),
         ),
     ),
     Use(  # self-managed certificates: the caBundle of the two webhook configurations
@@ -138,7 +159,7 @@ LEDGER = (
     # -- the controller: caches -------------------------------------------------------------
     Use(  # list-then-watch of Workspaces, their pods and PVCs, and InferenceRelays
         "controller/runtime/informer.py",
-        {"list": 1, "watch": 1},
+        {"list_pages": 1, "watch": 1},
         controller=union(
             grant("cluster", "workspaces", ["list", "watch"], group=CRD_GROUP),
             grant("cluster", "pods", ["list", "watch"]),
@@ -150,16 +171,40 @@ LEDGER = (
     Use(
         "controller/workspace/reconciler.py",
         # get_or_none: the pod before releasing the finalizer, the live Workspace before an
-        # Event; patch: finalizer add and remove, and /status; create: PVC, ServiceAccount,
-        # pod (one helper) and Events; delete: the pod.
-        {"get_or_none": 2, "patch": 3, "create": 2, "delete": 1},
+        # Event; create: PVC, ServiceAccount and pod (one helper); delete: the pod. The
+        # finalizer, /status and Event writes go through the toolkit (below).
+        {"get_or_none": 2, "create": 1, "delete": 1},
         controller=union(
             grant("cluster", "pods", ["get", "create", "delete"]),
-            grant("cluster", "workspaces", ["get", "patch"], group=CRD_GROUP),
-            grant("cluster", "workspaces/status", ["patch"], group=CRD_GROUP),
+            grant("cluster", "workspaces", ["get"], group=CRD_GROUP),
             grant("cluster", "persistentvolumeclaims", ["create"]),
             grant("cluster", "serviceaccounts", ["create"]),
-            grant("cluster", "events", ["create"]),
+        ),
+    ),
+    # -- the controller: the reconciler toolkit, for Workspaces and InferenceRelays ----------
+    Use(
+        "controller/toolkit/events.py",
+        {"create": 1},
+        controller=grant("cluster", "events", ["create"]),
+    ),
+    Use(  # finalizer add and remove
+        "controller/toolkit/finalizers.py",
+        {"patch": 2},
+        controller=grant("cluster", "workspaces", ["patch"], group=CRD_GROUP),
+    ),
+    Use(  # /status merge patches
+        "controller/toolkit/status.py",
+        {"patch": 1},
+        controller=grant("cluster", "workspaces/status", ["patch"], group=CRD_GROUP),
+    ),
+    Use(  # the relay-router peers ConfigMap and the relay VM tokens Secret
+        "controller/toolkit/upserts.py",
+        {"get_or_none": 1, "get": 1, "create": 1, "replace": 1},
+        controller=union(
+            grant("release", "configmaps", ["get", "update"], [PEERS_CONFIGMAP]),
+            grant("release", "configmaps", ["create"]),
+            grant("release", "secrets", ["get", "update"], [TOKENS_SECRET]),
+            grant("release", "secrets", ["create"]),
         ),
     ),
     # -- the controller: relay staging ------------------------------------------------------
@@ -218,19 +263,8 @@ LEDGER = (
     ),
     Use(
         "controller/relay/tokens.py",
-        {"get_or_none": 2, "create": 1, "replace": 1},
-        controller=union(
-            grant("release", "secrets", ["get", "update"], [TOKENS_SECRET]),
-            grant("release", "secrets", ["create"]),
-        ),
-    ),
-    Use(
-        "controller/relay/peers.py",
-        {"get_or_none": 1, "create": 1, "replace": 1},
-        controller=union(
-            grant("release", "configmaps", ["get", "update"], [PEERS_CONFIGMAP]),
-            grant("release", "configmaps", ["create"]),
-        ),
+        {"get_or_none": 1},
+        controller=grant("release", "secrets", ["get"], [TOKENS_SECRET]),
     ),
     Use(
         "controller/relay/drivers/aws.py",

@@ -35,7 +35,6 @@ def test_the_seed_names_are_all_importable_from_setup() -> None:
         "setup_relay_controller",
         "setup_relay_staging",
         "relay_staging_exit_code_for",
-        "register_agent_runtime",
         "AgentdDelivery",
         "OpencodeDelivery",
         "RelayArtifactConfig",
@@ -49,22 +48,15 @@ def test_the_seed_names_are_all_importable_from_setup() -> None:
     assert fields == ["urls", "sha256_arm64", "sha256_amd64"]
 
 
-def test_register_agent_runtime_records_opencode_once() -> None:
-    setup.register_agent_runtime()
-    setup.register_agent_runtime()
-    assert "opencode" in setup.agent_runtimes()
-    assert len([r for r in setup.agent_runtimes() if r == "opencode"]) == 1
-
-
 def test_setup_controllers_registers_the_workspace_controller(kube: Kube) -> None:
-    manager = Manager(kube, ControllerSettings())
-    setup.setup_controllers(manager, manager.settings)
+    manager = setup.new_manager(kube, ControllerSettings())
+    setup.setup_controllers(manager, ControllerSettings())
     assert registered(manager) == {"workspace"}
 
 
 def test_the_relay_controller_stays_out_when_disabled(kube: Kube) -> None:
-    manager = Manager(kube, ControllerSettings())
-    setup.setup_relay_controller(manager, manager.settings)
+    manager = setup.new_manager(kube, ControllerSettings())
+    setup.setup_relay_controller(manager, ControllerSettings())
     assert registered(manager) == set()
 
 
@@ -78,7 +70,7 @@ def test_the_relay_controller_registers_when_enabled(kube: Kube) -> None:
             ),
         )
     )
-    manager = Manager(kube, settings)
+    manager = setup.new_manager(kube, settings)
     setup.setup_relay_controller(manager, settings)
     assert registered(manager) == {"inferencerelay"}
 
@@ -88,7 +80,7 @@ def test_an_enabled_relay_without_artifacts_is_a_config_error(kube: Kube) -> Non
         inference_relay=InferenceRelaySettings(enabled=True, cloud="fake")
     )
     with pytest.raises(ConfigError):
-        setup.setup_relay_controller(Manager(kube, settings), settings)
+        setup.setup_relay_controller(setup.new_manager(kube, settings), settings)
 
 
 def test_a_missing_wiring_module_fails_loudly_instead_of_skipping(
@@ -97,6 +89,6 @@ def test_a_missing_wiring_module_fails_loudly_instead_of_skipping(
     # Simulate a build without the workspace package: the import must raise.
     monkeypatch.setitem(sys.modules, "controller.workspace.wiring", None)
     importlib.invalidate_caches()
-    manager = Manager(kube, ControllerSettings())
+    manager = setup.new_manager(kube, ControllerSettings())
     with pytest.raises(ImportError):
-        setup.setup_controllers(manager, manager.settings)
+        setup.setup_controllers(manager, ControllerSettings())

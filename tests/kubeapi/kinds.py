@@ -105,6 +105,9 @@ BUILTIN_KINDS: tuple[Kind, ...] = (
         ),
     ),
     Kind("coordination.k8s.io", "v1", "leases", "Lease"),
+    # Only what clients of the webhook Service's slices read; the EndpointSlice controller
+    # itself is not emulated (tests write the slices it would write).
+    Kind("discovery.k8s.io", "v1", "endpointslices", "EndpointSlice"),
     Kind(
         "admissionregistration.k8s.io",
         "v1",

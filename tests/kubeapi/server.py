@@ -2,16 +2,18 @@
 
 ``KubeServer`` is what fixtures hand to tests: ``url`` for ``Configuration(host=…)``, the
 ``store`` for direct inspection, ``writes`` (every POST/PUT/PATCH/DELETE it received, as
-``(method, path)``), and the fault controls ``fail_next``, ``compact``, ``drop_watches`` and
+``(method, path)``), ``requests`` (every request, reads and watches too, with its query),
+and the fault controls ``fail_next``, ``deny_creates`` (an admission policy's or webhook's
+refusal, ``tests.kubeapi.admission``), ``compact``, ``drop_watches`` and
 ``send_bookmarks``. It listens on 127.0.0.1, port 0, plain HTTP.
 """
 
 from __future__ import annotations
 
-import base64
 import json
 import logging
-from collections.abc import Callable, Iterable
+import random
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -20,7 +22,7 @@ from typing import Any, NamedTuple
 from aiohttp import web
 
 from tests.kubeapi import patch as patches
-from tests.kubeapi.admission import admit_pod
+from tests.kubeapi.admission import Denial
 from tests.kubeapi.authorization import review
 from tests.kubeapi.kinds import (
     BUILTIN_KINDS,
@@ -30,6 +32,8 @@ from tests.kubeapi.kinds import (
     crd_documents,
     load_crds,
 )
+from tests.kubeapi.listing import list_page
+from tests.kubeapi.mutating import admit_pod
 from tests.kubeapi.selectors import field_selector, label_selector
 from tests.kubeapi.status import ApiError, bad_request
 from tests.kubeapi.store import Signal, Store
@@ -48,6 +52,18 @@ class Write(NamedTuple):
     path: str
 
 
+class Request(NamedTuple):
+    """One request of any kind as received: reads, lists and watches too."""
+
+    method: str
+    path: str
+    query: dict[str, str]
+
+    @property
+    def is_watch(self) -> bool:
+        return is_true(self.query.get("watch"))
+
+
 @dataclass
 class _Fault:
     status: int
@@ -55,9 +71,11 @@ class _Fault:
     path: str
     remaining: int
     message: str
+    query: str = ""
 
-    def matches(self, method: str, path: str) -> bool:
-        return (self.method in (None, method)) and path.startswith(self.path)
+    def matches(self, method: str, path: str, query: Mapping[str, str]) -> bool:
+        wanted = not self.query or self.query in query
+        return (self.method in (None, method)) and path.startswith(self.path) and wanted
 
 
 class KubeServer:
@@ -82,8 +100,11 @@ class KubeServer:
         self.bookmark_interval = bookmark_interval
         #: Every POST/PUT/PATCH/DELETE received, in order; clear it to start counting.
         self.writes: list[Write] = []
+        #: Every request received (reads, lists, watches and writes), in order.
+        self.requests: list[Request] = []
         self.url = ""
         self._faults: list[_Fault] = []
+        self._denials: list[Denial] = []
         self._runner: web.AppRunner | None = None
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -175,12 +196,19 @@ class KubeServer:
         path: str = "/",
         count: int = 1,
         message: str = "injected failure",
+        query: str = "",
     ) -> None:
-        """Answer the next ``count`` requests matching method and path prefix with ``status``.
+        """Answer the next ``count`` requests matching method and path prefix (and carrying
+        the query parameter ``query``, when given) with ``status``.
 
         The failed requests change nothing (they are still recorded in ``writes``).
         """
-        self._faults.append(_Fault(status, method and method.upper(), path, count, message))
+        fault = _Fault(status, method and method.upper(), path, count, message, query)
+        self._faults.append(fault)
+
+    def deny_creates(self, denial: Denial) -> None:
+        """Refuse matching creates (dry runs too) as the denial's policy or webhook would."""
+        self._denials.append(denial)
 
     def compact(self) -> None:
         """Compact history: a watch resuming from an older resourceVersion gets 410 Expired."""
@@ -197,10 +225,11 @@ class KubeServer:
     # -- HTTP -----------------------------------------------------------------------------
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
+        self.requests.append(Request(request.method, request.path, dict(request.query)))
         if request.method in _WRITES:
             self.writes.append(Write(request.method, request.path))
         try:
-            self._inject_fault(request.method, request.path)
+            self._inject_fault(request.method, request.path, request.query)
             if request.path == "/version":
                 return web.json_response({"major": "1", "minor": "32", "gitVersion": "v1.32.0"})
             if request.path.startswith("/apis/authorization.k8s.io/v1/"):
@@ -215,11 +244,22 @@ class KubeServer:
             )
             return web.json_response(failure.status(), status=500)
 
-    def _inject_fault(self, method: str, path: str) -> None:
+    def _inject_fault(self, method: str, path: str, query: Mapping[str, str]) -> None:
         for fault in self._faults:
-            if fault.remaining > 0 and fault.matches(method, path):
+            if fault.remaining > 0 and fault.matches(method, path, query):
                 fault.remaining -= 1
                 raise ApiError(fault.status, fault.message)
+
+    def _admit(self, kind: Kind, path: str, body: Any) -> None:
+        for denial in self._denials:
+            if denial.matches(path):
+                denial.count -= 1
+                meta = (body.get("metadata") or {}) if isinstance(body, dict) else {}
+                # The API server names a generateName object before validating admission.
+                name = meta.get("name") or str(meta.get("generateName") or "") + "".join(
+                    random.choices("bcdfghjklmnpqrstvwxz2456789", k=5)
+                )
+                raise denial.error(kind.plural, kind.group, str(name))
 
     def _route(self, path: str) -> tuple[Kind, str, str, str]:
         """(kind, namespace, name, subresource) for a REST path, or a 404."""
@@ -264,13 +304,23 @@ class KubeServer:
                 return await serve_watch(
                     request, store, kind, matches, bookmark_interval=self.bookmark_interval
                 )
-            return _reply(self._list(kind, store.select(kind, ns, matches), query))
+            items, meta = list_page(
+                store,
+                kind,
+                ns,
+                matches,
+                limit=_limit(query.get("limit")),
+                token=query.get("continue"),
+                selected=bool(query.get("labelSelector") or query.get("fieldSelector")),
+            )
+            return _reply(self._list(kind, items, meta))
         if kind.namespaced and not ns:
             raise ApiError(405, f"{method} needs a namespace for {kind.plural}")
         if method == "POST" and not name:
             body = await _body(request)
             if kind.plural == "pods" and not kind.group and isinstance(body, dict):
                 body = await self._admit_pod(ns, body, dry_run)
+            self._admit(kind, request.path, body)
             return _reply(store.create(kind, ns, body, dry_run=dry_run), 201)
         if method == "PUT" and name:
             body = await _body(request)
@@ -293,13 +343,19 @@ class KubeServer:
                     store.delete(kind, ns, obj["metadata"]["name"], options, dry_run=dry_run)
                     for obj in store.select(kind, ns, labels, fields)
                 ]
-                return _reply(self._list(kind, deleted, {}))
+                meta = {"resourceVersion": str(store.resource_version)}
+                return _reply(self._list(kind, deleted, meta))
         raise ApiError(405, f"the server does not allow {method} on {request.path}")
 
     async def _admit_pod(self, namespace: str, pod: Obj, dry_run: bool) -> Obj:
         """Mutating admission, after authentication and before the pod strategy runs (which
         is where the ImageVolume gate drops image volumes, as on v1.32)."""
-        ns = self.store.get(self._kind("", "v1", "namespaces"), "", namespace)
+        found = self.store.select(
+            self._kind("", "v1", "namespaces"), "", lambda obj: obj["metadata"]["name"] == namespace
+        )
+        if not found:
+            return pod  # the create is refused as a missing namespace further on
+        ns = found[0]
         configurations = self.store.select(
             self._kind("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations"), ""
         )
@@ -351,20 +407,10 @@ class KubeServer:
         answer.setdefault("metadata", {})["creationTimestamp"] = None
         return web.json_response(answer, status=201)
 
-    def _list(self, kind: Kind, items: list[Obj], query: Any) -> Obj:
+    def _list(self, kind: Kind, items: list[Obj], meta: Obj) -> Obj:
         """A List object; built-in items carry no kind/apiVersion, like kube-apiserver's."""
         if not kind.custom:
             items = [{k: v for k, v in i.items() if k not in ("kind", "apiVersion")} for i in items]
-        meta: Obj = {"resourceVersion": str(self.store.resource_version)}
-        offset = _continue_offset(query.get("continue"))
-        items = items[offset:]
-        if limit := int(query.get("limit") or 0):
-            if len(items) > limit:
-                meta["continue"] = base64.urlsafe_b64encode(
-                    json.dumps({"offset": offset + limit}).encode()
-                ).decode()
-                meta["remainingItemCount"] = len(items) - limit
-            items = items[:limit]
         return {
             "kind": f"{kind.kind}List",
             "apiVersion": kind.api_version,
@@ -384,13 +430,14 @@ def _dry_run(values: list[str]) -> bool:
     return bool(values)
 
 
-def _continue_offset(token: str | None) -> int:
-    if not token:
+def _limit(value: str | None) -> int:
+    """``limit`` as kube-apiserver reads it: absent, zero or negative means no limit."""
+    if not value:
         return 0
     try:
-        return int(json.loads(base64.urlsafe_b64decode(token.encode()))["offset"])
-    except (ValueError, KeyError, TypeError) as err:
-        raise bad_request(f"invalid continue token {token!r}") from err
+        return int(value)
+    except ValueError as err:
+        raise bad_request(f"invalid limit {value!r}: {err}") from err
 
 
 async def _body(request: web.Request) -> Any:

@@ -36,19 +36,26 @@ class ApiError(Exception):
     """A request the server refuses; rendered as a ``Status`` body with the same code."""
 
     def __init__(
-        self, code: int, message: str, reason: str = "", details: Obj | None = None
+        self,
+        code: int,
+        message: str,
+        reason: str = "",
+        details: Obj | None = None,
+        *,
+        metadata: Obj | None = None,
     ) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
         self.reason = reason or reason_for(code)
         self.details = details
+        self.metadata = metadata or {}
 
     def status(self) -> Obj:
         body: Obj = {
             "kind": "Status",
             "apiVersion": "v1",
-            "metadata": {},
+            "metadata": dict(self.metadata),
             "status": "Failure",
             "message": self.message,
             "reason": self.reason,

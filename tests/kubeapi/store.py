@@ -107,6 +107,31 @@ class Store:
             if (not namespace or ns == namespace) and all(s(obj) for s in selectors)
         ]
 
+    def select_at(self, kind: Kind, namespace: str, rv: int) -> list[Obj]:
+        """The objects of ``kind`` (in ``namespace``, or all) as they were at ``rv``: the
+        current ones with every later change undone from the history. A version older than
+        the compacted history answers 410, as etcd does after compaction."""
+        if rv < self.compacted_rv:
+            raise expired(f"too old resource version: {rv} ({self.compacted_rv})")
+        objects = dict(self._bucket(kind))
+        storage = (kind.group, kind.plural)
+        for change in reversed(self.history):
+            if change.rv <= rv:
+                break
+            if (change.kind.group, change.kind.plural) != storage:
+                continue
+            meta = change.obj["metadata"]
+            key = (meta.get("namespace", ""), meta["name"])
+            if change.type == "ADDED" or change.old is None:
+                objects.pop(key, None)
+            else:
+                objects[key] = change.old
+        return [
+            copy.deepcopy(obj)
+            for (ns, _), obj in objects.items()
+            if not namespace or ns == namespace
+        ]
+
     # -- writes ---------------------------------------------------------------------------
 
     def create(self, kind: Kind, namespace: str, body: Obj, *, dry_run: bool = False) -> Obj:
@@ -115,7 +140,7 @@ class Store:
         if kind.namespaced:
             check_same_namespace(meta, namespace)
             meta["namespace"] = namespace
-            self._check_namespace_open(namespace)
+            self._check_namespace_open(namespace, kind, str(meta.get("name") or ""))
         else:
             meta.pop("namespace", None)
         if meta.get("resourceVersion"):
@@ -273,16 +298,33 @@ class Store:
             raise not_found(kind.plural, kind.group, name)
         return obj
 
-    def _check_namespace_open(self, namespace: str) -> None:
+    def _check_namespace_open(self, namespace: str, kind: Kind, name: str) -> None:
+        """The NamespaceLifecycle admission: no new content in a namespace being deleted,
+        refused with the ``NamespaceTerminating`` cause a client can recognise it by."""
         ns = self._bucket(self._namespaces).get(("", namespace))
         if ns is None:
             raise not_found("namespaces", "", namespace)
         if ns["metadata"].get("deletionTimestamp"):
+            resource = f"{kind.plural}.{kind.group}" if kind.group else kind.plural
+            details: Obj = {
+                "name": name,
+                "kind": kind.plural,
+                "causes": [
+                    {
+                        "reason": "NamespaceTerminating",
+                        "message": f"namespace {namespace} is being terminated",
+                        "field": "metadata.namespace",
+                    }
+                ],
+            }
+            if kind.group:
+                details["group"] = kind.group
             raise ApiError(
                 403,
-                f"unable to create new content in namespace {namespace} because it is being "
-                "terminated",
+                f'{resource} "{name}" is forbidden: unable to create new content in namespace '
+                f"{namespace} because it is being terminated",
                 "Forbidden",
+                details,
             )
 
     def _name_for(self, kind: Kind, namespace: str, meta: Obj) -> str:

@@ -121,3 +121,27 @@ async def test_bad_requests_get_a_status_body_naming_the_problem(kube_server: Ku
         async with session.put(url, data=b"{}", headers=_JSON) as wrong_method:
             assert wrong_method.status == 405
             assert (await wrong_method.json())["reason"] == "MethodNotAllowed"
+
+
+async def test_a_policy_denial_refuses_a_dry_run_create_with_the_api_servers_status(
+    kube_server: KubeServer,
+) -> None:
+    from tests.kubeapi.admission import Denial
+
+    kube_server.deny_creates(
+        Denial("policy", "p1", "no thanks", path="/api/v1/namespaces/ns/pods", count=1)
+    )
+    body = {"metadata": {"generateName": "probe-"}, "spec": {"containers": []}}
+    async with aiohttp.ClientSession() as session:
+        url = f"{kube_server.url}/api/v1/namespaces/ns/pods?dryRun=All"
+        async with session.post(url, json=body) as refused:
+            status = await refused.json()
+        assert refused.status == 422
+        assert status["reason"] == "Invalid"
+        name = status["details"]["name"]
+        assert name.startswith("probe-") and len(name) == len("probe-") + 5
+        cause = "ValidatingAdmissionPolicy 'p1' with binding 'p1' denied request: no thanks"
+        assert status["message"] == f'pods "{name}" is forbidden: {cause}'
+        assert status["details"]["causes"] == [{"message": cause}]
+        async with session.post(url, json=body) as admitted:  # count used up
+            assert admitted.status != 422

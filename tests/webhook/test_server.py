@@ -2,20 +2,33 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
 from tests.kubeapi import KubeServer
 from tests.webhook.conftest import AGENTD_IMAGE
-from webhook import server
+from webhook.probe import Backoff, ImageVolumeGate
 from wspin.resources import Kube
+
+
+class FakeSleep:
+    """Records the delays the gate asks for, and its readiness reason at each; nothing
+    really sleeps."""
+
+    def __init__(self) -> None:
+        self.delays: list[float] = []
+        self.problems: list[str | None] = []
+        self.gate: ImageVolumeGate | None = None
+
+    async def __call__(self, delay: float) -> None:
+        self.delays.append(delay)
+        if self.gate is not None:
+            self.problems.append(self.gate.check())
 
 
 async def test_readiness_waits_for_the_probe_then_passes_on_a_supporting_cluster(
     kube: Kube, namespace: str
 ) -> None:
-    gate = server.ImageVolumeGate(required=True)
+    gate = ImageVolumeGate(required=True)
     assert gate.check() == "image-volume support probe has not run yet"
     await gate.run(kube, namespace, AGENTD_IMAGE)
     assert gate.check() is None
@@ -25,28 +38,32 @@ async def test_readiness_stays_failed_naming_the_feature_gate_when_volumes_are_d
     kube: Kube, namespace: str, kube_server: KubeServer
 ) -> None:
     kube_server.image_volume_gate = False
-    gate = server.ImageVolumeGate(required=True)
+    sleep = FakeSleep()
+    gate = ImageVolumeGate(required=True, sleep=sleep)
     await gate.run(kube, namespace, AGENTD_IMAGE)
     problem = gate.check()
     assert problem is not None
     assert "ImageVolume feature gate" in problem
     assert "1.35" in problem
+    assert sleep.delays == []  # a dropped volume is a definitive answer: no retry
 
 
-async def test_an_api_error_keeps_readiness_failed_and_the_probe_retries(
-    kube: Kube, namespace: str, kube_server: KubeServer, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("status", [503, 500, 403])
+async def test_an_api_error_keeps_readiness_failed_and_the_probe_retries_with_backoff(
+    kube: Kube, namespace: str, kube_server: KubeServer, status: int
 ) -> None:
-    monkeypatch.setattr(server, "PROBE_RETRY_SECONDS", 0.05)
-    kube_server.fail_next(503, method="POST", path=f"/api/v1/namespaces/{namespace}/pods")
-    gate = server.ImageVolumeGate(required=True)
-    probing = asyncio.create_task(gate.run(kube, namespace, AGENTD_IMAGE))
-    async with asyncio.timeout(5):
-        while gate.check() == "image-volume support probe has not run yet":
-            await asyncio.sleep(0.01)
-        assert "retrying" in (gate.check() or "")
-        await probing
+    kube_server.fail_next(
+        status, method="POST", path=f"/api/v1/namespaces/{namespace}/pods", count=4
+    )
+    sleep = FakeSleep()
+    gate = ImageVolumeGate(required=True, backoff=Backoff(first=1.0, limit=4.0), sleep=sleep)
+    sleep.gate = gate
+    await gate.run(kube, namespace, AGENTD_IMAGE)
+    assert sleep.delays == [1.0, 2.0, 4.0, 4.0]
+    assert all("image-volume support probe failed" in (p or "") for p in sleep.problems)
+    assert "retrying in 4 s" in (sleep.problems[-1] or "")
     assert gate.check() is None
 
 
 def test_no_probe_is_required_without_api_access() -> None:
-    assert server.ImageVolumeGate(required=False).check() is None
+    assert ImageVolumeGate(required=False).check() is None

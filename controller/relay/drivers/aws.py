@@ -14,7 +14,7 @@ import base64
 import functools
 import hashlib
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Final, TypeVar
 
 import boto3
@@ -26,7 +26,6 @@ from controller.relay.drivers.base import (
     TAG_OWNER_UID,
     TAG_PROVIDER,
     CapacityError,
-    Clock,
     CloudInstance,
     ConfigurationError,
     DriverError,
@@ -45,6 +44,7 @@ from controller.relay.drivers.ec2_setup import (
     security_group,
 )
 from controller.relay.shapes import arch_for_shape, default_shape
+from controller.toolkit.clock import Clock, utc_now
 from wspin.resources import SECRETS, Kube
 
 SECRET_NAME: Final = "aws-relay-irwa"  # noqa: S105 (a Secret name)
@@ -118,7 +118,7 @@ class AwsDriver:
         image: ImageQuery = DEFAULT_IMAGE,
         poll_seconds: float = 10.0,
         timeout_seconds: float = 300.0,
-        clock: Clock = lambda: datetime.now(UTC),
+        clock: Clock = utc_now,
         sleep: Callable[[float], Any] = asyncio.sleep,
     ) -> None:
         self.kube = kube

@@ -9,7 +9,7 @@ can touch it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Final, Literal, Protocol
@@ -23,9 +23,6 @@ TAG_PROVIDER: Final = "inferencerelay-provider"
 
 VMState = Literal["pending", "running", "stopping", "stopped", "terminated", "not-found"]
 LIVE_STATES: Final[frozenset[str]] = frozenset({"pending", "running"})
-
-Clock = Callable[[], datetime]
-"""Returns the current time, timezone-aware UTC; tests pass a clock they move by hand."""
 
 
 def vm_tags(owner_uid: str, provider: str) -> dict[str, str]:

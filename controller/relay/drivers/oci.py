@@ -15,7 +15,7 @@ import asyncio
 import base64
 import functools
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Final, TypeVar
 
 import oci
@@ -26,7 +26,6 @@ from controller.relay.drivers.base import (
     TAG_OWNER_UID,
     TAG_PROVIDER,
     CapacityError,
-    Clock,
     CloudInstance,
     ConfigurationError,
     DriverError,
@@ -39,6 +38,7 @@ from controller.relay.drivers.base import (
     vm_tags,
 )
 from controller.relay.shapes import default_shape
+from controller.toolkit.clock import Clock, utc_now
 from wspin.resources import SECRETS, Kube
 
 SECRET_NAME: Final = "oci-credentials"  # noqa: S105 (a Secret name)
@@ -118,7 +118,7 @@ class OciDriver:
         endpoint: str | None = None,
         poll_seconds: float = 10.0,
         timeout_seconds: float = 300.0,
-        clock: Clock = lambda: datetime.now(UTC),
+        clock: Clock = utc_now,
         sleep: Callable[[float], Any] = asyncio.sleep,
     ) -> None:
         self.kube = kube

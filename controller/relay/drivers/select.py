@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import importlib.util
 
-from controller.relay.deps import utc_now
 from controller.relay.drivers.base import ProviderDriver
 from controller.relay.drivers.fake import FakeCloud
+from controller.toolkit.clock import utc_now
 from wspin.errors import ConfigError
 from wspin.resources import Kube
 

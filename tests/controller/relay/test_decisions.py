@@ -100,8 +100,3 @@ def test_a_condition_keeps_its_transition_time_until_its_status_flips() -> None:
 )
 def test_requeue_intervals(busy: bool, healthy: int, total: int, seconds: float) -> None:
     assert decisions.requeue_seconds(busy=busy, healthy=healthy, total=total) == seconds
-
-
-def test_times_round_trip_in_the_kubernetes_format() -> None:
-    assert decisions.parse_time(decisions.format_time(NOW)) == NOW
-    assert decisions.parse_time("yesterday") is None

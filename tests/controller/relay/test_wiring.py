@@ -12,7 +12,6 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from controller.relay import wiring
-from controller.runtime.manager import Manager
 from controller.settings import (
     ControllerSettings,
     InferenceRelaySettings,
@@ -21,6 +20,7 @@ from controller.settings import (
     RelayArtifactConfig,
     RuntimeSettings,
 )
+from controller.setup import new_manager
 from tests.controller.relay.conftest import AWS_SLOT, SHA_AMD64, SHA_ARM64
 from wspin.errors import ConfigError
 from wspin.resources import CONFIGMAPS, INFERENCE_RELAYS, LEASES, Kube
@@ -56,7 +56,7 @@ async def test_an_applied_fleet_gets_a_vm_status_and_peers_through_the_manager(
 ) -> None:
     settings = _settings(namespace)
     registry = CollectorRegistry()
-    manager = Manager(kube, settings, registry=registry)
+    manager = new_manager(kube, settings, registry=registry)
     wiring.register(manager, settings)
     running = asyncio.create_task(manager.run())
     name = f"wired-{uuid.uuid4().hex[:8]}"
@@ -98,7 +98,7 @@ async def test_an_applied_fleet_gets_a_vm_status_and_peers_through_the_manager(
 def test_bad_artifact_settings_stop_the_start_naming_the_flag(kube: Kube) -> None:
     settings = _settings("ns", artifact=RelayArtifactConfig((), SHA_ARM64, SHA_AMD64))
     with pytest.raises(ConfigError, match="--relay-artifact-url"):
-        wiring.register(Manager(kube, settings), settings)
+        wiring.register(new_manager(kube, settings), settings)
 
 
 def test_the_fake_cloud_serves_every_provider_and_real_mode_builds_the_sdk_drivers(
@@ -134,7 +134,7 @@ async def test_the_orphan_sweep_runs_only_on_the_leader(kube: Kube, namespace: s
         base, runtime=dataclasses.replace(base.runtime, leader_election=election)
     )
     registry = CollectorRegistry()
-    manager = Manager(kube, settings, registry=registry)
+    manager = new_manager(kube, settings, registry=registry)
     wiring.register(manager, settings)
     followers: list[int] = []
 

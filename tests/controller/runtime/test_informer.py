@@ -293,3 +293,44 @@ def test_compacting_keeps_every_field_but_managed_fields() -> None:
     compacted = compact_object(json.loads(json.dumps(pod)))
     del pod["metadata"]["managedFields"]
     assert compacted == pod
+
+
+def lists(server: KubeServer, namespace: str) -> list[dict[str, str]]:
+    """The query of every list (not watch) of configmaps in ``namespace``, in order."""
+    path = CONFIGMAPS.path(namespace)
+    return [r.query for r in server.requests if r.path == path and not r.is_watch]
+
+
+async def test_the_start_up_list_is_requested_in_pages_and_followed_through_continue(
+    kube: Kube, kube_server: KubeServer, namespace: str
+) -> None:
+    for name in "abcde":
+        await kube.create(CONFIGMAPS, configmap(name, namespace), namespace)
+    kube_server.requests.clear()
+    informer = fast(kube, namespace, page_size=2)
+    async with informing(informer) as seen:
+        assert sorted(name for _, name in seen) == list("abcde")
+        pages = lists(kube_server, namespace)
+        assert [q.get("limit") for q in pages] == ["2", "2", "2"]
+        assert "continue" not in pages[0]
+        assert all(q.get("continue") for q in pages[1:])
+        assert pages[1]["continue"] != pages[2]["continue"]
+        await eventually(lambda: any(r.is_watch for r in kube_server.requests))
+        (watch,) = [r for r in kube_server.requests if r.is_watch]
+        assert watch.query["resourceVersion"] == informer.resource_version
+        assert informer.relists == 1
+
+
+async def test_an_expired_continue_token_starts_the_list_over_at_once(
+    kube: Kube, kube_server: KubeServer, namespace: str
+) -> None:
+    for name in "abcde":
+        await kube.create(CONFIGMAPS, configmap(name, namespace), namespace)
+    kube_server.requests.clear()
+    kube_server.fail_next(410, method="GET", path=CONFIGMAPS.path(namespace), query="continue")
+    informer = fast(kube, namespace, page_size=2)
+    async with informing(informer) as seen:
+        assert sorted(name for _, name in seen) == list("abcde")
+        pages = lists(kube_server, namespace)
+        assert ["continue" in q for q in pages] == [False, True, False, True, True]
+        assert informer.relists == 1

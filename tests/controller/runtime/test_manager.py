@@ -13,7 +13,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from controller.runtime.manager import Manager
-from controller.settings import ControllerSettings, LeaderElectionSettings, RuntimeSettings
+from controller.runtime.options import LeaderElection, ManagerOptions
 from controller.types import Obj, ObjectKey, Requeue
 from tests.kubeapi import KubeServer
 from wspin.errors import TerminalError, TransientError
@@ -47,25 +47,22 @@ class Recorder:
             self.active.discard(key)
 
 
-def settings_for(
+def options_for(
     namespace: str, *, election: bool = False, identity: str = "me", workers: int = 4
-) -> ControllerSettings:
-    return ControllerSettings(
-        namespace=namespace,
-        runtime=RuntimeSettings(
-            health_port=0,
-            metrics_port=0,
-            bind_host="127.0.0.1",
-            max_concurrent_reconciles=workers,
-            graceful_shutdown_timeout=5,
-            leader_election=LeaderElectionSettings(
-                enabled=election,
-                namespace=namespace,
-                identity=identity,
-                lease_duration=1.5,
-                renew_deadline=1.0,
-                retry_period=0.2,
-            ),
+) -> ManagerOptions:
+    return ManagerOptions(
+        health_port=0,
+        metrics_port=0,
+        bind_host="127.0.0.1",
+        max_concurrent_reconciles=workers,
+        graceful_shutdown_timeout=5,
+        leader_election=LeaderElection(
+            enabled=election,
+            namespace=namespace,
+            identity=identity,
+            lease_duration=1.5,
+            renew_deadline=1.0,
+            retry_period=0.2,
         ),
     )
 
@@ -97,7 +94,7 @@ async def make_cm(kube: Kube, namespace: str, name: str) -> Obj:
 
 async def test_every_existing_and_new_object_is_reconciled(kube: Kube, namespace: str) -> None:
     await make_cm(kube, namespace, "before")
-    manager = Manager(kube, settings_for(namespace))
+    manager = Manager(kube, options_for(namespace))
     recorder = Recorder()
     manager.add_controller(recorder, for_=CONFIGMAPS)
     async with running(manager):
@@ -111,7 +108,7 @@ async def test_a_change_to_an_owned_object_reconciles_its_controller_owner(
     kube: Kube, namespace: str
 ) -> None:
     owner = await make_cm(kube, namespace, "owner")
-    manager = Manager(kube, settings_for(namespace))
+    manager = Manager(kube, options_for(namespace))
     recorder = Recorder()
     manager.add_controller(recorder, for_=CONFIGMAPS, owns=[SECRETS])
     async with running(manager):
@@ -133,7 +130,7 @@ async def test_a_watched_object_reconciles_what_its_mapper_returns(
     kube: Kube, namespace: str
 ) -> None:
     await make_cm(kube, namespace, "target")
-    manager = Manager(kube, settings_for(namespace))
+    manager = Manager(kube, options_for(namespace))
     recorder = Recorder()
     manager.add_controller(
         recorder,
@@ -153,7 +150,7 @@ async def test_requeue_after_brings_the_key_back_without_an_event(
         return Requeue(after=0.05) if n < 3 else None
 
     await make_cm(kube, namespace, "a")
-    manager = Manager(kube, settings_for(namespace))
+    manager = Manager(kube, options_for(namespace))
     recorder = Recorder(again)
     manager.add_controller(recorder, for_=CONFIGMAPS)
     async with running(manager):
@@ -169,7 +166,7 @@ async def test_errors_are_retried_with_backoff_until_success(kube: Kube, namespa
         return None
 
     await make_cm(kube, namespace, "a")
-    manager = Manager(kube, settings_for(namespace))
+    manager = Manager(kube, options_for(namespace))
     recorder = Recorder(flaky)
     manager.add_controller(recorder, for_=CONFIGMAPS)
     async with running(manager):
@@ -186,7 +183,7 @@ async def test_a_transient_error_delay_overrides_the_backoff(kube: Kube, namespa
         return None
 
     await make_cm(kube, namespace, "a")
-    manager = Manager(kube, settings_for(namespace))
+    manager = Manager(kube, options_for(namespace))
     recorder = Recorder(later)
     manager.add_controller(recorder, for_=CONFIGMAPS)
     async with running(manager):
@@ -200,7 +197,7 @@ async def test_a_terminal_error_is_not_retried(kube: Kube, namespace: str) -> No
         raise TerminalError("spec can never work")
 
     await make_cm(kube, namespace, "a")
-    manager = Manager(kube, settings_for(namespace))
+    manager = Manager(kube, options_for(namespace))
     recorder = Recorder(hopeless)
     manager.add_controller(recorder, for_=CONFIGMAPS)
     async with running(manager):
@@ -223,7 +220,7 @@ async def test_workers_run_in_parallel_up_to_the_limit_and_never_on_the_same_key
 
     for i in range(6):
         await make_cm(kube, namespace, f"cm{i}")
-    manager = Manager(kube, settings_for(namespace, workers=3))
+    manager = Manager(kube, options_for(namespace, workers=3))
     recorder = Recorder(slow)
     manager.add_controller(recorder, for_=CONFIGMAPS)
     async with running(manager):
@@ -252,7 +249,7 @@ async def test_periodic_tasks_run_at_start_and_on_their_interval(
 
         return run
 
-    manager = Manager(kube, settings_for(namespace))
+    manager = Manager(kube, options_for(namespace))
     manager.add_periodic("fast", 0.05, counting("fast"))
     manager.add_periodic("late", 60, counting("late"), run_at_start=False)
     manager.add_periodic("failing", 0.05, counting("failing"), leader_only=False)
@@ -272,7 +269,7 @@ async def test_a_non_leader_caches_but_neither_reconciles_nor_runs_leader_only_t
         },
     )
     await make_cm(kube, namespace, "a")
-    manager = Manager(kube, settings_for(namespace, election=True))
+    manager = Manager(kube, options_for(namespace, election=True))
     recorder = Recorder()
     everywhere: list[int] = []
     leader_only: list[int] = []
@@ -318,7 +315,7 @@ async def test_a_lost_lease_cancels_in_flight_reconciles_at_once(
         return None
 
     await make_cm(kube, namespace, "a")
-    manager = Manager(kube, settings_for(namespace, election=True))
+    manager = Manager(kube, options_for(namespace, election=True))
     manager.add_controller(Recorder(stuck), for_=CONFIGMAPS)
     async with running(manager):
         await asyncio.wait_for(started.wait(), 5)
@@ -333,7 +330,7 @@ async def test_term_cleanups_run_when_the_lease_is_lost_and_before_it_is_release
     # Work a reconciler keeps outside its reconcile calls (a VM launch) is leader-only work
     # too: it stops with the term, not only at process exit, and before a successor may start.
     events: list[str] = []
-    manager = Manager(kube, settings_for(namespace, election=True))
+    manager = Manager(kube, options_for(namespace, election=True))
 
     async def close() -> None:
         lease = await kube.get(LEASES, "wspin-controller", namespace)
@@ -365,7 +362,7 @@ async def test_stop_finishes_in_flight_reconciles_and_releases_the_lease(
         return None
 
     await make_cm(kube, namespace, "a")
-    manager = Manager(kube, settings_for(namespace, election=True))
+    manager = Manager(kube, options_for(namespace, election=True))
     manager.add_controller(Recorder(slow), for_=CONFIGMAPS)
     task = asyncio.create_task(manager.run())
     await asyncio.wait_for(started.wait(), 5)
@@ -396,8 +393,8 @@ async def test_a_lease_lost_during_the_shutdown_grace_cancels_in_flight_reconcil
         return None
 
     await make_cm(kube, namespace, "a")
-    settings = settings_for(namespace, election=True)
-    settings = replace(settings, runtime=replace(settings.runtime, graceful_shutdown_timeout=30))
+    settings = options_for(namespace, election=True)
+    settings = replace(settings, graceful_shutdown_timeout=30)
     manager = Manager(kube, settings)
     manager.add_controller(Recorder(stuck), for_=CONFIGMAPS)
     task = asyncio.create_task(manager.run())
@@ -425,7 +422,7 @@ async def test_readiness_waits_for_the_caches_and_metrics_are_exposed(
 
     await make_cm(kube, namespace, "a")
     kube_server.fail_next(500, method="GET", path="/api/v1/configmaps", count=2)
-    manager = Manager(kube, settings_for(namespace))
+    manager = Manager(kube, options_for(namespace))
     recorder = Recorder(fails_once)
     manager.add_controller(recorder, for_=CONFIGMAPS)
     async with running(manager), aiohttp.ClientSession() as http:
@@ -457,7 +454,7 @@ async def test_readiness_waits_for_the_caches_and_metrics_are_exposed(
 
 @pytest.mark.parametrize("interval", [0, -1])
 def test_a_periodic_task_needs_a_positive_interval(interval: float, kube: Kube) -> None:
-    manager = Manager(kube, ControllerSettings())
+    manager = Manager(kube, ManagerOptions())
 
     async def noop() -> None:
         return None
@@ -478,7 +475,7 @@ async def test_a_failed_leader_campaign_stops_the_manager_loudly(
             "spec": {"holderIdentity": "", "leaseTransitions": "many"},
         },
     )
-    manager = Manager(kube, settings_for(namespace, election=True))
+    manager = Manager(kube, options_for(namespace, election=True))
     with pytest.raises(ValueError, match="many"):
         await asyncio.wait_for(manager.run(), 10)
 
@@ -487,7 +484,7 @@ async def test_cleanups_run_once_on_shutdown_after_leader_work_stopped(
     kube: Kube, namespace: str
 ) -> None:
     order: list[str] = []
-    manager = Manager(kube, settings_for(namespace))
+    manager = Manager(kube, options_for(namespace))
 
     async def periodic() -> None:
         try:
@@ -510,7 +507,7 @@ async def test_owned_objects_outside_the_label_selector_are_neither_cached_nor_m
     kube: Kube, namespace: str
 ) -> None:
     owner = await make_cm(kube, namespace, "owner")
-    manager = Manager(kube, settings_for(namespace))
+    manager = Manager(kube, options_for(namespace))
     recorder = Recorder()
     manager.add_controller(recorder, for_=CONFIGMAPS, owns=[(SECRETS, "owned=yes")])
     ref = {

@@ -24,8 +24,8 @@ from controller.staging.secrets import HPKE_PUB_SECRET, RelaySecrets, secret_val
 from controller.staging.source import CredentialSource
 from controller.staging.staging_pass import RelayStagingPass
 from controller.staging.tokens import handoff_name
-from controller.workspace import status as st
-from controller.workspace.reconciler import StagingReport
+from controller.toolkit import conditions as st
+from controller.types import StagingReport
 from tests.controller.conftest import INTERNAL_TOKEN, FakeRouter
 from wspin import serving
 from wspin.resources import NAMESPACES, SECRETS, WORKSPACES, Kube

@@ -17,6 +17,7 @@ from aiohttp import web
 
 from controller.runtime.manager import Manager
 from controller.settings import ControllerSettings
+from controller.setup import new_manager
 from controller.staging.arming import (
     ARMED_MESSAGE,
     ARMING_STARTUP_GUARD_WINDOW,
@@ -519,7 +520,7 @@ async def test_arming_through_a_real_manager_uses_its_api_client(
     kube: Kube, namespace: str, router: FakeRouter, credentials: CredentialSource
 ) -> None:
     await publish_pub(kube, namespace, pub_payload(generation=7))
-    manager = Manager(kube, ControllerSettings())
+    manager = new_manager(kube, ControllerSettings())
     config = await setup_relay_staging(
         manager,
         enabled=True,

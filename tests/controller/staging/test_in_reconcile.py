@@ -9,11 +9,10 @@ import asyncio
 import pytest
 from prometheus_client import CollectorRegistry
 
-from controller.runtime.manager import Manager
 from controller.settings import ControllerSettings, RuntimeSettings
+from controller.setup import new_manager, setup_controllers
 from controller.staging.bookkeeping import ANNOTATIONS
 from controller.staging.tokens import handoff_name
-from controller.workspace import wiring
 from tests.controller.staging.conftest import Stage, condition, make_config, two_providers
 from tests.controller.workspace.conftest import SETTINGS, Harness, eventually
 from tests.controller.workspace.conftest import harness as harness
@@ -109,9 +108,9 @@ async def test_an_armed_config_gets_a_staging_pass_wired_in(kube: Kube, stage: S
     )
     config = make_config(stage.router.url, stage.relay_namespace, stage.providers.url, 3600)
     stage.providers.bound["ws1"] = two_providers()
-    manager = Manager(kube, settings, registry=CollectorRegistry())
+    manager = new_manager(kube, settings, registry=CollectorRegistry())
     before = list(logs._scrubbers)
-    wiring.register(manager, settings, relay_staging=config)
+    setup_controllers(manager, settings, relay_staging=config)
     assert len(logs._scrubbers) == len(before) + 1
     running = asyncio.create_task(manager.run())
     try:

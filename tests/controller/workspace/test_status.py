@@ -4,13 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from controller.workspace.status import (
-    condition,
-    ready_condition,
-    running_phase,
-    set_condition,
-    status_patch,
-)
+from controller.toolkit.conditions import condition, set_condition
+from controller.toolkit.status import status_patch
+from controller.workspace.status import ready_condition, running_phase
 from tests.controller.workspace.factories import with_status
 
 POD: dict[str, Any] = {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "workspace"}]}}

@@ -6,8 +6,8 @@ import asyncio
 
 from prometheus_client import CollectorRegistry
 
-from controller.runtime.manager import Manager
 from controller.settings import ControllerSettings, RuntimeSettings
+from controller.setup import new_manager
 from controller.workspace import wiring
 from tests.controller.workspace.conftest import SETTINGS, eventually
 from wspin.resources import PODS, WORKSPACES, Kube
@@ -21,7 +21,7 @@ async def test_a_registered_controller_turns_an_applied_workspace_into_a_pod(
         workspace=SETTINGS,
     )
     registry = CollectorRegistry()
-    manager = Manager(kube, settings, registry=registry)
+    manager = new_manager(kube, settings, registry=registry)
     wiring.register(manager, settings)
     assert (
         registry.get_sample_value(

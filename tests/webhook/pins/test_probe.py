@@ -9,8 +9,15 @@ import pytest
 from prometheus_client import REGISTRY
 
 from tests.kubeapi import KubeServer
-from webhook.probe import kept_image_volume, probe_image_volume_support, probe_pod
-from wspin.resources import PODS, Forbidden, Kube
+from tests.kubeapi.admission import Denial
+from webhook.probe import (
+    Backoff,
+    ImageVolumeGate,
+    kept_image_volume,
+    probe_image_volume_support,
+    probe_pod,
+)
+from wspin.resources import PODS, Kube
 
 IMAGE = "ghcr.io/example/agentd@sha256:" + "0123456789abcdef" * 4
 GAUGE = "wspin_webhook_image_volume_supported"
@@ -25,7 +32,7 @@ async def test_a_cluster_that_keeps_image_volumes_is_supported(
     kube: Kube, namespace: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     with caplog.at_level(logging.INFO, logger="webhook.probe"):
-        assert await probe_image_volume_support(kube, namespace, IMAGE) is True
+        assert (await probe_image_volume_support(kube, namespace, IMAGE)).outcome == "supported"
     assert gauge() == 1.0
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
 
@@ -43,7 +50,7 @@ async def test_an_api_server_that_drops_image_volumes_is_unsupported_with_one_er
 ) -> None:
     kube_server.image_volume_gate = False
     with caplog.at_level(logging.INFO, logger="webhook.probe"):
-        assert await probe_image_volume_support(kube, namespace, IMAGE) is False
+        assert (await probe_image_volume_support(kube, namespace, IMAGE)).outcome == "dropped"
     assert gauge() == 0.0
     errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
     assert len(errors) == 1
@@ -73,11 +80,124 @@ def test_a_pod_without_the_image_volume_source_did_not_keep_it(
     assert not kept_image_volume({"spec": {"volumes": volumes}})
 
 
-async def test_a_probe_the_api_server_forbids_says_how_to_get_past_it(
+async def test_a_probe_rbac_forbids_is_a_failure_that_says_how_to_get_past_it(
     kube: Kube, namespace: str, kube_server: KubeServer
 ) -> None:
-    kube_server.fail_next(403, method="POST", path=f"/api/v1/namespaces/{namespace}/pods")
-    with pytest.raises(Forbidden) as caught:
-        await probe_image_volume_support(kube, namespace, IMAGE)
-    assert "--skip-image-volume-probe" in str(caught.value)
-    assert "webhook.skipImageVolumeProbe" in caught.value.fix
+    kube_server.fail_next(
+        403,
+        method="POST",
+        path=f"/api/v1/namespaces/{namespace}/pods",
+        message=f'pods is forbidden: User "system:serviceaccount:{namespace}:wspin-webhook" '
+        f'cannot create resource "pods" in API group "" in the namespace "{namespace}"',
+    )
+    result = await probe_image_volume_support(kube, namespace, IMAGE)
+    assert result.outcome == "failed"
+    assert "cannot create resource" in result.detail
+    assert "--skip-image-volume-probe" in result.fix
+    assert "webhook.skipImageVolumeProbe" in result.fix
+
+
+POLICY_DENIALS = [
+    Denial("policy", "no-image-volumes", "image volumes are not allowed here"),
+    Denial("policy", "no-image-volumes", "image volumes are not allowed here", code=403),
+    Denial("webhook", "validate.kyverno.svc-fail", "disallow-image-volumes: blocked"),
+    Denial("webhook", "gatekeeper.sh", "[image-volumes] denied", code=422),
+    Denial("pod-security", "restricted:latest", 'runAsNonRoot != true (pod "x")'),
+]
+
+
+@pytest.mark.parametrize("denial", POLICY_DENIALS, ids=lambda d: f"{d.source}-{d.code or 0}")
+async def test_a_policy_that_refuses_the_probe_pod_is_named_not_reported_as_the_gate_off(
+    kube: Kube,
+    namespace: str,
+    kube_server: KubeServer,
+    caplog: pytest.LogCaptureFixture,
+    denial: Denial,
+) -> None:
+    denial.path = f"/api/v1/namespaces/{namespace}/pods"
+    kube_server.deny_creates(denial)
+    before = gauge()
+    with caplog.at_level(logging.INFO, logger="webhook.probe"):
+        result = await probe_image_volume_support(kube, namespace, IMAGE)
+    assert result.outcome == "refused-by-policy"
+    assert denial.message in result.detail and denial.name in result.detail
+    assert gauge() == before  # nothing was learnt about the gate
+    problem = result.problem or ""
+    assert "admission policy refused the image-volume probe pod" in problem
+    assert "says nothing about the ImageVolume gate" in problem
+    assert "feature gate is off" not in caplog.text
+    (line,) = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert "admission policy refused" in line.getMessage()
+    assert denial.message in line.fields["api_error"]  # type: ignore[attr-defined]
+    assert "exempt the probe pod" in line.fields["fix"]  # type: ignore[attr-defined]
+
+
+async def test_a_validation_error_without_a_policy_is_a_failure_not_the_gate(
+    kube: Kube, namespace: str, kube_server: KubeServer
+) -> None:
+    kube_server.fail_next(
+        422,
+        method="POST",
+        path=f"/api/v1/namespaces/{namespace}/pods",
+        message='Pod "p" is invalid: spec.volumes[0].image: Forbidden: not supported',
+    )
+    result = await probe_image_volume_support(kube, namespace, IMAGE)
+    assert result.outcome == "failed"
+    assert "ImageVolume gate" not in (result.problem or "")
+
+
+class FakeSleep:
+    """Records delays and the gate's readiness reason at each; nothing really sleeps."""
+
+    def __init__(self) -> None:
+        self.delays: list[float] = []
+        self.problems: list[str | None] = []
+        self.gate: ImageVolumeGate | None = None
+
+    async def __call__(self, delay: float) -> None:
+        self.delays.append(delay)
+        if self.gate is not None:
+            self.problems.append(self.gate.check())
+
+
+async def test_a_refusing_policy_is_retried_with_backoff_until_it_lets_the_probe_through(
+    kube: Kube, namespace: str, kube_server: KubeServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    kube_server.deny_creates(
+        Denial(
+            "policy",
+            "no-image-volumes",
+            "image volumes are not allowed here",
+            path=f"/api/v1/namespaces/{namespace}/pods",
+            count=5,
+        )
+    )
+    sleep = FakeSleep()
+    gate = ImageVolumeGate(required=True, backoff=Backoff(first=2.0, limit=10.0), sleep=sleep)
+    sleep.gate = gate
+    with caplog.at_level(logging.INFO, logger="webhook.probe"):
+        await gate.run(kube, namespace, IMAGE)
+    assert sleep.delays == [2.0, 4.0, 8.0, 10.0, 10.0]
+    for problem in sleep.problems:
+        assert problem is not None
+        assert "admission policy refused the image-volume probe pod" in problem
+        assert "no-image-volumes" in problem and "retrying in" in problem
+    assert "retrying in 10 s" in (sleep.problems[-1] or "")
+    assert gate.check() is None  # the sixth attempt got through: supported
+    retries = [r for r in caplog.records if r.getMessage() == "image-volume probe will retry"]
+    assert [r.fields["outcome"] for r in retries] == ["refused-by-policy"] * 5  # type: ignore[attr-defined]
+
+
+async def test_after_a_refusal_a_dropped_volume_still_reports_the_gate_off(
+    kube: Kube, namespace: str, kube_server: KubeServer
+) -> None:
+    kube_server.image_volume_gate = False
+    kube_server.deny_creates(
+        Denial("webhook", "policy.example", "not yet", path=f"/api/v1/namespaces/{namespace}/pods")
+    )
+    sleep = FakeSleep()
+    gate = ImageVolumeGate(required=True, sleep=sleep)
+    await gate.run(kube, namespace, IMAGE)
+    assert sleep.delays == [Backoff().first]
+    assert "enable the ImageVolume feature gate" in (gate.check() or "")
+    assert gate.result is not None and gate.result.outcome == "dropped"
