@@ -26,7 +26,7 @@ from typing import Any
 
 from aiohttp import web
 
-from certs.build import issue_serving, new_ca, service_dns_names
+from certs.build import KeyPair, issue_serving, new_ca, service_dns_names
 from certs.cabundle import patch_ca_bundle, targets
 from tests.chart.helm import Manifest, render
 from tests.kubeapi import KubeServer
@@ -105,6 +105,9 @@ class Installed:
     probe_namespace: str
     server: KubeServer | None = None
     """The test API server (None on a real cluster)."""
+    ca: KeyPair | None = None
+    """The CA the webhook's certificate comes from (test API server only)."""
+    folder: Path | None = None
 
 
 @functools.cache
@@ -125,12 +128,17 @@ def installed_on_real_cluster() -> Installed:
 
 @asynccontextmanager
 async def webhook_serving(
-    server: KubeServer, folder: Path, install: Installation, config: InjectConfig
-) -> AsyncIterator[tuple[bytes, bytes]]:
+    server: KubeServer,
+    folder: Path,
+    install: Installation,
+    config: InjectConfig,
+    ca: KeyPair | None = None,
+) -> AsyncIterator[tuple[KeyPair, bytes]]:
     """The real webhook app on loopback behind the Service, with a certificate for the
-    Service's DNS names from a fresh CA; yields (CA PEM, serving certificate PEM)."""
+    Service's DNS names from ``ca`` (a fresh CA by default); yields (CA, serving PEM).
+    Routing the Service to a second instance is how a test rolls out another release."""
     now = datetime.datetime.now(datetime.UTC)
-    ca = new_ca(now)
+    ca = ca or new_ca(now)
     serving = issue_serving(ca, service_dns_names(install.webhook, install.namespace), now)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "tls.crt").write_bytes(serving.cert_pem)
@@ -143,7 +151,7 @@ async def webhook_serving(
     )
     server.route_service(install.namespace, install.webhook, port)
     try:
-        yield ca.cert_pem, serving.cert_pem
+        yield ca, serving.cert_pem
     finally:
         await runner.cleanup()
 
@@ -206,7 +214,8 @@ async def installed_on_test_server(
 ) -> AsyncIterator[Installed]:
     install = Installation(RELEASE_NAMESPACE, "wspin")
     await apply_chart(kube, install)
-    async with webhook_serving(server, folder, install, DEMO_CONFIG) as (ca_pem, serving_pem):
+    async with webhook_serving(server, folder, install, DEMO_CONFIG) as (ca, serving_pem):
+        ca_pem = ca.cert_pem
         secret = {
             "metadata": {"name": f"{install.webhook}-tls"},
             "data": {
@@ -221,4 +230,4 @@ async def installed_on_test_server(
         for name in (install.webhook, install.controller):
             await mark_ready(kube, install, name)
         await hold_leader_lease(kube, install)
-        yield Installed(install, PROBE_NAMESPACE, server)
+        yield Installed(install, PROBE_NAMESPACE, server, ca, folder)
