@@ -10,6 +10,7 @@ from controller.settings import ControllerSettings
 from controller.types import StagingPass
 from controller.workspace.metrics import VerifyMetrics
 from controller.workspace.reconciler import WorkspaceReconciler
+from controller.workspace.rollout_metrics import WorkspacePodsCollector, served_digests
 from wspin.contract import LABEL_APP, LABEL_APP_VALUE, LABEL_COMPONENT, LABEL_COMPONENT_VALUE
 from wspin.resources import PODS, PVCS, WORKSPACES
 
@@ -44,4 +45,12 @@ def register(
     )
     manager.add_controller(
         reconciler, for_=WORKSPACES, owns=((PODS, OWNED_SELECTOR), (PVCS, OWNED_SELECTOR))
+    )
+    # The rollout gauge reads the same caches at scrape time.
+    manager.registry.register(
+        WorkspacePodsCollector(
+            manager.cache(PODS, labels=OWNED_SELECTOR),
+            manager.cache(WORKSPACES),
+            served_digests(settings.workspace),
+        )
     )

@@ -40,8 +40,15 @@ def test_hash_overrides_render_all_three_flags_per_artifact(full_render: Rendere
     ]
 
 
-def test_the_controller_gets_no_delivery_flags(full_render: Rendered) -> None:
-    assert not [arg for arg in full_render.args("controller") if "-image=" in arg]
+def test_the_controller_gets_the_webhooks_images_only_to_count_its_rollout(
+    full_render: Rendered,
+) -> None:
+    """llmsafespaces_workspace_pods counts pods as current or stale against these; the pins
+    stay with the webhook, which alone injects."""
+    controller, webhook = full_render.args("controller"), full_render.args("webhook")
+    for flag in ("--agentd-image", "--opencode-image"):
+        assert flag_values(controller, flag) == flag_values(webhook, flag) != []
+    assert not [arg for arg in controller if "-binary-sha256-" in arg]
 
 
 def test_a_tag_and_digest_reference_is_accepted_as_digest_pinned() -> None:
