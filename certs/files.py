@@ -68,6 +68,7 @@ class FileSource(ServesFromContext):
         self._serving = ServingContext()
         self._expiry = ExpiryReporter()
         self._failures = 0
+        self._counted: tuple[tuple[bytes, bytes] | None, str, str] | None = None
 
     def load_at_start(self) -> None:
         """Read and serve the files now; a problem exits the process (``ConfigError``).
@@ -110,24 +111,30 @@ class FileSource(ServesFromContext):
         A pair that must not be served (``certs.validity``) keeps the current one, is logged
         with the reason and counted in ``wspin_webhook_certificate_reload_rejected_total``.
         """
+        read: tuple[bytes, bytes] | None = None
         try:
-            cert_pem, key_pem = await asyncio.to_thread(self._read)
+            read = cert_pem, key_pem = await asyncio.to_thread(self._read)
             if self._serving.serves(cert_pem, key_pem):
                 self._failures = 0
                 self._observe()
                 return False
             pair = await self._serving.load(cert_pem, key_pem, str(self.cert_file), self._clock())
         except (OSError, CertificateError) as err:
-            self._refused(err)
+            self._refused(err, read)
             return False
         self._failures = 0
+        self._counted = None
         self._report(pair, "reloaded")
         return True
 
-    def _refused(self, err: OSError | CertificateError) -> None:
+    def _refused(self, err: OSError | CertificateError, read: tuple[bytes, bytes] | None) -> None:
         self._failures += 1
         reason = err.reason if isinstance(err, UnusablePair) else "unreadable"
-        count_rejection(reason)
+        # Counted once per refused content, not once per interval it stays in place.
+        counted = (read, reason, "" if read else str(err))
+        if counted != self._counted:
+            self._counted = counted
+            count_rejection(reason)
         # A writer replacing cert and key one after the other is caught between the two
         # (missing or mismatched for a moment); a validity problem is never such a moment.
         transient = reason in ("unreadable", "key-mismatch")

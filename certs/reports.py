@@ -38,7 +38,7 @@ from typing import Any
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes
 
-from wspin.resources import CONFIGMAPS, Kube, NotFound, Obj, Resource
+from wspin.resources import CONFIGMAPS, AlreadyExists, Kube, NotFound, Obj, Resource
 
 ENDPOINT_SLICES = Resource("discovery.k8s.io", "v1", "endpointslices", kind="EndpointSlice")
 SERVICE_NAME_LABEL = "kubernetes.io/service-name"
@@ -137,9 +137,10 @@ class ServingReports:
                 },
                 "data": {pod: entry},
             }
-            # AlreadyExists (another replica created it first) propagates: the caller's
-            # next round patches.
-            await self.kube.create(CONFIGMAPS, body, self.namespace)
+            try:
+                await self.kube.create(CONFIGMAPS, body, self.namespace)
+            except AlreadyExists:  # another replica created it between our two calls
+                await self._patch_data({pod: entry})
 
     async def reported(self, pod: str) -> str | None:
         """The fingerprint ``pod`` has on record, if any."""

@@ -23,8 +23,9 @@ Reason = Literal["expired", "not-yet-valid", "key-mismatch", "unreadable"]
 
 REJECTED = Counter(
     "wspin_webhook_certificate_reload_rejected_total",
-    "Certificate pairs a reload refused to serve (the previous pair kept serving), by reason: "
-    "expired, not-yet-valid, key-mismatch, unreadable.",
+    "Certificate pairs a reload refused to serve (the previous pair kept serving), each "
+    "counted once however long it stays in place, by reason: expired, not-yet-valid, "
+    "key-mismatch, unreadable.",
     ["reason"],
 )
 

@@ -27,7 +27,7 @@ from typing import Any
 
 from aiohttp import web
 
-from controller.staging.envelope import new_keypair, open_envelope, split
+from controller.staging.envelopes import new_keypair, open_envelope, split
 from wspin import serving
 
 VERSION = "fake-0"

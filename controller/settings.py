@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from controller.durations import parse_duration
+from controller.durations import format_duration, parse_duration
 from wspin.delivery import AgentdDelivery, ArtifactDelivery, OpencodeDelivery, add_delivery_flags
 from wspin.errors import ConfigError
 from wspin.flags import add_flag, env_name, parse_bool
@@ -128,6 +128,14 @@ class RelayStagingSettings:
     token_ttl: float = 24 * 3600.0
     """``--relay-token-ttl`` in seconds (Go syntax on the command line, 24h default); arming
     requires 1 s..7 d."""
+    revocation_staleness_bound: float = 120.0
+    """``--relay-revocation-staleness-bound`` in seconds (10s..1h, 2m default): an Active
+    Workspace's staging runs again within this long with no event, so an unbound credential
+    is revoked, a rotated key re-sealed and agentd's health report re-read. Shorter costs
+    one credential-source call and one health read per Workspace per period."""
+    agentd_health_port: int = 4098
+    """``--agentd-health-port``: the port of agentd's health endpoint in workspace pods
+    (``/v1/healthz``, the sidecar's admin port)."""
 
 
 @dataclass(frozen=True)
@@ -231,6 +239,13 @@ def add_controller_flags(parser: argparse.ArgumentParser) -> None:
     add_flag(staging, "--llm-relay-router-url", default=DEFAULT_LLM_RELAY_ROUTER_URL, help="URL")
     add_flag(staging, "--llm-relay-namespace", default="llm-relay", help="relay namespace")
     add_flag(staging, "--relay-token-ttl", default="24h", help="token lifetime, 1s..7d")
+    add_flag(
+        staging,
+        "--relay-revocation-staleness-bound",
+        default="2m",
+        help="longest time before a Workspace's staging runs again without an event, 10s..1h",
+    )
+    add_flag(staging, "--agentd-health-port", default="4098", help="agentd health port")
 
     relay = parser.add_argument_group("inference relay")
     _bool_flag(relay, "--enable-inference-relay", "run the InferenceRelay controller")
@@ -282,6 +297,17 @@ def _duration(flag: str, value: object) -> float:
         return parse_duration(str(value))
     except ValueError as err:
         raise _flag_error(flag, str(err), "use a Go duration such as 24h, 90m or 30s") from None
+
+
+def _bounded_duration(flag: str, value: object, low: float, high: float) -> float:
+    seconds = _duration(flag, value)
+    if not low <= seconds <= high:
+        raise _flag_error(
+            flag,
+            f"must be within {format_duration(low)}..{format_duration(high)}, got {value}",
+            "pass a Go duration in range",
+        )
+    return seconds
 
 
 def _delivery(kind: type[_D], args: argparse.Namespace) -> _D | None:
@@ -401,6 +427,13 @@ def settings_from_args(
             router_url=args.llm_relay_router_url.strip(),
             namespace=args.llm_relay_namespace.strip(),
             token_ttl=_duration("--relay-token-ttl", args.relay_token_ttl),
+            revocation_staleness_bound=_bounded_duration(
+                "--relay-revocation-staleness-bound",
+                args.relay_revocation_staleness_bound,
+                10.0,
+                3600.0,
+            ),
+            agentd_health_port=_int("--agentd-health-port", args.agentd_health_port, 1, 65535),
         ),
         inference_relay=InferenceRelaySettings(
             enabled=_bool("--enable-inference-relay", args.enable_inference_relay),

@@ -27,7 +27,7 @@ from controller.staging.arming import (
 )
 from wspin.delivery import AgentdDelivery, OpencodeDelivery
 from wspin.logs import add_scrubber
-from wspin.resources import Kube
+from wspin.resources import PODS, WORKSPACES, Kube
 
 __all__ = [
     "ARMING_STARTUP_GUARD_WINDOW",
@@ -92,6 +92,8 @@ def setup_controllers(
     if relay_staging is None:
         wiring.register(manager, settings)
         return
+    from controller.staging.health import HealthScraper
+    from controller.staging.ownership import WorkspaceNames
     from controller.staging.redact import Redactor
     from controller.staging.staging_pass import RelayStagingPass
 
@@ -99,7 +101,19 @@ def setup_controllers(
     # rendered log line goes through it.
     redactor = Redactor()
     add_scrubber(redactor.redact)
-    staging = RelayStagingPass(relay_staging, manager.kube, redactor=redactor)
+    # Relay identities span namespaces: the pass asks this index, fed by the Workspace
+    # cache, who holds a name; agentd's health is read from pods in the pod cache.
+    names = WorkspaceNames()
+    manager.cache(WORKSPACES).add_handler(names.observe)
+    staging = RelayStagingPass(
+        relay_staging,
+        manager.kube,
+        redactor=redactor,
+        names=names,
+        pods=manager.cache(PODS, labels=wiring.OWNED_SELECTOR),
+        health=HealthScraper(manager.registry, port=settings.relay_staging.agentd_health_port),
+        staleness_bound=settings.relay_staging.revocation_staleness_bound,
+    )
     manager.add_cleanup(staging.close)
     wiring.register(manager, settings, staging=staging)
 

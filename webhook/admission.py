@@ -28,12 +28,27 @@ class Decision:
     injection: Injection | None = None
 
 
+def _cut(text: str, limit: int = 253) -> str:
+    """A caller-supplied string for a message, at most ``limit`` characters (a name's limit)."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def _name(request: dict[str, Any]) -> str:
-    """``request.name`` is absent for generateName creates: fall back to the prefix."""
-    if request.get("name"):
-        return str(request["name"])
-    metadata = (request.get("object") or {}).get("metadata") or {}
-    return str(metadata.get("name") or f"{metadata.get('generateName', '')}<generated>")
+    """``request.name`` is absent for generateName creates: fall back to the prefix.
+
+    Only strings are shown, cut short: the name goes into messages and the log line.
+    """
+    name = request.get("name")
+    if isinstance(name, str) and name:
+        return _cut(name)
+    pod = request.get("object")
+    metadata = pod.get("metadata") if isinstance(pod, dict) else None
+    if not isinstance(metadata, dict):
+        return "<unnamed>"
+    name, prefix = metadata.get("name"), metadata.get("generateName")
+    if isinstance(name, str) and name:
+        return _cut(name)
+    return _cut(f"{prefix if isinstance(prefix, str) else ''}<generated>")
 
 
 def review_pod(request: dict[str, Any], cfg: InjectConfig) -> Decision:
@@ -41,7 +56,8 @@ def review_pod(request: dict[str, Any], cfg: InjectConfig) -> Decision:
     uid = str(request.get("uid", ""))
     operation = request.get("operation")
     if operation != "CREATE":
-        message = f"{operation} of pod {_name(request)}: delivery is injected on CREATE only"
+        shown_op = _cut(operation, 16) if isinstance(operation, str) else "operation"
+        message = f"{shown_op} of pod {_name(request)}: delivery is injected on CREATE only"
         return Decision(responses.allowed(uid, message), "allowed", message)
     pod = request.get("object")
     if not isinstance(pod, dict):
@@ -59,8 +75,7 @@ def review_pod(request: dict[str, Any], cfg: InjectConfig) -> Decision:
         return Decision(
             responses.allowed(uid, message, injection.warnings), "allowed", message, injection
         )
-    digests = ", ".join(f"{r.artifact.name}@sha256:{r.digest[:12]}" for r in cfg.artifacts)
-    message = f"pod {_name(request)}: injected {digests}"
+    message = f"pod {_name(request)}: injected {cfg.digests}"
     response = responses.patched(uid, message, injection.patch, injection.warnings)
     return Decision(response, "patched", message, injection)
 

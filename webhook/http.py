@@ -1,15 +1,19 @@
 """The aiohttp edge of the admission webhooks: transport checks, decoding, timing, logging.
 
 Bad input is answered with a JSON reason and the right status — 405 wrong method, 415 wrong
-content type, 413 body over the limit, 400 malformed JSON or not an AdmissionReview — and
-never crashes the server or becomes a 500. Routing matches the path only, so the API
-server's ``?timeout=10s`` query string is ignored.
+content type or content encoding, 413 body over the limit (after decompression), 400 a body
+that cannot be read, decompressed or decoded, or is not an AdmissionReview — and never
+crashes the server or becomes a 500. Routing matches the path only, so the API server's
+``?timeout=10s`` query string is ignored. Deadlines and the connection cap live in
+``wspin/connections.py``; the server decompresses nothing itself (``auto_decompress`` off),
+so the size limit here applies to what is decoded.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+import zlib
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -51,13 +55,46 @@ def _reject(webhook: str, status: int, reason: str, started: float) -> web.Respo
     )
 
 
+# Content-Encoding → zlib's window bits. "deflate" is zlib-wrapped by the HTTP spec; a raw
+# deflate stream (what some clients send) is recognised by its missing zlib header.
+_WBITS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
+
+
+def decode_body(body: bytes, encoding: str) -> bytes:
+    """The body with its Content-Encoding undone, the size limit applied to the result."""
+    name = encoding.strip().lower()
+    if name in ("", "identity"):
+        return body
+    wbits = _WBITS.get(name)
+    if wbits is None:
+        raise BadRequest(
+            415,
+            f"content encoding {encoding[:40]!r} not supported; send gzip, deflate or none",
+        )
+    if name == "deflate" and not (len(body) > 1 and (body[0] * 256 + body[1]) % 31 == 0):
+        wbits = -zlib.MAX_WBITS
+    inflater = zlib.decompressobj(wbits)
+    try:
+        decoded = inflater.decompress(body, MAX_BODY_BYTES + 1)
+    except zlib.error as err:
+        raise BadRequest(400, f"{name} body is corrupt: {err}") from err
+    if len(decoded) > MAX_BODY_BYTES:
+        raise BadRequest(413, f"body exceeds {MAX_BODY_BYTES} bytes once decompressed")
+    if not inflater.eof:
+        raise BadRequest(400, f"{name} body is truncated")
+    if inflater.unused_data:
+        raise BadRequest(400, f"data after the end of the {name} stream")
+    return decoded
+
+
 async def read_review(request: web.Request) -> dict[str, Any]:
     """Check transport and envelope; return the review's ``request`` dict."""
     if request.method != "POST":
-        raise BadRequest(405, f"method {request.method} not allowed; send POST")
+        raise BadRequest(405, f"method {request.method[:16]} not allowed; send POST")
     if request.content_type != "application/json":
         raise BadRequest(
-            415, f"content type {request.content_type!r} not supported; send application/json"
+            415,
+            f"content type {request.content_type[:80]!r} not supported; send application/json",
         )
     if request.content_length is not None and request.content_length > MAX_BODY_BYTES:
         raise BadRequest(413, f"body of {request.content_length} bytes exceeds {MAX_BODY_BYTES}")
@@ -65,6 +102,11 @@ async def read_review(request: web.Request) -> dict[str, Any]:
         body = await request.read()
     except web.HTTPRequestEntityTooLarge as err:
         raise BadRequest(413, f"body exceeds {MAX_BODY_BYTES} bytes") from err
+    except Exception as err:  # a broken chunked encoding, a connection cut mid-body
+        raise BadRequest(400, f"request body could not be read ({type(err).__name__})") from err
+    encoding = request.headers.get("Content-Encoding")
+    if encoding is not None:
+        body = decode_body(body, encoding)
     try:
         review = orjson.loads(body)
     except orjson.JSONDecodeError as err:
@@ -75,12 +117,23 @@ async def read_review(request: web.Request) -> dict[str, Any]:
         raise BadRequest(
             400,
             "expected an admission.k8s.io/v1 AdmissionReview, got "
-            f"apiVersion={review.get('apiVersion')!r} kind={review.get('kind')!r}",
+            f"apiVersion={_short(review.get('apiVersion'))} kind={_short(review.get('kind'))}",
         )
     inner = review.get("request")
     if not isinstance(inner, dict) or not isinstance(inner.get("uid"), str):
         raise BadRequest(400, "AdmissionReview has no request, or the request has no uid")
     return inner
+
+
+def _text(value: object) -> str | None:
+    """A request field for the log line: strings only, at most 253 characters."""
+    return value[:253] if isinstance(value, str) else None
+
+
+def _short(value: object) -> str:
+    """A caller's value for an error message: repr, at most 80 characters."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:79] + "…"
 
 
 def admission_handler(webhook: str, policy: Policy) -> Handler:
@@ -100,20 +153,25 @@ def admission_handler(webhook: str, policy: Policy) -> Handler:
             )
             message = "internal error in the wspin webhook; see its log"
             decision = Decision(responses.denied(inner["uid"], message, 500), "error", message)
-        body = orjson.dumps(responses.review(decision.response))
+        try:
+            body = orjson.dumps(responses.review(decision.response))
+        except orjson.JSONEncodeError:  # only caller-supplied strings reach it; still answer
+            message = "the answer for this request could not be encoded"
+            decision = Decision(responses.denied(inner["uid"], message, 400), "denied", message)
+            body = orjson.dumps(responses.review(decision.response))
         elapsed = time.perf_counter() - started
         metrics.record(webhook, decision.outcome, elapsed)
         if decision.outcome == "patched" and decision.injection is not None:
-            for artifact in _artifacts_patched(decision):
-                metrics.INJECTIONS.labels(artifact).inc()
+            for artifact in decision.injection.artifacts:
+                metrics.injections(artifact).inc()
         log.info(
             decision.message,
             extra=fields(
                 webhook=webhook,
                 uid=inner["uid"],
-                namespace=inner.get("namespace", ""),
-                name=inner.get("name") or None,
-                operation=inner.get("operation"),
+                namespace=_text(inner.get("namespace")) or "",
+                name=_text(inner.get("name")) or None,
+                operation=_text(inner.get("operation")),
                 dryRun=bool(inner.get("dryRun")),
                 decision=decision.outcome,
                 warnings=len(decision.response.get("warnings", ())),
@@ -123,16 +181,3 @@ def admission_handler(webhook: str, policy: Policy) -> Handler:
         return web.Response(body=body, content_type="application/json")
 
     return handle
-
-
-def _artifacts_patched(decision: Decision) -> set[str]:
-    """Artifacts whose image volume the patch adds or replaces."""
-    found: set[str] = set()
-    for op in decision.injection.patch if decision.injection else ():
-        if op["path"].startswith("/spec/volumes"):
-            value = op.get("value")
-            volumes = value if isinstance(value, list) else [value]
-            found.update(
-                str(v.get("name")) for v in volumes if isinstance(v, dict) and "image" in v
-            )
-    return found & {"agentd", "opencode"}

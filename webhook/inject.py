@@ -4,10 +4,9 @@ It serves both the admission webhook and the offline ``wspin inject`` command, s
 never disagree. No I/O, no logging, no clock, no environment: everything it needs arrives in
 ``InjectConfig``.
 
-Ops are built directly rather than by diffing two pod copies (diffing costs a deep copy and
-emits spurious ops, DESIGN.md §3). Lists that only grow get ``add …/-`` ops; a list where a
-caller-supplied entry must be replaced or removed is replaced whole, so no op depends on an
-index that an earlier op shifted.
+Ops are built directly rather than by diffing two pod copies: diffing costs a deep copy and
+emits spurious ops. The field types and size bounds are checked first (``podshape``), then the
+mount path rules (``mountpaths``), so the ops below index only into lists that exist.
 """
 
 from __future__ import annotations
@@ -17,6 +16,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Literal, TypedDict
 
+from webhook.mountpaths import BY_VOLUME, delivery_mounts, shown
+from webhook.podshape import CONTAINER_KINDS, check_workspace_pod, checked_labels
 from wspin.contract import (
     AGENTD,
     ARCHES,
@@ -68,6 +69,11 @@ class InjectConfig:
         )
 
     @cached_property
+    def digests(self) -> str:
+        """Both artifacts with their short digests, as decision messages show them."""
+        return ", ".join(f"{r.artifact.name}@sha256:{r.digest[:12]}" for r in self.artifacts)
+
+    @cached_property
     def volumes(self) -> tuple[dict[str, Any], ...]:
         """The two image volumes, digest-pinned, pulled only when a node lacks them."""
         return tuple(
@@ -104,6 +110,8 @@ class Injection:
     patch: tuple[PatchOp, ...] = ()
     warnings: tuple[str, ...] = ()
     skipped: str | None = None
+    artifacts: tuple[str, ...] = ()
+    """Artifacts whose image volume the patch adds or replaces (the injections metric)."""
 
     @property
     def changed(self) -> bool:
@@ -137,38 +145,46 @@ def workspace_pod_problem(pod: Pod) -> str | None:
 def inject(pod: Pod, cfg: InjectConfig) -> Injection:
     """Compute the patch that gives ``pod`` the delivery wiring of ``cfg``.
 
-    Not a workspace pod → skipped, no patch. Labelled but without a ``workspace`` container,
-    or a foreign volume mounted at ``/agentd``/``/opencode`` → ``AdmissionDenied``.
-    An already-wired pod → empty patch (plus the receipt annotation if that is missing).
+    Not a workspace pod → skipped, no patch. A field of the wrong type or a list over its
+    bound → ``AdmissionDenied`` (400) naming it (``podshape``). Labelled but without a
+    ``workspace`` container, or a mount that breaks the path rules (``mountpaths``) →
+    ``AdmissionDenied``. An already-wired pod → empty patch (plus the receipt annotation if
+    that is missing). Linear in the size of the pod.
     """
+    checked_labels(pod)
     if not is_workspace_labelled(pod):
         return Injection(skipped="not a workspace pod (workspace labels absent)")
+    check_workspace_pod(pod)
     problem = workspace_pod_problem(pod)
     if problem:
         raise AdmissionDenied(problem)
 
-    spec = pod.get("spec") or {}
+    spec = pod["spec"]
     ops: list[PatchOp] = []
     warnings: list[str] = []
-    _inject_volumes(spec, cfg, ops, warnings)
-    for kind in ("containers", "initContainers"):
-        for index, container in enumerate(spec.get(kind) or []):
+    artifacts = _inject_volumes(spec, cfg, ops, warnings)
+    for kind in CONTAINER_KINDS:
+        for index, container in enumerate(spec.get(kind) or ()):
+            ours = delivery_mounts(kind, container)
+            if kind == "ephemeralContainers":
+                continue  # checked only: the API server refuses them on CREATE
             wanted = _artifacts_for(container, kind)
-            if not wanted and not _mounts_ours(container):
+            if not wanted and not ours:
                 continue  # most containers: nothing of ours to add or remove
-            _inject_mounts(container, f"/spec/{kind}/{index}", wanted, ops, warnings)
-            if kind == "containers" and container.get("name") == MAIN_CONTAINER:
-                _inject_env(container, f"/spec/{kind}/{index}", cfg, ops, warnings)
+            path = f"/spec/{kind}/{index}"
+            _inject_mounts(container, path, wanted, ours, ops, warnings)
+            if kind == "containers" and container["name"] == MAIN_CONTAINER:
+                _inject_env(container, path, cfg, ops, warnings)
     _inject_receipt(pod, cfg, ops)
-    return Injection(patch=tuple(ops), warnings=tuple(warnings))
+    return Injection(patch=tuple(ops), warnings=tuple(warnings), artifacts=artifacts)
 
 
 # -- which container gets which mount --------------------------------------------------------
 
 
 def _artifacts_for(container: dict[str, Any], kind: str) -> tuple[Artifact, ...]:
-    """The delivery mounts a container must have (reference pod-delivery.md §2.2)."""
-    name = str(container.get("name", ""))
+    """The delivery mounts a container must have."""
+    name: str = container["name"]
     if kind == "containers":
         return (AGENTD, OPENCODE) if name == MAIN_CONTAINER else ()
     # The agentd native sidecar and the platform-* init containers run /agentd; opencode is
@@ -178,112 +194,144 @@ def _artifacts_for(container: dict[str, Any], kind: str) -> tuple[Artifact, ...]
     return ()
 
 
+# -- list edits as index-addressed ops ----------------------------------------------------------
+#
+# An edit never copies a caller's entry into the patch: entries are replaced by ours, removed
+# by index, or ours are appended. So the patch applies to exactly the list it was computed
+# for, stays small, and always encodes (a caller's deeply nested value never reaches orjson's
+# output depth limit). Replacements come first (indexes as computed), removals from the
+# highest index down (each shifts only entries already handled), appends last.
+
+
+def _edit_list(
+    ops: list[PatchOp],
+    path: str,
+    present: bool,
+    replace: dict[int, dict[str, Any]],
+    remove: list[int],
+    append: list[dict[str, Any]],
+) -> None:
+    if not present:
+        if append:
+            ops.append({"op": "add", "path": path, "value": append})
+        return
+    ops.extend({"op": "replace", "path": f"{path}/{i}", "value": v} for i, v in replace.items())
+    ops.extend({"op": "remove", "path": f"{path}/{i}"} for i in sorted(remove, reverse=True))
+    ops.extend({"op": "add", "path": f"{path}/-", "value": v} for v in append)
+
+
 # -- volumes ---------------------------------------------------------------------------------
 
 
 def _inject_volumes(
     spec: dict[str, Any], cfg: InjectConfig, ops: list[PatchOp], warnings: list[str]
-) -> None:
-    current: list[dict[str, Any]] = list(spec.get("volumes") or [])
-    updated = list(current)
+) -> tuple[str, ...]:
+    """Edit ``spec.volumes``; return the artifacts whose volume is added or replaced."""
+    current: list[dict[str, Any]] = spec.get("volumes") or []
+    positions: dict[str, list[int]] = {}
+    for index, volume in enumerate(current):
+        if volume["name"] in BY_VOLUME:
+            positions.setdefault(volume["name"], []).append(index)
+    replace: dict[int, dict[str, Any]] = {}
+    remove: list[int] = []
+    append: list[dict[str, Any]] = []
+    replaced: list[str] = []
     for desired in cfg.volumes:
-        positions = [i for i, v in enumerate(updated) if v.get("name") == desired["name"]]
-        if not positions:
-            updated.append(_copy(desired))
+        found = positions.get(desired["name"], [])
+        if not found:
+            append.append(_copy(desired))
             continue
-        first = positions[0]
-        if updated[first] != desired:
+        keep = next((i for i in found if current[i] == desired), None)
+        if keep is None:
+            keep = found[0]
             warnings.append(
                 f"volume {desired['name']!r} replaced by the digest-pinned image volume "
-                f"(was {_volume_source(updated[first])})"
+                f"(was {_volume_source(current[keep])})"
             )
-            updated[first] = _copy(desired)
-        for extra in reversed(positions[1:]):
-            del updated[extra]
-            warnings.append(f"duplicate volume {desired['name']!r} removed")
-    _write_list(ops, "/spec/volumes", spec.get("volumes") is not None, current, updated)
+            replace[keep] = _copy(desired)
+            replaced.append(desired["name"])
+        extras = [i for i in found if i != keep]
+        if extras:
+            remove.extend(extras)
+            warnings.append(f"{_duplicates(len(extras))} volume {desired['name']!r} removed")
+    _edit_list(ops, "/spec/volumes", spec.get("volumes") is not None, replace, remove, append)
+    changed = [v["name"] for v in append] + [current_name for current_name in replaced]
+    return tuple(sorted(changed))
 
 
 def _volume_source(volume: dict[str, Any]) -> str:
-    sources = [key for key in volume if key != "name"]
+    sources = [key[:40] for key in list(volume)[:8] if key != "name"]
     return ", ".join(sources) or "no source"
 
 
 # -- mounts ----------------------------------------------------------------------------------
 
 
-_MOUNTS: dict[Artifact, dict[str, Any]] = {
-    a: {"name": a.volume, "readOnly": True, "mountPath": a.mount_path} for a in (AGENTD, OPENCODE)
+# Keyed by name, as are the per-call tables below: hashing the Artifact dataclass costs more
+# than the rest of the per-mount work.
+_MOUNTS: dict[str, dict[str, Any]] = {
+    a.name: {"name": a.volume, "readOnly": True, "mountPath": a.mount_path}
+    for a in (AGENTD, OPENCODE)
 }
-
-
-def _desired_mount(artifact: Artifact) -> dict[str, Any]:
-    return dict(_MOUNTS[artifact])
 
 
 def _inject_mounts(
     container: dict[str, Any],
     path: str,
     wanted: tuple[Artifact, ...],
+    ours: list[tuple[int, Artifact]],
     ops: list[PatchOp],
     warnings: list[str],
 ) -> None:
-    current: list[dict[str, Any]] = container.get("volumeMounts") or []
-    name = container.get("name")
-    updated: list[dict[str, Any]] = []
-    for mount in current:
-        artifact = _artifact_of_mount(mount)
-        if artifact is None:
-            updated.append(mount)
-            continue
-        if mount.get("mountPath") == artifact.mount_path and mount.get("name") != artifact.volume:
-            raise AdmissionDenied(
-                f"container {name!r} mounts volume {mount.get('name')!r} at "
-                f"{artifact.mount_path}, where the {artifact.name} image volume must be mounted",
-                f"remove that mount or move it off {artifact.mount_path}",
-            )
+    """``ours``: the container's mounts of our volumes at their own mount points, already
+    checked against the path rules."""
+    mounts: list[dict[str, Any]] = container.get("volumeMounts") or []
+    name = shown(container["name"])
+    keep: dict[str, int] = {}
+    for index, artifact in ours:  # an exact mount is kept in preference to any other
+        if artifact.name not in keep and mounts[index] == _MOUNTS[artifact.name]:
+            keep[artifact.name] = index
+    replace: dict[int, dict[str, Any]] = {}
+    remove: list[int] = []
+    unwanted: dict[str, int] = {}
+    duplicates: dict[str, int] = {}
+    for index, artifact in ours:
         if artifact not in wanted:
+            remove.append(index)
+            unwanted[artifact.name] = unwanted.get(artifact.name, 0) + 1
+        elif artifact.name not in keep:
+            keep[artifact.name] = index
+            replace[index] = dict(_MOUNTS[artifact.name])
             warnings.append(
-                f"mount of {artifact.volume!r} removed from container {name!r}: "
-                f"{artifact.mount_path} belongs to {_owners(artifact)} only"
-            )
-            continue
-        if mount != _MOUNTS[artifact]:
-            if any(m.get("mountPath") == artifact.mount_path for m in updated):
-                warnings.append(f"duplicate {artifact.mount_path} mount removed from {name!r}")
-                continue
-            warnings.append(
-                f"mount {artifact.mount_path} in container {name!r} replaced by a read-only "
+                f"mount {artifact.mount_path} in container {name} replaced by a read-only "
                 f"mount of the {artifact.name} image volume"
             )
-            updated.append(_desired_mount(artifact))
-            continue
-        updated.append(mount)
-    for artifact in wanted:
-        if _MOUNTS[artifact] not in updated:
-            updated.append(_desired_mount(artifact))
-    _write_list(
-        ops, f"{path}/volumeMounts", container.get("volumeMounts") is not None, current, updated
-    )
+        elif keep[artifact.name] != index:
+            remove.append(index)
+            duplicates[artifact.name] = duplicates.get(artifact.name, 0) + 1
+    # One warning per kind of change, however many entries it covers: the API server passes
+    # warnings on to the client, and a pod with thousands of copies must not flood it.
+    for artifact_name, count in unwanted.items():
+        artifact = BY_VOLUME[artifact_name]
+        warnings.append(
+            f"{_times(count, 'mount')} of {artifact.volume!r} removed from container {name}: "
+            f"{artifact.mount_path} belongs to {_owners(artifact)} only"
+        )
+    for artifact_name, count in duplicates.items():
+        artifact = BY_VOLUME[artifact_name]
+        warnings.append(f"{_duplicates(count)} {artifact.mount_path} mount removed from {name}")
+    append = [dict(_MOUNTS[a.name]) for a in wanted if a.name not in keep]
+    present = container.get("volumeMounts") is not None
+    _edit_list(ops, f"{path}/volumeMounts", present, replace, remove, append)
 
 
-def _artifact_of_mount(mount: dict[str, Any]) -> Artifact | None:
-    """The artifact a mount belongs to, by volume name or by mount path."""
-    return _BY_VOLUME.get(mount.get("name")) or _BY_MOUNT_PATH.get(mount.get("mountPath"))
+def _times(count: int, one: str, many: str | None = None) -> str:
+    """``"mount"`` for one, ``"3 mounts"`` for more; ``many`` when the plural is irregular."""
+    return one if count == 1 else f"{count} {many or one + 's'}"
 
 
-def _mounts_ours(container: dict[str, Any]) -> bool:
-    """Whether any mount uses an artifact's volume name or mount path (a plain loop: this runs
-    for every container of every workspace pod)."""
-    for mount in container.get("volumeMounts") or ():
-        if mount.get("name") in _BY_VOLUME or mount.get("mountPath") in _BY_MOUNT_PATH:
-            return True
-    return False
-
-
-# Lookup tables: the hot loop runs once per mount of every container of every pod.
-_BY_VOLUME: dict[Any, Artifact] = {a.volume: a for a in (AGENTD, OPENCODE)}
-_BY_MOUNT_PATH: dict[Any, Artifact] = {a.mount_path: a for a in (AGENTD, OPENCODE)}
+def _duplicates(count: int) -> str:
+    return _times(count, "duplicate", "duplicate")
 
 
 def _owners(artifact: Artifact) -> str:
@@ -304,35 +352,40 @@ def _inject_env(
     ops: list[PatchOp],
     warnings: list[str],
 ) -> None:
+    """The eight pins, once each with the configured value; otherwise every supplied pin is
+    removed and the eight are appended in their documented order."""
     wanted = cfg.env_by_name
     current: list[dict[str, Any]] = container.get("env") or []
-    supplied = [entry for entry in current if entry.get("name") in wanted]
+    supplied = [(i, entry) for i, entry in enumerate(current) if entry["name"] in wanted]
     if (
         len(supplied) == len(wanted)
-        and all(e == wanted[e["name"]] for e in supplied)
-        and len({e["name"] for e in supplied}) == len(wanted)
+        and all(entry == wanted[entry["name"]] for _, entry in supplied)
+        and len({entry["name"] for _, entry in supplied}) == len(wanted)
     ):
-        return  # every pin present once, with the configured value
-    kept = [entry for entry in current if entry.get("name") not in wanted]
-    seen: set[str] = set()
-    for entry in supplied:
-        env_name = str(entry.get("name"))
-        if env_name in seen:
-            warnings.append(f"duplicate env {env_name} removed from container {MAIN_CONTAINER!r}")
-        elif entry != wanted[env_name]:
+        return
+    seen: dict[str, int] = {}
+    for _, entry in supplied:
+        env_name = entry["name"]
+        if env_name not in seen and entry != wanted[env_name]:
             warnings.append(
                 f"env {env_name} on container {MAIN_CONTAINER!r} replaced by the configured value"
             )
-        seen.add(env_name)
-    desired = [_copy(entry) for entry in cfg.env]
-    _write_list(ops, f"{path}/env", container.get("env") is not None, current, kept + desired)
+        seen[env_name] = seen.get(env_name, 0) + 1
+    for env_name, count in seen.items():
+        if count > 1:
+            warnings.append(
+                f"{_duplicates(count - 1)} env {env_name} removed from container {MAIN_CONTAINER!r}"
+            )
+    remove = [i for i, _ in supplied]
+    append = [_copy(entry) for entry in cfg.env]
+    _edit_list(ops, f"{path}/env", container.get("env") is not None, {}, remove, append)
 
 
 # -- receipt annotation ----------------------------------------------------------------------
 
 
 def _inject_receipt(pod: Pod, cfg: InjectConfig, ops: list[PatchOp]) -> None:
-    metadata = pod.get("metadata") or {}
+    metadata = pod["metadata"]
     annotations = metadata.get("annotations")
     receipt = cfg.receipt
     if annotations is None:
@@ -348,28 +401,3 @@ def _inject_receipt(pod: Pod, cfg: InjectConfig, ops: list[PatchOp]) -> None:
 def _copy(value: dict[str, Any]) -> dict[str, Any]:
     """A patch value the caller may mutate without touching the cached configuration."""
     return {k: dict(v) if isinstance(v, dict) else v for k, v in value.items()}
-
-
-# -- list writing ----------------------------------------------------------------------------
-
-
-def _write_list(
-    ops: list[PatchOp],
-    path: str,
-    present: bool,
-    current: list[dict[str, Any]],
-    updated: list[dict[str, Any]],
-) -> None:
-    """Append-only growth → ``add …/-`` per item; anything else → one whole-list replace."""
-    if updated == current and present:
-        return
-    if not present or (not current and not updated):
-        if updated:
-            ops.append({"op": "add", "path": path, "value": updated})
-        return
-    if updated[: len(current)] == current:
-        ops.extend(
-            {"op": "add", "path": f"{path}/-", "value": item} for item in updated[len(current) :]
-        )
-        return
-    ops.append({"op": "replace", "path": path, "value": updated})

@@ -33,14 +33,15 @@ def patched(
     return response
 
 
+# The metav1.StatusReason the API server shows beside each code we deny with.
+_REASONS = {400: "BadRequest", 403: "Forbidden", 413: "RequestEntityTooLarge"}
+
+
 def denied(uid: str, message: str, code: int = 403) -> Response:
     return {
         "uid": uid,
         "allowed": False,
-        "status": {
-            **_status(message, code),
-            "reason": "Forbidden" if code == 403 else "InternalError",
-        },
+        "status": {**_status(message, code), "reason": _REASONS.get(code, "InternalError")},
     }
 
 

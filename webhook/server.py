@@ -126,11 +126,17 @@ async def serve(settings: WebhookSettings, args: argparse.Namespace) -> int:
         runners = []
         try:
             runner, port = await start(
-                app, serving.host, serving.port, ssl_context=source.ssl_context()
+                app,
+                serving.host,
+                serving.port,
+                ssl_context=source.ssl_context(),
+                limits=serving.limits,
             )
             runners.append(runner)
             if serving.metrics_port:
-                side, _ = await start(probe_app(readiness), serving.host, serving.metrics_port)
+                side, _ = await start(
+                    probe_app(readiness), serving.host, serving.metrics_port, limits=serving.limits
+                )
                 runners.append(side)
             log.info("webhook serving", extra=fields(port=port, metricsPort=serving.metrics_port))
             status = await _until_signalled_or_failed(background)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from webhook.pins import add_pins_flags, insecure_registries_from_args
 from webhook.validate import ValidatorConfig, add_validator_flags, validator_config_from_args
+from wspin.connections import API_SERVER_IDLE_TIMEOUT, ConnectionLimits
 from wspin.delivery import (
     AgentdDelivery,
     OpencodeDelivery,
@@ -15,6 +16,8 @@ from wspin.delivery import (
 )
 from wspin.errors import ConfigError
 from wspin.flags import add_flag
+
+DEFAULT_LIMITS = ConnectionLimits()
 
 
 @dataclass(frozen=True)
@@ -29,6 +32,8 @@ class ServingSettings:
     """Seconds to keep answering after SIGTERM while /readyz reports the shutdown (default 5):
     endpoints take a moment to drop a terminating pod, and with ``failurePolicy: Fail`` a
     request sent to a closed port fails a pod creation."""
+    limits: ConnectionLimits = DEFAULT_LIMITS
+    """Header, body and idle deadlines and the connection cap of both ports."""
 
 
 @dataclass(frozen=True)
@@ -79,8 +84,73 @@ def add_serving_flags(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_connection_flags(parser: argparse.ArgumentParser) -> None:
+    defaults = ConnectionLimits()
+    add_flag(
+        parser,
+        "--header-timeout",
+        type=float,
+        default=defaults.header_timeout,
+        help="seconds for a request's headers (and the TLS handshake) to arrive",
+    )
+    add_flag(
+        parser,
+        "--body-timeout",
+        type=float,
+        default=defaults.body_timeout,
+        help="seconds for a request's body to arrive once its headers are in",
+    )
+    add_flag(
+        parser,
+        "--idle-timeout",
+        type=float,
+        default=defaults.idle_timeout,
+        help=f"seconds an idle keep-alive connection stays open (above the API server's "
+        f"{API_SERVER_IDLE_TIMEOUT:g})",
+    )
+    add_flag(
+        parser,
+        "--max-connections",
+        type=int,
+        default=defaults.max_connections,
+        help="open connections per port; more are closed as they open",
+    )
+
+
+def connection_limits_from_args(args: argparse.Namespace) -> ConnectionLimits:
+    """The deadlines and the cap, checked; ConfigError names the flag."""
+    for flag, seconds in (
+        ("--header-timeout", args.header_timeout),
+        ("--body-timeout", args.body_timeout),
+    ):
+        if not 0 < seconds <= 60:
+            raise ConfigError(
+                f"{flag} must be above 0 and at most 60 seconds, got {seconds}",
+                f"set {flag} to a few seconds (the API server sends a request whole)",
+            )
+    if not API_SERVER_IDLE_TIMEOUT < args.idle_timeout <= 3600:
+        raise ConfigError(
+            f"--idle-timeout must be above the API server's {API_SERVER_IDLE_TIMEOUT:g} s idle "
+            f"timeout and at most 3600, got {args.idle_timeout}",
+            "set --idle-timeout to 120 (a shorter one races the API server's reuse of a "
+            "connection and fails admission requests)",
+        )
+    if not 1 <= args.max_connections <= 100_000:
+        raise ConfigError(
+            f"--max-connections must be between 1 and 100000, got {args.max_connections}",
+            "set --max-connections to fit the memory limit (about 60 KiB per stalled connection)",
+        )
+    return ConnectionLimits(
+        header_timeout=args.header_timeout,
+        body_timeout=args.body_timeout,
+        idle_timeout=args.idle_timeout,
+        max_connections=args.max_connections,
+    )
+
+
 def add_webhook_flags(parser: argparse.ArgumentParser) -> None:
     add_serving_flags(parser)
+    add_connection_flags(parser)
     add_delivery_flags(parser)
     add_pins_flags(parser)
     add_validator_flags(parser)
@@ -101,7 +171,13 @@ def settings_from_args(args: argparse.Namespace) -> WebhookSettings:
         )
     agentd, opencode = deliveries_from_args(args)
     return WebhookSettings(
-        serving=ServingSettings(args.host, args.port, args.metrics_port, args.shutdown_delay),
+        serving=ServingSettings(
+            args.host,
+            args.port,
+            args.metrics_port,
+            args.shutdown_delay,
+            connection_limits_from_args(args),
+        ),
         agentd=agentd,
         opencode=opencode,
         validator=validator_config_from_args(args),

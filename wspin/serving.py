@@ -6,11 +6,16 @@ is not ready yet, so ``/readyz`` answers with the reason rather than a bare 503.
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
+
+from wspin.connections import ConnectionLimits, GuardedSite
+
+DEFAULT_LIMITS = ConnectionLimits()
 
 Check = Callable[[], str | None]
 
@@ -63,15 +68,16 @@ def probe_app(readiness: Readiness, registry: CollectorRegistry = REGISTRY) -> w
 
 
 async def start(
-    app: web.Application, host: str, port: int, **site_kwargs: object
+    app: web.Application,
+    host: str,
+    port: int,
+    ssl_context: ssl.SSLContext | None = None,
+    limits: ConnectionLimits = DEFAULT_LIMITS,
 ) -> tuple[web.AppRunner, int]:
-    """Start ``app`` on host:port (0 = any free port); returns the runner and the bound port."""
+    """Start ``app`` on host:port (0 = any free port) with the deadlines and connection cap
+    of ``limits``; returns the runner and the bound port."""
     runner = web.AppRunner(app, handle_signals=False, access_log=None)
     await runner.setup()
-    site = web.TCPSite(runner, host, port, **site_kwargs)  # type: ignore[arg-type]
+    site = GuardedSite(runner, host, port, limits, ssl_context=ssl_context)
     await site.start()
-    bound = port
-    for address in runner.addresses:  # the real port when 0 was asked for
-        bound = int(address[1])
-        break
-    return runner, bound
+    return runner, site.bound_port

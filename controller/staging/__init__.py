@@ -7,12 +7,16 @@ uncached client for the relay namespace: it reads by name and never lists or wat
 is all the RBAC there allows.
 
 The per-workspace pass (``staging_pass.RelayStagingPass``, run by the Workspace reconciler)
-is built from small parts: ``source`` (the API's credential endpoint) and ``router`` (mint,
-rotate) are the HTTP clients; ``envelope`` seals with HPKE; ``envelopes`` and ``handoff`` are
-the two Secrets it writes; ``desired``, ``bookkeeping``, ``tokens``, ``revision`` and
-``conditions`` are pure decisions; ``revoke`` and ``escalation`` are the two recovery paths;
-``redact`` keeps every staged key out of log lines, Events and condition messages. Not
-exported here: the pass depends on the Workspace package, which imports this one.
+is built from one module per concept: ``clients`` (the credential source and the router's
+internal API, the two HTTP services it calls); ``desired`` (which providers are staged and
+what the Workspace's bookkeeping says was staged before); ``envelopes`` (HPKE sealing, the
+envelope Secrets and their revocation); ``handoff`` (scoped tokens, the revision, the handoff
+Secret); ``ownership`` (one Workspace per relay identity: a same-named Workspace in another
+namespace gets ``NameConflict``, never another tenant's key); ``health`` (agentd's health
+report in the running pod, mirrored into ``status.secretsDelivery``); ``conditions`` and
+``events`` (what the pass reports); ``escalation`` (the rotate recovery); ``redact`` (keeps
+every staged key out of log lines, Events and condition messages). Not exported here: the
+pass depends on the Workspace package, which imports this one.
 """
 
 from controller.staging.arming import (

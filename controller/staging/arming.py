@@ -5,12 +5,12 @@ startup guard passed within ``ARMING_STARTUP_GUARD_WINDOW``; only then is the li
 ``relay-only key delivery enabled`` logged. Any failure on the way raises
 ``RelayStagingError`` and ``relay_staging_exit_code_for`` maps it to exit 85: a controller
 deployed relay-only that cannot stage must crash loudly at boot instead of running green
-while every workspace starves (the reference's outage #1548).
+while every workspace silently gets no credentials.
 
 The guard, in order: the router answers ``/healthz``; the router has published its public key
-(``llm-relay-hpke-pub``, shape-valid); the mint key exists (created if not); and, beyond the
-reference (its outage #1611, a redirected internal endpoint), one probe of the credential
-source with redirects not followed.
+(``llm-relay-hpke-pub``, shape-valid); the mint key exists (created if not); and one probe of the
+credential source with redirects not followed (an internal endpoint redirected to https on a
+plaintext port would otherwise leave every workspace unstaged while the controller looks armed).
 """
 
 from __future__ import annotations

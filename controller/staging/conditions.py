@@ -14,11 +14,10 @@ code, mirrored by the health scrape); a revocation in this pass outranks it.
 from __future__ import annotations
 
 import enum
-from typing import Any, Final
+from typing import Final
 
 from controller.toolkit.conditions import ConditionStatus, condition
-
-Obj = dict[str, Any]
+from controller.types import Obj
 
 STAGED: Final = "CredentialsStaged"
 STALE: Final = "CredentialStale"
@@ -35,6 +34,15 @@ TOKEN_EXPIRED: Final = "StaleTokenExpired"  # noqa: S105 - a condition reason
 REVOKED: Final = "StaleRevoked"
 DELIVERY_DEFERRED: Final = "StaleDeliveryDeferred"
 ROUTER_REJECTED: Final = "CredentialRouterRejected"
+NAME_CONFLICT: Final = "NameConflict"
+
+# Event reasons: what a human should hear about once, beyond the conditions.
+EVENT_CREDENTIAL_REVOKED: Final = "CredentialRevoked"
+EVENT_ROTATE_ESCALATED: Final = "RelayRotateEscalated"
+EVENT_ROTATE_ESCALATION_FAILED: Final = "RelayRotateEscalationFailed"
+EVENT_ENVELOPE_ORPHANED: Final = "RelayEnvelopeOrphaned"
+EVENT_ROUTER_REJECTED: Final = "CredentialRouterRejected"
+EVENT_NAME_CONFLICT: Final = "RelayNameConflict"
 
 # agentd degrade codes.
 CODE_CREDENTIAL_STALE: Final = "credential_stale"
@@ -138,3 +146,14 @@ def rejected(code: str, generation: int) -> Obj | None:
     if code not in REJECTION_CODES:
         return None
     return _make(REJECTED, "True", ROUTER_REJECTED, f"router rejected a token: {code}", generation)
+
+
+def name_conflict(name: str, owner_namespace: str, generation: int) -> Obj:
+    """``CredentialsStaged=False/NameConflict``: the relay identity belongs to another
+    Workspace. Names the owner's namespace only: nothing of its credentials."""
+    message = (
+        f"not staged: the relay identity {name!r} belongs to the Workspace {name!r} in "
+        f"namespace {owner_namespace!r}, created earlier (relay identities are Workspace names "
+        "and span namespaces); rename this Workspace to stage its credentials"
+    )
+    return _make(STAGED, "False", NAME_CONFLICT, message, generation)

@@ -1,9 +1,22 @@
-"""Which provider credentials are staged, and the digests that say when to re-seal. Pure.
+"""The desired set: which provider credentials are staged, and what was staged before.
 
 A kind is stageable iff it has a row in ``KIND_UPSTREAMS`` (the router can front it with a
-bearer key); the API's batch builder uses the same predicate, so the staged set and the
-set it rewrites cannot drift. Skipped providers keep the raw-key path and are listed in the
+bearer key); the API's batch builder uses the same predicate, so the staged set and the set it
+rewrites cannot drift. Skipped providers keep the raw-key path and are listed in the
 CredentialsStaged message.
+
+What was staged is kept on the Workspace in three annotations and nothing else, because
+envelopes are written blind and never read back (the relay namespace grants no get on them),
+plus a fourth saying whose they are:
+
+- ``relay-sealed-generation``: the public-key generation last sealed under;
+- ``relay-staged-revision``: the revision of the handoff the pass last wrote;
+- ``relay-staged-providers``: slug → ``{keyDigest, keyID, modelsDigest, redactionID}``;
+- ``relay-staged-for``: ``<namespace>/<uid>`` of the Workspace they describe.
+
+Absent or unparseable bookkeeping reads as empty: everything is re-sealed, the safe direction.
+Comparing the two (``needs_seal``) is the plan of a pass. Pure, but for
+``write_bookkeeping``, which records the result on the Workspace.
 """
 
 from __future__ import annotations
@@ -13,6 +26,10 @@ import json
 import re
 from dataclasses import dataclass, field
 from typing import Any, Final
+
+from controller.staging.ownership import STAGED_FOR_ANNOTATION, staged_for
+from controller.types import Obj
+from wspin.resources import WORKSPACES, Kube, NotFound
 
 KIND_UPSTREAMS: Final[dict[str, str]] = {
     "openai": "https://api.openai.com/v1",
@@ -121,3 +138,109 @@ def desired_set(
             continue
         desired.append(DesiredProvider(credential, upstream))
     return desired, skipped
+
+
+ANNOTATION_PREFIX: Final = "llmsafespaces.dev/"
+SEALED_GENERATION: Final = ANNOTATION_PREFIX + "relay-sealed-generation"
+STAGED_REVISION: Final = ANNOTATION_PREFIX + "relay-staged-revision"
+STAGED_PROVIDERS: Final = ANNOTATION_PREFIX + "relay-staged-providers"
+STAGED_FOR: Final = STAGED_FOR_ANNOTATION
+"""``<namespace>/<uid>`` of the Workspace the other three describe. Annotations travel with
+a copied manifest (``kubectl get -o yaml`` into another namespace); bookkeeping that is not
+this Workspace's own reads as nothing staged, so everything is sealed afresh under its owner."""
+ANNOTATIONS: Final = (SEALED_GENERATION, STAGED_REVISION, STAGED_PROVIDERS, STAGED_FOR)
+
+
+@dataclass(frozen=True)
+class Staged:
+    """What was sealed for one slug: digests of the inputs, the key it was sealed under and
+    the redaction group of its plaintext."""
+
+    key_digest: str
+    key_id: str
+    models_digest: str
+    redaction_id: str
+
+
+Bookkeeping = dict[str, Staged]
+
+
+def annotations_of(ws: Obj) -> dict[str, str]:
+    """The three bookkeeping annotations as they are now (missing ones left out)."""
+    current = (ws.get("metadata") or {}).get("annotations") or {}
+    return {name: str(current[name]) for name in ANNOTATIONS if name in current}
+
+
+def parse_providers(raw: str | None) -> Bookkeeping:
+    if not raw:
+        return {}
+    try:
+        decoded = json.loads(raw)
+    except ValueError:
+        return {}
+    if not isinstance(decoded, dict):
+        return {}
+    result: Bookkeeping = {}
+    for slug, entry in decoded.items():
+        if not isinstance(entry, dict):
+            continue
+        values = [entry.get(k) for k in ("keyDigest", "keyID", "modelsDigest", "redactionID")]
+        if all(isinstance(v, str) for v in values):
+            result[str(slug)] = Staged(*(str(v) for v in values))
+    return result
+
+
+def render_providers(bookkeeping: Bookkeeping) -> str:
+    return go_json(
+        {
+            slug: {
+                "keyDigest": s.key_digest,
+                "keyID": s.key_id,
+                "modelsDigest": s.models_digest,
+                "redactionID": s.redaction_id,
+            }
+            for slug, s in bookkeeping.items()
+        }
+    )
+
+
+def sealed_generation(annotations: dict[str, str]) -> int:
+    """The generation last sealed under; 0 when absent or garbled (forces a re-seal)."""
+    try:
+        return max(0, int(annotations.get(SEALED_GENERATION, "0")))
+    except ValueError:
+        return 0
+
+
+def needs_seal(staged: Staged | None, want: DesiredProvider, key_id: str, *, force: bool) -> bool:
+    """Re-seal when never sealed, forced (new generation), or the keyID, the models or the key
+    value (a credential rotated under a stable slug) differ from what was sealed."""
+    return (
+        staged is None
+        or force
+        or staged.key_id != key_id
+        or staged.models_digest != want.models_digest
+        or staged.key_digest != want.key_digest
+    )
+
+
+def with_owner_mark(ws: Obj, wanted: dict[str, str], *, mine: bool) -> dict[str, str]:
+    """``wanted`` plus the owner mark: this Workspace's when the bookkeeping describes it,
+    else the mark as it was (absent stays absent)."""
+    if mine:
+        return {**wanted, STAGED_FOR: staged_for(ws)}
+    current = annotations_of(ws)
+    return {**wanted, STAGED_FOR: current[STAGED_FOR]} if STAGED_FOR in current else dict(wanted)
+
+
+async def write_bookkeeping(kube: Kube, ws: Obj, wanted: dict[str, str]) -> None:
+    """Set the bookkeeping annotations to exactly ``wanted``; no write when they are. The one
+    write this module makes: everything above decides, this records."""
+    if annotations_of(ws) == wanted:
+        return
+    meta = ws["metadata"]
+    patch = {"metadata": {"annotations": {k: wanted.get(k) for k in ANNOTATIONS}}}
+    try:
+        await kube.patch(WORKSPACES, meta["name"], patch, meta.get("namespace"))
+    except NotFound:
+        return  # deleted meanwhile; cleanup runs on termination

@@ -22,10 +22,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Final
 
-from controller.staging.bookkeeping import Bookkeeping
-from controller.staging.desired import DesiredProvider
-from controller.staging.internal_http import InternalCallError
-from controller.staging.router import RouterClient
+from controller.staging.clients import InternalCallError, RouterClient
+from controller.staging.desired import Bookkeeping, DesiredProvider
 from controller.staging.secrets import (
     HPKE_PUB_SECRET,
     MINT_KEY_SECRET,
@@ -34,7 +32,7 @@ from controller.staging.secrets import (
     RelaySecrets,
     parse_hpke_pub,
 )
-from controller.staging.tokens import parse_time, rfc3339
+from controller.toolkit.clock import format_time, parse_time
 from wspin.logs import fields
 from wspin.resources import Conflict, KubeAPIError
 
@@ -89,7 +87,7 @@ async def escalate(
     last = parse_time(annotations.get(ESCALATION_ANNOTATION))
     if last is not None and now - last < ANTI_STORM:
         return Escalation(Result.SKIPPED, detail="anti-storm budget spent")
-    annotations[ESCALATION_ANNOTATION] = rfc3339(now)
+    annotations[ESCALATION_ANNOTATION] = format_time(now)
     try:
         await secrets.update(holder)  # carries its resourceVersion: one winner per budget
     except Conflict:

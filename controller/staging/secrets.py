@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from controller.types import Obj
 from wspin.errors import WspinError
-from wspin.resources import SECRETS, AlreadyExists, Kube
+from wspin.resources import SECRETS, AlreadyExists, Kube, KubeAPIError
 
 HPKE_PUB_SECRET = "llm-relay-hpke-pub"  # noqa: S105 - a Secret name
 """The router's public key (router-owned; the controller only reads it)."""
@@ -140,3 +140,18 @@ async def ensure_mint_key(reader: RelaySecrets, writer: RelaySecrets) -> str:
             f"delete Secret {MINT_KEY_SECRET} so the controller recreates it",
         )
     return value.decode(errors="replace")
+
+
+async def read_hpke_pub(relay: RelaySecrets) -> tuple[HpkePublicKey | None, str]:
+    """The router's public key, read directly each pass (a rotation is seen at once)."""
+    where = f"Secret {relay.namespace}/{HPKE_PUB_SECRET}"
+    try:
+        secret = await relay.get(HPKE_PUB_SECRET)
+    except KubeAPIError as err:
+        return None, f"{where} unreadable: {err}"
+    if secret is None:
+        return None, f"{where} not found: router not bootstrapped, or KMS mode not yet wired"
+    try:
+        return parse_hpke_pub(secret), ""
+    except RelaySecretError as err:
+        return None, f"{where} is shape-invalid: {err.message} (seal-time parse fails loudly)"

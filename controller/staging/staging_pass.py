@@ -1,7 +1,7 @@
 """The per-workspace relay staging pass: provider keys sealed to the router, scoped tokens
 handed to the workspace, revocation, conditions; run inside the Workspace reconcile.
 
-Order (reference relay-staging.md §5.4): fetch the credentials, ensure the mint key, read the
+Order: fetch the credentials, ensure the mint key, read the
 public key (direct, never cached), work out the desired set and the bookkeeping, revoke what
 is no longer bound, maybe escalate a rotation, seal what changed, mint or reuse tokens,
 compute the revision, write the handoff, then the conditions, Events and annotations.
@@ -20,65 +20,55 @@ workspaces run in parallel safely.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from datetime import UTC, datetime
-from typing import Any
+from dataclasses import replace
 
 from controller.staging import conditions as cond
+from controller.staging import withdrawal
 from controller.staging.arming import RelayStagingConfig
-from controller.staging.bookkeeping import (
+from controller.staging.clients import CredentialSource, InternalCallError, RouterClient
+from controller.staging.desired import (
     SEALED_GENERATION,
+    STAGED_FOR,
     STAGED_PROVIDERS,
     STAGED_REVISION,
     Bookkeeping,
-    Staged,
+    DesiredProvider,
     annotations_of,
+    desired_set,
     needs_seal,
     parse_providers,
     render_providers,
     sealed_generation,
+    with_owner_mark,
+    write_bookkeeping,
 )
-from controller.staging.desired import DesiredProvider, desired_set
-from controller.staging.envelope import EnvelopeError, Sealer
-from controller.staging.envelopes import envelope_name, envelope_secret, write_envelope
+from controller.staging.envelopes import (
+    EnvelopeError,
+    Sealer,
+    revoke,
+    seal,
+)
 from controller.staging.escalation import Escalation, Result, escalate, lineage_intact
-from controller.staging.events import (
-    CREDENTIAL_REVOKED,
-    ENVELOPE_ORPHANED,
-    ROTATE_ESCALATED,
-    ROTATE_ESCALATION_FAILED,
-    ROUTER_REJECTED,
-    EventRecorder,
-)
-from controller.staging.handoff import HandoffWriter
-from controller.staging.internal_http import InternalCallError
-from controller.staging.redact import Redactor, group_id
-from controller.staging.revision import revision
-from controller.staging.revoke import revoke
-from controller.staging.router import RouterClient
+from controller.staging.handoff import HandoffWriter, renew, revision
+from controller.staging.health import HealthScraper, mirror_health
+from controller.staging.ownership import WorkspaceNames, staged_for
+from controller.staging.redact import Redactor
+from controller.staging.schedule import DEFAULT_STALENESS_BOUND, next_pass_in, staleness_tick
 from controller.staging.secrets import (
-    HPKE_PUB_SECRET,
-    HpkePublicKey,
     RelaySecretError,
     RelaySecrets,
     ensure_mint_key,
-    parse_hpke_pub,
+    read_hpke_pub,
 )
-from controller.staging.source import CredentialSource
-from controller.staging.tokens import renew
+from controller.toolkit.clock import Clock, utc_now
 from controller.toolkit.conditions import find_condition
-from controller.types import StagingReport
+from controller.toolkit.events import EventRecorder
+from controller.types import Obj, ObjectReader, StagingReport
 from wspin.errors import TransientError
 from wspin.logs import fields
-from wspin.resources import WORKSPACES, Kube, KubeAPIError, NotFound
+from wspin.resources import WORKSPACES, Kube, KubeAPIError
 
 log = logging.getLogger("controller.staging")
-
-Obj = dict[str, Any]
-
-
-def _utc_now() -> datetime:
-    return datetime.now(UTC)
 
 
 class RelayStagingPass:
@@ -93,7 +83,11 @@ class RelayStagingPass:
         relay: RelaySecrets | None = None,
         source: CredentialSource | None = None,
         router: RouterClient | None = None,
-        clock: Callable[[], datetime] = _utc_now,
+        clock: Clock = utc_now,
+        names: WorkspaceNames | None = None,
+        pods: ObjectReader | None = None,
+        health: HealthScraper | None = None,
+        staleness_bound: float = DEFAULT_STALENESS_BOUND,
     ) -> None:
         self.config = config
         self.kube = kube
@@ -102,13 +96,19 @@ class RelayStagingPass:
         self.source = source or CredentialSource(config)
         self.router = router or RouterClient(config.router_url)
         self.clock = clock
-        self.events = EventRecorder(kube, redactor.redact, clock)
+        self.events = EventRecorder(kube, clock=clock, redact=redactor.redact)
         self.handoffs = HandoffWriter(kube)
+        self.names = names or WorkspaceNames()
+        self.pods = pods
+        self.health = health
+        self.staleness_bound = staleness_bound
 
     async def close(self) -> None:
         """Close the pooled connections to the credential source and the router."""
         await self.source.session.close()
         await self.router.session.close()
+        if self.health is not None:
+            await self.health.close()
 
     # -- the pass ---------------------------------------------------------------------------
 
@@ -116,7 +116,7 @@ class RelayStagingPass:
         """One pass. A failed Kubernetes write comes back as the report's error, not raised,
         so the reconciler still records the workspace's own status before it retries."""
         try:
-            return await self._pass(ws)
+            report = await self._pass(ws)
         except KubeAPIError as err:
             meta = ws["metadata"]
             message = self.redactor.redact(f"relay staging write failed: {err}")
@@ -127,8 +127,21 @@ class RelayStagingPass:
                 ),
             )
             return self._report([], error=TransientError(message))
+        if report.requeue_after is None:
+            # No deadline of its own (a source that was down, an unreadable public key, a
+            # conflict whose owner may be gone): looked at again at the staleness bound.
+            tick = staleness_tick(self.staleness_bound, str(ws["metadata"].get("uid") or ""))
+            report = replace(report, requeue_after=tick)
+        return report
 
     async def _pass(self, ws: Obj) -> StagingReport:
+        if self.health is not None and self.pods is not None:
+            ws = await mirror_health(self.kube, self.health, self.pods, ws)
+        holder = self.names.conflict(ws)
+        if holder is not None:
+            return self._report(
+                await withdrawal.stand_down(self, ws, holder), remove=(cond.STALE, cond.REJECTED)
+            )
         meta = ws["metadata"]
         name, generation = meta["name"], int(meta.get("generation") or 0)
         where = f"{meta.get('namespace', '')}/{name}"
@@ -144,16 +157,21 @@ class RelayStagingPass:
             mint_key = await ensure_mint_key(self.relay, self.relay)
         except (RelaySecretError, KubeAPIError) as err:
             return self._early(where, generation, f"mint key unavailable: {err}")
-        pub, problem = await self._read_pub()
+        pub, problem = await read_hpke_pub(self.relay)
         if pub is None:
             log.warning("relay staging stopped", extra=fields(workspace=where, error=problem))
             return self._report([cond.not_staged(cond.PUB_UNREADABLE, problem, generation)])
 
         desired, skipped = desired_set(credentials)
+        mine = before.get(STAGED_FOR, staged_for(ws))
+        if mine != staged_for(ws):
+            before = {}  # another Workspace's bookkeeping (a copied manifest): nothing staged
         bookkeeping = parse_providers(before.get(STAGED_PROVIDERS))
         self._register_staged(desired, bookkeeping)
         last_sealed = sealed_generation(before)
-        force = pub.generation != last_sealed
+        # Bookkeeping written before it recorded its Workspace is trusted for what to revoke,
+        # but its envelopes are sealed afresh: they may hold a same-named Workspace's key.
+        force = pub.generation != last_sealed or STAGED_FOR not in before
 
         wanted = {want.slug for want in desired}
         revocation = await revoke(
@@ -166,14 +184,17 @@ class RelayStagingPass:
         if revocation.revoked:  # announced now: an incomplete revocation stops the pass below
             await self.events.emit(
                 ws,
+                WORKSPACES,
                 "Normal",
-                CREDENTIAL_REVOKED,
+                cond.EVENT_CREDENTIAL_REVOKED,
                 f"provider(s) {', '.join(revocation.revoked)} unbound: envelope deleted; "
                 "in-flight tokens fail closed until the pod applies the removal",
             )
         cls = cond.staleness(code, revoked=revocation.any)
         if revocation.incomplete:
-            await self._annotate(ws, {**before, STAGED_PROVIDERS: render_providers(bookkeeping)})
+            await self._annotate(
+                ws, {**before, STAGED_PROVIDERS: render_providers(bookkeeping)}, mine=False
+            )
             stale = cond.stale(
                 cls,
                 code,
@@ -212,10 +233,10 @@ class RelayStagingPass:
             if not needs_seal(bookkeeping.get(want.slug), want, pub.key_id, force=force):
                 continue
             try:
-                await self._seal(name, want, sealer, bookkeeping)
+                await seal(self.relay, self.redactor, ws, want, sealer, bookkeeping)
             except EnvelopeError as err:
                 await self._annotate(
-                    ws, {**before, STAGED_PROVIDERS: render_providers(bookkeeping)}
+                    ws, {**before, STAGED_PROVIDERS: render_providers(bookkeeping)}, mine=False
                 )
                 message = f"envelope for provider {want.slug} absent: seal failed: {err}"
                 log.error("relay staging stopped", extra=fields(workspace=where, error=message))
@@ -270,45 +291,24 @@ class RelayStagingPass:
                 SEALED_GENERATION: str(pub.generation),
                 STAGED_REVISION: rev,
                 STAGED_PROVIDERS: render_providers(bookkeeping),
+                STAGED_FOR: staged_for(ws),
             },
         )
         found = [staged, *(c for c in (stale, rejected) if c is not None)]
         gone = tuple(t for t, c in ((cond.STALE, stale), (cond.REJECTED, rejected)) if c is None)
-        return self._report(found, remove=gone)
+        after = next_pass_in(
+            tokens.entries,
+            ttl=self.config.token_ttl,
+            now=self.clock(),
+            bound=self.staleness_bound,
+            uid=str(meta.get("uid") or ""),
+            cache_left=self.source.expires_in(name, owner),
+        )
+        return self._report(found, remove=gone, requeue_after=after)
 
     async def cleanup(self, ws: Obj) -> None:
-        """Delete every envelope this Workspace has (bookkeeping and handoff both name them);
-        a failed delete is reported as orphaned, never raised: termination goes on."""
-        name = ws["metadata"]["name"]
-        where = f"{ws['metadata'].get('namespace', '')}/{name}"
-        bookkeeping = parse_providers(annotations_of(ws).get(STAGED_PROVIDERS))
-        slugs = set(bookkeeping)
-        try:
-            slugs |= set((await self.handoffs.read(ws)).entries)
-        except KubeAPIError as err:
-            log.warning(
-                "handoff unreadable at cleanup", extra=fields(workspace=where, error=str(err))
-            )
-        for slug in sorted(slugs):
-            secret = envelope_name(name, slug)
-            try:
-                await self.relay.delete(secret)
-            except KubeAPIError as err:
-                log.error(
-                    "envelope ORPHANED",
-                    extra=fields(workspace=where, provider=slug, envelope=secret, error=str(err)),
-                )
-                await self.events.emit(
-                    ws,
-                    "Warning",
-                    ENVELOPE_ORPHANED,
-                    f"could not delete envelope {self.config.namespace}/{secret} ({err}); "
-                    "delete it by hand",
-                )
-            if slug in bookkeeping:
-                self.redactor.unregister(bookkeeping[slug].redaction_id)
-        owner = str(((ws.get("spec") or {}).get("owner") or {}).get("userID") or "")
-        self.source.forget(name, owner)
+        """Delete what this Workspace staged when it is deleted (see ``withdrawal``)."""
+        await withdrawal.clean_up(self, ws)
 
     # -- steps ------------------------------------------------------------------------------
 
@@ -320,8 +320,9 @@ class RelayStagingPass:
             log.error("rotate escalation failed", extra=fields(workspace=where, error=detail))
             await self.events.emit(
                 ws,
+                WORKSPACES,
                 "Warning",
-                ROTATE_ESCALATION_FAILED,
+                cond.EVENT_ROTATE_ESCALATION_FAILED,
                 f"router keypair rotation failed: {detail}; the 10-minute anti-storm budget "
                 "was consumed",
             )
@@ -331,20 +332,6 @@ class RelayStagingPass:
             log.info("rotate escalation skipped", extra=fields(workspace=where, why=detail))
         return outcome
 
-    async def _read_pub(self) -> tuple[HpkePublicKey | None, str]:
-        """The router's public key, read directly each pass (a rotation is seen at once)."""
-        where = f"Secret {self.config.namespace}/{HPKE_PUB_SECRET}"
-        try:
-            secret = await self.relay.get(HPKE_PUB_SECRET)
-        except KubeAPIError as err:
-            return None, f"{where} unreadable: {err}"
-        if secret is None:
-            return None, f"{where} not found: router not bootstrapped, or KMS mode not yet wired"
-        try:
-            return parse_hpke_pub(secret), ""
-        except RelaySecretError as err:
-            return None, f"{where} is shape-invalid: {err.message} (seal-time parse fails loudly)"
-
     def _register_staged(self, desired: list[DesiredProvider], bookkeeping: Bookkeeping) -> None:
         """Keys already sealed by an earlier pass (or process) are redacted from now on."""
         for want in desired:
@@ -352,31 +339,13 @@ class RelayStagingPass:
             if staged is not None and staged.key_digest == want.key_digest:
                 self.redactor.register(staged.redaction_id, want.credential.api_key)
 
-    async def _seal(
-        self, workspace: str, want: DesiredProvider, sealer: Sealer, bookkeeping: Bookkeeping
-    ) -> None:
-        envelope = sealer.seal(want.credential.api_key.encode())
-        group = group_id(envelope)
-        self.redactor.register(group, want.credential.api_key)  # before anything can echo it
-        try:
-            await write_envelope(
-                self.relay, envelope_secret(workspace, want.slug, envelope, want.models)
-            )
-        except BaseException:
-            # Not staged: the retry seals a new envelope with a group of its own.
-            self.redactor.unregister(group)
-            raise
-        previous = bookkeeping.get(want.slug)
-        if previous is not None and previous.redaction_id != group:
-            self.redactor.unregister(previous.redaction_id)
-        bookkeeping[want.slug] = Staged(want.key_digest, sealer.key_id, want.models_digest, group)
-
     async def _announce(self, ws: Obj, escalated: int, rejected: Obj | None) -> None:
         if escalated:
             await self.events.emit(
                 ws,
+                WORKSPACES,
                 "Normal",
-                ROTATE_ESCALATED,
+                cond.EVENT_ROTATE_ESCALATED,
                 f"router keypair rotated to generation {escalated}; credentials re-sealed",
             )
         if rejected is not None:
@@ -384,24 +353,19 @@ class RelayStagingPass:
                 (ws.get("status") or {}).get("conditions") or [], cond.REJECTED
             )
             if current is None or current.get("message") != rejected["message"]:
-                await self.events.emit(ws, "Warning", ROUTER_REJECTED, rejected["message"])
+                await self.events.emit(
+                    ws,
+                    WORKSPACES,
+                    "Warning",
+                    cond.EVENT_ROUTER_REJECTED,
+                    rejected["message"],
+                    episode=rejected["message"],
+                )
 
-    async def _annotate(self, ws: Obj, wanted: dict[str, str]) -> None:
-        """Write the bookkeeping annotations when, and only when, they changed."""
-        if annotations_of(ws) == wanted:
-            return
-        meta = ws["metadata"]
-        patch = {
-            "metadata": {
-                "annotations": {
-                    k: wanted.get(k) for k in (SEALED_GENERATION, STAGED_REVISION, STAGED_PROVIDERS)
-                }
-            }
-        }
-        try:
-            await self.kube.patch(WORKSPACES, meta["name"], patch, meta.get("namespace"))
-        except NotFound:
-            return  # deleted meanwhile; cleanup runs on termination
+    async def _annotate(self, ws: Obj, wanted: dict[str, str], *, mine: bool = True) -> None:
+        """Write the bookkeeping annotations when they changed; ``mine``: they describe this
+        Workspace (an interrupted pass keeps the owner mark as it was)."""
+        await write_bookkeeping(self.kube, ws, with_owner_mark(ws, wanted, mine=mine))
 
     def _early(self, where: str, generation: int, message: str) -> StagingReport:
         """Stop the pass with CredentialsStaged=False/StageFailed (CredentialStale untouched)."""
@@ -412,10 +376,15 @@ class RelayStagingPass:
         return self._report([cond.not_staged(cond.STAGE_FAILED, message, generation)])
 
     def _report(
-        self, found: list[Obj], *, remove: tuple[str, ...] = (), error: Exception | None = None
+        self,
+        found: list[Obj],
+        *,
+        remove: tuple[str, ...] = (),
+        error: Exception | None = None,
+        requeue_after: float | None = None,
     ) -> StagingReport:
         """Every message redacted on the way out."""
         redacted = [
             {**c, "message": self.redactor.redact(str(c.get("message", "")))} for c in found
         ]
-        return StagingReport(redacted, remove, error)
+        return StagingReport(redacted, remove, error, requeue_after=requeue_after)

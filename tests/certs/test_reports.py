@@ -128,3 +128,16 @@ async def test_a_forbidden_report_propagates_for_the_caller_to_log(
     reports = ServingReports(kube, namespace, reports_name(SECRET), SERVICE)
     with pytest.raises(Forbidden):
         await reports.publish("a", "f" * 64, NOW)
+
+
+async def test_two_replicas_creating_the_reports_at_once_both_end_up_recorded(
+    kube: Kube, namespace: str, kube_server: KubeServer
+) -> None:
+    """Replica a's patch finds no ConfigMap, b creates it, a's create then conflicts."""
+    b = ServingReports(kube, namespace, reports_name(SECRET), SERVICE)
+    await b.publish("b", "2" * 64, NOW)
+    kube_server.fail_next(404, method="PATCH", message='configmaps "x" not found')
+    a = ServingReports(kube, namespace, reports_name(SECRET), SERVICE)
+    await a.publish("a", "1" * 64, NOW)
+    assert await a.reported("a") == "1" * 64
+    assert await a.reported("b") == "2" * 64

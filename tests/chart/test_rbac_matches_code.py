@@ -208,10 +208,15 @@ LEDGER = (
         ),
     ),
     # -- the controller: relay staging ------------------------------------------------------
-    Use(  # bookkeeping annotations on the Workspace
-        "controller/staging/staging_pass.py",
+    Use(  # the bookkeeping annotations on the Workspace
+        "controller/staging/desired.py",
         {"patch": 1},
         controller=grant("cluster", "workspaces", ["patch"], group=CRD_GROUP),
+    ),
+    Use(  # agentd's health report mirrored into status.secretsDelivery
+        "controller/staging/health.py",
+        {"patch": 1},
+        controller=grant("cluster", "workspaces/status", ["patch"], group=CRD_GROUP),
     ),
     Use(  # envelopes written blind; only the public key and the mint key are read, by name
         "controller/staging/secrets.py",
@@ -225,11 +230,6 @@ LEDGER = (
         "controller/staging/handoff.py",
         {"get_or_none": 1, "replace": 1, "create": 1},
         controller=grant("cluster", "secrets", ["get", "update", "create"]),
-    ),
-    Use(
-        "controller/staging/events.py",
-        {"create": 1},
-        controller=grant("cluster", "events", ["create"]),
     ),
     # -- the controller: InferenceRelays ----------------------------------------------------
     Use(

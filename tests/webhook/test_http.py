@@ -7,10 +7,13 @@ equal the injector's golden for the same pod.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import copy
+import gzip
 import json
 import logging
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -217,3 +220,76 @@ async def test_each_decision_is_logged_once_with_its_fields(
     assert logged["name"] == "ws1-1a2b3c4d"
     assert logged["decision"] == "patched"
     assert logged["durationMs"] >= 0
+
+
+def _gzip(data: bytes) -> bytes:
+    return gzip.compress(data)
+
+
+def _zlib(data: bytes) -> bytes:
+    return zlib.compress(data)
+
+
+def _raw_deflate(data: bytes) -> bytes:
+    packer = zlib.compressobj(wbits=-zlib.MAX_WBITS)
+    return packer.compress(data) + packer.flush()
+
+
+@pytest.mark.parametrize(
+    ("encoding", "pack"),
+    [("gzip", _gzip), ("x-gzip", _gzip), ("deflate", _zlib), ("deflate", _raw_deflate)],
+)
+async def test_compressed_reviews_get_the_same_answer(
+    webhook: LiveWebhook, encoding: str, pack: Any
+) -> None:
+    raw = json.dumps(load_capture("pod-create-workspace.json")).encode()
+    plain = await answer_for(webhook, raw, "/mutate-pods")
+    response = await webhook.post(
+        pack(raw), headers={"Content-Type": "application/json", "Content-Encoding": encoding}
+    )
+    assert response.status == 200, await response.text()
+    assert (await response.json())["response"]["patch"] == plain["patch"]
+
+
+GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03"  # then an invalid block type
+BOMB = gzip.compress(b" " * (3 * 1024 * 1024 + 1))
+
+
+@pytest.mark.parametrize(
+    ("encoding", "body", "status", "reason"),
+    [
+        ("gzip", GZIP_HEADER + b"\xff\xff\xff\xff", 400, "gzip body is corrupt"),
+        ("gzip", _gzip(b'{"a": 1}')[:-6], 400, "gzip body is truncated"),
+        ("gzip", _gzip(b"{}") + b"trailing", 400, "data after the end of the gzip stream"),
+        ("deflate", b"not deflate at all", 400, "deflate body is corrupt"),
+        ("gzip", _gzip(b"\xff\xfe not json"), 400, "not valid JSON"),
+        ("gzip", BOMB, 413, "exceeds 3145728 bytes once decompressed"),
+        ("br", b"\x0b\x01\x80{}\x03", 415, "content encoding 'br' not supported"),
+        ("gzip, gzip", _gzip(_gzip(b"{}")), 415, "not supported; send gzip, deflate or none"),
+    ],
+)
+async def test_bad_compressed_bodies_get_a_4xx_never_a_500(
+    webhook: LiveWebhook, encoding: str, body: bytes, status: int, reason: str
+) -> None:
+    response = await webhook.post(
+        body, headers={"Content-Type": "application/json", "Content-Encoding": encoding}
+    )
+    assert response.status == status
+    assert reason in (await response.json())["error"]
+    # and the server is still answering
+    answer = await answer_for(webhook, load_capture("pod-create-workspace.json"), "/mutate-pods")
+    assert answer["allowed"] is True
+
+
+async def test_a_broken_chunked_body_is_a_400(webhook: LiveWebhook) -> None:
+    port = int(webhook.url.rsplit(":", 1)[1])
+    reader, writer = await asyncio.open_connection(
+        "127.0.0.1", port, ssl=webhook.trust, server_hostname="wspin-webhook.wspin-system.svc"
+    )
+    writer.write(
+        b"POST /mutate-pods HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b'Transfer-Encoding: chunked\r\n\r\n5\r\n{"a":\r\nzz-not-a-size\r\n'
+    )
+    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+    assert head.split(b"\r\n")[0].endswith(b" 400 Bad Request"), head  # aiohttp's own parser
+    writer.close()

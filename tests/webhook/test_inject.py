@@ -28,7 +28,19 @@ REFRESH = os.environ.get("WSPIN_REFRESH_GOLDEN") == "1"
 # Only cases that expect something other than a golden pod are listed here.
 DENIED = {
     "labelled-no-workspace-container": "no container named 'workspace'",
-    "conflict-foreign-volume-at-agentd": "mounts volume 'tools' at /agentd",
+    "conflict-foreign-volume-at-agentd": "mounts volume 'tools' at '/agentd', at or under /agentd",
+    "conflict-emptydir-under-agentd": (
+        "container 'workspace' mounts volume 'bin-overlay' at '/agentd/usr/local/bin', at or "
+        "under /agentd, where only the agentd image volume may be mounted"
+    ),
+    "conflict-init-container-shadows-opencode": (
+        r"init container 'platform-init' mounts volume 'bin-overlay' at '//opencode/.' "
+        r"\(that is '/opencode'\), at or under /opencode"
+    ),
+    "conflict-agentd-subpath": (
+        "container 'workspace' mounts volume 'agentd' at '/agentd' with subPath "
+        "'usr/local/bin'; the agentd image volume may only be mounted whole"
+    ),
 }
 WARNINGS = {
     "workspace-forged-pins": [
@@ -39,6 +51,9 @@ WARNINGS = {
     "workspace-opencode-on-sidecar": [
         "volume 'opencode' replaced by the digest-pinned image volume (was emptyDir)",
         "mount of 'opencode' removed from container 'agentd'",
+    ],
+    "workspace-agentd-mount-trailing-slash": [
+        "mount /agentd in container 'workspace' replaced by a read-only mount",
     ],
     "workspace-writable-mount-duplicate-env": [
         "mount /agentd in container 'workspace' replaced by a read-only mount",

@@ -18,12 +18,12 @@ import pytest
 from aiohttp import web
 
 from controller.staging.arming import RelayStagingConfig
+from controller.staging.clients import CredentialSource
 from controller.staging.envelopes import envelope_name
+from controller.staging.handoff import handoff_name
 from controller.staging.redact import Redactor
 from controller.staging.secrets import HPKE_PUB_SECRET, RelaySecrets, secret_value
-from controller.staging.source import CredentialSource
 from controller.staging.staging_pass import RelayStagingPass
-from controller.staging.tokens import handoff_name
 from controller.toolkit import conditions as st
 from controller.types import StagingReport
 from tests.controller.conftest import INTERNAL_TOKEN, FakeRouter
@@ -83,6 +83,8 @@ class Providers:
     url: str = ""
     status: int = 200
     bound: dict[str, list[Obj]] = field(default_factory=dict)
+    bound_for: dict[tuple[str, str], list[Obj]] = field(default_factory=dict)
+    """(workspace, ownerUserID) → providers; wins over ``bound`` (two tenants, one name)."""
     requests: list[tuple[str, str, str]] = field(default_factory=list)
     """(workspace, ownerUserID, X-Internal-Token) per request."""
     delay: float = 0.0
@@ -108,7 +110,9 @@ async def providers() -> AsyncIterator[Providers]:
             await asyncio.sleep(source.delay)
         if source.status != 200:
             return web.json_response({"error": "down"}, status=source.status)
-        return web.json_response({"providers": source.bound.get(workspace, [])})
+        owner = request.query.get("ownerUserID", "")
+        answer = source.bound_for.get((workspace, owner), source.bound.get(workspace, []))
+        return web.json_response({"providers": answer})
 
     app = web.Application()
     app.router.add_get("/api/v1/internal/workspaces/{workspace}/llm-providers", answer)

@@ -11,9 +11,13 @@ import pytest
 from aiohttp import web
 
 from controller.staging.arming import RelayStagingConfig
-from controller.staging.internal_http import InternalCallError
-from controller.staging.router import MintRequest, RouterClient
-from controller.staging.source import CredentialSource, parse_providers
+from controller.staging.clients import (
+    CredentialSource,
+    InternalCallError,
+    MintRequest,
+    RouterClient,
+    parse_providers,
+)
 from tests.controller.conftest import INTERNAL_TOKEN, FakeRouter
 from tests.controller.staging.conftest import OPENAI_KEY, Providers, make_config, provider
 from wspin import serving

@@ -5,11 +5,9 @@ bound while nothing in the cluster changes."""
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import time
 from collections.abc import AsyncIterator, Callable
-from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -17,13 +15,12 @@ import pytest
 from controller.runtime.manager import Manager
 from controller.settings import ControllerSettings, RuntimeSettings
 from controller.setup import manager_options
+from controller.staging.clients import CredentialSource
 from controller.staging.envelopes import envelope_name
+from controller.staging.handoff import handoff_name
 from controller.staging.redact import Redactor
 from controller.staging.secrets import RelaySecrets
-from controller.staging.source import CredentialSource
 from controller.staging.staging_pass import RelayStagingPass
-from controller.staging.tokens import handoff_name, parse_entries, parse_time
-from controller.types import StagingReport
 from controller.workspace import wiring
 from tests.controller.conftest import FakeRouter
 from tests.controller.staging.conftest import (
@@ -43,36 +40,6 @@ CONTROLLER = ControllerSettings(
 )
 STALENESS_BOUND = 1.0
 """Seconds; the revocation staleness bound these tests run with (120 s by default)."""
-
-
-class ReportedDeadline:
-    """The real staging pass, with the deadline its report carries. While a pass reports
-    none, this supplies the deadline the pass is specified to report (the earliest token
-    renewal, half the TTL before expiry, and the revocation staleness bound), so these tests
-    exercise the manager's side of the contract either way."""
-
-    def __init__(self, real: RelayStagingPass, kube: Kube, ttl: float) -> None:
-        self.real = real
-        self.kube = kube
-        self.ttl = ttl
-
-    async def run(self, ws: Obj) -> StagingReport:
-        report = await self.real.run(ws)
-        if report.requeue_after is not None:
-            return report
-        meta = ws["metadata"]
-        secret = await self.kube.get_or_none(SECRETS, handoff_name(meta["name"]), meta["namespace"])
-        due = [STALENESS_BOUND]
-        if secret is not None:
-            raw = base64.b64decode((secret.get("data") or {}).get("handoff", ""))
-            for entry in parse_entries(raw).values():
-                expires = parse_time(entry.get("expiresAt"))
-                if expires is not None:
-                    due.append(expires.timestamp() - self.ttl / 2 - time.time())
-        return replace(report, requeue_after=max(min(due), 0.05))
-
-    async def cleanup(self, ws: Obj) -> None:
-        await self.real.cleanup(ws)
 
 
 async def eventually(check: Callable[[], Any], what: str, timeout: float = 20.0) -> None:
@@ -111,9 +78,10 @@ async def armed(
         redactor=Redactor(),
         relay=RelaySecrets(kube, relay_namespace),
         source=CredentialSource(config, ttl=0),
+        staleness_bound=STALENESS_BOUND,
     )
     manager = Manager(kube, manager_options(CONTROLLER))
-    wiring.register(manager, CONTROLLER, staging=ReportedDeadline(real, kube, ttl))
+    wiring.register(manager, CONTROLLER, staging=real)
     task = asyncio.create_task(manager.run())
     try:
         await eventually(lambda: manager.is_leader or task.done(), "the manager to lead")

@@ -4,15 +4,21 @@
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
 from controller.fakerouter import FakeRouterState
-from controller.staging.bookkeeping import SEALED_GENERATION, STAGED_REVISION
-from controller.staging.escalation import ESCALATION_ANNOTATION
+from controller.staging.desired import (
+    SEALED_GENERATION,
+    STAGED_REVISION,
+    DesiredProvider,
+    ProviderCredential,
+    Staged,
+)
+from controller.staging.escalation import ESCALATION_ANNOTATION, lineage_intact
 from controller.staging.secrets import MINT_KEY_SECRET
-from controller.staging.tokens import parse_time, rfc3339
+from controller.toolkit.clock import format_time, parse_time
 from tests.controller.staging.conftest import Stage, condition, two_providers
 from wspin.resources import EVENTS, SECRETS
 
@@ -76,7 +82,7 @@ async def test_the_budget_returns_after_ten_minutes(stage: Stage) -> None:
     assert mint is None
     await staged_workspace(stage, degradedReason="credential_stale")
     mint = await stage.kube.get(SECRETS, MINT_KEY_SECRET, stage.relay_namespace)
-    stale_stamp = rfc3339(stage.clock.now - timedelta(minutes=11))
+    stale_stamp = format_time(stage.clock.now - timedelta(minutes=11))
     mint["metadata"].setdefault("annotations", {})[ESCALATION_ANNOTATION] = stale_stamp
     await stage.kube.replace(SECRETS, mint)
     await stage.run()
@@ -181,3 +187,27 @@ async def test_a_message_only_change_of_the_degrade_code_is_persisted_in_that_pa
         "staged material not applied by the running pod: spawn_env_pending "
         "(a wait or fault rotation cannot repair)"
     )
+
+
+class TestLineage:
+    BOOK: ClassVar = {"openai": Staged("k", "hpke-g2", "m", "staged:x")}
+    WANT: ClassVar = [
+        DesiredProvider(ProviderCredential("openai", "openai", "k"), "https://api.openai.com/v1")
+    ]
+
+    def test_lineage_holds_when_the_pod_applied_the_staged_revision_under_this_key(
+        self,
+    ) -> None:
+        assert lineage_intact(self.WANT, self.BOOK, "hpke-g2", "rabc", "rabc")
+
+    @pytest.mark.parametrize(
+        ("key_id", "staged", "applied"),
+        [
+            ("hpke-g2", "rabc", "rold"),  # the pod runs an older revision
+            ("hpke-g2", "rabc", ""),  # only spawnedRev reported: no relayRevision
+            ("hpke-g2", "", ""),  # nothing staged yet
+            ("hpke-g3", "rabc", "rabc"),  # sealed under another keyID
+        ],
+    )
+    def test_lineage_is_broken_otherwise(self, key_id: str, staged: str, applied: str) -> None:
+        assert not lineage_intact(self.WANT, self.BOOK, key_id, staged, applied)

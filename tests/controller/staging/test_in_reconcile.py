@@ -11,8 +11,8 @@ from prometheus_client import CollectorRegistry
 
 from controller.settings import ControllerSettings, RuntimeSettings
 from controller.setup import new_manager, setup_controllers
-from controller.staging.bookkeeping import ANNOTATIONS
-from controller.staging.tokens import handoff_name
+from controller.staging.desired import ANNOTATIONS
+from controller.staging.handoff import handoff_name
 from tests.controller.staging.conftest import Stage, condition, make_config, two_providers
 from tests.controller.workspace.conftest import SETTINGS, Harness, eventually
 from tests.controller.workspace.conftest import harness as harness
@@ -142,3 +142,29 @@ async def test_an_armed_config_gets_a_staging_pass_wired_in(kube: Kube, stage: S
         manager.stop()
         await asyncio.wait_for(running, 10)
         logs._scrubbers[:] = before
+
+
+async def test_an_active_workspace_stays_fresh_with_no_event(
+    harness: Harness, stage: Stage
+) -> None:
+    """Nothing changes on the Workspace or its pod: the reconcile's own requeue brings the
+    pass back, which renews tokens past half their TTL and revokes an unbound credential."""
+    stage.providers.bound["ws1"] = two_providers()
+    await active(harness)
+    harness.reconciler.staging = stage.staging
+    first = await harness.reconcile()
+    assert first is not None and first.after <= 120  # the default staleness bound
+    minted = stage.mints()
+
+    # Half the one-hour TTL later, plus the widest renewal spread: every token renewed.
+    stage.clock.advance(minutes=30, seconds=6 * 60 + 1)
+    again = await harness.reconcile()
+    assert again is not None and again.after <= 120
+    assert stage.mints() == minted + 2
+
+    # The owner unbinds one credential; the next timed pass revokes it.
+    stage.providers.bound["ws1"] = two_providers()[:1]
+    stage.clock.advance(seconds=again.after)
+    await harness.reconcile()
+    assert await stage.envelope_secret("local", "ws1") is None
+    assert await stage.envelope_secret("openai", "ws1") is not None

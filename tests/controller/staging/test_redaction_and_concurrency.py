@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from controller.staging.bookkeeping import STAGED_REVISION
+from controller.staging.desired import STAGED_REVISION
 from controller.staging.redact import REPLACEMENT
 from tests.controller.staging.conftest import (
     COMPAT_KEY,

@@ -12,11 +12,15 @@ from typing import Any
 
 import pytest
 
-from controller.staging.bookkeeping import SEALED_GENERATION, STAGED_PROVIDERS, STAGED_REVISION
-from controller.staging.envelope import EnvelopeError, open_envelope
-from controller.staging.envelopes import LABEL_PROVIDER_SLUG, LABEL_WORKSPACE_ID
+from controller.staging.desired import SEALED_GENERATION, STAGED_PROVIDERS, STAGED_REVISION
+from controller.staging.envelopes import (
+    LABEL_PROVIDER_SLUG,
+    LABEL_WORKSPACE_ID,
+    EnvelopeError,
+    open_envelope,
+)
+from controller.staging.handoff import handoff_name
 from controller.staging.secrets import HPKE_PUB_SECRET, MINT_KEY_SECRET, secret_value
-from controller.staging.tokens import handoff_name
 from tests.controller.staging.conftest import (
     COMPAT_KEY,
     OPENAI_KEY,

@@ -14,7 +14,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDFExpand
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
-from controller.staging.envelope import (
+from controller.staging.envelopes import (
     ENC_LENGTH,
     INFO,
     SUITE,

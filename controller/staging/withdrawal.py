@@ -1,0 +1,120 @@
+"""Withdrawing what a Workspace staged: when it is deleted, and when its name belongs to
+another Workspace.
+
+- ``clean_up`` (deletion): every envelope the Workspace staged is deleted (its bookkeeping and
+  its handoff both name them) and its keys leave the redactor. A failed delete is reported as
+  orphaned (a Warning Event and an error line naming the Secret), never raised: nothing
+  garbage-collects across namespaces, and termination must not hang on the relay. Only the
+  identity's owner deletes anything: the envelopes behind a name in conflict are another
+  Workspace's, whatever the annotations of this one claim.
+- ``stand_down`` (``NameConflict``): nothing in the relay namespace is touched, so the owner's
+  envelopes stay exactly as they are; what this Workspace holds itself goes: its handoff
+  entries (their tokens name an identity it does not own) and its bookkeeping (it would
+  describe the owner's envelopes). One Warning Event per episode.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from controller.staging import conditions as cond
+from controller.staging.desired import (
+    STAGED_PROVIDERS,
+    annotations_of,
+    parse_providers,
+    write_bookkeeping,
+)
+from controller.staging.envelopes import envelope_name
+from controller.staging.handoff import revision
+from controller.staging.ownership import Claimant
+from controller.toolkit.conditions import find_condition
+from controller.types import Obj
+from wspin.logs import fields
+from wspin.resources import WORKSPACES, KubeAPIError
+
+if TYPE_CHECKING:
+    from controller.staging.staging_pass import RelayStagingPass
+
+log = logging.getLogger("controller.staging")
+
+
+async def clean_up(self: RelayStagingPass, ws: Obj) -> None:
+    """Delete every envelope this Workspace has (bookkeeping and handoff both name them);
+    a failed delete is reported as orphaned, never raised: termination goes on.
+
+    Only the identity's owner deletes anything: the envelopes of a Workspace in conflict
+    are another Workspace's, whatever its own annotations claim."""
+    name = ws["metadata"]["name"]
+    where = f"{ws['metadata'].get('namespace', '')}/{name}"
+    holder = self.names.conflict(ws)
+    if holder is not None:
+        log.info(
+            "relay cleanup skipped: the identity belongs to another Workspace",
+            extra=fields(workspace=where, owner_namespace=holder.namespace),
+        )
+        return
+    bookkeeping = parse_providers(annotations_of(ws).get(STAGED_PROVIDERS))
+    slugs = set(bookkeeping)
+    try:
+        slugs |= set((await self.handoffs.read(ws)).entries)
+    except KubeAPIError as err:
+        log.warning("handoff unreadable at cleanup", extra=fields(workspace=where, error=str(err)))
+    for slug in sorted(slugs):
+        secret = envelope_name(name, slug)
+        try:
+            await self.relay.delete(secret)
+        except KubeAPIError as err:
+            log.error(
+                "envelope ORPHANED",
+                extra=fields(workspace=where, provider=slug, envelope=secret, error=str(err)),
+            )
+            await self.events.emit(
+                ws,
+                WORKSPACES,
+                "Warning",
+                cond.EVENT_ENVELOPE_ORPHANED,
+                f"could not delete envelope {self.config.namespace}/{secret} ({err}); "
+                "delete it by hand",
+            )
+        if slug in bookkeeping:
+            self.redactor.unregister(bookkeeping[slug].redaction_id)
+    owner = str(((ws.get("spec") or {}).get("owner") or {}).get("userID") or "")
+    self.source.forget(name, owner)
+
+
+async def stand_down(self: RelayStagingPass, ws: Obj, holder: Claimant) -> list[Obj]:
+    """Stage nothing for a Workspace whose identity another Workspace owns.
+
+    Nothing in the relay namespace is touched (the owner's envelopes stay as they are);
+    what this Workspace holds itself goes: handoff entries (their tokens name an identity
+    it does not own) and bookkeeping (it would describe the owner's envelopes)."""
+    meta = ws["metadata"]
+    name, generation = meta["name"], int(meta.get("generation") or 0)
+    condition = cond.name_conflict(name, holder.namespace, generation)
+    current = find_condition((ws.get("status") or {}).get("conditions") or [], cond.STAGED)
+    if current is None or (current.get("reason"), current.get("message")) != (
+        condition["reason"],
+        condition["message"],
+    ):
+        log.warning(
+            "relay identity held by another Workspace",
+            extra=fields(
+                workspace=f"{meta.get('namespace', '')}/{name}",
+                owner_namespace=holder.namespace,
+            ),
+        )
+        await self.events.emit(
+            ws,
+            WORKSPACES,
+            "Warning",
+            cond.EVENT_NAME_CONFLICT,
+            condition["message"],
+            episode=holder.uid,
+        )
+    existing = await self.handoffs.read(ws)
+    if existing.entries:
+        rev = revision(self.config.router_url, [], {})
+        await self.handoffs.write(ws, existing, rev, self.config.router_url, [])
+    await write_bookkeeping(self.kube, ws, {})
+    return [condition]

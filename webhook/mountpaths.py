@@ -1,0 +1,141 @@
+"""Path rules for the delivery mounts: nothing may shadow ``/agentd`` or ``/opencode``.
+
+The API server compares mount paths as exact strings (it only checks that they are unique),
+and the container runtime resolves them as paths. So ``/agentd/``, ``//agentd``, ``/agentd/.``,
+``/./agentd`` and ``/a/../agentd`` all land on the pinned volume's mount point, and
+``/agentd/usr/local/bin`` hides the pinned binary's directory under whatever volume is mounted
+there — writable by any container that shares it. The in-pod hash check alone would then be a
+check-then-exec race. Every path is therefore normalised before it is compared, and on every
+container kind:
+
+- no other volume may be mounted (or a block device placed) at or under either mount point;
+- our volumes may be mounted only whole (no ``subPath``) at exactly their own mount point.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from wspin.contract import AGENTD, OPENCODE, Artifact
+from wspin.errors import AdmissionDenied
+
+KIND_LABELS: Final = {
+    "containers": "container",
+    "initContainers": "init container",
+    "ephemeralContainers": "ephemeral container",
+}
+
+_ROOTS: Final = tuple((a.mount_path, a.mount_path + "/", a) for a in (AGENTD, OPENCODE))
+_PREFIXES: Final = tuple(a.mount_path for a in (AGENTD, OPENCODE))
+BY_VOLUME: Final[dict[Any, Artifact]] = {a.volume: a for a in (AGENTD, OPENCODE)}
+
+
+def normalise(path: str) -> str:
+    """The path the runtime mounts at: ``//`` collapsed, ``.`` dropped, ``..`` resolved (never
+    above ``/``), no trailing ``/``; a relative path is taken from ``/``."""
+    if path.startswith("/") and "//" not in path and "/." not in path and not path.endswith("/"):
+        return path  # already normal: the common case, checked without splitting
+    parts: list[str] = []
+    for part in path.split("/"):
+        if part in ("", "."):
+            continue
+        if part == "..":
+            if parts:
+                parts.pop()
+            continue
+        parts.append(part)
+    return "/" + "/".join(parts)
+
+
+def artifact_under(normalised: str) -> Artifact | None:
+    """The artifact whose mount point ``normalised`` is at or under, if any."""
+    for root, prefix, artifact in _ROOTS:
+        if normalised == root or normalised.startswith(prefix):
+            return artifact
+    return None
+
+
+def shown(value: str, limit: int = 80) -> str:
+    """A caller-supplied string quoted for a message, cut to ``limit`` characters."""
+    return repr(value) if len(value) <= limit else repr(value[: limit - 1] + "…")
+
+
+def _as_written(path: str, normalised: str) -> str:
+    return shown(path) if path == normalised else f"{shown(path)} (that is {shown(normalised)})"
+
+
+def shadowing(
+    kind: str, container: str, volume: str, path: str, normalised: str
+) -> AdmissionDenied:
+    """Another volume mounted at or under a delivery mount point."""
+    artifact = artifact_under(normalised)
+    assert artifact is not None
+    return AdmissionDenied(
+        f"{KIND_LABELS[kind]} {shown(container)} mounts volume {shown(volume)} at "
+        f"{_as_written(path, normalised)}, at or under {artifact.mount_path}, where only the "
+        f"{artifact.name} image volume may be mounted",
+        f"mount {shown(volume)} outside {artifact.mount_path}",
+    )
+
+
+def device_shadowing(
+    kind: str, container: str, volume: str, path: str, normalised: str
+) -> AdmissionDenied:
+    """A block device placed at or under a delivery mount point."""
+    artifact = artifact_under(normalised)
+    assert artifact is not None
+    return AdmissionDenied(
+        f"{KIND_LABELS[kind]} {shown(container)} places block device {shown(volume)} at "
+        f"{_as_written(path, normalised)}, at or under {artifact.mount_path}, where only the "
+        f"{artifact.name} image volume may be mounted",
+        f"put the device outside {artifact.mount_path}",
+    )
+
+
+def misplaced(kind: str, container: str, mount: dict[str, Any], normalised: str) -> AdmissionDenied:
+    """One of our volumes mounted other than whole at its own mount point."""
+    artifact = BY_VOLUME[mount["name"]]
+    sub = mount.get("subPath") or mount.get("subPathExpr")
+    how = f" with subPath {shown(sub)}" if sub else ""
+    return AdmissionDenied(
+        f"{KIND_LABELS[kind]} {shown(container)} mounts volume {shown(artifact.volume)} at "
+        f"{_as_written(mount['mountPath'], normalised)}{how}; the {artifact.name} image volume "
+        f"may only be mounted whole, read-only, at {artifact.mount_path}",
+        "remove that mount: the webhook adds the right one",
+    )
+
+
+def delivery_mounts(kind: str, container: dict[str, Any]) -> list[tuple[int, Artifact]]:
+    """Indexes of the container's mounts of our volumes at their own mount points.
+
+    Raises ``AdmissionDenied`` for any mount or device that breaks the path rules. Assumes
+    ``podshape.check_workspace_pod`` has type-checked the container.
+    """
+    found: list[tuple[int, Artifact]] = []
+    name = container["name"]
+    for index, mount in enumerate(container.get("volumeMounts") or ()):
+        path = mount["mountPath"]
+        volume = mount["name"]
+        if (
+            volume not in BY_VOLUME
+            and path[:1] == "/"
+            and not path.startswith(_PREFIXES)
+            and "//" not in path
+            and "/." not in path
+        ):
+            continue  # an ordinary volume at an already-normal path elsewhere: most mounts
+        normalised = normalise(path)
+        ours = BY_VOLUME.get(volume)
+        under = artifact_under(normalised)
+        if ours is None:
+            if under is not None:
+                raise shadowing(kind, name, volume, path, normalised)
+            continue
+        if normalised != ours.mount_path or mount.get("subPath") or mount.get("subPathExpr"):
+            raise misplaced(kind, name, mount, normalised)
+        found.append((index, ours))
+    for device in container.get("volumeDevices") or ():
+        normalised = normalise(device["devicePath"])
+        if artifact_under(normalised) is not None:
+            raise device_shadowing(kind, name, device["name"], device["devicePath"], normalised)
+    return found
