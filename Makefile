@@ -58,7 +58,8 @@ bench: $(BIN)/.dev
 	$(BIN)/python -m bench
 
 refresh-goldens: $(BIN)/.dev
-	WSPIN_REFRESH_GOLDEN=1 $(BIN)/python -m pytest -q tests/webhook/test_inject.py
+	WSPIN_REFRESH_GOLDEN=1 $(BIN)/python -m pytest -q tests/webhook/test_inject.py tests/controller/workspace/test_pod_goldens.py
+	$(BIN)/python scripts/example_pod.py
 
 clean:
 	rm -rf $(VENV) $(TOOLS) .pytest_cache .mypy_cache .ruff_cache

@@ -9,7 +9,7 @@ from bench.table import Row, render
 BENCHMARKS = (
     ("bench.webhook", "bench_injector_cost"),
     ("bench.webhook", "bench_admission_throughput"),
-    ("bench.workspaces", "bench_workspace_pods"),
+    ("bench.workspaces", "bench_workspaces"),
     ("bench.relay_orphans", "bench_orphan_sweep"),
 )
 

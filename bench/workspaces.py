@@ -1,19 +1,40 @@
-"""Workspace → pod through the reconciler, against creating the same pods directly.
+"""The Workspace controller at scale, against the in-repo Kubernetes API server.
 
-Both halves run against the in-repo Kubernetes API test server in one process, with the same
-client and the same concurrency (the manager's ``--max-concurrent-reconciles`` workers vs as
-many direct creators), so the ratio is the reconciler's overhead: the finalizer, PVC, service
-account and status writes, the cache round trips and the work queue.
+Four figures, each against a baseline measured in the same run:
+
+- creation: N Workspaces to pods through the reconciler (in this process, its default
+  workers) against creating the same pods, PVCs and service accounts directly with 32
+  requests in flight, both against the same server in this process, which answers every
+  request after ``API_LATENCY`` as a real one does;
+- steady state: reconciles/s and API requests/s of a ``wspin controller`` process holding N
+  Pending Workspaces (the baseline is the former 2 s poll: N/2 reconciles/s);
+- restart: that process's peak RSS while it lists and first reconciles N Workspaces, their
+  pods and PVCs, against the budget of 110 MiB plus 16 KB per Workspace; also the longest
+  ``/healthz`` answer meanwhile (an event-loop stall shows there) and the writes it made;
+- deletion: log lines the process writes while the namespace of the N Workspaces is deleted
+  (warnings separately; the baseline is one line per Workspace, its "workspace deleted").
+
+N is 10,000 (``WSPIN_BENCH_WORKSPACES`` overrides it).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import http.client
+import json
+import os
+import socket
+import sys
+import tempfile
+import threading
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
+import aiohttp
 from kubernetes_asyncio import client
 
 from bench.table import Row
@@ -21,13 +42,25 @@ from controller.runtime.informer import Informer
 from controller.settings import ControllerSettings, RuntimeSettings, WorkspaceSettings
 from controller.setup import new_manager
 from controller.workspace import wiring
-from controller.workspace.pod import desired_pod
+from controller.workspace.pod import desired_pod, desired_pvc, desired_service_account
 from tests.kubeapi import KubeServer
-from wspin.resources import NAMESPACES, PODS, WORKSPACES, Kube
+from wspin.delivery import AgentdDelivery
+from wspin.resources import NAMESPACES, PODS, PVCS, SERVICE_ACCOUNTS, WORKSPACES, Kube
 
-COUNT = 1000
+COUNT = int(os.environ.get("WSPIN_BENCH_WORKSPACES", "10000"))
+DIRECT_IN_FLIGHT = 32
 WORKERS = RuntimeSettings().max_concurrent_reconciles
-SETTINGS = WorkspaceSettings(default_runtime_class="gvisor")
+SETTINGS = WorkspaceSettings(
+    default_runtime_class="gvisor",
+    agentd=AgentdDelivery("ghcr.io/example/agentd@sha256:" + "0123456789abcdef" * 4),
+)
+FORMER_POLL = 2.0
+"""Seconds between the reconciles every Pending Workspace got before it was event-driven."""
+BUDGET_MIB = 110 + COUNT * 16 / 1024
+STEADY_WINDOW = 10.0
+API_LATENCY = 0.015
+"""Seconds each request waits at the test API server: the p50 of a real v1.32 API server
+under a creation burst, so that overlapping requests pays off as it does on a cluster."""
 
 
 def _workspace(name: str, namespace: str) -> dict[str, Any]:
@@ -50,35 +83,46 @@ async def _in_parallel(count: int, workers: int, job: Callable[[int], Awaitable[
 
 
 async def _direct(kube: Kube, namespace: str) -> float:
-    """The baseline: the same pod bodies, created straight through the client."""
-    bodies = []
+    """The baseline: the same PVCs, service accounts and pods, created straight away."""
+    bodies: list[tuple[Any, dict[str, Any]]] = []
     for i in range(COUNT):
         ws = _workspace(f"ws{i}", namespace)
         ws["metadata"]["uid"] = str(uuid.uuid4())
-        bodies.append(desired_pod(ws, SETTINGS))
+        bodies += [
+            (PVCS, desired_pvc(ws)),
+            (SERVICE_ACCOUNTS, desired_service_account(ws)),
+            (PODS, desired_pod(ws, SETTINGS)),
+        ]
 
     async def create(i: int) -> None:
-        await kube.create(PODS, bodies[i], namespace)
+        resource, body = bodies[i]
+        await kube.create(resource, body, namespace)
 
     started = time.perf_counter()
-    await _in_parallel(COUNT, WORKERS, create)
+    await _in_parallel(len(bodies), DIRECT_IN_FLIGHT, create)
     return time.perf_counter() - started
 
 
-async def _via_reconciler(kube: Kube, namespace: str) -> float:
-    """Workspaces applied first; timed from manager start until every pod exists."""
-
-    async def apply(i: int) -> None:
-        await kube.create(WORKSPACES, _workspace(f"ws{i}", namespace))
-
-    await _in_parallel(COUNT, WORKERS, apply)
+async def _via_reconciler(
+    server: KubeServer, kube: Kube, namespace: str, workers: int = WORKERS
+) -> float:
+    """Workspaces stored first; timed from manager start until every pod exists."""
+    kind = server.kinds.find(WORKSPACES.group, WORKSPACES.version, WORKSPACES.plural)
+    assert kind is not None
+    for i in range(COUNT):
+        server.store.create(kind, namespace, _workspace(f"ws{i}", namespace))
     pods = Informer(kube, PODS, namespace=namespace)
     all_there = asyncio.Event()
     pods.add_handler(lambda *_: all_there.set() if len(pods) >= COUNT else None)
     watching = asyncio.create_task(pods.run())
     await pods.wait_synced()
     settings = ControllerSettings(
-        runtime=RuntimeSettings(health_port=0, metrics_port=0, bind_host="127.0.0.1"),
+        runtime=RuntimeSettings(
+            health_port=0,
+            metrics_port=0,
+            bind_host="127.0.0.1",
+            max_concurrent_reconciles=workers,
+        ),
         workspace=SETTINGS,
     )
     manager = new_manager(kube, settings)
@@ -87,7 +131,9 @@ async def _via_reconciler(kube: Kube, namespace: str) -> float:
     running = asyncio.create_task(manager.run())
     try:
         await all_there.wait()
-        return time.perf_counter() - started
+        elapsed = time.perf_counter() - started
+        await _quiet(server, 1.0)  # the status writes and the reconciles they bring
+        return elapsed
     finally:
         manager.stop()
         await running
@@ -95,8 +141,187 @@ async def _via_reconciler(kube: Kube, namespace: str) -> float:
         await asyncio.gather(watching, return_exceptions=True)
 
 
-async def _run() -> tuple[float, float]:
-    async with KubeServer() as server:
+async def _quiet(server: KubeServer, seconds: float) -> None:
+    seen = -1
+    while seen != len(server.requests):
+        seen = len(server.requests)
+        await asyncio.sleep(seconds)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _proc_status(pid: int, field: str) -> float:
+    """A ``/proc/<pid>/status`` memory field in MiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class _Prober(threading.Thread):
+    """Asks ``/healthz`` every 20 ms; records the slowest answer once the server is up and
+    when ``/readyz`` first said yes. A stalled event loop answers neither."""
+
+    def __init__(self, port: int) -> None:
+        super().__init__(daemon=True)
+        self.port = port
+        self.slowest = 0.0
+        self.ready_at = 0.0
+        self._halt = threading.Event()
+
+    def run(self) -> None:
+        while not self._halt.is_set():
+            for path in ("/healthz", "/readyz"):
+                asked = time.perf_counter()
+                try:
+                    connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+                    connection.request("GET", path)
+                    status = connection.getresponse().status
+                    connection.close()
+                except OSError:
+                    continue  # not listening yet
+                if path == "/healthz":
+                    self.slowest = max(self.slowest, time.perf_counter() - asked)
+                elif status == 200 and not self.ready_at:
+                    self.ready_at = time.perf_counter()
+            self._halt.wait(0.02)
+
+    def stop(self) -> None:
+        self._halt.set()
+        self.join()
+
+
+class _Process:
+    """A ``wspin controller`` process and the JSON log lines it writes."""
+
+    def __init__(self, process: asyncio.subprocess.Process, health: int, metrics: int) -> None:
+        self.process = process
+        self.health = health
+        self.metrics = metrics
+        self.lines: list[dict[str, Any]] = []
+        self._reader = asyncio.create_task(self._read())
+
+    async def _read(self) -> None:
+        assert self.process.stderr is not None
+        async for raw in self.process.stderr:
+            with contextlib.suppress(ValueError):
+                line = json.loads(raw)
+                self.lines.append(line if isinstance(line, dict) else {})
+
+    async def reconciles(self, session: aiohttp.ClientSession) -> float:
+        async with session.get(f"http://127.0.0.1:{self.metrics}/metrics") as response:
+            text = await response.text()
+        total = 0.0
+        for line in text.splitlines():
+            if (
+                line.startswith("wspin_controller_reconcile_total{")
+                and 'controller="workspace"' in line
+            ):
+                total += float(line.rsplit(" ", 1)[1])
+        return total
+
+    async def stop(self) -> None:
+        self.process.terminate()
+        await self.process.wait()
+        await self._reader
+
+
+@contextlib.asynccontextmanager
+async def _controller(server: KubeServer) -> AsyncIterator[_Process]:
+    with tempfile.TemporaryDirectory() as tmp:
+        kubeconfig = Path(tmp) / "kubeconfig"
+        kubeconfig.write_text(
+            json.dumps(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Config",
+                    "clusters": [{"name": "b", "cluster": {"server": server.url}}],
+                    "users": [{"name": "b", "user": {"token": "bench"}}],
+                    "contexts": [{"name": "b", "context": {"cluster": "b", "user": "b"}}],
+                    "current-context": "b",
+                }
+            )
+        )
+        health, metrics = _free_port(), _free_port()
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "wspin.cli",
+            "controller",
+            f"--kubeconfig={kubeconfig}",
+            f"--health-port={health}",
+            f"--metrics-port={metrics}",
+            "--default-runtime-class=gvisor",
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        controller = _Process(process, health, metrics)
+        try:
+            yield controller
+        finally:
+            if process.returncode is None:
+                await controller.stop()
+
+
+async def _restart_and_delete(server: KubeServer, kube: Kube, namespace: str) -> dict[str, float]:
+    figures: dict[str, float] = {}
+    writes_before = len(server.writes)
+    async with _controller(server) as controller, aiohttp.ClientSession() as session:
+        started = time.perf_counter()
+        # Probed from a thread with a blocking client: this process's own loop is busy
+        # serving the lists, and must not be what the figure measures.
+        prober = _Prober(controller.health)
+        prober.start()
+        try:
+            while not prober.ready_at:  # noqa: ASYNC110
+                await asyncio.sleep(0.05)
+            await _quiet(server, 1.0)  # the first pass over every Workspace is done
+        finally:
+            prober.stop()
+        figures["ready_s"] = prober.ready_at - started
+        figures["healthz_max_ms"] = prober.slowest * 1000
+        figures["restart_writes"] = len(server.writes) - writes_before
+        figures["peak_mib"] = _proc_status(controller.process.pid, "VmHWM")
+
+        requests = len(server.requests)
+        reconciles = await controller.reconciles(session)
+        cpu = _cpu_seconds(controller.process.pid)
+        await asyncio.sleep(STEADY_WINDOW)
+        figures["steady_requests_per_s"] = (len(server.requests) - requests) / STEADY_WINDOW
+        figures["steady_reconciles_per_s"] = (
+            await controller.reconciles(session) - reconciles
+        ) / STEADY_WINDOW
+        figures["steady_cpu_pct"] = (
+            (_cpu_seconds(controller.process.pid) - cpu) / STEADY_WINDOW * 100
+        )
+
+        lines = len(controller.lines)
+        deleting = time.perf_counter()
+        await kube.delete(NAMESPACES, namespace)
+        while await kube.get_or_none(NAMESPACES, namespace) is not None:  # noqa: ASYNC110
+            await asyncio.sleep(0.2)
+        figures["deletion_s"] = time.perf_counter() - deleting
+        await _quiet(server, 1.0)
+        during = controller.lines[lines:]
+        figures["deletion_lines"] = len(during)
+        figures["deletion_warnings"] = sum(
+            1 for line in during if str(line.get("level", "")).lower() in ("warning", "error")
+        )
+        figures["after_deletion_mib"] = _proc_status(controller.process.pid, "VmRSS")
+    return figures
+
+
+async def _run() -> dict[str, float]:
+    async with KubeServer(history_limit=4 * COUNT, latency=API_LATENCY) as server:
         configuration = client.Configuration()
         configuration.host = server.url
         async with client.ApiClient(configuration) as api:
@@ -104,19 +329,47 @@ async def _run() -> tuple[float, float]:
             for name in ("bench-direct", "bench-workspaces"):
                 await kube.create(NAMESPACES, {"metadata": {"name": name}})
             direct = await _direct(kube, "bench-direct")
-            reconciled = await _via_reconciler(kube, "bench-workspaces")
-    return direct, reconciled
+            await kube.delete(NAMESPACES, "bench-direct")
+            reconciled = await _via_reconciler(server, kube, "bench-workspaces")
+            print(
+                f"creation: direct {direct:.1f} s, reconciler {reconciled:.1f} s", file=sys.stderr
+            )
+            figures = await _restart_and_delete(server, kube, "bench-workspaces")
+    return {"direct_s": direct, "reconciled_s": reconciled, **figures}
 
 
-def bench_workspace_pods() -> list[Row]:
-    """1,000 Workspaces to pods through the reconciler vs 1,000 pods created directly."""
-    direct, reconciled = asyncio.run(_run())
+def bench_workspaces() -> list[Row]:
+    """The controller at N Workspaces: creation, steady state, restart and deletion."""
+    f = asyncio.run(_run())
+    n = f"{COUNT:,}"
     return [
         Row(
-            f"time for {COUNT} Workspaces to get pods, vs {COUNT} direct pod creates",
-            reconciled / direct,
-            "-",
-            f"reconciler {reconciled:.2f} s, direct {direct:.2f} s, {WORKERS} workers each "
-            "(~5 API writes per Workspace vs 1)",
-        )
+            f"time for {n} Workspaces to get pods, vs creating their pods, PVCs and SAs directly",
+            f["reconciled_s"] / f["direct_s"],
+            "≤ 2",
+            f"reconciler {f['reconciled_s']:.1f} s ({WORKERS} workers), direct "
+            f"{f['direct_s']:.1f} s ({DIRECT_IN_FLIGHT} in flight)",
+        ),
+        Row(
+            f"steady-state reconciles/s at {n} Pending Workspaces, vs the former 2 s poll",
+            f["steady_reconciles_per_s"] / (COUNT / FORMER_POLL),
+            "0",
+            f"{f['steady_reconciles_per_s']:.2f} reconciles/s vs {COUNT / FORMER_POLL:.0f}; "
+            f"{f['steady_requests_per_s']:.2f} API requests/s; "
+            f"{f['steady_cpu_pct']:.1f}% of a core",
+        ),
+        Row(
+            f"restart peak RSS with {n} Workspaces, vs 110 MiB + 16 KB per Workspace",
+            f["peak_mib"] / BUDGET_MIB,
+            "≤ 1",
+            f"{f['peak_mib']:.0f} MiB vs {BUDGET_MIB:.0f} MiB; ready in {f['ready_s']:.1f} s, "
+            f"{f['restart_writes']:.0f} writes, slowest /readyz {f['healthz_max_ms']:.0f} ms",
+        ),
+        Row(
+            f"log lines while the namespace of {n} Workspaces is deleted, vs one per Workspace",
+            f["deletion_lines"] / COUNT,
+            "≤ 1",
+            f"{f['deletion_lines']:.0f} lines, {f['deletion_warnings']:.0f} warnings, in "
+            f"{f['deletion_s']:.1f} s; RSS after {f['after_deletion_mib']:.0f} MiB",
+        ),
     ]

@@ -24,6 +24,11 @@ from webhook.workspace_syntax import (
 )
 from wspin.errors import ConfigError
 from wspin.flags import add_flag
+from wspin.workspace_defaults import (
+    DEFAULT_CPU_REQUEST,
+    DEFAULT_MEMORY_REQUEST,
+    LIMIT_BURST_FACTOR,
+)
 
 Obj = dict[str, Any]
 
@@ -306,7 +311,7 @@ def _resource_fields(resources: Obj) -> dict[str, _Quantity] | str:
 def _resources_problem(spec: Obj, cfg: ValidatorConfig) -> str | None:
     resources = spec.get("resources")
     if resources is None:
-        return None
+        resources = {}  # the pod still gets the default requests and derived limits
     if not isinstance(resources, dict):
         return "spec.resources must be an object"
     fields = _resource_fields(resources)
@@ -332,6 +337,9 @@ def _resources_problem(spec: Obj, cfg: ValidatorConfig) -> str | None:
         parsed[key] = amount
     for name, unit in (("cpu", "millicores"), ("memory", "Mi")):
         request, limit = parsed.get(name), parsed.get(f"{name}-limit")
+        problem = _derived_limit_problem(name, unit, request, limit, fields, cfg)
+        if problem:
+            return problem
         if request is not None and limit is not None and limit < request:
             return (
                 f"{fields[name + '-limit'].path} {fields[name + '-limit'].value!r} ({limit} "
@@ -339,6 +347,41 @@ def _resources_problem(spec: Obj, cfg: ValidatorConfig) -> str | None:
                 f"{fields[name].value!r} ({request} {unit})"
             )
     return None
+
+
+def _derived_limit_problem(
+    name: str,
+    unit: str,
+    request: int | None,
+    limit: int | None,
+    fields: dict[str, _Quantity],
+    cfg: ValidatorConfig,
+) -> str | None:
+    """The pod builder gives a Workspace without a limit ``LIMIT_BURST_FACTOR`` times its
+    request (or the default request); that derived limit must respect the cap as well."""
+    is_cpu = name == "cpu"
+    cap, flag = (
+        (cfg.max_cpu_millicores, "--max-workspace-cpu-millicores")
+        if is_cpu
+        else (cfg.max_memory_mi, "--max-workspace-memory-mi")
+    )
+    if limit is not None or not cap:
+        return None
+    if request is None:
+        default = DEFAULT_CPU_REQUEST if is_cpu else DEFAULT_MEMORY_REQUEST
+        request = (parse_cpu_millicores if is_cpu else parse_memory_mi)(default)
+        given = f"the default {name} request {default!r}"
+    else:
+        given = f"{fields[name].path} {fields[name].value!r}"
+    derived = request * LIMIT_BURST_FACTOR
+    if derived <= cap:
+        return None
+    limit_field = "cpuLimit" if is_cpu else "memoryLimit"
+    return (
+        f"{given} gives a default limit of {LIMIT_BURST_FACTOR} x {request} = {derived} {unit}, "
+        f"over the maximum {cap} {unit} ({flag}); set spec.resources.{limit_field} "
+        "explicitly"
+    )
 
 
 def _packages_problem(spec: Obj) -> str | None:

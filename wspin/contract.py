@@ -21,6 +21,14 @@ LABEL_WORKSPACE: Final = "llmsafespaces.dev/workspace"
 MAIN_CONTAINER: Final = "workspace"
 SIDECAR_CONTAINER: Final = "agentd"
 PLATFORM_INIT_PREFIX: Final = "platform-"
+# The platform init containers the Workspace controller builds; all run /agentd (the
+# injector gives every ``platform-*`` init the read-only /agentd mount).
+PLATFORM_INIT: Final = f"{PLATFORM_INIT_PREFIX}init"
+PLATFORM_BOOTSTRAP: Final = f"{PLATFORM_INIT_PREFIX}bootstrap"
+PLATFORM_MATERIALIZE: Final = f"{PLATFORM_INIT_PREFIX}materialize"
+# The user-plane init that installs spec.packages and runs spec.initScript; never gets a
+# delivery mount (it runs the runtime image's own tools).
+WORKSPACE_SETUP_CONTAINER: Final = "workspace-setup"
 
 # The receipt annotation the webhook leaves on every pod it injected.
 DELIVERY_ANNOTATION: Final = "llmsafespaces.dev/delivery"

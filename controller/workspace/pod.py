@@ -1,9 +1,11 @@
 """The objects a Workspace owns, built from the Workspace alone (pure: no I/O, no clock).
 
 The pod is created *without* delivery wiring; the admission webhook injects the agentd and
-opencode image volumes, mounts and pins on CREATE (DESIGN.md §3). What is built here is the
-pod the reference's builder makes before its delivery step: names, labels, owner, the hardened
-security context (reference/pod-delivery.md §2.6), node architecture and runtime class.
+opencode image volumes, their read-only mounts and the sha256 pins on CREATE. Everything else
+agentd needs to run is built here: names, labels, owner, the hardened security context, node
+architecture and runtime class, the platform init containers, the optional package setup
+init, the agentd native sidecar in sidecar mode, probes, resources and the pod's own volumes
+(``containers``, ``volumes``, ``probes``, ``resources``, ``packages`` hold the pieces).
 """
 
 from __future__ import annotations
@@ -14,8 +16,19 @@ from typing import Final
 
 from controller.settings import WorkspaceSettings
 from controller.types import Obj
+from controller.workspace.containers import (
+    PodInputs,
+    agentd_sidecar,
+    platform_bootstrap,
+    platform_init,
+    platform_materialize,
+    workspace_container,
+    workspace_setup,
+)
+from controller.workspace.packages import PackagesError, needs_setup, setup_script
+from controller.workspace.resources import ResourcesError, container_resources
+from controller.workspace.volumes import base_volumes, sidecar_volumes
 from wspin.contract import (
-    AGENTD,
     API_GROUP,
     API_VERSION,
     ARCHES,
@@ -24,7 +37,6 @@ from wspin.contract import (
     LABEL_COMPONENT,
     LABEL_COMPONENT_VALUE,
     LABEL_WORKSPACE,
-    MAIN_CONTAINER,
 )
 from wspin.errors import WspinError
 
@@ -39,33 +51,11 @@ UNSPECIFIED: Final = "unspecified"
 DEFAULT_UID: Final = 1000
 DEFAULT_GID: Final = 1000
 DEFAULT_ARCH: Final = "amd64"
-OPENCODE_PORT: Final = 4096
-WORKSPACE_MOUNT: Final = "/workspace"
 
 # Labels and names the API server would reject: fail the Workspace with a reason instead.
 _MAX_LABEL_VALUE: Final = 63
 _MAX_NAME: Final = 253
 _LABEL_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
-
-# The runtime image's former ENV block: tool homes on the PVC, the git credential store and
-# the PATH order (PVC-installed tools first). Platform contract, so the builder sets it.
-_BASE_ENV: Final = (
-    ("MISE_DATA_DIR", "/workspace/.local/share/mise"),
-    ("CARGO_HOME", "/workspace/.local/share/cargo"),
-    ("GEM_HOME", "/workspace/.local/share/gem"),
-    ("GOPATH", "/workspace/.local/share/go"),
-    ("NPM_CONFIG_PREFIX", "/workspace/.local"),
-    ("PYTHONUSERBASE", "/workspace/.local"),
-    ("GIT_CONFIG_COUNT", "1"),
-    ("GIT_CONFIG_KEY_0", "credential.helper"),
-    ("GIT_CONFIG_VALUE_0", "store --file=/home/sandbox/.git-credentials"),
-    (
-        "PATH",
-        "/workspace/.local/bin:/workspace/.local/share/mise/shims:/workspace/.local/share/go/bin"
-        ":/workspace/.local/share/cargo/bin:/usr/local/share/mise/shims:/usr/local/bin"
-        ":/usr/sbin:/usr/bin:/sbin:/bin",
-    ),
-)
 
 
 class PodBuildError(WspinError):
@@ -215,37 +205,6 @@ def runtime_class_of(spec: Obj, settings: WorkspaceSettings) -> str | None:
     return chosen or None
 
 
-def container_resources(spec: Obj) -> Obj:
-    """``spec.resources`` in either the Workspace shape (cpu, memory, cpuLimit, memoryLimit)
-    or the Kubernetes shape (requests/limits), as container resources."""
-    resources = spec.get("resources") or {}
-    if not isinstance(resources, dict):
-        raise PodBuildError("spec.resources must be an object")
-    requests: Obj = {}
-    limits: Obj = {}
-    for section, target in (("requests", requests), ("limits", limits)):
-        block = resources.get(section) or {}
-        if not isinstance(block, dict):
-            raise PodBuildError(f"spec.resources.{section} must be an object")
-        for key in ("cpu", "memory"):
-            if block.get(key) not in (None, ""):
-                target[key] = str(block[key])
-    for field, target, key in (
-        ("cpu", requests, "cpu"),
-        ("memory", requests, "memory"),
-        ("cpuLimit", limits, "cpu"),
-        ("memoryLimit", limits, "memory"),
-    ):
-        if resources.get(field) not in (None, ""):
-            target[key] = str(resources[field])
-    out: Obj = {}
-    if requests:
-        out["requests"] = requests
-    if limits:
-        out["limits"] = limits
-    return out
-
-
 def _identity(spec: Obj) -> tuple[int, int]:
     """runAsUser/runAsGroup: 1000 each, overridden by a non-zero ``spec.podSecurityContext``
     value (zero means "default", never root)."""
@@ -263,23 +222,28 @@ def _identity(spec: Obj) -> tuple[int, int]:
     return chosen[0], chosen[1]
 
 
-def _env(ws_name: str, settings: WorkspaceSettings) -> list[Obj]:
-    env: list[Obj] = [{"name": "WORKSPACE_ID", "value": ws_name}]
-    env += [{"name": name, "value": value} for name, value in _BASE_ENV]
-    for name, value in (
-        ("LLMSAFESPACE_API_URL", settings.api_service_url),
-        ("LLMSAFESPACE_API_PUBLIC_URL", settings.api_public_url),
-        ("INFERENCE_RELAY_BASEURL", settings.inference_relay_url),
-        ("PREVIEW_ORIGIN_BASE_DOMAIN", settings.preview_origin_base_domain),
-        ("UPLOAD_STAGING_URL", settings.upload_staging_url),
-    ):
-        if value:
-            env.append({"name": name, "value": value})
-    return env
+def _agentd_image(settings: WorkspaceSettings) -> str:
+    if settings.agentd is None or not settings.agentd.image:
+        raise PodBuildError(
+            "agentdDelivery.image is mandatory: the platform init containers"
+            + (" and the agentd sidecar" if settings.agentd_sidecar else "")
+            + " run the digest-pinned agentd image",
+            "set --agentd-image / agentdDelivery.image on the controller",
+        )
+    return settings.agentd.image
 
 
-def desired_pod(ws: Obj, settings: WorkspaceSettings) -> Obj:
-    """The workspace pod for ``ws``; raises PodBuildError naming the field that prevents it."""
+def desired_pod(ws: Obj, settings: WorkspaceSettings, *, admin_token: str = "") -> Obj:
+    """The workspace pod for ``ws``; raises PodBuildError naming the field that prevents it.
+
+    ``admin_token`` is the workspace's agentd admin token when the caller has it: the
+    readiness and startup probes of ``/v1/readyz`` then carry it as a bearer (agentd gates
+    readyz on it). Without it the probes go unauthenticated.
+
+    Order of the pieces (so a diff of two pods reads the same as the reference's): main
+    container, the pod's own volumes, init containers, then the sidecar mutation last (the
+    sidecar is the final init container; its two stores are the final volumes).
+    """
     spec = _spec(ws)
     meta = ws.get("metadata") or {}
     ws_name = str(meta.get("name", ""))
@@ -293,33 +257,38 @@ def desired_pod(ws: Obj, settings: WorkspaceSettings) -> Obj:
         raise PodBuildError(f"pod name {pod_names.pod!r} would exceed {_MAX_NAME} characters")
     uid, gid = _identity(spec)
     arch = architecture_of(ws)
+    try:
+        resources = container_resources(spec)
+        script = setup_script(spec) if needs_setup(spec) else None
+    except (ResourcesError, PackagesError) as err:
+        raise PodBuildError(err.message, err.fix) from None
+    inputs = PodInputs(
+        ws_name=ws_name,
+        runtime_image=runtime_image(spec),
+        agentd_image=_agentd_image(settings),
+        resources=resources,
+        sidecar=settings.agentd_sidecar,
+        api_service_url=settings.api_service_url,
+        api_public_url=settings.api_public_url,
+        inference_relay_url=settings.inference_relay_url,
+        preview_origin_base_domain=settings.preview_origin_base_domain,
+        upload_staging=settings.upload_staging,
+        admin_token=admin_token,
+    )
     labels = {
         **selector_labels(ws_name),
         LABEL_RUNTIME: sanitize_label(str(spec.get("runtime") or "")),
         LABEL_TENANT: tenant_of(spec),
     }
-    container: Obj = {
-        "name": MAIN_CONTAINER,
-        "image": runtime_image(spec),
-        # The supervisor always runs from the injected, pin-verified overlay (era E).
-        "command": [AGENTD.binary_path],
-        "args": ["--supervise"],
-        "env": _env(ws_name, settings),
-        "ports": [{"name": "opencode", "containerPort": OPENCODE_PORT}],
-        "volumeMounts": [
-            {"name": "workspace", "mountPath": WORKSPACE_MOUNT},
-            {"name": "tmp", "mountPath": "/tmp"},  # noqa: S108 - the pod's own emptyDir
-        ],
-        "securityContext": {
-            "readOnlyRootFilesystem": True,
-            "runAsNonRoot": True,
-            "allowPrivilegeEscalation": False,
-            "capabilities": {"drop": ["ALL"]},
-        },
-    }
-    resources = container_resources(spec)
-    if resources:
-        container["resources"] = resources
+    volumes = base_volumes(pod_names.pvc, ws_name, relay=bool(settings.inference_relay_url))
+    init_containers = [platform_init(inputs)]
+    if script is not None:
+        init_containers.append(workspace_setup(inputs, script))
+    if not inputs.sidecar:
+        init_containers += [platform_bootstrap(inputs), platform_materialize(inputs)]
+    else:
+        init_containers.append(agentd_sidecar(inputs))
+        volumes += sidecar_volumes()
     pod_spec: Obj = {
         "serviceAccountName": pod_names.service_account,
         "automountServiceAccountToken": False,
@@ -335,11 +304,9 @@ def desired_pod(ws: Obj, settings: WorkspaceSettings) -> Obj:
             # The CRD's own seccompProfile is deliberately ignored.
             "seccompProfile": {"type": "RuntimeDefault"},
         },
-        "containers": [container],
-        "volumes": [
-            {"name": "workspace", "persistentVolumeClaim": {"claimName": pod_names.pvc}},
-            {"name": "tmp", "emptyDir": {}},
-        ],
+        "initContainers": init_containers,
+        "containers": [workspace_container(inputs)],
+        "volumes": volumes,
     }
     runtime_class = runtime_class_of(spec, settings)
     if runtime_class:

@@ -45,12 +45,14 @@ from controller.types import (
 from controller.workspace import deadlines, verify
 from controller.workspace import pod as build
 from controller.workspace import status as st
+from controller.workspace.credentials import desired_password_secret
 from controller.workspace.metrics import VerifyMetrics
 from wspin.contract import ARTIFACTS
 from wspin.logs import fields
 from wspin.resources import (
     PODS,
     PVCS,
+    SECRETS,
     SERVICE_ACCOUNTS,
     WORKSPACES,
     AlreadyExists,
@@ -195,12 +197,13 @@ class WorkspaceReconciler:
 
     async def _failed(self, ws: Obj, err: build.PodBuildError, written: list[str]) -> None:
         status = ws.get("status") or {}
-        if (status.get("phase"), status.get("message")) != ("Failed", err.message):
+        # The message carries the fix too (which flag, value or field to change).
+        if (status.get("phase"), status.get("message")) != ("Failed", str(err)):
             log.warning(  # once per cause: the reconciles its own status write brings are quiet
                 "workspace pod cannot be built",
                 extra=fields(workspace=str(ObjectKey.of(ws)), error=err.message),
             )
-        await self._write_status(ws, _Outcome("Failed", detail=err.message), written)
+        await self._write_status(ws, _Outcome("Failed", detail=str(err)), written)
 
     # -- phases -----------------------------------------------------------------------------
 
@@ -224,6 +227,9 @@ class WorkspaceReconciler:
             await self._stage(ws, outcome)
             # The pod's identity first: the API server refuses a pod whose account is missing.
             await self._create(SERVICE_ACCOUNTS, build.desired_service_account(ws))
+            # Its credentials next: the kubelet holds a pod whose Secret is missing. Kept when
+            # it exists, so a recreated pod keeps its passwords.
+            await self._create(SECRETS, desired_password_secret(ws))
             await self._create(PODS, pod_body)
             return outcome
         if st.pod_deleting(pod):

@@ -40,15 +40,22 @@ def test_hash_overrides_render_all_three_flags_per_artifact(full_render: Rendere
     ]
 
 
-def test_the_controller_gets_the_webhooks_images_only_to_count_its_rollout(
-    full_render: Rendered,
-) -> None:
-    """llmsafespaces_workspace_pods counts pods as current or stale against these; the pins
-    stay with the webhook, which alone injects."""
-    controller, webhook = full_render.args("controller"), full_render.args("webhook")
-    for flag in ("--agentd-image", "--opencode-image"):
-        assert flag_values(controller, flag) == flag_values(webhook, flag) != []
-    assert not [arg for arg in controller if "-binary-sha256-" in arg]
+def test_the_controller_gets_the_images_but_never_the_pins(full_render: Rendered) -> None:
+    """The platform inits and the sidecar run the agentd image; pins stay the webhook's."""
+    args = full_render.args("controller")
+    assert [a for a in args if "-image=" in a] == [
+        f"--agentd-image={AGENTD}",
+        f"--opencode-image={OPENCODE}",
+    ]
+    assert not [a for a in args if "binary-sha256" in a]
+
+
+def test_the_sidecar_and_upload_staging_values_render_their_flags(full_render: Rendered) -> None:
+    args = full_render.args("controller")
+    assert "--agentd-sidecar=true" in args
+    assert "--upload-staging=budget=100663296,floor=0,concurrent=8" in args
+    defaults = render()
+    assert not [a for a in defaults.args("controller") if "sidecar" in a or "upload" in a]
 
 
 def test_a_tag_and_digest_reference_is_accepted_as_digest_pinned() -> None:

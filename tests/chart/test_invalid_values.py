@@ -36,6 +36,10 @@ from tests.chart.helm import Rendered, render, template
             'controller.relayStaging.tokenTTL must be within 1s..168h (7 days), got "168h1s"',
         ),
         (
+            {"controller.relayStaging.revocationStalenessBound": "5s"},
+            "controller.relayStaging.revocationStalenessBound must be within 10s..1h",
+        ),
+        (
             {"controller.relayStaging.tokenTTL": "500ms"},
             "controller.relayStaging.tokenTTL must be within 1s..168h",
         ),

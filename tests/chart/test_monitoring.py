@@ -42,8 +42,8 @@ def test_alerts_cover_verify_failures_certificate_expiry_and_webhook_errors(
 ) -> None:
     rules = alerts(full_render)
     assert set(rules) == {
-        "WspinAgentdVerifyFailures",
-        "WspinOpencodeVerifyFailures",
+        "LLMSafeSpacesAgentdVerificationFailed",
+        "LLMSafeSpacesOpencodeVerificationFailed",
         "WspinWebhookCertificateExpiring",
         "WspinWebhookInvalidRequests",
         "WspinWebhookCallsFailing",

@@ -79,6 +79,7 @@ CONTROLLER_CLUSTER_BASE = {
     ("", "pods", (), verbs("get", "list", "watch", "create", "delete")),
     ("", "persistentvolumeclaims", (), verbs("list", "watch", "create")),
     ("", "serviceaccounts", (), verbs("create")),
+    ("", "secrets", (), verbs("create")),  # each workspace's password Secret, blind create
     ("", "events", (), verbs("create")),
 }
 CONTROLLER_CLUSTER_FULL = CONTROLLER_CLUSTER_BASE | {
@@ -298,7 +299,10 @@ def test_known_workspace_namespaces_get_handoff_secret_roles_instead_of_a_cluste
         {"controller.relayStaging.workspaceNamespaces": ["team-a", "team-b"]},
     )
     cluster = role(rendered, "ClusterRole", "wspin-controller-wspin")
-    assert not [rule for rule in cluster if rule[1] == "secrets"]
+    # Only the blind create of password Secrets stays cluster-wide; no read or update.
+    assert [rule for rule in cluster if rule[1] == "secrets"] == [
+        ("", "secrets", (), verbs("create"))
+    ]
     handoff = ("", "secrets", (), verbs("get", "create", "update"))
     roles = [d for d in rendered.of_kind("Role") if d["metadata"]["name"].endswith("-handoff")]
     assert sorted(d["metadata"]["namespace"] for d in roles) == ["team-a", "team-b"]

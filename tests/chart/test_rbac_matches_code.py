@@ -171,7 +171,8 @@ LEDGER = (
     Use(
         "controller/workspace/reconciler.py",
         # get_or_none: the pod before releasing the finalizer, the live Workspace before an
-        # Event; create: PVC, ServiceAccount and pod (one helper); delete: the pod. The
+        # Event; create: PVC, ServiceAccount, password Secret and pod (one helper); delete:
+        # the pod. The
         # finalizer, /status and Event writes go through the toolkit (below).
         {"get_or_none": 2, "create": 1, "delete": 1},
         controller=union(
@@ -179,6 +180,7 @@ LEDGER = (
             grant("cluster", "workspaces", ["get"], group=CRD_GROUP),
             grant("cluster", "persistentvolumeclaims", ["create"]),
             grant("cluster", "serviceaccounts", ["create"]),
+            grant("cluster", "secrets", ["create"]),
         ),
     ),
     # -- the controller: the reconciler toolkit, for Workspaces and InferenceRelays ----------

@@ -211,14 +211,17 @@ def test_inference_relay_without_its_artifact_fails_naming_the_value(
     assert message in result.stderr
 
 
-def test_relay_staging_renders_exactly_its_four_flags(full_render: Rendered) -> None:
+def test_relay_staging_renders_exactly_its_six_flags(full_render: Rendered) -> None:
     args = full_render.args("controller")
-    staging = [a for a in args if a.startswith(("--relay-only", "--llm-relay", "--relay-token"))]
+    prefixes = ("--relay-only", "--llm-relay", "--relay-token", "--relay-revocation", "--agentd-h")
+    staging = [a for a in args if a.startswith(prefixes)]
     assert staging == [
         "--relay-only-key-delivery=true",
         "--llm-relay-router-url=http://llm-relay-router.llm-relay.svc.cluster.local",
         "--llm-relay-namespace=llm-relay",
         "--relay-token-ttl=24h",
+        "--relay-revocation-staleness-bound=2m",
+        "--agentd-health-port=4098",
     ]
 
 
@@ -292,7 +295,8 @@ def test_the_controller_may_reach_the_ports_of_the_urls_it_calls() -> None:
             "controller.inferenceRelay.routerURL": "http://relay-router:8080",
         },
     )
-    assert egress_ports(rendered, "controller") == [443, 6443, 80, 8080, 8081, 9443]
+    # ... and agentd's health port in workspace pods, read by the relay staging pass.
+    assert egress_ports(rendered, "controller") == [443, 6443, 80, 8080, 8081, 9443, 4098]
 
 
 def test_metrics_scrapers_can_be_restricted(full_render: Rendered) -> None:

@@ -240,6 +240,17 @@ async def test_invalid_settings_exit_1_naming_the_flag(
     assert "--relay-token-ttl" in line["error"]
 
 
+async def test_the_sidecar_without_an_agentd_image_exits_1_naming_the_image_flag(
+    spawn: Callable[..., Any], tmp_path: Path
+) -> None:
+    controller = await spawn(
+        f"--kubeconfig={unreachable_kubeconfig(tmp_path)}", "--agentd-sidecar", env=clean_env()
+    )
+    assert await controller.exit_code() == 1
+    (line,) = controller.find("invalid configuration")
+    assert "--agentd-image" in line["error"]
+
+
 async def test_unusable_kubeconfig_exits_1_saying_where_it_looked(
     spawn: Callable[..., Any], tmp_path: Path
 ) -> None:

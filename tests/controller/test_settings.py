@@ -37,7 +37,7 @@ def test_defaults_match_the_documented_values() -> None:
     settings = parse()
     assert settings.runtime.health_port == 8081
     assert settings.runtime.metrics_port == 8080
-    assert settings.runtime.max_concurrent_reconciles == 4
+    assert settings.runtime.max_concurrent_reconciles == 16
     assert settings.runtime.leader_election.enabled is False
     assert settings.runtime.leader_election.name == "wspin-controller"
     assert settings.workspace.termination_grace == 40
@@ -61,9 +61,12 @@ def test_relay_staging_flags_reach_the_settings_the_caller_reads() -> None:
         "--llm-relay-router-url=http://router.example:8090",
         "--llm-relay-namespace=relay-ns",
         "--relay-token-ttl=12h",
+        "--relay-revocation-staleness-bound=30s",
+        "--agentd-health-port=9098",
         "--api-service-url=http://api:8080",
     )
     staging = settings.relay_staging
+    assert (staging.revocation_staleness_bound, staging.agentd_health_port) == (30, 9098)
     assert staging.enabled is True
     assert staging.router_url == "http://router.example:8090"
     assert staging.namespace == "relay-ns"
@@ -158,6 +161,10 @@ def test_delivery_flags_are_optional_but_validated_when_given() -> None:
         (["--log-level=loud"], "--log-level"),
         (["--max-concurrent-reconciles=many"], "--max-concurrent-reconciles"),
         (["--relay-token-ttl=1d"], "--relay-token-ttl"),
+        (["--relay-revocation-staleness-bound=5s"], "--relay-revocation-staleness-bound"),
+        (["--relay-revocation-staleness-bound=2h"], "--relay-revocation-staleness-bound"),
+        (["--relay-revocation-staleness-bound=soon"], "--relay-revocation-staleness-bound"),
+        (["--agentd-health-port=0"], "--agentd-health-port"),
         (["--relay-only-key-delivery=maybe"], "--relay-only-key-delivery"),
         (["--enable-leader-election=yes please"], "--enable-leader-election"),
         (["--relay-cloud=gcp"], "--relay-cloud"),
@@ -216,3 +223,65 @@ def test_bad_lease_timings_are_a_config_error_naming_the_variables(
 def test_side_servers_bind_every_interface_unless_a_free_port_is_asked_for() -> None:
     assert parse().runtime.bind_host is None
     assert parse("--health-port=0").runtime.bind_host == "127.0.0.1"
+
+
+IMAGE = "ghcr.io/example/agentd@sha256:" + DIGEST
+
+
+@pytest.mark.parametrize(
+    ("argv", "ok"),
+    [
+        ((), True),
+        ((f"--agentd-image={IMAGE}",), True),
+        (("--agentd-sidecar=false",), True),
+        ((f"--agentd-image={IMAGE}", "--agentd-sidecar"), True),
+        (("--agentd-sidecar",), False),
+    ],
+)
+def test_the_sidecar_needs_the_agentd_image(argv: tuple[str, ...], ok: bool) -> None:
+    if ok:
+        settings = parse(*argv)
+        assert settings.workspace.agentd_sidecar == ("--agentd-sidecar" in argv)
+        return
+    with pytest.raises(ConfigError) as caught:
+        parse(*argv)
+    assert "--agentd-image" in str(caught.value)
+    assert "--agentd-sidecar" in str(caught.value)
+
+
+def test_the_sidecar_and_opencode_delivery_do_not_gate_each_other() -> None:
+    opencode = "ghcr.io/example/opencode@sha256:" + DIGEST
+    settings = parse(f"--agentd-image={IMAGE}", "--agentd-sidecar", f"--opencode-image={opencode}")
+    assert settings.workspace.agentd_sidecar and settings.workspace.opencode is not None
+
+
+def test_upload_staging_knobs_are_parsed_and_rendered_back_as_env() -> None:
+    staging = parse("--upload-staging=budget=100,floor=0,ttlMs=900000").workspace.upload_staging
+    assert staging.flag_value() == "budget=100,floor=0,ttlMs=900000"
+    assert staging.env() == [
+        {"name": "UPLOAD_STAGING_BUDGET", "value": "100"},
+        {"name": "UPLOAD_STAGING_CREDENTIAL_FLOOR", "value": "0"},
+        {"name": "UPLOAD_STAGING_TTL_MS", "value": "900000"},
+    ]
+    assert parse().workspace.upload_staging.env() == []
+
+
+@pytest.mark.parametrize(
+    ("value", "fragment"),
+    [
+        ("budget", "want key=value"),
+        ("budgte=1", "unknown key"),
+        ("budget=1,budget=2", "given twice"),
+        ("budget=0", "positive"),
+        ("floor=-1", "0 or more"),
+        ("concurrent=x", "whole number"),
+        ("ttlMs=60000", "must exceed the apply bound"),
+        ("applyTimeoutMs=900000", "must exceed the apply bound"),
+    ],
+)
+def test_bad_upload_staging_knobs_are_a_config_error_naming_the_flag(
+    value: str, fragment: str
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse(f"--upload-staging={value}")
+    assert "--upload-staging" in str(caught.value) and fragment in str(caught.value)

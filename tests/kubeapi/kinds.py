@@ -36,6 +36,9 @@ class Kind:
     fields: frozenset[str] = field(default_factory=frozenset)
     #: Whether DELETE echoes the object (pods, custom resources) or returns a Success Status.
     returns_deleted: bool = False
+    #: A custom resource version's ``openAPIV3Schema``: writes are pruned, defaulted and
+    #: validated by it (``tests.kubeapi.schema``), as kube-apiserver does.
+    schema: dict[str, Any] | None = field(default=None, compare=False, hash=False)
 
     @property
     def api_version(self) -> str:
@@ -167,6 +170,7 @@ def kinds_from_crd(crd: dict[str, Any]) -> Iterator[Kind]:
             custom=True,
             fields=selectable,
             returns_deleted=True,
+            schema=(version.get("schema") or {}).get("openAPIV3Schema"),
         )
 
 

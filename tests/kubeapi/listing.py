@@ -18,6 +18,7 @@ Keys are ordered as etcd orders them: namespace, then name.
 from __future__ import annotations
 
 import base64
+import copy
 import json
 from collections.abc import Callable
 from typing import Any
@@ -88,9 +89,9 @@ def list_page(
     remaining = [obj for obj in objects if _key(obj) >= start and matches(obj)]
     meta: Obj = {"resourceVersion": str(rv)}
     if limit <= 0 or len(remaining) <= limit:
-        return remaining, meta
+        return copy.deepcopy(remaining), meta
     page = remaining[:limit]
     meta["continue"] = encode_token(rv, _key(page[-1]) + "\x00")
     if not selected:
         meta["remainingItemCount"] = len(remaining) - limit
-    return page, meta
+    return copy.deepcopy(page), meta

@@ -10,6 +10,7 @@ refusal, ``tests.kubeapi.admission``), ``compact``, ``drop_watches`` and
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import random
@@ -88,6 +89,7 @@ class KubeServer:
         image_volume_gate: bool = True,
         bookmark_interval: float = 1.0,
         history_limit: int = 10_000,
+        latency: float = 0.0,
     ) -> None:
         files = list(crd_files) if crd_files is not None else chart_crd_files()
         self.kinds = KindRegistry([*BUILTIN_KINDS, *load_crds(files)])
@@ -98,6 +100,10 @@ class KubeServer:
         self.routes: dict[tuple[str, str], int] = {}
         #: Seconds between BOOKMARKs on watches that allow them.
         self.bookmark_interval = bookmark_interval
+        #: Seconds every request but a watch waits before it is served (without holding the
+        #: loop): a real API server's network and etcd round trip, for benchmarks that
+        #: compare clients by how they overlap their requests.
+        self.latency = latency
         #: Every POST/PUT/PATCH/DELETE received, in order; clear it to start counting.
         self.writes: list[Write] = []
         #: Every request received (reads, lists, watches and writes), in order.
@@ -228,6 +234,8 @@ class KubeServer:
         self.requests.append(Request(request.method, request.path, dict(request.query)))
         if request.method in _WRITES:
             self.writes.append(Write(request.method, request.path))
+        if self.latency and not is_true(request.query.get("watch")):
+            await asyncio.sleep(self.latency)
         try:
             self._inject_fault(request.method, request.path, request.query)
             if request.path == "/version":

@@ -20,12 +20,13 @@ import enum
 import random
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
 from tests.kubeapi.defaults import check_name, prepare_create
 from tests.kubeapi.kinds import Kind, KindRegistry
+from tests.kubeapi.schema import prune_and_default, violations
 from tests.kubeapi.selectors import Selector
 from tests.kubeapi.status import (
     ApiError,
@@ -63,6 +64,29 @@ class Signal(enum.Enum):
     ABORT = "abort"
 
 
+def structural(kind: Kind, obj: Obj) -> Obj:
+    """A custom resource as stored: pruned and defaulted by its schema, or a 422 listing
+    every violation (``<Kind>.<group> "<name>" is invalid: <path>: <problem>``)."""
+    if kind.schema is None:
+        return obj
+    stored = prune_and_default(kind.schema, obj)
+    problems = violations(kind.schema, stored)
+    if not problems:
+        return stored
+    name = str(stored["metadata"].get("name") or stored["metadata"].get("generateName") or "")
+    summary = problems[0] if len(problems) == 1 else f"[{', '.join(problems)}]"
+    causes = [
+        {"reason": "FieldValueInvalid", "field": p.split(": ", 1)[0], "message": p}
+        for p in problems
+    ]
+    raise ApiError(
+        422,
+        f'{kind.kind}.{kind.group} "{name}" is invalid: {summary}',
+        "Invalid",
+        {"name": name, "group": kind.group, "kind": kind.kind, "causes": causes},
+    )
+
+
 def now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -82,6 +106,14 @@ class Store:
         self._objects: dict[tuple[str, str], dict[tuple[str, str], Obj]] = {}
         self._watchers: set[asyncio.Queue[Change | Signal]] = set()
         self._orphaning: set[str] = set()
+        # Indexes over the current objects, kept by ``_commit``, so garbage collection and
+        # namespace deletion stay linear in what they touch (the benchmarks hold 40,000
+        # objects): uid → where the object lives, owner uid → its dependents, and how many
+        # objects each namespace holds.
+        self._storage = {(k.group, k.plural): k for k in kinds}
+        self._by_uid: dict[str, tuple[tuple[str, str], tuple[str, str]]] = {}
+        self._dependents: dict[str, set[tuple[tuple[str, str], tuple[str, str]]]] = {}
+        self._per_namespace: dict[str, int] = {}
         namespaces = kinds.find("", "v1", "namespaces")
         if namespaces is None:
             raise ValueError("the store needs the core/v1 namespaces kind")
@@ -126,11 +158,9 @@ class Store:
                 objects.pop(key, None)
             else:
                 objects[key] = change.old
-        return [
-            copy.deepcopy(obj)
-            for (ns, _), obj in objects.items()
-            if not namespace or ns == namespace
-        ]
+        # The stored dicts themselves (never mutated in place): the caller copies what it
+        # returns, so a page of 250 does not cost a copy of all 10,000.
+        return [obj for (ns, _), obj in objects.items() if not namespace or ns == namespace]
 
     # -- writes ---------------------------------------------------------------------------
 
@@ -155,6 +185,7 @@ class Store:
         if kind.tracks_generation:
             meta["generation"] = 1
         prepare_create(kind, obj, image_volume_gate=self.image_volume_gate)
+        obj = structural(kind, obj)
         if dry_run:
             return obj
         return self._commit("ADDED", kind, obj, None)
@@ -343,7 +374,7 @@ class Store:
                 return name
 
     def _update(self, kind: Kind, old: Obj, new: Obj, *, status: bool, dry_run: bool) -> Obj:
-        result = merged_update(kind, old, new, status=status)
+        result = structural(kind, merged_update(kind, old, new, status=status))
         if is_no_op(old, result):
             return copy.deepcopy(old)
         name, old_meta = old["metadata"]["name"], old["metadata"]
@@ -367,10 +398,13 @@ class Store:
 
     def _collect_dependents(self, owner_uid: str, *, orphan: bool) -> None:
         """The garbage collector: drop refs to the gone owner, delete orphans-to-be."""
-        for kind, dependent in list(self._all_objects()):
-            refs = dependent["metadata"].get("ownerReferences") or []
-            if not any(r.get("uid") == owner_uid for r in refs):
+        for storage, key in sorted(self._dependents.get(owner_uid, ())):
+            kind = self._storage[storage]
+            found = self._objects.get(storage, {}).get(key)
+            if found is None:
                 continue
+            dependent: Obj = found
+            refs = dependent["metadata"].get("ownerReferences") or []
             remaining = [r for r in refs if r.get("uid") != owner_uid]
             live = [r for r in remaining if self._uid_exists(str(r.get("uid")))]
             meta = dependent["metadata"]
@@ -394,16 +428,10 @@ class Store:
         self._remove(self._namespaces, ns, orphan=False)
 
     def _namespace_has_content(self, namespace: str) -> bool:
-        return any(obj["metadata"].get("namespace") == namespace for _, obj in self._all_objects())
-
-    def _all_objects(self) -> Iterator[tuple[Kind, Obj]]:
-        storage = {(k.group, k.plural): k for k in self.kinds}
-        for key, bucket in list(self._objects.items()):
-            for obj in list(bucket.values()):
-                yield storage[key], obj
+        return self._per_namespace.get(namespace, 0) > 0
 
     def _uid_exists(self, uid: str) -> bool:
-        return any(obj["metadata"]["uid"] == uid for _, obj in self._all_objects())
+        return uid in self._by_uid
 
     def _delete_quietly(self, kind: Kind, namespace: str, name: str) -> None:
         """Delete if still there: the garbage collector may have got there first."""
@@ -423,6 +451,31 @@ class Store:
         meta = obj["metadata"]
         return success(kind.plural, kind.group, meta["name"], meta["uid"])
 
+    def _index(self, kind: Kind, key: tuple[str, str], obj: Obj, delta: int) -> None:
+        """Add (+1) or drop (-1) ``obj`` from the indexes."""
+        storage = (kind.group, kind.plural)
+        meta = obj["metadata"]
+        if delta > 0:
+            self._by_uid[meta["uid"]] = (storage, key)
+        else:
+            self._by_uid.pop(meta["uid"], None)
+        for ref in meta.get("ownerReferences") or []:
+            owner = str(ref.get("uid"))
+            dependents = self._dependents.setdefault(owner, set())
+            if delta > 0:
+                dependents.add((storage, key))
+            else:
+                dependents.discard((storage, key))
+                if not dependents:
+                    del self._dependents[owner]
+        if kind.namespaced:
+            ns = key[0]
+            count = self._per_namespace.get(ns, 0) + delta
+            if count:
+                self._per_namespace[ns] = count
+            else:
+                self._per_namespace.pop(ns, None)
+
     @staticmethod
     def _is_namespace(kind: Kind) -> bool:
         return kind.plural == "namespaces" and not kind.group
@@ -432,10 +485,14 @@ class Store:
         stored = copy.deepcopy(obj)
         stored["metadata"]["resourceVersion"] = str(self._rv)
         key = (stored["metadata"].get("namespace", ""), stored["metadata"]["name"])
+        previous = self._bucket(kind).get(key)
+        if previous is not None:
+            self._index(kind, key, previous, -1)
         if type_ == "DELETED":
             self._bucket(kind).pop(key, None)
         else:
             self._bucket(kind)[key] = stored
+            self._index(kind, key, stored, +1)
         change = Change(self._rv, type_, kind, stored, old)
         self.history.append(change)
         while len(self.history) > self.history_limit:

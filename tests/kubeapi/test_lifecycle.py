@@ -20,6 +20,13 @@ from wspin.resources import (
 
 FINALIZER = "inferencerelay.llmsafespaces.dev/finalizer"
 
+#: The smallest InferenceRelay spec the CRD's schema accepts (a real API server prunes and
+#: validates it, and so does the test server).
+RELAY_SPEC = {
+    "upstreamURL": "https://upstream.example.com",
+    "providers": [{"provider": "aws", "region": "us-east-1", "credentialsRef": {"name": "c"}}],
+}
+
 
 def _owned_by(owner: dict[str, Any], name: str) -> dict[str, Any]:
     ref = {
@@ -44,7 +51,7 @@ async def _gone(kube: Kube, res: Any, name: str, namespace: str | None = None) -
 async def test_finalizer_keeps_the_object_with_a_deletion_timestamp_until_removed(
     kube: Kube,
 ) -> None:
-    relay = {"metadata": {"name": "r1", "finalizers": [FINALIZER]}, "spec": {"provider": "fake"}}
+    relay = {"metadata": {"name": "r1", "finalizers": [FINALIZER]}, "spec": RELAY_SPEC}
     await kube.create(INFERENCE_RELAYS, relay)
     try:
         await kube.delete(INFERENCE_RELAYS, "r1")
@@ -82,7 +89,7 @@ async def test_dependents_are_garbage_collected_with_their_owner(
 async def test_cluster_scoped_owner_collects_namespaced_dependents(
     kube: Kube, namespace: str
 ) -> None:
-    relay = await kube.create(INFERENCE_RELAYS, {"metadata": {"name": "r2"}, "spec": {}})
+    relay = await kube.create(INFERENCE_RELAYS, {"metadata": {"name": "r2"}, "spec": RELAY_SPEC})
     await kube.create(CONFIGMAPS, _owned_by(relay, "r2-peers"), namespace)
     await kube.delete(INFERENCE_RELAYS, "r2")
     assert await _gone(kube, CONFIGMAPS, "r2-peers", namespace)

@@ -127,7 +127,7 @@ async def test_custom_resource_generation_bumps_on_spec_change_only(
     changed = await kube.patch(WORKSPACES, "w", {"spec": {"a": 2}}, namespace)
     assert changed["metadata"]["generation"] == 2
     status = await kube.patch(
-        WORKSPACES, "w", {"status": {"phase": "Ready"}}, namespace, sub="status"
+        WORKSPACES, "w", {"status": {"phase": "Active"}}, namespace, sub="status"
     )
     assert status["metadata"]["generation"] == 2
 
@@ -151,11 +151,12 @@ async def test_status_subresource_isolates_status_from_the_main_endpoint(
     )
     assert "status" not in ws
     ws = await kube.replace(WORKSPACES, {**ws, "spec": {"a": 2}, "status": {"phase": "Main"}})
-    assert ws["spec"] == {"a": 2} and "status" not in ws
+    # The CRD's schema defaults spec.architecture, as a real API server does.
+    assert ws["spec"] == {"a": 2, "architecture": "amd64"} and "status" not in ws
     ws = await kube.replace(
-        WORKSPACES, {**ws, "spec": {"a": 3}, "status": {"phase": "Ready"}}, sub="status"
+        WORKSPACES, {**ws, "spec": {"a": 3}, "status": {"phase": "Active"}}, sub="status"
     )
-    assert ws["spec"] == {"a": 2} and ws["status"] == {"phase": "Ready"}
+    assert ws["spec"] == {"a": 2, "architecture": "amd64"} and ws["status"] == {"phase": "Active"}
 
 
 async def test_pod_status_is_written_only_through_pods_status(

@@ -115,7 +115,7 @@ async def test_custom_objects_api_sends_a_dict_as_json_patch_unless_told(
         await custom.patch_namespaced_custom_object(*args)
     assert caught.value.status == 400
     patched = await custom.patch_namespaced_custom_object(*args, **_MERGE_PATCH)
-    assert patched["spec"] == {"a": 1}
+    assert patched["spec"] == {"a": 1, "architecture": "amd64"}  # defaulted by the schema
 
 
 async def test_status_patch_through_custom_objects_api_changes_only_status(
@@ -131,7 +131,8 @@ async def test_status_patch_through_custom_objects_api_changes_only_status(
         namespace,
         "workspaces",
         "w",
-        {"spec": {"a": 1}, "status": {"phase": "Ready"}},
+        {"spec": {"a": 1}, "status": {"phase": "Active"}},
         **_MERGE_PATCH,
     )
-    assert patched["status"] == {"phase": "Ready"} and patched["spec"] == {}
+    assert patched["status"] == {"phase": "Active"}
+    assert patched["spec"] == {"architecture": "amd64"}  # the schema's default, no "a"

@@ -225,6 +225,17 @@ class TestResources:
     def test_equal_limit_and_request_is_allowed(self) -> None:
         assert denial(resources={"cpu": "1.0", "cpuLimit": "1000m"}) is None
 
+    def test_the_default_limit_the_pod_would_get_is_capped_too(self) -> None:
+        """Without a limit the pod gets four times the request; that must fit the cap."""
+        message = denial(resources={"cpu": "8.0"})
+        assert message and "default limit of 4 x 8000 = 32000 millicores" in message
+        assert "set spec.resources.cpuLimit" in message
+        assert denial(resources={"cpu": "8.0", "cpuLimit": "8.0"}) is None
+        small = ValidatorConfig(max_memory_mi=1024)
+        message = denial(small)
+        assert message and "the default memory request '512Mi'" in message
+        assert denial(small, resources={"memoryLimit": "1Gi"}) is None
+
 
 class TestPackages:
     @pytest.mark.parametrize(

@@ -75,6 +75,10 @@ checks need more than one value or a message the schema cannot give.
 {{- if or (lt $ttl 1.0) (gt $ttl 604800.0) -}}
 {{- fail (printf "controller.relayStaging.tokenTTL must be within 1s..168h (7 days), got %q: the controller refuses to arm relay staging (exit 85) with any other lifetime" $c.relayStaging.tokenTTL) -}}
 {{- end -}}
+{{- $bound := float64 (include "wspin.durationSeconds" $c.relayStaging.revocationStalenessBound) -}}
+{{- if or (lt $bound 10.0) (gt $bound 3600.0) -}}
+{{- fail (printf "controller.relayStaging.revocationStalenessBound must be within 10s..1h, got %q: the controller refuses to start with any other bound" $c.relayStaging.revocationStalenessBound) -}}
+{{- end -}}
 {{- end -}}
 {{- if $c.inferenceRelay.enabled -}}
 {{- $a := $c.inferenceRelay.artifact -}}

@@ -534,7 +534,7 @@ async def test_arming_through_a_real_manager_uses_its_api_client(
     assert await kube.get(SECRETS, MINT_KEY_SECRET, namespace)
 
 
-# -- source pins (the reference's structural tests) -----------------------------------------
+# -- source pins: the arming order and the exit path, checked in the source text ---------
 
 
 def test_the_armed_line_is_logged_inside_arming_after_the_guard() -> None:

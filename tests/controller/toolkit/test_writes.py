@@ -20,7 +20,12 @@ FINALIZER = "inferencerelay.llmsafespaces.dev/finalizer"
 
 async def _relay(kube: Kube) -> dict[str, object]:
     name = f"toolkit-{uuid.uuid4().hex[:8]}"
-    body = {"metadata": {"name": name}, "spec": {"providers": []}}
+    # The smallest spec the CRD's schema accepts (the API server validates it).
+    spec = {
+        "upstreamURL": "https://upstream.example.com",
+        "providers": [{"provider": "aws", "region": "us-east-1", "credentialsRef": {"name": "c"}}],
+    }
+    body = {"metadata": {"name": name}, "spec": spec}
     return await kube.create(INFERENCE_RELAYS, body)
 
 

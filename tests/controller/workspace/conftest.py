@@ -30,11 +30,16 @@ from wspin.contract import (
     LABEL_COMPONENT_VALUE,
     OPENCODE,
 )
-from wspin.delivery import PinSet, ResolvedArtifact
+from wspin.delivery import AgentdDelivery, OpencodeDelivery, PinSet, ResolvedArtifact
 from wspin.resources import PODS, PVCS, WORKSPACES, Kube
 
 Obj = dict[str, Any]
-SETTINGS = WorkspaceSettings(default_runtime_class="gvisor", termination_grace=3)
+SETTINGS = WorkspaceSettings(
+    default_runtime_class="gvisor",
+    termination_grace=3,
+    agentd=AgentdDelivery(AGENTD_IMAGE),
+    opencode=OpencodeDelivery(OPENCODE_IMAGE),
+)
 INJECT = InjectConfig(
     agentd=ResolvedArtifact(AGENTD, AGENTD_IMAGE, PinSet("a" * 64, "b" * 64)),
     opencode=ResolvedArtifact(OPENCODE, OPENCODE_IMAGE, PinSet("c" * 64, "d" * 64)),

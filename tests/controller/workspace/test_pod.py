@@ -19,10 +19,13 @@ from controller.workspace.pod import (
     pod_is_stale,
     sanitize_label,
 )
-from tests.controller.workspace.factories import UID, workspace
+from tests.controller.workspace.factories import AGENTD_IMAGE, UID, workspace
 from wspin.contract import AGENTD, ARTIFACTS
+from wspin.delivery import AgentdDelivery
 
-SETTINGS = WorkspaceSettings(default_runtime_class="gvisor", termination_grace=40)
+SETTINGS = WorkspaceSettings(
+    default_runtime_class="gvisor", termination_grace=40, agentd=AgentdDelivery(AGENTD_IMAGE)
+)
 
 
 def pod_for(**spec: Any) -> dict[str, Any]:
@@ -214,7 +217,8 @@ class TestEnvAndResources:
             preview_origin_base_domain="preview.example.com",
         )
         env = {
-            e["name"]: e["value"] for e in main_container(desired_pod(workspace(), settings))["env"]
+            e["name"]: e.get("value")
+            for e in main_container(desired_pod(workspace(), settings))["env"]
         }
         assert env["LLMSAFESPACE_API_URL"] == "http://api.svc:8080"
         assert env["INFERENCE_RELAY_BASEURL"] == "http://relay"
@@ -228,11 +232,16 @@ class TestEnvAndResources:
         assert not {"OPENCODE_CONFIG", "OPENCODE_SERVER_PASSWORD"} & names
 
     def test_both_resource_shapes_become_container_resources(self) -> None:
-        flat = main_container(pod_for(resources={"cpu": "500m", "memoryLimit": "4Gi"}))
-        assert flat["resources"] == {"requests": {"cpu": "500m"}, "limits": {"memory": "4Gi"}}
-        nested = main_container(pod_for(resources={"requests": {"cpu": 2, "memory": "1Gi"}}))
-        assert nested["resources"] == {"requests": {"cpu": "2", "memory": "1Gi"}}
-        assert "resources" not in main_container(pod_for())
+        flat = main_container(pod_for(resources={"cpu": "250m", "memoryLimit": "4Gi"}))
+        assert flat["resources"] == {
+            "requests": {"cpu": "250m", "memory": "512Mi"},
+            "limits": {"cpu": "1000m", "memory": "4Gi"},
+        }
+        nested = main_container(pod_for(resources={"requests": {"cpu": "2", "memory": "1Gi"}}))
+        assert nested["resources"] == {
+            "requests": {"cpu": "2", "memory": "1Gi"},
+            "limits": {"cpu": "8", "memory": "4Gi"},
+        }
 
     def test_the_pvc_volume_is_mounted_at_workspace(self) -> None:
         pod = pod_for()
@@ -240,9 +249,11 @@ class TestEnvAndResources:
             "name": "workspace",
             "persistentVolumeClaim": {"claimName": "ws1-workspace"},
         } in pod["spec"]["volumes"]
-        assert {"name": "workspace", "mountPath": "/workspace"} in main_container(pod)[
-            "volumeMounts"
-        ]
+        assert {
+            "name": "workspace",
+            "mountPath": "/workspace",
+            "subPath": "workspace",
+        } in main_container(pod)["volumeMounts"]
 
 
 class TestOwnedObjects:
@@ -286,5 +297,8 @@ def test_the_example_workspace_builds_a_pod_and_a_pvc() -> None:
     ws["metadata"]["uid"] = UID
     pod = desired_pod(ws, SETTINGS)
     assert pod["metadata"]["labels"]["llmsafespaces.dev/tenant"] == "alice"
-    assert main_container(pod)["resources"]["limits"] == {"cpu": "2.0", "memory": "4Gi"}
+    assert main_container(pod)["resources"] == {
+        "requests": {"cpu": "500m", "memory": "1Gi"},
+        "limits": {"cpu": "2.0", "memory": "4Gi"},
+    }
     assert desired_pvc(ws)["spec"]["resources"]["requests"]["storage"] == "10Gi"

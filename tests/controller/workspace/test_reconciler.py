@@ -276,8 +276,8 @@ class LaggingReader:
 class TestVerifyFailureDetection:
     def metric(self, h: Harness, artifact: str, outcome: str, digest: str) -> float:
         value = h.registry.get_sample_value(
-            f"wspin_workspace_{artifact}_verify_failures_total",
-            {"outcome": outcome, "node": "node-a", "digest": digest},
+            f"llmsafespaces_workspace_{artifact}_verify_failures_total",
+            {"outcome": outcome, "node": "node-a", artifact: digest},
         )
         return value or 0.0
 

@@ -138,7 +138,7 @@ async def test_deleting_the_namespace_of_200_workspaces_logs_no_warning_and_rele
         async with asyncio.timeout(120):
             while not await gone():
                 await asyncio.sleep(0.1)
-        assert workspaces.list(namespace) == []
+        await eventually(lambda: workspaces.list(namespace) == [], "the cache to see them go")
 
     loud = [r for r in caplog.records if r.levelno >= logging.WARNING]
     assert loud == [], [f"{r.name}: {r.getMessage()}" for r in loud[:5]]

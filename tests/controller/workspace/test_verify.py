@@ -16,10 +16,11 @@ from controller.workspace.verify import (
     has_marker,
     termination_of,
 )
-from tests.controller.workspace.factories import injected, with_status, workspace
+from tests.controller.workspace.factories import AGENTD_IMAGE, injected, with_status, workspace
 from wspin.contract import AGENTD, OPENCODE, Artifact
+from wspin.delivery import AgentdDelivery
 
-BASE = desired_pod(workspace(), WorkspaceSettings())
+BASE = desired_pod(workspace(), WorkspaceSettings(agentd=AgentdDelivery(AGENTD_IMAGE)))
 POD = injected(BASE)
 EXPECTED = "expected=" + "a" * 64 + " got=" + "f" * 64
 

@@ -25,8 +25,8 @@ async def test_a_registered_controller_turns_an_applied_workspace_into_a_pod(
     wiring.register(manager, settings)
     assert (
         registry.get_sample_value(
-            "wspin_workspace_agentd_verify_failures_total",
-            {"outcome": "x", "node": "y", "digest": "z"},
+            "llmsafespaces_workspace_agentd_verify_failures_total",
+            {"outcome": "x", "node": "y", "agentd": "z"},
         )
         is None
     )  # registered on the manager's registry, no series yet
@@ -47,7 +47,7 @@ async def test_a_registered_controller_turns_an_applied_workspace_into_a_pod(
             return pod is not None and current.get("status", {}).get("podName") == pod_name
 
         await eventually(pod_and_status, "the manager to create the workspace pod")
-        assert "wspin_workspace_agentd_verify_failures_total" in {
+        assert "llmsafespaces_workspace_agentd_verify_failures_total" in {
             metric.name + "_total" for metric in registry.collect()
         }
     finally:
