@@ -91,7 +91,7 @@ def test_the_gauge_counts_pods_per_artifact_digest_and_state() -> None:
 
 
 def test_without_the_release_the_controller_counts_injected_pods_by_digest() -> None:
-    assert served_digests(SETTINGS) is None
+    assert served_digests(dataclasses.replace(SETTINGS, agentd=None, opencode=None)) is None
     registry = CollectorRegistry()
     registry.register(WorkspacePodsCollector(Cached([pod("p", OLD, OLD)]), Cached([]), None))
     assert samples(registry) == {
