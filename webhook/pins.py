@@ -17,7 +17,6 @@ Every error names the artifact and says how to fix it.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -32,6 +31,9 @@ from wspin.resources import CONFIGMAPS, AlreadyExists, Forbidden, Kube, KubeAPIE
 
 if TYPE_CHECKING:
     import aiohttp
+
+# asyncio is imported by the coroutines that use it: flag definitions here are on the path
+# of `wspin webhook --help`, which needs no event loop.
 
 log = logging.getLogger(__name__)
 
@@ -117,6 +119,8 @@ async def resolve_artifact(
     Raises ConfigError, prefixed with the artifact, on every failure.
     """
     # The registry client (and aiohttp) only when a registry is read: `--help` stays instant.
+    import asyncio
+
     from webhook.registry import RegistryError
 
     delivery.validate()
@@ -201,6 +205,8 @@ async def _read_cache(
     if kube is None:
         raise unavailable("no Kubernetes API access to read the pins cache")
     try:
+        import asyncio
+
         async with asyncio.timeout(timeout):
             cached = await kube.get(CONFIGMAPS, name, namespace)
     except TimeoutError as err:
@@ -251,6 +257,8 @@ async def _write_cache(
         pins_key("arm64"): pins.arm64,
     }
     try:
+        import asyncio
+
         async with asyncio.timeout(timeout):
             await _upsert_cache(kube, namespace, name, data)
     except (KubeAPIError, TimeoutError) as err:
