@@ -1,4 +1,6 @@
 # wspin — every target creates the virtual environment it needs; nothing is assumed installed.
+# On Debian/Ubuntu the system packages (python3-venv; docker-registry for the tests) are
+# installed by scripts/system-packages.sh when missing, or it stops with the command to run.
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
@@ -10,15 +12,21 @@ HELM := $(TOOLS)/bin/helm
 
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint bench helm clean refresh-goldens
+.PHONY: demo test lint bench helm clean refresh-goldens system-packages test-packages
 
-$(BIN)/.runtime: pyproject.toml
+system-packages:
+	@sh scripts/system-packages.sh $(PYTHON)
+
+test-packages:
+	@sh scripts/system-packages.sh $(PYTHON) registry
+
+$(BIN)/.runtime: pyproject.toml | system-packages
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e .
 	touch $@
 
-$(BIN)/.dev: pyproject.toml
+$(BIN)/.dev: pyproject.toml | system-packages
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[test,aws,oci]'
@@ -35,7 +43,7 @@ demo: $(BIN)/.runtime
 	$(BIN)/wspin demo
 
 ## test: the whole suite (unit, HTTPS, API-server level, property, chart)
-test: $(BIN)/.dev $(HELM)
+test: test-packages $(BIN)/.dev $(HELM)
 	WSPIN_HELM=$(abspath $(HELM)) $(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 ## lint: ruff, mypy --strict and the import layering contracts

@@ -15,23 +15,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from certs.build import (
-    CertificateError,
-    fingerprint,
-    is_ca,
-    issue_serving,
-    load_certificates,
-    new_ca,
-    pem_bundle,
-    service_dns_names,
-)
-from certs.cabundle import patch_ca_bundle, targets
-from certs.clock import utc_now
-from certs.files import write_certificates
 from wspin.errors import ConfigError, WspinError
 from wspin.flags import add_flag
-from wspin.kube import api_client
-from wspin.resources import Kube, KubeAPIError, NotFound
+
+# cryptography and the Kubernetes client are imported by the handlers that use them, so
+# `wspin certs --help` answers at once.
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
@@ -77,6 +65,10 @@ def register(subparsers: Any) -> None:
 
 
 def run_generate(args: argparse.Namespace) -> int:
+    from certs.build import fingerprint, issue_serving, new_ca, service_dns_names
+    from certs.clock import utc_now
+    from certs.files import write_certificates
+
     try:
         service = _name(args.service, "--service", "a Service name")
         namespace = _name(args.namespace, "--namespace", "a namespace")
@@ -113,6 +105,10 @@ def run_patch_ca_bundle(args: argparse.Namespace) -> int:
 
 
 async def _patch(args: argparse.Namespace) -> int:
+    from certs.cabundle import patch_ca_bundle, targets
+    from wspin.kube import api_client
+    from wspin.resources import Kube, KubeAPIError, NotFound
+
     configs = targets(args.mutating, args.validating)
     if not configs:
         raise ConfigError(
@@ -140,6 +136,8 @@ async def _patch(args: argparse.Namespace) -> int:
 
 
 def _read_bundle(path: str | None) -> bytes:
+    from certs.build import CertificateError, is_ca, load_certificates, pem_bundle
+
     if not path:
         raise ConfigError("--ca-file is required", "pass --ca-file naming a PEM CA certificate")
     try:

@@ -16,19 +16,18 @@ import re
 import socket
 import uuid
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from certs.authority import Policy
-from certs.build import service_dns_names
-from certs.cabundle import targets
-from certs.files import FileSource
-from certs.reports import ServingReports, reports_name
-from certs.selfmanaged import SelfManagedSettings, SelfManagedSource
-from certs.source import CertificateSource
-from certs.store import SecretStore
 from wspin.errors import ConfigError
 from wspin.flags import add_flag
-from wspin.leader import LeaderElector
-from wspin.resources import Kube
+
+if TYPE_CHECKING:
+    from certs.selfmanaged import SelfManagedSource
+    from certs.source import CertificateSource
+    from wspin.resources import Kube
+
+# The certificate machinery (cryptography, the leader elector) is imported by the functions
+# that build a source, not here: `wspin webhook --help` only needs the flags.
 
 _DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -101,6 +100,8 @@ def certificate_source_from_args(
 
     File mode reads and checks the files here, so a broken certificate exits 1 at start.
     """
+    from certs.files import FileSource
+
     cert_file: str | None = args.tls_cert_file or None
     key_file: str | None = args.tls_key_file or None
     if args.self_managed_certs:
@@ -126,6 +127,14 @@ def self_managed_source(
     args: argparse.Namespace, kube: Kube | None, namespace: str
 ) -> SelfManagedSource:
     """The Secret-backed source with its own Lease ``<secret>-authority``."""
+    from certs.authority import Policy
+    from certs.build import service_dns_names
+    from certs.cabundle import targets
+    from certs.reports import ServingReports, reports_name
+    from certs.selfmanaged import SelfManagedSettings, SelfManagedSource
+    from certs.store import SecretStore
+    from wspin.leader import LeaderElector
+
     if kube is None:
         raise ConfigError(
             "--self-managed-certs needs access to the Kubernetes API (to keep the Secret and "

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 from typing import Any
 
@@ -51,6 +50,8 @@ def run_webhook(args: argparse.Namespace) -> int:
     setup_logging(args.log_level)
     try:
         settings = settings_from_args(args)
+        import asyncio  # not at the top: `--help` needs no event loop
+
         return asyncio.run(serve(settings, args))
     except WspinError as err:
         return _fail(err)
@@ -71,6 +72,8 @@ async def _offline_config(args: argparse.Namespace) -> InjectConfig:
 
 def run_inject(args: argparse.Namespace) -> int:
     try:
+        import asyncio
+
         cfg = asyncio.run(_offline_config(args))
         if args.filename == "-":
             text, source = sys.stdin.read(), "stdin"

@@ -20,18 +20,15 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import jsonpatch
 import yaml
 
-from certs.build import issue_serving, new_ca, service_dns_names
-from certs.files import FileSource, write_certificates
-from webhook.app import MUTATE_PODS_PATH, make_app
 from webhook.inject import InjectConfig
-from webhook.validate import ValidatorConfig
 from wspin.contract import AGENTD, ARCHES, MAIN_CONTAINER, OPENCODE
 from wspin.delivery import PinSet, ResolvedArtifact
-from wspin.serving import Readiness, start
+
+# The server, TLS and HTTP client modules are imported when the demo runs, not by
+# `wspin demo --help`.
 
 EXAMPLE_POD = Path(__file__).resolve().parent.parent / "examples" / "workspace-pod.yaml"
 
@@ -55,7 +52,7 @@ SERVICE, NAMESPACE = "wspin-webhook", "wspin-system"
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
-        "demo", help="inject the example workspace pod through the real webhook on loopback"
+        "demo", help="inject the example workspace pod through the webhook on loopback"
     )
     parser.add_argument(
         "-f",
@@ -79,6 +76,11 @@ def run_demo(args: argparse.Namespace) -> int:
 
 
 async def _demo(pod: dict[str, Any]) -> int:
+    from certs.files import FileSource
+    from webhook.app import MUTATE_PODS_PATH, make_app
+    from webhook.validate import ValidatorConfig
+    from wspin.serving import Readiness, start
+
     with tempfile.TemporaryDirectory(prefix="wspin-demo-") as folder:
         ca_file = _write_throwaway_certificates(Path(folder))
         source = FileSource(Path(folder) / "tls.crt", Path(folder) / "tls.key")
@@ -105,6 +107,9 @@ async def _demo(pod: dict[str, Any]) -> int:
 
 
 def _write_throwaway_certificates(folder: Path) -> Path:
+    from certs.build import issue_serving, new_ca, service_dns_names
+    from certs.files import write_certificates
+
     now = datetime.datetime.now(datetime.UTC)
     ca = new_ca(now)
     write_certificates(folder, ca, issue_serving(ca, service_dns_names(SERVICE, NAMESPACE), now))
@@ -113,6 +118,10 @@ def _write_throwaway_certificates(folder: Path) -> Path:
 
 async def _send(port: int, ca_file: Path, pod: dict[str, Any]) -> dict[str, Any]:
     """POST the pod as the API server would: verified TLS to the Service's DNS name."""
+    import aiohttp
+
+    from webhook.app import MUTATE_PODS_PATH
+
     review = {
         "apiVersion": "admission.k8s.io/v1",
         "kind": "AdmissionReview",

@@ -17,21 +17,23 @@ Every error names the artifact and says how to fix it.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
 from collections.abc import Mapping
-from typing import Any
-
-import aiohttp
+from typing import TYPE_CHECKING, Any
 
 from webhook.reference import ImageReference, check_insecure_registries
-from webhook.registry import RegistryError, fetch_manifest
 from wspin.contract import ARCHES, PINS_KEY_IMAGE, Arch, Artifact, pins_key
 from wspin.delivery import SHA256_HEX, ArtifactDelivery, PinSet, ResolvedArtifact, same_digest
 from wspin.errors import ConfigError
 from wspin.flags import add_flag
 from wspin.logs import fields
 from wspin.resources import CONFIGMAPS, AlreadyExists, Forbidden, Kube, KubeAPIError, NotFound
+
+if TYPE_CHECKING:
+    import aiohttp
+
+# asyncio is imported by the coroutines that use it: flag definitions here are on the path
+# of `wspin webhook --help`, which needs no event loop.
 
 log = logging.getLogger(__name__)
 
@@ -116,6 +118,11 @@ async def resolve_artifact(
     rolled out yet (its digest must not evict the running release's cache entry).
     Raises ConfigError, prefixed with the artifact, on every failure.
     """
+    # The registry client (and aiohttp) only when a registry is read: `--help` stays instant.
+    import asyncio
+
+    from webhook.registry import RegistryError
+
     delivery.validate()
     artifact, image = delivery.artifact, delivery.image
     if not delivery.needs_resolution:
@@ -144,6 +151,10 @@ async def resolve_artifact(
 async def _read_annotations(
     image: str, insecure_registries: frozenset[str], session: aiohttp.ClientSession | None
 ) -> Mapping[str, Any]:
+    import aiohttp
+
+    from webhook.registry import fetch_manifest
+
     ref = ImageReference.parse(image)
     if session is None:
         async with aiohttp.ClientSession() as own:
@@ -194,6 +205,8 @@ async def _read_cache(
     if kube is None:
         raise unavailable("no Kubernetes API access to read the pins cache")
     try:
+        import asyncio
+
         async with asyncio.timeout(timeout):
             cached = await kube.get(CONFIGMAPS, name, namespace)
     except TimeoutError as err:
@@ -244,6 +257,8 @@ async def _write_cache(
         pins_key("arm64"): pins.arm64,
     }
     try:
+        import asyncio
+
         async with asyncio.timeout(timeout):
             await _upsert_cache(kube, namespace, name, data)
     except (KubeAPIError, TimeoutError) as err:

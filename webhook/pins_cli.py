@@ -19,7 +19,7 @@ from webhook.pins import add_insecure_registry_flag, insecure_registries_from_ar
 from wspin.delivery import AgentdDelivery, ArtifactDelivery, OpencodeDelivery, ResolvedArtifact
 from wspin.errors import ConfigError
 from wspin.flags import add_flag
-from wspin.kube import api_client, own_namespace
+from wspin.kube import own_namespace
 from wspin.logs import setup_logging
 from wspin.resources import Kube
 
@@ -118,6 +118,8 @@ async def _resolve_all(args: argparse.Namespace) -> Outcome:
         raise ConfigError(f"--timeout must be positive, got {args.timeout:g}", "pass --timeout 30")
     if args.no_cluster:
         return await _resolve_each(args, names, insecure, None)
+    from wspin.kube import api_client  # the client package, only when the cluster is used
+
     try:
         api = await api_client(args.kubeconfig)
     except ConfigError as err:

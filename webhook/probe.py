@@ -22,12 +22,29 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from prometheus_client import Gauge
 
+from wspin.imagevolume import PROBE_NAME_PREFIX, PROBE_VOLUME, kept_image_volume, probe_pod
 from wspin.logs import fields
 from wspin.resources import PODS, Kube, KubeAPIError
+
+# The probe pod itself is shared with `wspin check`, which runs the same dry run.
+__all__ = [
+    "GATE_OFF_MESSAGE",
+    "IMAGE_VOLUME_SUPPORTED",
+    "PROBE_FIX",
+    "PROBE_NAME_PREFIX",
+    "PROBE_VOLUME",
+    "Backoff",
+    "ImageVolumeGate",
+    "ProbeResult",
+    "kept_image_volume",
+    "probe_image_volume_support",
+    "probe_pod",
+    "refused_by_policy",
+]
 
 log = logging.getLogger(__name__)
 
@@ -37,8 +54,6 @@ IMAGE_VOLUME_SUPPORTED = Gauge(
     "API server dropped or refused it; absent until the probe has run.",
 )
 
-PROBE_VOLUME = "wspin-image-volume-probe"
-PROBE_NAME_PREFIX = "wspin-image-volume-probe-"
 GATE_OFF_MESSAGE = (
     "the API server drops image volumes from new pods: the ImageVolume feature gate is off "
     "(it is on by default from Kubernetes 1.35; on 1.31-1.34 enable ImageVolume on "
@@ -57,62 +72,6 @@ PROBE_FIX = (
     "on a cluster known to keep image volumes, pass --skip-image-volume-probe "
     "(Helm: webhook.skipImageVolumeProbe)"
 )
-
-
-def probe_pod(namespace: str, image: str) -> dict[str, Any]:
-    """A minimal pod mounting ``image`` as an image volume; valid under restricted PSS.
-
-    Its labels match no workspace selector, so this webhook is never asked to inject it.
-    """
-    return {
-        "metadata": {
-            "generateName": PROBE_NAME_PREFIX,
-            "namespace": namespace,
-            "labels": {"app.kubernetes.io/name": "wspin-image-volume-probe"},
-        },
-        "spec": {
-            "automountServiceAccountToken": False,
-            "restartPolicy": "Never",
-            "securityContext": {
-                "runAsNonRoot": True,
-                "runAsUser": 65532,
-                "seccompProfile": {"type": "RuntimeDefault"},
-            },
-            "containers": [
-                {
-                    "name": "probe",
-                    "image": image,
-                    "command": ["/nonexistent"],
-                    "resources": {
-                        "requests": {"cpu": "1m", "memory": "1Mi"},
-                        "limits": {"cpu": "1m", "memory": "8Mi"},
-                    },
-                    "securityContext": {
-                        "allowPrivilegeEscalation": False,
-                        "capabilities": {"drop": ["ALL"]},
-                        "readOnlyRootFilesystem": True,
-                    },
-                    "volumeMounts": [
-                        {"name": PROBE_VOLUME, "mountPath": "/probe", "readOnly": True}
-                    ],
-                }
-            ],
-            "volumes": [
-                {
-                    "name": PROBE_VOLUME,
-                    "image": {"reference": image, "pullPolicy": "IfNotPresent"},
-                }
-            ],
-        },
-    }
-
-
-def kept_image_volume(pod: dict[str, Any]) -> bool:
-    """The returned pod still has the probe's image volume with its reference."""
-    for volume in pod.get("spec", {}).get("volumes") or []:
-        if volume.get("name") == PROBE_VOLUME:
-            return bool((volume.get("image") or {}).get("reference"))
-    return False
 
 
 Outcome = Literal["supported", "dropped", "refused-by-policy", "failed"]

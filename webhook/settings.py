@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from webhook.pins import add_pins_flags, insecure_registries_from_args
 from webhook.tenant_quota import QuotaLimits, add_tenant_quota_flags, tenant_quota_from_args
 from webhook.validate import ValidatorConfig, add_validator_flags, validator_config_from_args
-from wspin.connections import API_SERVER_IDLE_TIMEOUT, ConnectionLimits
+from wspin.connection_limits import API_SERVER_IDLE_TIMEOUT, ConnectionLimits
 from wspin.delivery import (
     AgentdDelivery,
     OpencodeDelivery,

@@ -2,6 +2,12 @@
 
 Each subcommand module exposes ``register(subparsers)``, which adds its parser and sets
 ``handler`` to a function taking the parsed args and returning the exit status.
+
+Only the module of the command being run is imported: ``wspin --help`` imports none, and
+``wspin inject`` never pays for the controller's imports (or the controller for the webhook's).
+Each module keeps its heavy imports (the Kubernetes client, cryptography, aiohttp) out of
+``register``, so ``wspin <command> --help`` answers at once; tests/wspin/test_cli.py holds
+every command to that.
 """
 
 from __future__ import annotations
@@ -14,34 +20,55 @@ from collections.abc import Sequence
 from wspin.errors import ConfigError
 from wspin.flags import Parser
 
-# Imported lazily so `wspin inject` never pays for the controller's imports and vice versa.
-SUBCOMMAND_MODULES = (
-    "webhook.cli",
-    "controller.cli",
-    "certs.cli",
-    "webhook.demo",
-    "webhook.pins_cli",
-)
+# command → (module whose register() adds it, one-line help for `wspin --help`).
+COMMANDS: dict[str, tuple[str, str]] = {
+    "webhook": ("webhook.cli", "serve the pod injector and the Workspace validator over HTTPS"),
+    "inject": ("webhook.cli", "inject delivery into manifests offline (like istioctl kube-inject)"),
+    "controller": ("controller.cli", "run the Workspace and InferenceRelay controllers"),
+    "certs": ("certs.cli", "generate webhook certificates or patch a CA bundle into the webhooks"),
+    "demo": ("webhook.demo", "inject the example workspace pod through the webhook on loopback"),
+    "pins": ("webhook.pins_cli", "inspect the per-arch pins of a release image"),
+    "check": ("wspin.check_cli", "check that an installation is healthy, one named check each"),
+    "status": ("wspin.status_cli", "which workspace pods run which release, per namespace"),
+}
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The parser with the full definition of the command named in ``argv`` (if any) and a
+    one-line entry for every other command; with ``argv=None``, every command in full."""
     parser = Parser(
         prog="wspin",
         description="Digest-pinned agentd/opencode delivery for AI-agent workspace pods.",
     )
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name in SUBCOMMAND_MODULES:
-        importlib.import_module(name).register(subparsers)
+    wanted = list(COMMANDS) if argv is None else [_command_in(argv)]
+    for module in dict.fromkeys(COMMANDS[name][0] for name in wanted if name is not None):
+        importlib.import_module(module).register(subparsers)
+    for name, (_, help_text) in COMMANDS.items():
+        if name not in subparsers.choices:
+            subparsers.add_parser(name, help=help_text, add_help=False)
     return parser
 
 
+def _command_in(argv: Sequence[str]) -> str | None:
+    """The first argument naming a command; the top-level parser takes no other positionals
+    and only ``-h``/``--help`` as options, so that is the command argparse will pick."""
+    for arg in argv:
+        if arg in COMMANDS:
+            return arg
+        if not arg.startswith("-"):
+            return None
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    args_in = list(sys.argv[1:] if argv is None else argv)
     try:
-        parser = build_parser()
+        parser = build_parser(args_in)
     except ConfigError as err:  # a malformed WSPIN_* environment variable
         print(f"error: {err}", file=sys.stderr)
         return 1
-    args = parser.parse_args(argv)
+    args = parser.parse_args(args_in)
     status: int = args.handler(args)
     return status
 

@@ -24,35 +24,23 @@ import asyncio
 import asyncio.sslproto
 import socket
 import ssl
-from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
 
-API_SERVER_IDLE_TIMEOUT = 90.0
-"""Seconds the kube-apiserver keeps an idle connection to a webhook: its webhook client is a
-client-go transport, whose ``IdleConnTimeout`` is left to ``SetOldTransportDefaults`` in
-k8s.io/apimachinery/pkg/util/net/http.go, which copies Go's ``http.DefaultTransport`` (90 s)."""
+from wspin.connection_limits import API_SERVER_IDLE_TIMEOUT, ConnectionLimits
+
+__all__ = [
+    "API_SERVER_IDLE_TIMEOUT",
+    "TLS_READ_BUFFER",
+    "ConnectionLimits",
+    "GuardedRequestHandler",
+    "GuardedSite",
+]
 
 TLS_READ_BUFFER = 32 * 1024
 """Bytes asyncio reads from a TLS socket at once (two TLS records); its default is 256 KiB
 allocated per connection, 200 MiB for 800 connections."""
-
-
-@dataclass(frozen=True)
-class ConnectionLimits:
-    """Per-connection deadlines and the connection cap (seconds, connections)."""
-
-    header_timeout: float = 5.0
-    """From the first byte of a request (or the end of the TLS handshake) to the end of its
-    headers; also the TLS handshake's own limit. The API server sends a request whole."""
-    body_timeout: float = 5.0
-    """From the end of the headers to the last byte of the body."""
-    idle_timeout: float = API_SERVER_IDLE_TIMEOUT + 30.0
-    """Between requests on a keep-alive connection: above the API server's 90 s, so it is
-    always the API server that closes an idle connection and never races a request."""
-    max_connections: int = 1000
-    """Open connections; about 60 KiB each while stalled, 1,000 fit the chart's 256 MiB."""
 
 
 class _Census:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from wspin.errors import ConfigError
@@ -42,7 +43,9 @@ def add_flag(
 ) -> None:
     """Add ``flag`` whose default comes from ``env`` (derived from the flag name if omitted).
 
-    Boolean flags take ``--flag`` / ``--flag=false`` and ``true``/``false`` from the environment.
+    Boolean flags are plain switches: ``--flag`` takes no value, so ``--no-cluster IMAGE``
+    never swallows the positional after it. ``--flag=false`` (and ``=true``) stays accepted,
+    so a chart or script can spell a setting either way; the environment takes true/false.
     """
     variable = env or env_name(flag)
     raw = os.environ.get(variable)
@@ -52,13 +55,7 @@ def add_flag(
             _from_env(parse_bool, raw, flag, variable) if raw is not None else bool(default)
         )
         parser.add_argument(
-            flag,
-            nargs="?",
-            const=True,
-            default=value,
-            type=parse_bool,
-            help=f"{help} [env {variable}]",
-            **kwargs,
+            flag, action=_Switch, default=value, help=f"{help} [env {variable}]", **kwargs
         )
         return
     convert = kwargs.get("type")
@@ -83,8 +80,78 @@ def _from_env(convert: Any, raw: str, flag: str, variable: str) -> Any:
         ) from err
 
 
+class _Switch(argparse.Action):
+    """A boolean flag: bare ``--flag`` sets True; ``Parser`` handles ``--flag=VALUE``."""
+
+    def __init__(self, option_strings: list[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, **kwargs)
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        setattr(namespace, self.dest, True)
+
+
 class Parser(argparse.ArgumentParser):
-    """An ArgumentParser whose usage errors exit 1, like every other configuration error."""
+    """An ArgumentParser whose usage errors exit 1, like every other configuration error,
+    and whose boolean flags accept ``--flag=true|false`` as well as the bare ``--flag``."""
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        given = list(sys.argv[1:] if args is None else args)
+        remaining, spelled = self._take_switch_values(given)
+        parsed, extra = super().parse_known_args(remaining, namespace)
+        for dest, on in spelled.items():
+            setattr(parsed, dest, on)
+        return parsed, extra
+
+    def _take_switch_values(self, args: list[str]) -> tuple[list[str], dict[str, bool]]:
+        """Remove each ``--flag=VALUE`` of a boolean flag; return the last value per flag.
+
+        argparse refuses a value on a zero-argument action, so the value is applied after
+        parsing. A later bare ``--flag`` wins over an earlier ``--flag=false``. Stops at the
+        first sub-command or ``--``: a sub-parser handles its own flags.
+        """
+        switches = {
+            option: action
+            for action in self._actions
+            if isinstance(action, _Switch)
+            for option in action.option_strings
+        }
+        kept: list[str] = []
+        spelled: dict[str, bool] = {}
+        for position, arg in enumerate(args):
+            if arg == "--" or arg in self._subcommands():
+                return kept + args[position:], spelled
+            flag, equals, value = arg.partition("=")
+            if flag not in switches:
+                kept.append(arg)
+                continue
+            if not equals:
+                spelled[switches[flag].dest] = True
+                kept.append(arg)
+                continue
+            try:
+                spelled[switches[flag].dest] = parse_bool(value)
+            except argparse.ArgumentTypeError:
+                self.error(
+                    f"{flag} is a plain flag: pass {flag} to turn it on, or {flag}=false to "
+                    f"turn it off (got {arg!r})"
+                )
+        return kept, spelled
+
+    def _subcommands(self) -> frozenset[str]:
+        return frozenset(
+            name
+            for action in self._actions
+            if isinstance(action, argparse._SubParsersAction)
+            for name in action.choices
+        )
 
     def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)

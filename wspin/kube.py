@@ -17,8 +17,8 @@ if TYPE_CHECKING:
 
 async def api_client(kubeconfig: str | None = None) -> client.ApiClient:
     """An ApiClient from ``kubeconfig``, else ``$KUBECONFIG``, else the in-cluster config."""
-    # Imported here, not at module level: the client package is ~860 modules, and a webhook
-    # without API access (or before it needs it) should not carry them.
+    # Imported here, not at the top: the package takes about a second to load, and command
+    # modules import this one while `wspin <command> --help` must answer at once.
     from kubernetes_asyncio import client, config
     from kubernetes_asyncio.config.config_exception import ConfigException
 

@@ -17,13 +17,17 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-import aiohttp
 import orjson
 
 from wspin.errors import WspinError
 
-if TYPE_CHECKING:  # the client package imports ~860 modules; the webhook needs none at runtime
+if TYPE_CHECKING:
+    import aiohttp
     from kubernetes_asyncio.client import ApiClient
+
+# aiohttp and the client package (about a second to import together) are loaded by the
+# methods that send, never at import: flag-defining modules import this one, and
+# `wspin <command> --help` must answer at once. An ApiClient has loaded both anyway.
 
 Obj = dict[str, Any]
 PatchType = Literal["merge", "json", "strategic", "apply"]
@@ -154,6 +158,21 @@ VALIDATING_WEBHOOKS = Resource(
     kind="ValidatingWebhookConfiguration",
 )
 WORKSPACES = Resource("llmsafespaces.dev", "v1", "workspaces", kind="Workspace")
+DEPLOYMENTS = Resource("apps", "v1", "deployments", kind="Deployment")
+CUSTOM_RESOURCE_DEFINITIONS = Resource(
+    "apiextensions.k8s.io",
+    "v1",
+    "customresourcedefinitions",
+    namespaced=False,
+    kind="CustomResourceDefinition",
+)
+SUBJECT_ACCESS_REVIEWS = Resource(
+    "authorization.k8s.io",
+    "v1",
+    "subjectaccessreviews",
+    namespaced=False,
+    kind="SubjectAccessReview",
+)
 INFERENCE_RELAYS = Resource(
     "llmsafespaces.dev", "v1", "inferencerelays", namespaced=False, kind="InferenceRelay"
 )
@@ -177,6 +196,8 @@ class Kube:
         what: str = "",
     ) -> Obj:
         """One call; returns the decoded JSON body or raises a ``KubeAPIError``."""
+        import aiohttp
+
         what = what or f"{method} {path}"
         response = await self._send(method, path, query, body, content_type, request_timeout, what)
         try:
@@ -211,6 +232,8 @@ class Kube:
         request_timeout: float | None,
         what: str,
     ) -> aiohttp.ClientResponse:
+        import aiohttp
+
         params = [(k, _query_value(v)) for k, v in (query or {}).items() if v is not None]
         try:
             response: aiohttp.ClientResponse = await self.api.call_api(
@@ -382,6 +405,8 @@ class Kube:
             "labelSelector": labels,
             "timeoutSeconds": timeout_seconds,
         }
+        import aiohttp
+
         what = f"watch {res.plural}"
         response = await self._send(
             "GET", res.path(namespace), query, None, "application/json", timeout_seconds + 30, what

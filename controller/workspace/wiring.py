@@ -14,16 +14,17 @@ from controller.workspace.egress_sync import EgressPolicies
 from controller.workspace.metrics import VerifyMetrics
 from controller.workspace.orgstatus import OrgStatusCache, OrgStatusMetrics
 from controller.workspace.reconciler import WorkspaceReconciler
+from controller.workspace.rollout_metrics import WorkspacePodsCollector, served_digests
 from wspin.contract import LABEL_APP, LABEL_APP_VALUE, LABEL_WORKSPACE
 from wspin.resources import PODS, PVCS, WORKSPACES, Resource
 from wspin.runtimes import RUNTIME_ENVIRONMENTS, RuntimeCatalogue
 from wspin.workspace_pod import SELECTOR
 
 OWNED_SELECTOR: Final = SELECTOR
-POLICY_SELECTOR: Final = f"{LABEL_APP}={LABEL_APP_VALUE},{LABEL_WORKSPACE}"
-"""The labels of every egress policy the controller writes (``egress.policy`` metadata)."""
 """Every workspace pod and PVC carries these labels (``pod.selector_labels``): the same
 definition the injector and the chart's selectors use."""
+POLICY_SELECTOR: Final = f"{LABEL_APP}={LABEL_APP_VALUE},{LABEL_WORKSPACE}"
+"""The labels of every egress policy the controller writes (``egress.policy`` metadata)."""
 
 log = logging.getLogger("controller.workspace")
 
@@ -94,4 +95,12 @@ def register(
     )
     manager.add_controller(
         reconciler, for_=WORKSPACES, owns=owns, watches=((RUNTIME_ENVIRONMENTS, naming),)
+    )
+    # The rollout gauge reads the same caches at scrape time.
+    manager.registry.register(
+        WorkspacePodsCollector(
+            manager.cache(PODS, labels=OWNED_SELECTOR),
+            manager.cache(WORKSPACES),
+            served_digests(settings.workspace),
+        )
     )

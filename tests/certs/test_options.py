@@ -14,11 +14,12 @@ from certs.options import add_certificate_flags, certificate_source_from_args
 from certs.selfmanaged import SelfManagedSource
 from tests.certs.conftest import NAMESPACE, NOW, SERVICE, Webhooks
 from wspin.errors import ConfigError
+from wspin.flags import Parser
 from wspin.resources import LEASES, Kube
 
 
 def parse(*argv: str) -> argparse.Namespace:
-    parser = argparse.ArgumentParser()
+    parser = Parser()
     add_certificate_flags(parser)
     return parser.parse_args(argv)
 

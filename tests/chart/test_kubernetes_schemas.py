@@ -7,7 +7,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from tests.chart.helm import CHART, VALUES, Rendered, run_helm, template
+from tests.chart.helm import CHART, VALUES, Rendered, parse_documents, run_helm, template
 
 OWN_GROUP = "llmsafespaces.dev/v1"
 
@@ -95,14 +95,30 @@ def test_helm_lint_strict_passes_with_every_option_enabled() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_clusters_older_than_1_35_are_refused_because_image_volumes_are_off_by_default() -> None:
-    result = template(kube_version="1.34.3")
+@pytest.mark.parametrize("version", ["1.31.0", "1.32.4", "1.34.3", "1.35.0", "1.35.2-eks-4a1b2c"])
+def test_the_chart_renders_on_every_version_with_image_volumes(version: str) -> None:
+    """From 1.31 (image volumes behind the ImageVolume gate) on: the gate is the webhook's
+    probe's business, not the version range's."""
+    result = template(kube_version=version)
+    assert result.returncode == 0, result.stderr
+    schema = ".".join(version.split(".")[:2])
+    for doc in parse_documents(result.stdout):
+        if (doc["apiVersion"], doc["kind"]) not in THIRD_PARTY:
+            kubernetes_validate.validate(doc, schema, strict=True)
+
+
+def test_the_chart_renders_without_a_kube_version_as_gitops_tools_do() -> None:
+    result = template(kube_version=None)
+    assert result.returncode == 0, result.stderr
+    kinds = {doc["kind"] for doc in parse_documents(result.stdout)}
+    assert "MutatingWebhookConfiguration" in kinds
+
+
+@pytest.mark.parametrize("version", ["1.30.9", "1.29.0-gke.100"])
+def test_clusters_without_image_volumes_at_all_are_refused(version: str) -> None:
+    result = template(kube_version=version)
     assert result.returncode != 0
-    assert ">=1.35.0-0" in result.stderr
-
-
-def test_provider_builds_of_1_35_are_accepted() -> None:
-    assert template(kube_version="1.35.2-eks-4a1b2c").returncode == 0
+    assert ">=1.31.0-0" in result.stderr
 
 
 def test_a_misspelled_value_is_rejected_by_the_values_schema() -> None:

@@ -146,6 +146,16 @@ LEDGER = (
             grant("release", "leases", ["create"], group=COORDINATION),
         ),
     ),
+    # -- operator commands: they run with the operator's own credentials, never a chart
+    # ServiceAccount, so they need no grant (only dry runs and reviews are ever created) ----
+    Use(  # wspin check: reads, two dry-run pods, SubjectAccessReviews
+        "wspin/check.py",
+        {"get_or_none": 1, "create": 3},
+    ),
+    Use(  # wspin status: the webhook Deployment, workspace pods and Workspaces
+        "wspin/status.py",
+        {"get_or_none": 1, "list": 2},
+    ),
     # -- the controller: caches -------------------------------------------------------------
     Use(  # list-then-watch: the controller's caches of Workspaces, their pods and PVCs, and
         # InferenceRelays; the webhook's runtime catalogue and (with a tenant quota) the

@@ -5,14 +5,17 @@ It exists because the product's API-level tests must run unchanged against a rea
 kubernetes_asyncio client, never by patching it. It emulates what the controller relies on:
 server-set metadata, optimistic concurrency, selectors, the three patch flavours, the status
 subresource, generation, finalizers, garbage collection and watches with resume, 410 and
-bookmarks, ValidatingAdmissionPolicies (CEL, ``policies``) on every create and update, and
-the ``pods/ephemeralcontainers`` subresource. It is not a full API server: no webhooks, no
-server-side apply, no RBAC, no defaulting beyond what ``defaults`` lists.
+bookmarks, ValidatingAdmissionPolicies (CEL, ``policies``) on every create and update, the
+``pods/ephemeralcontainers`` subresource; mutating admission of pods through the stored
+webhook configurations over verified HTTPS (``admission``); SubjectAccessReview decided by
+the stored RBAC objects (``authorization``); the chart's CRDs as Established objects. It is
+not a full API server: no server-side apply, no authentication or enforcement of RBAC on its
+own requests, no defaulting beyond what ``defaults`` lists.
 
 Modules: ``kinds`` (what is served), ``selectors``, ``patch``, ``defaults`` (per-kind
-strategies), ``policies`` and ``review`` (admission policies), ``admission`` (scripted
-refusals), ``store`` (objects and history), ``watch`` (streams), ``server`` (routing and test
-controls), ``status`` (error bodies).
+strategies), ``policies`` and ``review`` (admission policies), ``admission`` (mutating
+webhooks and scripted refusals), ``authorization``, ``store`` (objects and history),
+``watch`` (streams), ``server`` (routing and test controls), ``status`` (error bodies).
 """
 
 from tests.kubeapi.server import KubeServer, Write

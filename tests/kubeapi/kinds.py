@@ -143,6 +143,29 @@ BUILTIN_KINDS: tuple[Kind, ...] = (
         "ValidatingAdmissionPolicyBinding",
         namespaced=False,
     ),
+    # What an installation consists of, so `wspin check` reads it as on a cluster: the CRDs
+    # (seeded from the chart, Established), Services, Deployments (status written by the test
+    # in place of the deployment controller) and RBAC (evaluated by SubjectAccessReview).
+    Kind(
+        "apiextensions.k8s.io",
+        "v1",
+        "customresourcedefinitions",
+        "CustomResourceDefinition",
+        namespaced=False,
+        status_subresource=True,
+    ),
+    _core("services", "Service", status_subresource=True),
+    Kind("apps", "v1", "deployments", "Deployment", status_subresource=True),
+    Kind("rbac.authorization.k8s.io", "v1", "roles", "Role"),
+    Kind("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding"),
+    Kind("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", namespaced=False),
+    Kind(
+        "rbac.authorization.k8s.io",
+        "v1",
+        "clusterrolebindings",
+        "ClusterRoleBinding",
+        namespaced=False,
+    ),
 )
 
 
@@ -186,6 +209,17 @@ def _crd_kinds(path: Path, mtime_ns: int) -> tuple[Kind, ...]:
         if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition":
             kinds.extend(kinds_from_crd(doc))
     return tuple(kinds)
+
+
+def crd_documents(paths: Iterable[Path]) -> list[dict[str, Any]]:
+    """The CustomResourceDefinition manifests in ``paths``, as the server stores them."""
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    return [
+        doc
+        for path in paths
+        for doc in yaml.load_all(path.read_text(), Loader=loader)
+        if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition"
+    ]
 
 
 def chart_crd_files(folder: Path = CHART_CRDS) -> list[Path]:

@@ -24,8 +24,17 @@ from aiohttp import web
 
 from tests.kubeapi import patch as patches
 from tests.kubeapi.admission import Denial
-from tests.kubeapi.kinds import BUILTIN_KINDS, Kind, KindRegistry, chart_crd_files, load_crds
+from tests.kubeapi.authorization import review
+from tests.kubeapi.kinds import (
+    BUILTIN_KINDS,
+    Kind,
+    KindRegistry,
+    chart_crd_files,
+    crd_documents,
+    load_crds,
+)
 from tests.kubeapi.listing import list_page
+from tests.kubeapi.mutating import admit_pod
 from tests.kubeapi.selectors import field_selector, label_selector
 from tests.kubeapi.status import ApiError, bad_request
 from tests.kubeapi.store import Signal, Store
@@ -87,6 +96,9 @@ class KubeServer:
         self.kinds = KindRegistry([*BUILTIN_KINDS, *load_crds(files)])
         self.store = Store(self.kinds, history_limit=history_limit)
         self.store.image_volume_gate = image_volume_gate
+        self._seed_crds(crd_documents(files))
+        #: Service (namespace, name) → loopback port: where admission reaches a webhook.
+        self.routes: dict[tuple[str, str], int] = {}
         #: Seconds between BOOKMARKs on watches that allow them.
         self.bookmark_interval = bookmark_interval
         #: Seconds every request but a watch waits before it is served (without holding the
@@ -146,6 +158,38 @@ class KubeServer:
     def image_volume_gate(self, enabled: bool) -> None:
         self.store.image_volume_gate = enabled
 
+    def route_service(self, namespace: str, name: str, port: int) -> None:
+        """Send calls to Service ``namespace/name`` (any port) to 127.0.0.1:``port``."""
+        self.routes[(namespace, name)] = port
+
+    def _seed_crds(self, documents: list[Obj]) -> None:
+        """The served CRDs exist as objects, Established, as after `kubectl apply` settles."""
+        kind = self._kind("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+        for doc in documents:
+            created = self.store.create(kind, "", {**doc, "status": {}})
+            names = created["spec"]["names"]
+            created["status"] = {
+                "acceptedNames": names,
+                "storedVersions": [v["name"] for v in created["spec"]["versions"] if v["storage"]],
+                "conditions": [
+                    {"type": kind_type, "status": "True", "reason": reason, "message": message}
+                    for kind_type, reason, message in (
+                        ("NamesAccepted", "NoConflicts", "no conflicts found"),
+                        (
+                            "Established",
+                            "InitialNamesAccepted",
+                            "the initial names have been accepted",
+                        ),
+                    )
+                ],
+            }
+            self.store.update(kind, "", created["metadata"]["name"], created, status=True)
+
+    def _kind(self, group: str, version: str, plural: str) -> Kind:
+        kind = self.kinds.find(group, version, plural)
+        assert kind is not None, plural
+        return kind
+
     @property
     def open_watches(self) -> int:
         """How many watch streams are open now (wait for one before signalling it)."""
@@ -197,6 +241,8 @@ class KubeServer:
             self._inject_fault(request.method, request.path, request.query)
             if request.path == "/version":
                 return web.json_response({"major": "1", "minor": "32", "gitVersion": "v1.32.0"})
+            if request.path.startswith("/apis/authorization.k8s.io/v1/"):
+                return await self._access_review(request)
             return await self._dispatch(request)
         except ApiError as err:
             return web.json_response(err.status(), status=err.code)
@@ -282,6 +328,8 @@ class KubeServer:
             raise ApiError(405, f"{method} needs a namespace for {kind.plural}")
         if method == "POST" and not name:
             body = await _body(request)
+            if kind.plural == "pods" and not kind.group and isinstance(body, dict):
+                body = await self._admit_pod(ns, body, dry_run)
             self._admit(kind, request.path, body)
             return _reply(store.create(kind, ns, body, dry_run=dry_run), 201)
         status, ephemeral = sub == "status", sub == EPHEMERAL_CONTAINERS
@@ -313,6 +361,66 @@ class KubeServer:
                 meta = {"resourceVersion": str(store.resource_version)}
                 return _reply(self._list(kind, deleted, meta))
         raise ApiError(405, f"the server does not allow {method} on {request.path}")
+
+    async def _admit_pod(self, namespace: str, pod: Obj, dry_run: bool) -> Obj:
+        """Mutating admission, after authentication and before the pod strategy runs (which
+        is where the ImageVolume gate drops image volumes, as on v1.32)."""
+        found = self.store.select(
+            self._kind("", "v1", "namespaces"), "", lambda obj: obj["metadata"]["name"] == namespace
+        )
+        if not found:
+            return pod  # the create is refused as a missing namespace further on
+        ns = found[0]
+        configurations = self.store.select(
+            self._kind("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations"), ""
+        )
+        pod.setdefault("metadata", {})["namespace"] = namespace
+        return await admit_pod(
+            configurations,
+            self.routes,
+            namespace=namespace,
+            namespace_labels=ns["metadata"].get("labels") or {},
+            pod=pod,
+            dry_run=dry_run,
+        )
+
+    async def _access_review(self, request: web.Request) -> web.Response:
+        """SubjectAccessReview by RBAC; SelfSubjectAccessReview as the unauthenticated
+        caller, who is cluster-admin here. Nothing is stored."""
+        kind = request.path.rstrip("/").rsplit("/", 1)[-1]
+        if request.method != "POST" or kind not in (
+            "subjectaccessreviews",
+            "selfsubjectaccessreviews",
+        ):
+            raise ApiError(404, _NO_ROUTE, details={})
+        body = await _body(request)
+        spec = body.get("spec") if isinstance(body, dict) else None
+        if not isinstance(spec, dict) or not spec.get("resourceAttributes"):
+            raise ApiError(422, f"{kind}: spec.resourceAttributes is required")
+        if kind == "selfsubjectaccessreviews":
+            status: Obj = {"allowed": True, "reason": "cluster-admin"}
+        else:
+            if not spec.get("user") and not spec.get("groups"):
+                raise ApiError(422, "spec.user or spec.groups: at least one is required")
+            rbac = "rbac.authorization.k8s.io"
+            bindings = [
+                (plural, obj)
+                for plural in ("clusterrolebindings", "rolebindings")
+                for obj in self.store.select(self._kind(rbac, "v1", plural), "")
+            ]
+
+            def lookup(plural: str, namespace: str, name: str) -> Obj | None:
+                found = self.store.select(
+                    self._kind(rbac, "v1", plural),
+                    namespace,
+                    lambda obj: obj["metadata"]["name"] == name,
+                )
+                return found[0] if found else None
+
+            status = review(spec, bindings, lookup)
+        answer = {**body, "status": status}
+        answer.setdefault("metadata", {})["creationTimestamp"] = None
+        return web.json_response(answer, status=201)
 
     def _list(self, kind: Kind, items: list[Obj], meta: Obj) -> Obj:
         """A List object; built-in items carry no kind/apiVersion, like kube-apiserver's."""

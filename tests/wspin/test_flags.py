@@ -58,3 +58,69 @@ def test_a_bad_environment_value_exits_1_from_the_console_script(
     monkeypatch.setenv("WSPIN_METRICS_PORT", "ninety")
     assert main(["webhook"]) == 1
     assert "WSPIN_METRICS_PORT (for --metrics-port)" in capsys.readouterr().err
+
+
+def _with_positional() -> argparse.ArgumentParser:
+    parser = Parser(prog="t")
+    add_flag(parser, "--no-cluster", default=False)
+    parser.add_argument("image")
+    return parser
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["--no-cluster", "img"], True),
+        (["img", "--no-cluster"], True),
+        (["img"], False),
+        (["--no-cluster=false", "img"], False),
+        (["--no-cluster=TRUE", "img"], True),
+        (["--no-cluster=false", "--no-cluster", "img"], True),
+        (["--no-cluster", "--no-cluster=off", "img"], False),
+    ],
+)
+def test_a_boolean_flag_is_a_plain_flag_and_never_takes_the_next_argument(
+    argv: list[str], expected: bool
+) -> None:
+    args = _with_positional().parse_args(argv)
+    assert (args.no_cluster, args.image) == (expected, "img")
+
+
+def test_a_boolean_flag_given_false_overrides_a_true_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("WSPIN_NO_CLUSTER", "true")
+    assert _with_positional().parse_args(["img"]).no_cluster is True
+    assert _with_positional().parse_args(["--no-cluster=false", "img"]).no_cluster is False
+
+
+def test_a_boolean_flag_with_a_value_that_is_not_a_boolean_names_both_working_spellings(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        _with_positional().parse_args(["--no-cluster=perhaps", "img"])
+    assert exited.value.code == 1
+    err = capsys.readouterr().err
+    assert (
+        "--no-cluster is a plain flag: pass --no-cluster to turn it on, or --no-cluster=false"
+        in (err)
+    )
+    # Both spellings the message suggests do parse.
+    assert _with_positional().parse_args(["--no-cluster", "img"]).no_cluster is True
+    assert _with_positional().parse_args(["--no-cluster=false", "img"]).no_cluster is False
+
+
+def test_a_space_separated_value_after_a_boolean_flag_is_an_argument_not_the_flag_value() -> None:
+    parser = Parser(prog="t")
+    add_flag(parser, "--skip-image-volume-probe", default=False)
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--skip-image-volume-probe", "false"])  # no positional is defined
+
+
+def test_boolean_flags_of_a_sub_command_accept_the_value_spelling() -> None:
+    parser = Parser(prog="t")
+    sub = parser.add_subparsers(dest="command", required=True).add_parser("run")
+    group = sub.add_argument_group("g")
+    add_flag(group, "--dry", default=True)
+    assert parser.parse_args(["run"]).dry is True
+    assert parser.parse_args(["run", "--dry=false"]).dry is False

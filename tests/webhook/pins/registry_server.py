@@ -63,7 +63,7 @@ def registry_binary() -> str:
     if found is None:
         pytest.fail(
             "the pin tests need a real OCI registry: install Debian's docker-registry package "
-            "(apt-get install -y docker-registry); .ci/run does this on CI",
+            "(apt-get install -y docker-registry); make test installs it when run as root",
             pytrace=False,
         )
     return found

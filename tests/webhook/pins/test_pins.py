@@ -20,6 +20,7 @@ from wspin.delivery import (
     same_digest,
 )
 from wspin.errors import ConfigError
+from wspin.flags import Parser
 from wspin.resources import Kube
 
 DELIVERIES: dict[str, type[ArtifactDelivery]] = {
@@ -231,7 +232,7 @@ def test_same_digest_compares_only_the_digest(left: str, right: str, same: bool)
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser()
+    parser = Parser()
     add_pins_flags(parser)
     return parser.parse_args(argv)
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import logging
 from collections.abc import Iterator
@@ -29,15 +28,41 @@ def _restore_root_logging() -> Iterator[None]:
 
 
 def run(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="wspin")
-    pins_cli.register(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
-    status: int = args.handler(args)
-    return status
+    """The console script's own entry point, as an operator runs it."""
+    return cli.main(argv)
 
 
 def test_pins_is_a_wspin_subcommand() -> None:
-    assert "webhook.pins_cli" in cli.SUBCOMMAND_MODULES
+    assert cli.COMMANDS["pins"][0] == pins_cli.__name__
+
+
+def test_no_cluster_is_a_plain_flag_that_never_swallows_the_image(
+    oci_registry: OciRegistry, capsys: pytest.CaptureFixture[str]
+) -> None:
+    image = oci_registry.ref("release")
+    assert run(["pins", "resolve", "--no-cluster", image, "--artifact", "agentd"]) == 0
+    assert f"image:         {image}" in capsys.readouterr().out
+    assert run(["pins", "resolve", "--no-cluster=true", image, "--artifact", "agentd"]) == 0
+
+
+def test_no_cluster_false_still_uses_the_cluster(
+    oci_registry: OciRegistry, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "no-such-kubeconfig"
+    argv = ["pins", "resolve", oci_registry.ref("release"), "--no-cluster=false"]
+    assert run([*argv, "--kubeconfig", str(missing)]) == 1
+    assert "cannot load Kubernetes credentials" in capsys.readouterr().err
+
+
+def test_a_value_on_no_cluster_that_is_not_a_boolean_is_a_usage_error_naming_the_spelling(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        run(["pins", "resolve", "--no-cluster=maybe", "ghcr.io/x/agentd@sha256:" + "a" * 64])
+    assert exited.value.code == 1
+    err = capsys.readouterr().err
+    assert "--no-cluster is a plain flag: pass --no-cluster" in err
+    assert "--no-cluster=false" in err
 
 
 def test_resolve_prints_the_pins_their_source_and_the_override_flags(

@@ -1,0 +1,41 @@
+#!/bin/sh
+# The Debian/Ubuntu packages `make test` needs beyond Python: installed here when missing (as
+# root, through apt-get), or the run stops at once with the exact command to type. Nothing is
+# skipped later because a tool is absent.
+#
+#   scripts/system-packages.sh PYTHON [registry]
+#
+# - python3.X-venv (always): `python3 -m venv` needs ensurepip, which Debian ships separately;
+# - docker-registry (with `registry`): the real OCI registry (distribution 2.8) the
+#   pin-resolution tests push to.
+set -eu
+python=${1:-python3}
+want_registry=${2:-}
+missing=""
+if ! "$python" -c 'import ensurepip, venv' >/dev/null 2>&1; then
+    version=$("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+    missing="$missing python$version-venv"
+fi
+if [ "$want_registry" = registry ] && ! command -v docker-registry >/dev/null 2>&1 \
+    && [ ! -x /usr/bin/docker-registry ]; then
+    missing="$missing docker-registry"
+fi
+[ -z "$missing" ] && exit 0
+
+command="apt-get update && apt-get install -y --no-install-recommends$missing"
+if ! command -v apt-get >/dev/null 2>&1; then
+    echo "wspin needs:$missing (Debian/Ubuntu package names); install them with your" \
+        "package manager and run make again" >&2
+    exit 1
+fi
+if [ "$(id -u)" -ne 0 ]; then
+    echo "wspin needs the packages:$missing" >&2
+    echo "run:  sudo sh -c '$command'" >&2
+    echo "then run make again" >&2
+    exit 1
+fi
+echo "installing$missing" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+# shellcheck disable=SC2086  # word splitting of the package list is intended
+apt-get install -y -qq --no-install-recommends $missing >/dev/null

@@ -1,0 +1,233 @@
+"""A whole installation for ``wspin check`` and ``wspin status`` tests.
+
+On the test API server: the chart rendered by the real helm and applied (RBAC, Services,
+Deployments, both webhook configurations), the real webhook app serving over real TLS with a
+certificate from a throwaway CA in the chart's Secret, its CA patched into both
+configurations by the real caBundle patcher, the Service routed to it, the Deployments'
+status written as the deployment controller would, and the controller's leader Lease held.
+
+On a real cluster (``WSPIN_TEST_KUBECONFIG``): the installation already there, named by
+``WSPIN_TEST_RELEASE`` (default wspin) in ``WSPIN_TEST_RELEASE_NAMESPACE`` (default wspin),
+with the dry-run probe namespace ``WSPIN_TEST_PROBE_NAMESPACE`` (default ``default``).
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import functools
+import os
+import ssl
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from certs.build import KeyPair, issue_serving, new_ca, service_dns_names
+from certs.cabundle import patch_ca_bundle, targets
+from tests.chart.helm import Manifest, render
+from tests.kubeapi import KubeServer
+from webhook.app import make_app
+from webhook.demo import DEMO_CONFIG
+from webhook.inject import InjectConfig
+from webhook.validate import ValidatorConfig
+from wspin.install import LEADER_LEASE, Installation
+from wspin.resources import (
+    DEPLOYMENTS,
+    LEASES,
+    NAMESPACES,
+    SECRETS,
+    Kube,
+    NotFound,
+    Resource,
+)
+from wspin.serving import Readiness, start
+
+RELEASE_NAMESPACE = "wspin"
+PROBE_NAMESPACE = "default"
+
+#: The release the tests install: the demo's images and pins, so the webhook needs no registry.
+RELEASE_VALUES: dict[str, Any] = {
+    f"{name}Delivery.{key}": value
+    for name, artifact in (("agentd", DEMO_CONFIG.agentd), ("opencode", DEMO_CONFIG.opencode))
+    for key, value in (
+        ("image", artifact.image),
+        ("binarySHA256Amd64", artifact.pins.amd64),
+        ("binarySHA256Arm64", artifact.pins.arm64),
+    )
+}
+
+_SERVED_BY_THE_FAKE = {
+    ("v1", "ServiceAccount"): Resource("", "v1", "serviceaccounts", kind="ServiceAccount"),
+    ("v1", "Service"): Resource("", "v1", "services", kind="Service"),
+    ("v1", "ConfigMap"): Resource("", "v1", "configmaps", kind="ConfigMap"),
+    ("apps/v1", "Deployment"): DEPLOYMENTS,
+    **{
+        ("rbac.authorization.k8s.io/v1", kind): Resource(
+            "rbac.authorization.k8s.io",
+            "v1",
+            plural,
+            namespaced=kind in ("Role", "RoleBinding"),
+            kind=kind,
+        )
+        for kind, plural in (
+            ("Role", "roles"),
+            ("RoleBinding", "rolebindings"),
+            ("ClusterRole", "clusterroles"),
+            ("ClusterRoleBinding", "clusterrolebindings"),
+        )
+    },
+    ("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration"): Resource(
+        "admissionregistration.k8s.io",
+        "v1",
+        "mutatingwebhookconfigurations",
+        namespaced=False,
+        kind="MutatingWebhookConfiguration",
+    ),
+    ("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration"): Resource(
+        "admissionregistration.k8s.io",
+        "v1",
+        "validatingwebhookconfigurations",
+        namespaced=False,
+        kind="ValidatingWebhookConfiguration",
+    ),
+}
+
+
+@dataclass
+class Installed:
+    """What a test gets: the installation's names and where the dry-run pod goes."""
+
+    install: Installation
+    probe_namespace: str
+    server: KubeServer | None = None
+    """The test API server (None on a real cluster)."""
+    ca: KeyPair | None = None
+    """The CA the webhook's certificate comes from (test API server only)."""
+    folder: Path | None = None
+
+
+@functools.cache
+def chart_documents() -> tuple[Manifest, ...]:
+    """The chart as helm renders it for the test release (rendered once per session)."""
+    return tuple(render(("minimal.yaml",), RELEASE_VALUES))
+
+
+def installed_on_real_cluster() -> Installed:
+    return Installed(
+        Installation(
+            os.environ.get("WSPIN_TEST_RELEASE_NAMESPACE", RELEASE_NAMESPACE),
+            os.environ.get("WSPIN_TEST_RELEASE", "wspin"),
+        ),
+        os.environ.get("WSPIN_TEST_PROBE_NAMESPACE", PROBE_NAMESPACE),
+    )
+
+
+@asynccontextmanager
+async def webhook_serving(
+    server: KubeServer,
+    folder: Path,
+    install: Installation,
+    config: InjectConfig,
+    ca: KeyPair | None = None,
+) -> AsyncIterator[tuple[KeyPair, bytes]]:
+    """The real webhook app on loopback behind the Service, with a certificate for the
+    Service's DNS names from ``ca`` (a fresh CA by default); yields (CA, serving PEM).
+    Routing the Service to a second instance is how a test rolls out another release."""
+    now = datetime.datetime.now(datetime.UTC)
+    ca = ca or new_ca(now)
+    serving = issue_serving(ca, service_dns_names(install.webhook, install.namespace), now)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "tls.crt").write_bytes(serving.cert_pem)
+    (folder / "tls.key").write_bytes(serving.key_pem)
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(folder / "tls.crt", folder / "tls.key")
+    runner: web.AppRunner
+    runner, port = await start(
+        make_app(config, ValidatorConfig(), Readiness()), "127.0.0.1", 0, ssl_context=context
+    )
+    server.route_service(install.namespace, install.webhook, port)
+    try:
+        yield ca, serving.cert_pem
+    finally:
+        await runner.cleanup()
+
+
+async def apply_chart(kube: Kube, install: Installation) -> None:
+    """Create every rendered object the test API server serves (CRDs are already there)."""
+    await kube.create(NAMESPACES, {"metadata": {"name": install.namespace}})
+    for doc in chart_documents():
+        res = _SERVED_BY_THE_FAKE.get((doc["apiVersion"], doc["kind"]))
+        if res is None or (doc.get("metadata", {}).get("annotations") or {}).get("helm.sh/hook"):
+            continue  # not served by the fake (PDB, NetworkPolicy, policies), or a test hook
+        body = {k: v for k, v in doc.items() if k not in ("apiVersion", "kind")}
+        await kube.create(res, body, install.namespace if res.namespaced else None)
+
+
+async def mark_ready(
+    kube: Kube, install: Installation, name: str, ready: int | None = None
+) -> None:
+    """Write a Deployment's status as the deployment controller does once pods are ready."""
+    deployment = await kube.get(DEPLOYMENTS, name, install.namespace)
+    wanted = int(deployment["spec"].get("replicas", 1))
+    count = wanted if ready is None else ready
+    status = {
+        "observedGeneration": deployment["metadata"].get("generation", 1),
+        "replicas": wanted,
+        "updatedReplicas": wanted,
+        "readyReplicas": count,
+        "availableReplicas": count,
+    }
+    await kube.patch(DEPLOYMENTS, name, {"status": status}, install.namespace, sub="status")
+
+
+def micro_time(moment: datetime.datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+async def hold_leader_lease(kube: Kube, install: Installation, *, renewed_ago: float = 1) -> None:
+    """The Lease as a leading controller replica keeps it."""
+    renewed = datetime.datetime.now(datetime.UTC) - datetime.timedelta(seconds=renewed_ago)
+    spec = {
+        "holderIdentity": "wspin-controller-7d9f_1a2b3c4d",
+        "leaseDurationSeconds": 15,
+        "acquireTime": micro_time(renewed),
+        "renewTime": micro_time(renewed),
+    }
+    try:
+        lease = await kube.get(LEASES, LEADER_LEASE, install.namespace)
+    except NotFound:
+        await kube.create(
+            LEASES, {"metadata": {"name": LEADER_LEASE}, "spec": spec}, install.namespace
+        )
+        return
+    lease["spec"] = spec
+    await kube.replace(LEASES, lease)
+
+
+@asynccontextmanager
+async def installed_on_test_server(
+    server: KubeServer, kube: Kube, folder: Path
+) -> AsyncIterator[Installed]:
+    install = Installation(RELEASE_NAMESPACE, "wspin")
+    await apply_chart(kube, install)
+    async with webhook_serving(server, folder, install, DEMO_CONFIG) as (ca, serving_pem):
+        ca_pem = ca.cert_pem
+        secret = {
+            "metadata": {"name": f"{install.webhook}-tls"},
+            "data": {
+                "ca.crt": base64.b64encode(ca_pem).decode(),
+                "tls.crt": base64.b64encode(serving_pem).decode(),
+            },
+        }
+        await kube.create(SECRETS, secret, install.namespace)
+        await patch_ca_bundle(
+            kube, ca_pem, targets(install.mutating_webhook, install.validating_webhook)
+        )
+        for name in (install.webhook, install.controller):
+            await mark_ready(kube, install, name)
+        await hold_leader_lease(kube, install)
+        yield Installed(install, PROBE_NAMESPACE, server, ca, folder)

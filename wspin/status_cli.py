@@ -1,0 +1,70 @@
+"""``wspin status [--namespace NS] [--release NAME] [--workspace-namespace NS …] [-o json]``."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from typing import Any
+
+from wspin.check_cli import add_target_flags
+from wspin.errors import WspinError
+
+# The Kubernetes client is imported when the command runs, not by --help.
+
+
+def register(subparsers: Any) -> None:
+    """Add ``wspin status``."""
+    parser = subparsers.add_parser(
+        "status",
+        help="which workspace pods run which release, per namespace",
+        description="Workspace pods by the agentd/opencode digests their delivery receipt "
+        "records, against the digests the webhook serves now: current, stale (recreated on the "
+        "next restartGeneration), not injected, or failing verification (exit 81-84).",
+    )
+    add_target_flags(parser)
+    parser.add_argument(
+        "--workspace-namespace",
+        action="append",
+        default=[],
+        metavar="NS",
+        help="only this namespace's workspace pods (repeatable; default: every namespace)",
+    )
+    parser.set_defaults(handler=run_status)
+
+
+def run_status(args: argparse.Namespace) -> int:
+    from wspin.install import Installation
+    from wspin.status import render
+
+    install = Installation(args.namespace, args.release)
+    try:
+        status = asyncio.run(_read(args, install))
+    except WspinError as err:
+        print(f"error: {err.message}", file=sys.stderr)
+        if err.fix:
+            print(f"fix: {err.fix}", file=sys.stderr)
+        return 1
+    except TimeoutError:
+        print(f"error: no answer within {args.timeout:g}s", file=sys.stderr)
+        print("fix: check that the API server answers, or pass a longer --timeout", file=sys.stderr)
+        return 1
+    if args.output == "json":
+        print(json.dumps({"release": args.release, **status.as_dict()}, indent=2))
+    else:
+        print(render(install, status))
+    return 0
+
+
+async def _read(args: argparse.Namespace, install: Any) -> Any:
+    from wspin.kube import api_client
+    from wspin.resources import Kube
+    from wspin.status import read_status
+
+    api = await api_client(args.kubeconfig)
+    try:
+        async with asyncio.timeout(args.timeout):
+            return await read_status(Kube(api), install, args.workspace_namespace)
+    finally:
+        await api.close()
