@@ -263,6 +263,9 @@ async def _controller(server: KubeServer) -> AsyncIterator[_Process]:
             f"--health-port={health}",
             f"--metrics-port={metrics}",
             "--default-runtime-class=gvisor",
+            # The same settings as the in-process reconciler, or every Workspace would be
+            # rewritten (Failed: no agentd image) and the restart would not be a restart.
+            f"--agentd-image={SETTINGS.agentd.image if SETTINGS.agentd else ''}",
             stdout=asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.PIPE,
         )
