@@ -90,3 +90,13 @@ class TestResolution:
     def test_an_image_reference_is_never_looked_up(self) -> None:
         catalogue = {"ghcr.io/acme/x": env()}
         assert isinstance(resolve_runtime("ghcr.io/acme/x", catalogue), str)
+
+
+def test_the_example_runtime_environment_is_acceptable() -> None:
+    import pathlib
+
+    import yaml
+
+    example = pathlib.Path(__file__).resolve().parents[2] / "examples" / "runtimeenvironment.yaml"
+    env = yaml.safe_load(example.read_text())
+    assert runtime_environment_problem(env, ("ghcr.io/llmsafespaces/",)) is None
