@@ -22,30 +22,11 @@ from typing import Any
 import aiohttp
 import jsonpatch
 
+from tests.kubeapi.selectors import selector_matches
 from tests.kubeapi.status import ApiError
 
 Obj = dict[str, Any]
 Routes = Mapping[tuple[str, str], int]
-
-
-def selector_matches(selector: Obj | None, labels: Mapping[str, str]) -> bool:
-    """A metav1.LabelSelector; an absent or empty selector matches everything."""
-    selector = selector or {}
-    for key, value in (selector.get("matchLabels") or {}).items():
-        if labels.get(key) != value:
-            return False
-    for expression in selector.get("matchExpressions") or []:
-        key, operator = expression["key"], expression["operator"]
-        values = expression.get("values") or []
-        if operator == "In" and labels.get(key) not in values:
-            return False
-        if operator == "NotIn" and key in labels and labels[key] in values:
-            return False
-        if operator == "Exists" and key not in labels:
-            return False
-        if operator == "DoesNotExist" and key in labels:
-            return False
-    return True
 
 
 def _rule_matches(rule: Obj) -> bool:

@@ -30,6 +30,8 @@ from celpy.adapter import json_to_cel
 from celpy.celparser import CELParseError
 from celpy.evaluation import CELEvalError
 
+from tests.kubeapi.selectors import selector_matches
+
 Obj = dict[str, Any]
 
 _CODES = {"Unauthorized": 401, "Forbidden": 403, "Invalid": 422, "RequestEntityTooLarge": 413}
@@ -85,27 +87,6 @@ def evaluate(expression: str, activation: dict[str, Any]) -> Any:
 
 def _labels(obj: Obj | None) -> dict[str, str]:
     return dict(((obj or {}).get("metadata") or {}).get("labels") or {})
-
-
-def selector_matches(selector: Obj | None, labels: dict[str, str]) -> bool:
-    """A metav1.LabelSelector against a label map; an absent or empty selector matches all."""
-    if not selector:
-        return True
-    for key, value in (selector.get("matchLabels") or {}).items():
-        if labels.get(key) != value:
-            return False
-    for expression in selector.get("matchExpressions") or ():
-        key, operator = expression["key"], expression["operator"]
-        values = expression.get("values") or []
-        if operator == "In" and labels.get(key) not in values:
-            return False
-        if operator == "NotIn" and key in labels and labels[key] in values:
-            return False
-        if operator == "Exists" and key not in labels:
-            return False
-        if operator == "DoesNotExist" and key in labels:
-            return False
-    return True
 
 
 def _rule_matches(rule: Obj, request: Obj) -> bool:

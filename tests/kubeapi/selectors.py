@@ -9,7 +9,7 @@ test cannot pass here with a selector a real cluster would reject.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from tests.kubeapi.kinds import Kind
@@ -107,3 +107,24 @@ def field_selector(selector: str | None, kind: Kind) -> Selector:
         return all((_field_value(obj, name) == value) is equal for name, equal, value in checks)
 
     return matches
+
+
+def selector_matches(selector: Obj | None, labels: Mapping[str, str]) -> bool:
+    """A metav1.LabelSelector against a label map; an absent or empty selector matches all."""
+    if not selector:
+        return True
+    for key, value in (selector.get("matchLabels") or {}).items():
+        if labels.get(key) != value:
+            return False
+    for expression in selector.get("matchExpressions") or ():
+        key, operator = expression["key"], expression["operator"]
+        values = expression.get("values") or []
+        if operator == "In" and labels.get(key) not in values:
+            return False
+        if operator == "NotIn" and key in labels and labels[key] in values:
+            return False
+        if operator == "Exists" and key not in labels:
+            return False
+        if operator == "DoesNotExist" and key in labels:
+            return False
+    return True

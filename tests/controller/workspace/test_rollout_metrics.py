@@ -15,6 +15,7 @@ from controller.setup import new_manager
 from controller.workspace import wiring
 from controller.workspace.rollout_metrics import WorkspacePodsCollector, served_digests
 from tests.controller.workspace.conftest import SETTINGS, eventually
+from tests.controller.workspace.factories import publish_runtime
 from wspin import rollout
 from wspin.contract import DELIVERY_ANNOTATION, LABEL_WORKSPACE
 from wspin.delivery import AgentdDelivery, OpencodeDelivery
@@ -111,6 +112,7 @@ async def test_the_running_controller_reports_the_pod_it_created(
         workspace=workspace,
     )
     registry = CollectorRegistry()
+    await publish_runtime(kube)
     manager = new_manager(kube, settings, registry=registry)
     wiring.register(manager, settings)
     running = asyncio.create_task(manager.run())
