@@ -2,7 +2,7 @@
 outside itself (captures, charts and helpers all ship in the repository).
 
 The clone is of the committed HEAD, so a file that exists only in a working tree, or a test
-that reaches for ``../shared``, fails here rather than on a newcomer's machine.
+that reaches for data beside the repository, fails here rather than on a newcomer's machine.
 """
 
 from __future__ import annotations

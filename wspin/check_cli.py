@@ -11,12 +11,30 @@ import asyncio
 import datetime
 import json
 import sys
-from typing import Any
+from collections.abc import Coroutine
+from typing import Any, TypeVar
 
 from wspin.errors import WspinError
 from wspin.flags import add_flag
 
+T = TypeVar("T")
+
 # The checks and the Kubernetes client are imported when the command runs, not by --help.
+
+
+def run_against_cluster(work: Coroutine[Any, Any, T], timed_out: str) -> T | None:
+    """Run ``work``; None after printing what went wrong and the fix (shared with ``wspin
+    status``): a WspinError says both, a timeout says ``timed_out``."""
+    try:
+        return asyncio.run(work)
+    except WspinError as err:
+        print(f"error: {err.message}", file=sys.stderr)
+        if err.fix:
+            print(f"fix: {err.fix}", file=sys.stderr)
+    except TimeoutError:
+        print(f"error: {timed_out}", file=sys.stderr)
+        print("fix: check that the API server answers, or pass a longer --timeout", file=sys.stderr)
+    return None
 
 
 def add_target_flags(parser: argparse.ArgumentParser) -> None:
@@ -74,16 +92,10 @@ def run_check(args: argparse.Namespace) -> int:
         print(f"error: --timeout must be positive, got {args.timeout:g}", file=sys.stderr)
         print("fix: pass --timeout 60", file=sys.stderr)
         return 1
-    try:
-        results = asyncio.run(_check(args))
-    except WspinError as err:
-        print(f"error: {err.message}", file=sys.stderr)
-        if err.fix:
-            print(f"fix: {err.fix}", file=sys.stderr)
-        return 1
-    except TimeoutError:
-        print(f"error: the checks did not finish within {args.timeout:g}s", file=sys.stderr)
-        print("fix: check that the API server answers, or pass a longer --timeout", file=sys.stderr)
+    results = run_against_cluster(
+        _check(args), f"the checks did not finish within {args.timeout:g}s"
+    )
+    if results is None:
         return 1
     ok = all(result.ok for result in results)
     if args.output == "json":

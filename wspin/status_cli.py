@@ -5,11 +5,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import sys
 from typing import Any
 
-from wspin.check_cli import add_target_flags
-from wspin.errors import WspinError
+from wspin.check_cli import add_target_flags, run_against_cluster
 
 # The Kubernetes client is imported when the command runs, not by --help.
 
@@ -39,16 +37,8 @@ def run_status(args: argparse.Namespace) -> int:
     from wspin.status import render
 
     install = Installation(args.namespace, args.release)
-    try:
-        status = asyncio.run(_read(args, install))
-    except WspinError as err:
-        print(f"error: {err.message}", file=sys.stderr)
-        if err.fix:
-            print(f"fix: {err.fix}", file=sys.stderr)
-        return 1
-    except TimeoutError:
-        print(f"error: no answer within {args.timeout:g}s", file=sys.stderr)
-        print("fix: check that the API server answers, or pass a longer --timeout", file=sys.stderr)
+    status = run_against_cluster(_read(args, install), f"no answer within {args.timeout:g}s")
+    if status is None:
         return 1
     if args.output == "json":
         print(json.dumps({"release": args.release, **status.as_dict()}, indent=2))
