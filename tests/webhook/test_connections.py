@@ -25,9 +25,10 @@ from certs.tls import context_for
 from tests.webhook.conftest import SERVICE_HOST, example_config, load_capture
 from tests.webhook.test_process import PINS, clean_env, free_port
 from webhook.app import make_app
+from webhook.protocol import start
 from webhook.validate import ValidatorConfig
 from wspin.connections import ConnectionLimits
-from wspin.serving import Readiness, start
+from wspin.serving import Readiness
 
 LIMITS = ConnectionLimits(header_timeout=0.5, body_timeout=0.5, idle_timeout=1.5)
 REVIEW = json.dumps(load_capture("pod-create-workspace.json"), separators=(",", ":")).encode()
