@@ -16,9 +16,10 @@ closes the connections past theirs:
   closes a connection the API server is about to reuse.
 
 Memory is bounded per connection (headers ``MAX_HEAD_BYTES``, body ``MAX_BODY_BYTES``, the
-TLS read buffer) and across connections (the connection cap, and a budget of body bytes held
-at once). A connection past a deadline is aborted without a TLS close handshake: a client
-that stopped sending usually stopped reading too.
+TLS read buffer, and reading pauses while answers wait to be sent) and across connections
+(the connection cap, and ``ConnectionLimits.max_buffered_body_bytes`` of bodies held at
+once). A connection past a deadline is aborted without a TLS close handshake: a client that
+stopped sending usually stopped reading too.
 """
 
 from __future__ import annotations
@@ -44,10 +45,6 @@ log = logging.getLogger("wspin.webhook")
 
 MAX_HEAD_BYTES: Final = 64 * 1024
 """Request line plus headers: the API server sends a few hundred bytes."""
-MAX_BUFFERED_BODY_BYTES: Final = 64 * 1024 * 1024
-"""Body bytes held across all connections at once: 22 whole 3 MiB bodies, a quarter of the
-chart's 256 MiB limit. A body that would go over it is refused with 503 (the API server
-retries), so slow senders make the webhook refuse, never run out of memory."""
 
 _REASONS: Final = {
     200: "OK",
@@ -293,12 +290,11 @@ class AdmissionProtocol(asyncio.Protocol):
         if self._body_bytes + size > MAX_BODY_BYTES:
             self._refuse(413, f"body exceeds {MAX_BODY_BYTES} bytes")
             raise _Stop
-        if listener.buffered + size > MAX_BUFFERED_BODY_BYTES:
+        budget = self._limits.max_buffered_body_bytes
+        if listener.buffered + size > budget:
             log.warning(
                 "request bodies in flight over budget; refusing one",
-                extra=fields(
-                    budgetBytes=MAX_BUFFERED_BODY_BYTES, connections=len(listener.connections)
-                ),
+                extra=fields(budgetBytes=budget, connections=len(listener.connections)),
             )
             self._refuse(503, "too many request bodies in flight; retry")
             raise _Stop

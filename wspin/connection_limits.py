@@ -30,3 +30,7 @@ class ConnectionLimits:
     always the API server that closes an idle connection and never races a request."""
     max_connections: int = 1000
     """Open connections; about 60 KiB each while stalled, 1,000 fit the chart's 256 MiB."""
+    max_buffered_body_bytes: int = 64 * 1024 * 1024
+    """Request body bytes held across all connections at once (the admission port): 22 whole
+    3 MiB bodies, a quarter of the chart's 256 MiB limit. A body that would go over it is
+    refused with 503, so slow senders make the webhook refuse, never run out of memory."""
