@@ -44,7 +44,9 @@ from wspin.logs import fields
 log = logging.getLogger("wspin.webhook")
 
 MAX_HEAD_BYTES: Final = 64 * 1024
-"""Request line plus headers: the API server sends a few hundred bytes."""
+"""Request line plus headers: the API server sends a few hundred bytes. A head is refused once
+more than this has arrived without its end, so the memory a head holds stays under this plus
+one read."""
 
 _REASONS: Final = {
     200: "OK",
@@ -181,6 +183,8 @@ class AdmissionProtocol(asyncio.Protocol):
         self.deadline = float("inf")
         self._closing = False
         self._head_bytes = 0
+        self._completed = 0
+        """Requests parsed whole on this connection."""
         self._url = b""
         self._content_type = b""
         self._content_encoding: bytes | None = None
@@ -237,6 +241,7 @@ class AdmissionProtocol(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self._closing:
             return
+        completed = self._completed
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserCallbackError as err:
@@ -250,7 +255,11 @@ class AdmissionProtocol(asyncio.Protocol):
             self._refuse(400, f"malformed HTTP request ({_parser_problem(err)})")
             return
         if self.phase == _HEAD:
-            self._head_bytes += len(data)  # headers incomplete: all of it was head
+            # Headers incomplete. When no request ended in this read, all of it was this head;
+            # otherwise the head began part-way through (pipelined requests, or all the reads
+            # that waited while reading was paused, in one), and it is counted from the next.
+            if self._completed == completed:
+                self._head_bytes += len(data)
             if self._head_bytes > MAX_HEAD_BYTES:
                 self._refuse(431, f"request line and headers exceed {MAX_HEAD_BYTES} bytes")
 
@@ -303,6 +312,7 @@ class AdmissionProtocol(asyncio.Protocol):
         listener.buffered += size
 
     def on_message_complete(self) -> None:
+        self._completed += 1
         body = self._body[0] if len(self._body) == 1 else b"".join(self._body)
         self._release_body()
         url = self._url
