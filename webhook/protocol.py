@@ -60,6 +60,9 @@ _REASONS: Final = {
     503: "Service Unavailable",
 }
 
+_CLOSE: Final = b"Connection: close\r\n"
+_KEEP_ALIVE: Final = b"Connection: keep-alive\r\n"
+
 _IDLE, _HEAD, _BODY = 0, 1, 2
 """A connection's phase: which deadline applies."""
 
@@ -337,7 +340,13 @@ class AdmissionProtocol(asyncio.Protocol):
                 log.exception("endpoint failed", extra=fields(path=path[:80]))
                 reply = error_reply(500, "internal error in the wspin webhook; see its log")
         keep_alive = self._parser.should_keep_alive() and not self._listener.draining
-        self._write(reply, keep_alive)
+        if not keep_alive:
+            connection = _CLOSE
+        elif self._parser.get_http_version() == "1.0":
+            connection = _KEEP_ALIVE  # an HTTP/1.0 client keeps the connection only when told
+        else:
+            connection = b""
+        self._write(reply, connection)
         if keep_alive:
             self._arm(_IDLE, self._limits.idle_timeout)
         else:
@@ -346,7 +355,8 @@ class AdmissionProtocol(asyncio.Protocol):
 
     # -- answers ---------------------------------------------------------------------------
 
-    def _write(self, reply: Reply, keep_alive: bool) -> None:
+    def _write(self, reply: Reply, connection: bytes) -> None:
+        """Send ``reply``; ``connection`` is its Connection header line, or empty."""
         if self._transport is None:
             return
         body = reply.body
@@ -356,7 +366,7 @@ class AdmissionProtocol(asyncio.Protocol):
             reply.content_type.encode(),
             len(body),
             _Date.now(),
-            b"" if keep_alive else b"Connection: close\r\n",
+            connection,
         )
         self._transport.write(head + body)
 
@@ -364,7 +374,7 @@ class AdmissionProtocol(asyncio.Protocol):
         """Answer with ``status`` and close: the rest of this connection's bytes cannot be
         trusted to frame a next request. A parser callback raises ``_Stop`` after it."""
         log.warning("refused HTTP request", extra=fields(status=status, reason=reason))
-        self._write(error_reply(status, reason), keep_alive=False)
+        self._write(error_reply(status, reason), _CLOSE)
         self._release_body()
         self.close()
 
