@@ -346,7 +346,7 @@ class AdmissionProtocol(asyncio.Protocol):
             connection = _KEEP_ALIVE  # an HTTP/1.0 client keeps the connection only when told
         else:
             connection = b""
-        self._write(reply, connection)
+        self._write(reply, connection, request.method != "HEAD")
         if keep_alive:
             self._arm(_IDLE, self._limits.idle_timeout)
         else:
@@ -355,8 +355,10 @@ class AdmissionProtocol(asyncio.Protocol):
 
     # -- answers ---------------------------------------------------------------------------
 
-    def _write(self, reply: Reply, connection: bytes) -> None:
-        """Send ``reply``; ``connection`` is its Connection header line, or empty."""
+    def _write(self, reply: Reply, connection: bytes, with_body: bool = True) -> None:
+        """Send ``reply``; ``connection`` is its Connection header line, or empty. An answer
+        to HEAD has no body (its Content-Length still says how long the body is), or the
+        client would read the body as the start of the next answer."""
         if self._transport is None:
             return
         body = reply.body
@@ -368,7 +370,7 @@ class AdmissionProtocol(asyncio.Protocol):
             _Date.now(),
             connection,
         )
-        self._transport.write(head + body)
+        self._transport.write(head + body if with_body else head)
 
     def _refuse(self, status: int, reason: str) -> None:
         """Answer with ``status`` and close: the rest of this connection's bytes cannot be

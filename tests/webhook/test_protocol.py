@@ -4,7 +4,8 @@ Raw bytes are written to ``webhook.protocol.start(make_app(...))`` with a verifi
 and the answers are read back byte for byte. This proves that:
 
 - routing is by path only (unknown path 404 with a JSON reason, the query string ignored),
-  the probes refuse other methods with 405, and every answer carries a ``Date``;
+  the probes refuse other methods with 405, every answer carries a ``Date``, and an answer
+  to HEAD has no body;
 - the head limit (431 and close; a large head under it is answered, also after another
   request in the same read), the body limit (413 on Content-Length before any body byte is
   read, and on a chunked body once it grows over) and the body budget across connections
@@ -164,6 +165,21 @@ async def test_every_answer_carries_a_date(server: Server) -> None:
         assert answer.headers["date"].endswith(" GMT")
         now = datetime.datetime.now(datetime.UTC)
         assert abs((now - sent).total_seconds()) < 60
+    writer.close()
+
+
+@pytest.mark.parametrize(("path", "status"), [("/healthz", 405), ("/nowhere", 404)])
+async def test_an_answer_to_head_has_no_body_and_the_next_answer_follows(
+    server: Server, path: str, status: int
+) -> None:
+    reader, writer = await server.connect()
+    writer.write(b"HEAD %s HTTP/1.1\r\nHost: h\r\n\r\n" % path.encode() + get("/healthz"))
+    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+    assert head.startswith(b"HTTP/1.1 %d " % status)
+    (length,) = [line for line in head.split(b"\r\n") if line.startswith(b"Content-Length: ")]
+    assert int(length.split()[1]) > 0  # the length of the body it does not send
+    answer = await read_answer(reader)  # the very next bytes are the next answer
+    assert (answer.status, answer.body) == (200, b"ok\n")
     writer.close()
 
 
