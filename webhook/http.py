@@ -21,7 +21,7 @@ import orjson
 
 from webhook import metrics, responses
 from webhook.admission import Decision
-from wspin.logs import fields
+from wspin.logs import fields, info_line
 
 log = logging.getLogger("wspin.webhook")
 
@@ -182,11 +182,11 @@ def admission_endpoint(webhook: str, policy: Policy) -> Endpoint:
         elapsed = time.perf_counter() - started
         metrics.record(webhook, decision.outcome, elapsed)
         if decision.outcome == "patched" and decision.injection is not None:
-            for artifact in decision.injection.artifacts:
-                metrics.injections(artifact).inc()
-        log.info(
+            metrics.injected(decision.injection.artifacts)
+        info_line(
+            log,
             decision.message,
-            extra=fields(
+            dict(
                 webhook=webhook,
                 uid=inner["uid"],
                 namespace=_text(inner.get("namespace")) or "",
