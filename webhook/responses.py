@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-import base64
+from binascii import b2a_base64
 from collections.abc import Sequence
 from typing import Any
-
-import orjson
-
-from webhook.inject import PatchOp
 
 Response = dict[str, Any]
 
@@ -24,12 +20,11 @@ def allowed(uid: str, message: str, warnings: Sequence[str] = ()) -> Response:
     return response
 
 
-def patched(
-    uid: str, message: str, ops: Sequence[PatchOp], warnings: Sequence[str] = ()
-) -> Response:
+def patched(uid: str, message: str, patch_json: bytes, warnings: Sequence[str] = ()) -> Response:
+    """Allowed with a JSON patch (``patch_json``: the ops as encoded JSON)."""
     response = allowed(uid, message, warnings)
     response["patchType"] = "JSONPatch"
-    response["patch"] = base64.b64encode(orjson.dumps(list(ops))).decode("ascii")
+    response["patch"] = b2a_base64(patch_json, newline=False).decode("ascii")
     return response
 
 
