@@ -37,10 +37,22 @@ _PREFIXES: Final = tuple(a.mount_path for a in (AGENTD, OPENCODE))
 BY_VOLUME: Final[dict[Any, Artifact]] = {a.volume: a for a in (AGENTD, OPENCODE)}
 
 
+def _dots_are_names(path: str) -> bool:
+    """Every ``/.`` in ``path`` starts a name (``/.cache``), not a ``.`` or ``..`` segment:
+    dot-files are common in mount paths, and splitting every such path would cost more than
+    the rest of the mount's checks."""
+    return "/./" not in path and "/../" not in path and not path.endswith(("/.", "/.."))
+
+
 def normalise(path: str) -> str:
     """The path the runtime mounts at: ``//`` collapsed, ``.`` dropped, ``..`` resolved (never
     above ``/``), no trailing ``/``; a relative path is taken from ``/``."""
-    if path.startswith("/") and "//" not in path and "/." not in path and not path.endswith("/"):
+    if (
+        path.startswith("/")
+        and "//" not in path
+        and not path.endswith("/")
+        and ("/." not in path or _dots_are_names(path))
+    ):
         return path  # already normal: the common case, checked without splitting
     parts: list[str] = []
     for part in path.split("/"):
@@ -149,7 +161,7 @@ def scan_mounts(
             and path[:1] == "/"
             and not path.startswith(_PREFIXES)
             and "//" not in path
-            and "/." not in path
+            and ("/." not in path or _dots_are_names(path))
         ):
             continue  # an ordinary volume at an already-normal path elsewhere: most mounts
         if problem is not None:
