@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
+from operator import attrgetter
 from typing import Any, Literal, TypedDict
 
 import orjson
@@ -256,6 +257,7 @@ _MOUNTS: dict[str, dict[str, Any]] = {
     for a in (AGENTD, OPENCODE)
 }
 _MOUNT_JSON: dict[str, bytes] = {name: orjson.dumps(mount) for name, mount in _MOUNTS.items()}
+_NAME = attrgetter("name")
 _MOUNT_APPENDS: dict[tuple[str, ...], patch.Appends] = {
     names: patch.Appends("/volumeMounts", [_MOUNT_JSON[name] for name in names])
     for names in patch.subsets(list(_MOUNTS))
@@ -275,7 +277,7 @@ def _inject_mounts(
     mounts = container.get("volumeMounts")
     present = mounts is not None
     if not ours:  # a pod as its controller built it: only appends
-        run = _MOUNT_APPENDS[tuple([a.name for a in wanted])]
+        run = _MOUNT_APPENDS[tuple(map(_NAME, wanted))]
         _edit_list(ops, prefix, "/volumeMounts", present, {}, [], run)
         return
     assert mounts is not None

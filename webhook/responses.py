@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from binascii import b2a_base64
 from collections.abc import Sequence
 from typing import Any
+
+from pybase64 import b64encode_as_string
 
 Response = dict[str, Any]
 
@@ -24,7 +25,9 @@ def patched(uid: str, message: str, patch_json: bytes, warnings: Sequence[str] =
     """Allowed with a JSON patch (``patch_json``: the ops as encoded JSON)."""
     response = allowed(uid, message, warnings)
     response["patchType"] = "JSONPatch"
-    response["patch"] = b2a_base64(patch_json, newline=False).decode("ascii")
+    # Standard base64, as binascii writes it, in SIMD: a few times faster on a patch of a few
+    # kilobytes, and it was the largest single cost of answering a workspace pod.
+    response["patch"] = b64encode_as_string(patch_json)
     return response
 
 
