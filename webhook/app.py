@@ -1,22 +1,24 @@
-"""The webhook's aiohttp application factory, used by the server, the demo and the tests."""
+"""The admission port's routes, used by the server, the demo and the tests."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
 
-from aiohttp import web
-
 from webhook.admission import review_pod, review_tenant_quota, review_workspace
-from webhook.http import MAX_BODY_BYTES, admission_handler
+from webhook.http import Endpoint, Reply, Request, admission_endpoint, error_reply
 from webhook.inject import InjectConfig
 from webhook.tenant_quota import QuotaLimits
 from webhook.validate import ValidatorConfig
 from webhook.watches import WatchedViews
-from wspin.serving import Readiness, add_probe_routes
+from wspin.serving import Readiness
 
 MUTATE_PODS_PATH = "/mutate-pods"
 VALIDATE_WORKSPACES_PATH = "/validate-workspaces"
 VALIDATE_TENANT_QUOTA_PATH = "/validate-pod-tenant-quota"
+
+
+Routes = dict[str, Endpoint]
 
 
 def make_app(
@@ -25,24 +27,14 @@ def make_app(
     readiness: Readiness,
     views: WatchedViews | None = None,
     quota: QuotaLimits | None = None,
-) -> web.Application:
+) -> Routes:
     """``POST /mutate-pods``, ``POST /validate-workspaces``, ``GET /healthz``, ``GET /readyz``,
     and ``POST /validate-pod-tenant-quota`` when a tenant quota is configured. ``views`` holds
     the watch-fed runtime catalogue and tenant usage (None without API access).
-
-    Routes accept every method so a wrong one gets the webhook's JSON 405, not aiohttp's page.
     """
-    # One byte over the limit lets the handler tell "too large" from a truncated read.
-    app = web.Application(client_max_size=MAX_BODY_BYTES + 1)
-    app.router.add_route(
-        "*",
-        MUTATE_PODS_PATH,
-        admission_handler("mutate-pods", partial(review_pod, cfg=inject_config)),
-    )
-    app.router.add_route(
-        "*",
-        VALIDATE_WORKSPACES_PATH,
-        admission_handler(
+    routes: Routes = {
+        MUTATE_PODS_PATH: admission_endpoint("mutate-pods", partial(review_pod, cfg=inject_config)),
+        VALIDATE_WORKSPACES_PATH: admission_endpoint(
             "validate-workspaces",
             partial(
                 review_workspace,
@@ -50,15 +42,27 @@ def make_app(
                 catalogue=views.catalogue if views is not None else None,
             ),
         ),
-    )
+        "/healthz": _probe(lambda: []),
+        "/readyz": _probe(readiness.problems),
+    }
     if views is not None and views.usage is not None and quota is not None:
-        app.router.add_route(
-            "*",
-            VALIDATE_TENANT_QUOTA_PATH,
-            admission_handler(
-                "validate-pod-tenant-quota",
-                partial(review_tenant_quota, limits=quota, usage=views.usage),
-            ),
+        routes[VALIDATE_TENANT_QUOTA_PATH] = admission_endpoint(
+            "validate-pod-tenant-quota",
+            partial(review_tenant_quota, limits=quota, usage=views.usage),
         )
-    add_probe_routes(app, readiness)
-    return app
+    return routes
+
+
+def _probe(problems: Callable[[], list[str]]) -> Endpoint:
+    """``GET``: 200 ``ok`` or 503 with one line per problem (the side port's answers)."""
+
+    def answer(request: Request) -> Reply:
+        if request.method != "GET":
+            return error_reply(405, f"method {request.method[:16]} not allowed; send GET")
+        found = problems()
+        if found:
+            text = "not ready:\n" + "\n".join(found) + "\n"
+            return Reply(503, text.encode(), "text/plain; charset=utf-8")
+        return Reply(200, b"ok\n", "text/plain; charset=utf-8")
+
+    return answer

@@ -78,8 +78,9 @@ def run_demo(args: argparse.Namespace) -> int:
 async def _demo(pod: dict[str, Any]) -> int:
     from certs.files import FileSource
     from webhook.app import MUTATE_PODS_PATH, make_app
+    from webhook.protocol import start
     from webhook.validate import ValidatorConfig
-    from wspin.serving import Readiness, start
+    from wspin.serving import Readiness
 
     with tempfile.TemporaryDirectory(prefix="wspin-demo-") as folder:
         ca_file = _write_throwaway_certificates(Path(folder))

@@ -1,12 +1,11 @@
-"""The aiohttp edge of the admission webhooks: transport checks, decoding, timing, logging.
+"""The admission endpoints' edge: transport checks, decoding, timing, logging.
 
 Bad input is answered with a JSON reason and the right status — 405 wrong method, 415 wrong
 content type or content encoding, 413 body over the limit (after decompression), 400 a body
-that cannot be read, decompressed or decoded, or is not an AdmissionReview — and never
-crashes the server or becomes a 500. Routing matches the path only, so the API server's
-``?timeout=10s`` query string is ignored. Deadlines and the connection cap live in
-``wspin/connections.py``; the server decompresses nothing itself (``auto_decompress`` off),
-so the size limit here applies to what is decoded.
+that cannot be decompressed or decoded, or is not an AdmissionReview — and never crashes the
+server or becomes a 500. Endpoints are plain functions from a whole ``Request`` to a
+``Reply``: the connection protocol (``webhook/protocol.py``) frames, bounds and times out
+requests, and routes by path only, so the API server's ``?timeout=10s`` is ignored.
 """
 
 from __future__ import annotations
@@ -14,15 +13,15 @@ from __future__ import annotations
 import logging
 import time
 import zlib
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
-from aiohttp import web
 
 from webhook import metrics, responses
 from webhook.admission import Decision
-from wspin.logs import fields
+from wspin.logs import fields, info_line
 
 log = logging.getLogger("wspin.webhook")
 
@@ -31,7 +30,35 @@ log = logging.getLogger("wspin.webhook")
 MAX_BODY_BYTES = 3 * 1024 * 1024
 
 Policy = Callable[[dict[str, Any]], Decision]
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+# Not frozen: a frozen dataclass's __init__ sets each field through object.__setattr__, a
+# measurable cost for objects built once per review.
+@dataclass(slots=True)
+class Request:
+    """One whole HTTP request, as an endpoint sees it."""
+
+    method: str
+    path: str
+    content_type: str
+    """The Content-Type header as sent ("" when absent)."""
+    content_encoding: str | None
+    body: bytes
+
+
+@dataclass(slots=True)
+class Reply:
+    status: int
+    body: bytes
+    content_type: str = "application/json"
+
+
+Endpoint = Callable[[Request], Reply]
+
+
+def error_reply(status: int, reason: str) -> Reply:
+    """A refusal at the HTTP level: ``{"error": reason, "status": status}``."""
+    return Reply(status, orjson.dumps({"error": reason, "status": status}))
 
 
 class BadRequest(Exception):
@@ -43,16 +70,12 @@ class BadRequest(Exception):
         self.reason = reason
 
 
-def _reject(webhook: str, status: int, reason: str, started: float) -> web.Response:
+def _reject(webhook: str, status: int, reason: str, started: float) -> Reply:
     metrics.record(webhook, "invalid", time.perf_counter() - started)
     log.warning(
         "rejected admission request", extra=fields(webhook=webhook, status=status, reason=reason)
     )
-    return web.Response(
-        status=status,
-        body=orjson.dumps({"error": reason, "status": status}),
-        content_type="application/json",
-    )
+    return error_reply(status, reason)
 
 
 # Content-Encoding → zlib's window bits. "deflate" is zlib-wrapped by the HTTP spec; a raw
@@ -87,24 +110,23 @@ def decode_body(body: bytes, encoding: str) -> bytes:
     return decoded
 
 
-async def read_review(request: web.Request) -> dict[str, Any]:
+def media_type(content_type: str) -> str:
+    """``application/json; charset=utf-8`` → ``application/json``."""
+    return content_type.split(";", 1)[0].strip().lower()
+
+
+def read_review(request: Request) -> dict[str, Any]:
     """Check transport and envelope; return the review's ``request`` dict."""
     if request.method != "POST":
         raise BadRequest(405, f"method {request.method[:16]} not allowed; send POST")
-    if request.content_type != "application/json":
+    content_type = media_type(request.content_type)
+    if content_type != "application/json":
         raise BadRequest(
             415,
-            f"content type {request.content_type[:80]!r} not supported; send application/json",
+            f"content type {content_type[:80]!r} not supported; send application/json",
         )
-    if request.content_length is not None and request.content_length > MAX_BODY_BYTES:
-        raise BadRequest(413, f"body of {request.content_length} bytes exceeds {MAX_BODY_BYTES}")
-    try:
-        body = await request.read()
-    except web.HTTPRequestEntityTooLarge as err:
-        raise BadRequest(413, f"body exceeds {MAX_BODY_BYTES} bytes") from err
-    except Exception as err:  # a broken chunked encoding, a connection cut mid-body
-        raise BadRequest(400, f"request body could not be read ({type(err).__name__})") from err
-    encoding = request.headers.get("Content-Encoding")
+    body = request.body
+    encoding = request.content_encoding
     if encoding is not None:
         body = decode_body(body, encoding)
     try:
@@ -136,13 +158,13 @@ def _short(value: object) -> str:
     return text if len(text) <= 80 else text[:79] + "…"
 
 
-def admission_handler(webhook: str, policy: Policy) -> Handler:
-    """An aiohttp handler answering AdmissionReviews with ``policy``; one log line each."""
+def admission_endpoint(webhook: str, policy: Policy) -> Endpoint:
+    """An endpoint answering AdmissionReviews with ``policy``; one log line each."""
 
-    async def handle(request: web.Request) -> web.StreamResponse:
+    def handle(request: Request) -> Reply:
         started = time.perf_counter()
         try:
-            inner = await read_review(request)
+            inner = read_review(request)
         except BadRequest as bad:
             return _reject(webhook, bad.status, bad.reason, started)
         try:
@@ -162,11 +184,11 @@ def admission_handler(webhook: str, policy: Policy) -> Handler:
         elapsed = time.perf_counter() - started
         metrics.record(webhook, decision.outcome, elapsed)
         if decision.outcome == "patched" and decision.injection is not None:
-            for artifact in decision.injection.artifacts:
-                metrics.injections(artifact).inc()
-        log.info(
+            metrics.injected(decision.injection.artifacts)
+        info_line(
+            log,
             decision.message,
-            extra=fields(
+            dict(
                 webhook=webhook,
                 uid=inner["uid"],
                 namespace=_text(inner.get("namespace")) or "",
@@ -178,6 +200,6 @@ def admission_handler(webhook: str, policy: Policy) -> Handler:
                 durationMs=round(elapsed * 1000, 3),
             ),
         )
-        return web.Response(body=body, content_type="application/json")
+        return Reply(200, body)
 
     return handle

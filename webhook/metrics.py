@@ -1,7 +1,8 @@
 """The webhook's Prometheus metrics (default registry, exposed on the metrics port).
 
-Request counts and the latency histogram are recorded on every admission request, so they are
-kept as plain numbers and turned into metric families only when Prometheus scrapes: a
+Request counts, the latency histogram and injection counts are recorded on every admission
+request, so they are kept as plain numbers and turned into metric families only when
+Prometheus scrapes: a
 ``prometheus_client`` Counter plus Histogram take a lock and walk the buckets in Python on
 every observation, a measurable share of a review's cost. Recording and scraping both run on
 the event loop, so no lock is needed.
@@ -11,10 +12,9 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Iterator
-from functools import cache
 from typing import Any, Final
 
-from prometheus_client import REGISTRY, Counter
+from prometheus_client import REGISTRY
 from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -86,20 +86,33 @@ def _le(bound: float) -> str:
     return "+Inf" if bound == float("inf") else repr(bound)
 
 
+_INJECTIONS_NAME = "wspin_webhook_injections"
+_INJECTIONS_HELP = "Workspace pods patched with an artifact's delivery wiring, by artifact."
+_INJECTED: dict[str, int] = {}
+
+
+def injected(artifacts: tuple[str, ...]) -> None:
+    """Count one patched pod for each artifact whose image volume the patch adds or replaces."""
+    for artifact in artifacts:
+        _INJECTED[artifact] = _INJECTED.get(artifact, 0) + 1
+
+
+class _Injections(Collector):
+    """``wspin_webhook_injections_total{artifact}``."""
+
+    def describe(self) -> list[Metric]:
+        return [CounterMetricFamily(_INJECTIONS_NAME, _INJECTIONS_HELP, labels=["artifact"])]
+
+    def collect(self) -> Iterator[Metric]:
+        family = CounterMetricFamily(_INJECTIONS_NAME, _INJECTIONS_HELP, labels=["artifact"])
+        for artifact, count in sorted(_INJECTED.items()):
+            family.add_metric([artifact], count)
+        yield family
+
+
 # Typed Any: callers list these beside prometheus_client metric objects and call describe().
 REQUESTS: Final[Any] = _Requests()
 LATENCY: Final[Any] = _Latency()
-REGISTRY.register(REQUESTS)
-REGISTRY.register(LATENCY)
-
-INJECTIONS = Counter(
-    "wspin_webhook_injections_total",
-    "Workspace pods patched with an artifact's delivery wiring, by artifact.",
-    ["artifact"],
-)
-
-
-@cache
-def injections(artifact: str) -> Any:
-    """The labelled series, looked up once: ``labels()`` takes a lock on every call."""
-    return INJECTIONS.labels(artifact)
+INJECTIONS: Final[Any] = _Injections()
+for _collector in (REQUESTS, LATENCY, INJECTIONS):
+    REGISTRY.register(_collector)

@@ -7,7 +7,7 @@ Start order, and why:
 3. The plain-HTTP side server (/healthz, /readyz, /metrics) and the HTTPS admission server.
 4. Background work: certificate reload/renewal and the image-volume support probe; /readyz
    stays 503 with the reason until the certificate is loaded and the probe has passed.
-Shutdown runs in reverse; aiohttp finishes in-flight admission requests before closing.
+Shutdown runs in reverse; requests already arriving are answered before their connection closes.
 """
 
 from __future__ import annotations
@@ -24,12 +24,15 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
+from aiohttp import web
 
 from certs.options import certificate_source_from_args
 from webhook.app import make_app
 from webhook.inject import InjectConfig
 from webhook.pins import resolve_artifact
 from webhook.probe import ImageVolumeGate
+from webhook.protocol import Listener
+from webhook.protocol import start as start_admission
 from webhook.settings import WebhookSettings
 from webhook.watches import watched_views
 from wspin.delivery import ResolvedArtifact
@@ -131,16 +134,16 @@ async def serve(settings: WebhookSettings, args: argparse.Namespace) -> int:
         serving = settings.serving
         app = make_app(inject_config, settings.validator, readiness, views, settings.tenant_quota)
         tune_gc_for_admission()  # after start-up: everything allocated so far lives forever
-        runners = []
+        runners: list[Listener | web.AppRunner] = []
         try:
-            runner, port = await start(
+            listener, port = await start_admission(
                 app,
                 serving.host,
                 serving.port,
                 ssl_context=source.ssl_context(),
                 limits=serving.limits,
             )
-            runners.append(runner)
+            runners.append(listener)
             if serving.metrics_port:
                 side, _ = await start(
                     probe_app(readiness), serving.host, serving.metrics_port, limits=serving.limits

@@ -11,6 +11,10 @@ API_SERVER_IDLE_TIMEOUT = 90.0
 client-go transport, whose ``IdleConnTimeout`` is left to ``SetOldTransportDefaults`` in
 k8s.io/apimachinery/pkg/util/net/http.go, which copies Go's ``http.DefaultTransport`` (90 s)."""
 
+TLS_READ_BUFFER = 32 * 1024
+"""Bytes asyncio reads from a TLS socket at once (two TLS records); its default is 256 KiB
+allocated per connection, 200 MiB for 800 connections."""
+
 
 @dataclass(frozen=True)
 class ConnectionLimits:
@@ -26,3 +30,7 @@ class ConnectionLimits:
     always the API server that closes an idle connection and never races a request."""
     max_connections: int = 1000
     """Open connections; about 60 KiB each while stalled, 1,000 fit the chart's 256 MiB."""
+    max_buffered_body_bytes: int = 64 * 1024 * 1024
+    """Request body bytes held across all connections at once (the admission port): 22 whole
+    3 MiB bodies, a quarter of the chart's 256 MiB limit. A body that would go over it is
+    refused with 503, so slow senders make the webhook refuse, never run out of memory."""

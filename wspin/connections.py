@@ -28,7 +28,7 @@ from typing import Any
 
 from aiohttp import web
 
-from wspin.connection_limits import API_SERVER_IDLE_TIMEOUT, ConnectionLimits
+from wspin.connection_limits import API_SERVER_IDLE_TIMEOUT, TLS_READ_BUFFER, ConnectionLimits
 
 __all__ = [
     "API_SERVER_IDLE_TIMEOUT",
@@ -37,10 +37,6 @@ __all__ = [
     "GuardedRequestHandler",
     "GuardedSite",
 ]
-
-TLS_READ_BUFFER = 32 * 1024
-"""Bytes asyncio reads from a TLS socket at once (two TLS records); its default is 256 KiB
-allocated per connection, 200 MiB for 800 connections."""
 
 
 class _Census:

@@ -42,10 +42,11 @@ from tests.fixtures import ADMISSION
 from webhook.app import make_app
 from webhook.demo import DEMO_CONFIG
 from webhook.inject import InjectConfig
+from webhook.protocol import start
 from webhook.validate import ValidatorConfig
 from wspin.leader import LeaderElector
 from wspin.resources import MUTATING_WEBHOOKS, VALIDATING_WEBHOOKS, Kube, Obj
-from wspin.serving import Readiness, start
+from wspin.serving import Readiness
 
 NOW = datetime.datetime(2026, 3, 1, 12, 0, 0, tzinfo=datetime.UTC)
 SERVICE = "wspin-webhook"

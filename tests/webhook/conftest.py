@@ -26,8 +26,9 @@ from tests.fixtures import ADMISSION
 from webhook.app import make_app
 from webhook.demo import DEMO_CONFIG
 from webhook.inject import InjectConfig
+from webhook.protocol import start
 from webhook.validate import ValidatorConfig
-from wspin.serving import Readiness, start
+from wspin.serving import Readiness
 
 FIXTURES = ADMISSION
 AGENTD_IMAGE = DEMO_CONFIG.agentd.image

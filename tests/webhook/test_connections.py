@@ -14,7 +14,7 @@ import json
 import ssl
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -25,9 +25,10 @@ from certs.tls import context_for
 from tests.webhook.conftest import SERVICE_HOST, example_config, load_capture
 from tests.webhook.test_process import PINS, clean_env, free_port
 from webhook.app import make_app
+from webhook.protocol import Listener, start
 from webhook.validate import ValidatorConfig
 from wspin.connections import ConnectionLimits
-from wspin.serving import Readiness, start
+from wspin.serving import Readiness
 
 LIMITS = ConnectionLimits(header_timeout=0.5, body_timeout=0.5, idle_timeout=1.5)
 REVIEW = json.dumps(load_capture("pod-create-workspace.json"), separators=(",", ":")).encode()
@@ -47,9 +48,11 @@ def request_bytes(body: bytes = REVIEW) -> bytes:
 
 
 class Server:
-    def __init__(self, port: int, trust: ssl.SSLContext) -> None:
+    def __init__(self, port: int, trust: ssl.SSLContext, listener: Listener | None = None) -> None:
         self.port = port
         self.trust = trust
+        self.listener = listener
+        """The in-process server's listener (None for a server in another process)."""
 
     async def connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         return await asyncio.open_connection(
@@ -57,7 +60,7 @@ class Server:
         )
 
 
-async def serve(limits: ConnectionLimits) -> AsyncIterator[Server]:
+async def serve(limits: ConnectionLimits) -> AsyncGenerator[Server, None]:
     now = datetime.datetime.now(datetime.UTC)
     ca = new_ca(now)
     leaf = issue_serving(ca, service_dns_names("wspin-webhook", "wspin-system"), now)
@@ -66,7 +69,7 @@ async def serve(limits: ConnectionLimits) -> AsyncIterator[Server]:
         app, "127.0.0.1", 0, ssl_context=context_for(leaf.cert_pem, leaf.key_pem), limits=limits
     )
     try:
-        yield Server(port, ssl.create_default_context(cadata=ca.cert_pem.decode()))
+        yield Server(port, ssl.create_default_context(cadata=ca.cert_pem.decode()), runner)
     finally:
         await runner.cleanup()
 

@@ -291,5 +291,5 @@ async def test_a_broken_chunked_body_is_a_400(webhook: LiveWebhook) -> None:
         b'Transfer-Encoding: chunked\r\n\r\n5\r\n{"a":\r\nzz-not-a-size\r\n'
     )
     head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
-    assert head.split(b"\r\n")[0].endswith(b" 400 Bad Request"), head  # aiohttp's own parser
+    assert head.split(b"\r\n")[0].endswith(b" 400 Bad Request"), head  # refused by the parser itself
     writer.close()

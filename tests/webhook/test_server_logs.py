@@ -1,8 +1,9 @@
-"""aiohttp's own server log records never carry what a client sent (headers, body, URL).
+"""Server log records never carry what a client sent (headers, body, URL).
 
-A real server on loopback, real sockets and the production JSON formatter: a request whose
-header line the parser refuses, and a handler that fails quoting the body, each leave one
-log line with aiohttp's fixed text and the exception's type only.
+Real servers on loopback, real sockets and the production JSON formatter. The admission port
+(``webhook/protocol.py``) logs a refused request with the parser's fixed reason only. The
+aiohttp servers (the side port, the controller) log a refused header line and a handler that
+fails quoting the body with aiohttp's fixed text and the exception's type only.
 """
 
 from __future__ import annotations
@@ -18,9 +19,10 @@ from aiohttp import web
 
 from webhook.app import make_app
 from webhook.demo import DEMO_CONFIG
+from webhook.protocol import start as start_admission
 from webhook.validate import ValidatorConfig
 from wspin.logs import JSONFormatter
-from wspin.serving import Readiness, start
+from wspin.serving import Readiness, probe_app, start
 
 SECRET = "sk-live-7f3a9c"
 
@@ -53,17 +55,38 @@ def aiohttp_records(stream: io.StringIO) -> list[dict[str, object]]:
     return [line for line in lines if str(line["logger"]).startswith("aiohttp.")]
 
 
-async def test_a_refused_header_line_is_logged_without_the_header(
+REFUSED_HEADER = (
+    b"POST /mutate-pods HTTP/1.1\r\nHost: wspin\r\n"
+    b"Authorization: Bearer " + SECRET.encode() + b"\x01\r\n\r\n"
+)
+
+
+async def test_the_admission_port_logs_a_refused_header_line_without_the_header(
     log_lines: io.StringIO,
 ) -> None:
-    app = make_app(DEMO_CONFIG, ValidatorConfig(), Readiness())
-    runner, port = await start(app, "127.0.0.1", 0)
+    listener, port = await start_admission(
+        make_app(DEMO_CONFIG, ValidatorConfig(), Readiness()), "127.0.0.1", 0
+    )
     try:
-        raw = (
-            b"POST /mutate-pods HTTP/1.1\r\nHost: wspin\r\n"
-            b"Authorization: Bearer " + SECRET.encode() + b"\x01\r\n\r\n"
-        )
-        assert (await send_raw(port, raw)).startswith(b"HTTP/1.0 400")
+        reply = await send_raw(port, REFUSED_HEADER)
+        await asyncio.sleep(0.05)
+    finally:
+        await listener.cleanup()
+    assert reply.startswith(b"HTTP/1.1 400")
+    assert SECRET.encode() not in reply
+    assert SECRET not in log_lines.getvalue()
+    (record,) = [json.loads(line) for line in log_lines.getvalue().splitlines()]
+    assert record["logger"] == "wspin.webhook"
+    assert record["status"] == 400
+    assert "malformed HTTP request" in str(record["reason"])
+
+
+async def test_an_aiohttp_server_logs_a_refused_header_line_without_the_header(
+    log_lines: io.StringIO,
+) -> None:
+    runner, port = await start(probe_app(Readiness()), "127.0.0.1", 0)
+    try:
+        assert (await send_raw(port, REFUSED_HEADER)).startswith(b"HTTP/1.0 400")
         await asyncio.sleep(0.05)
     finally:
         await runner.cleanup()

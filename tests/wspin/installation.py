@@ -24,8 +24,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from aiohttp import web
-
 from certs.build import KeyPair, issue_serving, new_ca, service_dns_names
 from certs.cabundle import patch_ca_bundle, targets
 from tests.chart.helm import Manifest, render
@@ -33,6 +31,7 @@ from tests.kubeapi import KubeServer
 from webhook.app import make_app
 from webhook.demo import DEMO_CONFIG
 from webhook.inject import InjectConfig
+from webhook.protocol import start
 from webhook.validate import ValidatorConfig
 from wspin.install import LEADER_LEASE, Installation
 from wspin.resources import (
@@ -44,7 +43,7 @@ from wspin.resources import (
     NotFound,
     Resource,
 )
-from wspin.serving import Readiness, start
+from wspin.serving import Readiness
 
 RELEASE_NAMESPACE = "wspin"
 PROBE_NAMESPACE = "default"
@@ -145,7 +144,6 @@ async def webhook_serving(
     (folder / "tls.key").write_bytes(serving.key_pem)
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.load_cert_chain(folder / "tls.crt", folder / "tls.key")
-    runner: web.AppRunner
     runner, port = await start(
         make_app(config, ValidatorConfig(), Readiness()), "127.0.0.1", 0, ssl_context=context
     )

@@ -1,0 +1,576 @@
+"""The admission port's HTTP/1.1 framing, limits and shutdown, over real TLS sockets.
+
+Raw bytes are written to ``webhook.protocol.start(make_app(...))`` with a verified TLS client,
+and the answers are read back byte for byte. This proves that:
+
+- routing is by path only (unknown path 404 with a JSON reason, the query string ignored),
+  the probes refuse other methods with 405, every answer carries a ``Date``, and an answer
+  to HEAD has no body;
+- the head limit (431 and close; a large head under it is answered, also after another
+  request in the same read), the body limit (413 on Content-Length before any body byte is
+  read, and on a chunked body once it grows over) and the body budget across connections
+  (503 while a stalled body holds it, free again once that connection is cut) hold;
+- pipelined requests are answered in order, also when the client reads nothing until the
+  server has stopped reading, then reads everything;
+- ``Expect: 100-continue``, ``Connection: close`` and HTTP/1.0 keep-alive follow RFC 9112
+  (an HTTP/1.0 connection kept open is said to be kept);
+- a malformed request line, or a body whose length could be read two ways, is a 400 with a
+  JSON reason and nothing after it on that connection is answered, while other connections
+  are;
+- ``Listener.cleanup()`` closes idle connections at once, still answers a request already
+  arriving, and returns within the body deadline when one never completes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime
+import json
+import socket
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+import pytest
+from prometheus_client import REGISTRY
+
+from tests.webhook.conftest import SERVICE_HOST
+from tests.webhook.test_connections import (
+    REVIEW,
+    Server,
+    answered,
+    request_bytes,
+    seconds_until_closed,
+    serve,
+)
+from webhook.http import MAX_BODY_BYTES
+from webhook.protocol import MAX_HEAD_BYTES
+from wspin.connections import ConnectionLimits
+
+LIMITS = ConnectionLimits(header_timeout=2.0, body_timeout=2.0, idle_timeout=10.0)
+
+
+@dataclass
+class Answer:
+    status: int
+    headers: dict[str, str]
+    """Lower-cased names."""
+    body: bytes
+
+    def json(self) -> Any:
+        assert self.headers["content-type"] == "application/json", self.headers
+        return json.loads(self.body)
+
+
+async def read_answer(reader: asyncio.StreamReader, timeout: float = 5) -> Answer:
+    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout)
+    status_line, *lines = head.decode("latin-1").rstrip("\r\n").split("\r\n")
+    assert status_line.startswith("HTTP/1.1 "), status_line
+    headers = {}
+    for line in lines:
+        name, value = line.split(":", 1)
+        headers[name.strip().lower()] = value.strip()
+    body = await asyncio.wait_for(reader.readexactly(int(headers["content-length"])), timeout)
+    return Answer(int(status_line.split()[1]), headers, body)
+
+
+def review_for(uid: str) -> bytes:
+    review = json.loads(REVIEW)
+    review["request"]["uid"] = uid
+    return json.dumps(review, separators=(",", ":")).encode()
+
+
+def get(path: str, extra: bytes = b"", version: bytes = b"HTTP/1.1") -> bytes:
+    return b"GET %s %s\r\nHost: %s\r\n%s\r\n" % (
+        path.encode(),
+        version,
+        SERVICE_HOST.encode(),
+        extra,
+    )
+
+
+@contextlib.asynccontextmanager
+async def serving(limits: ConnectionLimits) -> AsyncIterator[Server]:
+    """``serve(limits)`` as a context, stopped even when the test fails inside it."""
+    async with contextlib.aclosing(serve(limits)) as servers:
+        async for running in servers:
+            yield running
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[Server]:
+    async with serving(LIMITS) as running:
+        yield running
+
+
+# -- routing, methods, headers -------------------------------------------------------------
+
+
+async def test_an_unknown_path_is_a_404_with_a_json_reason_and_the_connection_stays(
+    server: Server,
+) -> None:
+    reader, writer = await server.connect()
+    writer.write(get("/mutate-pod?token=hunter2"))
+    answer = await read_answer(reader)
+    assert answer.status == 404
+    error = answer.json()
+    assert error == {"error": "no endpoint at '/mutate-pod'", "status": 404}
+    assert "connection" not in answer.headers
+    assert await answered(reader, writer)
+    writer.close()
+
+
+async def test_the_query_string_is_ignored_for_routing(server: Server) -> None:
+    reader, writer = await server.connect()
+    writer.write(get("/healthz?verbose=1&x=%2Fmutate-pods"))
+    answer = await read_answer(reader)
+    assert (answer.status, answer.body) == (200, b"ok\n")
+    writer.write(get("/readyz?"))
+    assert (await read_answer(reader)).status == 200
+    body = review_for("q-1")
+    writer.write(
+        b"POST /mutate-pods?timeout=10s&dryRun=All HTTP/1.1\r\nHost: h\r\n"
+        b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+    )
+    answer = await read_answer(reader)
+    assert answer.status == 200
+    assert answer.json()["response"]["uid"] == "q-1"
+    writer.close()
+
+
+@pytest.mark.parametrize("path", ["/healthz", "/readyz"])
+@pytest.mark.parametrize("method", [b"POST", b"PUT", b"DELETE"])
+async def test_probes_refuse_other_methods_with_405(
+    server: Server, path: str, method: bytes
+) -> None:
+    reader, writer = await server.connect()
+    writer.write(
+        b"%s %s HTTP/1.1\r\nHost: h\r\nContent-Length: 2\r\n\r\n{}" % (method, path.encode())
+    )
+    answer = await read_answer(reader)
+    assert answer.status == 405
+    assert answer.json()["error"] == f"method {method.decode()} not allowed; send GET"
+    writer.close()
+
+
+async def test_every_answer_carries_a_date(server: Server) -> None:
+    reader, writer = await server.connect()
+    for request in (get("/healthz"), get("/nowhere"), request_bytes()):
+        writer.write(request)
+        answer = await read_answer(reader)
+        sent = parsedate_to_datetime(answer.headers["date"])
+        assert answer.headers["date"].endswith(" GMT")
+        now = datetime.datetime.now(datetime.UTC)
+        assert abs((now - sent).total_seconds()) < 60
+    writer.close()
+
+
+@pytest.mark.parametrize(("path", "status"), [("/healthz", 405), ("/nowhere", 404)])
+async def test_an_answer_to_head_has_no_body_and_the_next_answer_follows(
+    server: Server, path: str, status: int
+) -> None:
+    reader, writer = await server.connect()
+    writer.write(b"HEAD %s HTTP/1.1\r\nHost: h\r\n\r\n" % path.encode() + get("/healthz"))
+    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+    assert head.startswith(b"HTTP/1.1 %d " % status)
+    (length,) = [line for line in head.split(b"\r\n") if line.startswith(b"Content-Length: ")]
+    assert int(length.split()[1]) > 0  # the length of the body it does not send
+    answer = await read_answer(reader)  # the very next bytes are the next answer
+    assert (answer.status, answer.body) == (200, b"ok\n")
+    writer.close()
+
+
+# -- the head limit --------------------------------------------------------------------------
+
+
+async def test_a_head_over_the_limit_is_431_and_the_connection_closed(server: Server) -> None:
+    reader, writer = await server.connect()
+    writer.write(b"GET /healthz HTTP/1.1\r\nHost: h\r\nX-Pad: " + b"a" * (2 * MAX_HEAD_BYTES))
+    answer = await read_answer(reader)
+    assert answer.status == 431
+    assert answer.json()["error"] == f"request line and headers exceed {MAX_HEAD_BYTES} bytes"
+    assert answer.headers["connection"] == "close"
+    assert await seconds_until_closed(reader) < 1.0
+    writer.close()
+    reader, writer = await server.connect()
+    assert await answered(reader, writer)
+    writer.close()
+
+
+def padded_review(uid: str, head_bytes: int) -> bytes:
+    """A review whose request line and headers take about ``head_bytes``."""
+    body = review_for(uid)
+    pad = b"".join(b"X-Pad-%03d: %s\r\n" % (i, b"p" * 1000) for i in range(head_bytes // 1014))
+    return (
+        b"POST /mutate-pods HTTP/1.1\r\nHost: h\r\nContent-Type: application/json\r\n"
+        b"Content-Length: %d\r\n%s\r\n%s" % (len(body), pad, body)
+    )
+
+
+async def test_a_large_head_under_the_limit_is_answered(server: Server) -> None:
+    reader, writer = await server.connect()
+    big = padded_review("big-1", MAX_HEAD_BYTES - 2048)
+    assert MAX_HEAD_BYTES - 4096 < big.index(b"\r\n\r\n") < MAX_HEAD_BYTES
+    writer.write(big)
+    answer = await read_answer(reader)
+    assert answer.status == 200
+    assert answer.json()["response"]["uid"] == "big-1"
+    writer.close()
+
+
+async def test_a_large_head_after_other_requests_in_the_same_write_is_answered(
+    server: Server,
+) -> None:
+    """The head limit counts this request's head, not the bytes of the requests before it
+    that arrived in the same read."""
+    reader, writer = await server.connect()
+    first = [review_for(f"before-{i}") for i in range(3)]
+    writer.write(
+        b"".join(request_bytes(body) for body in first)
+        + padded_review("big-2", MAX_HEAD_BYTES - 2048)
+    )
+    uids = [(await read_answer(reader)).json()["response"]["uid"] for _ in range(4)]
+    assert uids == ["before-0", "before-1", "before-2", "big-2"]
+    writer.close()
+
+
+# -- the body limit and the body budget ------------------------------------------------------
+
+
+@pytest.mark.parametrize("expect", [b"", b"Expect: 100-continue\r\n"])
+async def test_a_content_length_over_the_limit_is_413_before_any_body_byte(
+    server: Server, expect: bytes
+) -> None:
+    reader, writer = await server.connect()
+    size = MAX_BODY_BYTES + 1
+    writer.write(
+        b"POST /mutate-pods HTTP/1.1\r\nHost: h\r\nContent-Type: application/json\r\n"
+        b"Content-Length: %d\r\n%s\r\n" % (size, expect)
+    )
+    answer = await read_answer(reader)  # no body byte was sent: answered from the head alone
+    assert answer.status == 413
+    assert answer.json()["error"] == f"body of {size} bytes exceeds {MAX_BODY_BYTES}"
+    assert answer.headers["connection"] == "close"
+    assert await seconds_until_closed(reader) < 1.0
+    writer.close()
+
+
+async def test_a_chunked_body_over_the_limit_is_413(server: Server) -> None:
+    reader, writer = await server.connect()
+    piece = b"x" * (1024 * 1024)
+    chunks = b"".join(b"%x\r\n%s\r\n" % (len(piece), piece) for _ in range(3))
+    writer.write(
+        b"POST /mutate-pods HTTP/1.1\r\nHost: h\r\nContent-Type: application/json\r\n"
+        b"Transfer-Encoding: chunked\r\n\r\n" + chunks + b"1\r\nx\r\n0\r\n\r\n"
+    )
+    answer = await read_answer(reader)
+    assert answer.status == 413
+    assert answer.json()["error"] == f"body exceeds {MAX_BODY_BYTES} bytes"
+    assert await seconds_until_closed(reader) < 2.0
+    writer.close()
+
+
+async def test_a_chunked_body_under_the_limit_is_answered(server: Server) -> None:
+    reader, writer = await server.connect()
+    body = review_for("chunked-1")
+    cut = len(body) // 3
+    writer.write(
+        b"POST /mutate-pods HTTP/1.1\r\nHost: h\r\nContent-Type: application/json\r\n"
+        b"Transfer-Encoding: chunked\r\n\r\n"
+        b"%x\r\n%s\r\n%x\r\n%s\r\n0\r\n\r\n" % (cut, body[:cut], len(body) - cut, body[cut:])
+    )
+    answer = await read_answer(reader)
+    assert answer.status == 200
+    assert answer.json()["response"]["uid"] == "chunked-1"
+    writer.close()
+
+
+async def test_a_stalled_body_holds_the_body_budget_until_its_connection_is_cut() -> None:
+    # Room for one and a half reviews; bodies time out far later than this test takes, so
+    # only the cut can free the stalled one's share.
+    limits = ConnectionLimits(
+        header_timeout=10, body_timeout=10, max_buffered_body_bytes=len(REVIEW) * 3 // 2
+    )
+    async with serving(limits) as server:
+        _, stalled = await server.connect()
+        whole = request_bytes()
+        stalled.write(whole[: len(whole) - len(REVIEW) // 4])  # three quarters of the body
+        await stalled.drain()
+        # A small body still fits in what is left.
+        reader, writer = await server.connect()
+        writer.write(request_bytes(b"{}"))
+        small = await read_answer(reader)
+        assert small.status == 400, small.body
+        # A whole review does not, while the stalled one holds its share.
+        writer.write(request_bytes())
+        refused = await read_answer(reader)
+        assert refused.status == 503
+        assert refused.json()["error"] == "too many request bodies in flight; retry"
+        assert refused.headers["connection"] == "close"
+        assert await seconds_until_closed(reader) < 1.0
+        writer.close()
+
+        stalled.transport.abort()
+        for _ in range(40):  # the server sees the reset within a few loop turns
+            reader, writer = await server.connect()
+            writer.write(request_bytes())
+            answer = await read_answer(reader)
+            writer.close()
+            if answer.status != 503:
+                break
+            await asyncio.sleep(0.05)
+        assert answer.status == 200, answer.body
+        assert answer.json()["kind"] == "AdmissionReview"
+
+
+# -- pipelining and flow control -------------------------------------------------------------
+
+
+async def test_pipelined_requests_in_one_write_are_answered_in_order(server: Server) -> None:
+    reader, writer = await server.connect()
+    uids = [f"pipelined-{i}" for i in range(40)]
+    requests = [request_bytes(review_for(uid)) for uid in uids]
+    requests[10:10] = [get("/healthz"), get("/nowhere")]
+    writer.write(b"".join(requests))
+    answers = [await read_answer(reader) for _ in range(len(requests))]
+    assert [(a.status, a.body) for a in answers[10:12]] == [
+        (200, b"ok\n"),
+        (404, b'{"error":"no endpoint at \'/nowhere\'","status":404}'),
+    ]
+    del answers[10:12]
+    assert [a.json()["response"]["uid"] for a in answers] == uids
+    assert await answered(reader, writer)  # and the connection is still open
+    writer.close()
+
+
+def parse_answers(stream: bytes) -> list[Answer]:
+    """Every answer in ``stream``, which must end with the last one's body."""
+    answers, at = [], 0
+    while at < len(stream):
+        end = stream.index(b"\r\n\r\n", at)
+        status_line, *lines = stream[at:end].decode("latin-1").split("\r\n")
+        headers = {name.lower(): value for name, value in (ln.split(": ", 1) for ln in lines)}
+        length = int(headers["content-length"])
+        answers.append(
+            Answer(int(status_line.split()[1]), headers, stream[end + 4 : end + 4 + length])
+        )
+        at = end + 4 + length
+    assert at == len(stream)
+    return answers
+
+
+def reviews_answered() -> float:
+    """The server's own count of mutate-pods reviews answered with a patch (all runs)."""
+    value = REGISTRY.get_sample_value(
+        "wspin_webhook_requests_total", {"webhook": "mutate-pods", "outcome": "patched"}
+    )
+    return value or 0.0
+
+
+async def test_a_client_that_reads_nothing_for_a_while_gets_every_answer_in_order() -> None:
+    """Answers pile up until the server stops reading requests; once the client reads, the
+    server resumes where it stopped, and the rest are answered in order. The client's small
+    receive window keeps the pile small; the probes between the reviews make the server stop
+    and resume in the middle of a request's head too."""
+    reviews, probes = 500, 100
+    requests = []
+    for i in range(reviews):
+        requests.append(request_bytes(review_for(f"slow-{i}")))
+        requests.extend(get(f"/healthz?n={j}") for j in range(probes))
+    requests.append(get("/healthz", b"Connection: close\r\n"))
+    async with serving(ConnectionLimits(header_timeout=10, body_timeout=10)) as server:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16 * 1024)
+        sock.setblocking(False)
+        await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", server.port))
+        reader, writer = await asyncio.open_connection(
+            sock=sock, ssl=server.trust, server_hostname=SERVICE_HOST
+        )
+        before = reviews_answered()
+        writer.write(b"".join(requests))
+        # The client reads nothing: the server answers until its answers back up, then stops.
+        last, settled = reviews_answered(), time.monotonic()
+        while time.monotonic() - settled < 0.5:
+            await asyncio.sleep(0.1)
+            if reviews_answered() != last:
+                last, settled = reviews_answered(), time.monotonic()
+        assert last - before < reviews
+        stream = await asyncio.wait_for(reader.read(), 60)  # to the close after the last
+        assert reviews_answered() - before == reviews
+        answers = parse_answers(stream)
+        assert len(answers) == len(requests)
+        assert all(a.status == 200 for a in answers), {a.status for a in answers}
+        uids = [a.json()["response"]["uid"] for a in answers[: -1 : probes + 1]]
+        assert uids == [f"slow-{i}" for i in range(reviews)]
+        assert {a.body for i, a in enumerate(answers) if i % (probes + 1)} == {b"ok\n"}
+        writer.close()
+
+
+# -- Expect, Connection, HTTP/1.0 ------------------------------------------------------------
+
+
+async def test_expect_100_continue_is_answered_before_the_body_is_sent(server: Server) -> None:
+    reader, writer = await server.connect()
+    body = review_for("continue-1")
+    writer.write(
+        b"POST /mutate-pods HTTP/1.1\r\nHost: h\r\nContent-Type: application/json\r\n"
+        b"Expect: 100-continue\r\nContent-Length: %d\r\n\r\n" % len(body)
+    )
+    interim = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+    assert interim == b"HTTP/1.1 100 Continue\r\n\r\n"
+    writer.write(body)
+    answer = await read_answer(reader)
+    assert answer.status == 200
+    assert answer.json()["response"]["uid"] == "continue-1"
+    writer.close()
+
+
+async def test_connection_close_is_answered_then_closed(server: Server) -> None:
+    reader, writer = await server.connect()
+    # The bytes after a request that closes the connection are not a request.
+    writer.write(get("/healthz", b"Connection: close\r\n") + get("/healthz"))
+    answer = await read_answer(reader)
+    assert answer.status == 200
+    assert answer.headers["connection"] == "close"
+    assert await reader.read() == b""
+    writer.close()
+
+
+async def test_http_1_0_without_keep_alive_is_closed_after_the_answer(server: Server) -> None:
+    reader, writer = await server.connect()
+    writer.write(get("/healthz", version=b"HTTP/1.0"))
+    answer = await read_answer(reader)
+    assert answer.status == 200
+    assert answer.headers["connection"] == "close"
+    assert await seconds_until_closed(reader) < 1.0
+    writer.close()
+
+
+async def test_http_1_0_with_keep_alive_stays_open_and_says_so(server: Server) -> None:
+    reader, writer = await server.connect()
+    for _ in range(3):
+        writer.write(get("/healthz", b"Connection: keep-alive\r\n", b"HTTP/1.0"))
+        answer = await read_answer(reader)
+        assert answer.status == 200
+        # An HTTP/1.0 client keeps the connection only when the answer says so.
+        assert answer.headers["connection"] == "keep-alive"
+    writer.write(get("/healthz", version=b"HTTP/1.0"))
+    assert (await read_answer(reader)).headers["connection"] == "close"
+    writer.close()
+
+
+# -- malformed requests ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "request_line",
+    [
+        b"BREW /pot HTTP/1.1",
+        b"GET /healthz HTTP/7.0",
+        b"GET  HTTP/1.1",
+        b"GET /health z HTTP/1.1",
+        b"\x16\x03\x01\x02\x00",
+    ],
+)
+async def test_a_malformed_request_line_is_400_and_the_server_answers_others(
+    server: Server, request_line: bytes
+) -> None:
+    other_reader, other = await server.connect()
+    reader, writer = await server.connect()
+    writer.write(get("/healthz") + request_line + b"\r\nHost: h\r\n\r\n")
+    assert (await read_answer(reader)).status == 200  # the request before it is answered
+    answer = await read_answer(reader)
+    assert answer.status == 400
+    assert answer.json()["error"].startswith("malformed HTTP request (")
+    assert answer.headers["connection"] == "close"
+    assert await seconds_until_closed(reader) < 1.0
+    writer.close()
+    assert await answered(other_reader, other)
+    other.close()
+
+
+@pytest.mark.parametrize(
+    "framing",
+    [
+        b"Content-Length: 2\r\nTransfer-Encoding: chunked\r\n",
+        b"Content-Length: 2\r\nContent-Length: 3\r\n",
+        b"Content-Length: -2\r\n",
+        b"Transfer-Encoding: gzip, chunked, identity\r\n",
+    ],
+)
+async def test_a_body_framed_two_ways_is_400_never_a_second_request(
+    server: Server, framing: bytes
+) -> None:
+    """A body whose length could be read two ways would let the bytes after it be taken for a
+    request another reader never saw: refused, and nothing after it is answered."""
+    reader, writer = await server.connect()
+    writer.write(
+        b"POST /healthz HTTP/1.1\r\nHost: h\r\n" + framing + b"\r\n0\r\n\r\n" + get("/healthz")
+    )
+    answer = await read_answer(reader)
+    assert answer.status == 400
+    assert answer.json()["error"].startswith("malformed HTTP request (")
+    assert await reader.read() == b""
+    writer.close()
+
+
+# -- shutdown --------------------------------------------------------------------------------
+
+SHUTDOWN_LIMITS = ConnectionLimits(header_timeout=4.0, body_timeout=4.0, idle_timeout=30.0)
+SWEEP = 1.0
+"""Seconds: the deadline sweep's period, at most a fifth of a deadline and at most this."""
+
+
+async def test_cleanup_closes_idle_connections_at_once_and_accepts_no_more() -> None:
+    async with serving(SHUTDOWN_LIMITS) as server:
+        idle = [await server.connect() for _ in range(3)]
+        for reader, writer in idle:
+            assert await answered(reader, writer)
+        listener = server.listener
+        assert listener is not None
+        started = time.monotonic()
+        cleanup = asyncio.ensure_future(listener.cleanup())
+        closing = await asyncio.gather(*(seconds_until_closed(r) for r, _ in idle))
+        assert max(closing) < 2.0  # half the shortest deadline
+        await asyncio.wait_for(cleanup, 2.0)
+        assert time.monotonic() - started < 2.0
+        with pytest.raises(OSError):
+            await server.connect()
+        for _, writer in idle:
+            writer.close()
+
+
+async def test_cleanup_answers_a_body_still_arriving_and_cuts_one_that_never_completes() -> None:
+    async with serving(SHUTDOWN_LIMITS) as server:
+        whole = request_bytes(review_for("draining-1"))
+        half = len(whole) - len(REVIEW) // 2
+        arriving_reader, arriving = await server.connect()
+        stalled_reader, stalled = await server.connect()
+        arriving.write(whole[:half])
+        stalled.write(request_bytes()[:half])
+        await asyncio.gather(arriving.drain(), stalled.drain())
+        await asyncio.sleep(0.1)  # both bodies are half in
+
+        assert server.listener is not None
+        started = time.monotonic()
+        cleanup = asyncio.ensure_future(server.listener.cleanup())
+        await asyncio.sleep(0.3)
+        assert not cleanup.done()
+        arriving.write(whole[half:])
+        answer = await read_answer(arriving_reader)
+        assert answer.status == 200
+        assert answer.json()["response"]["uid"] == "draining-1"
+        assert answer.headers["connection"] == "close"  # answered, and closed after
+        assert await seconds_until_closed(arriving_reader) < 1.0
+
+        # The stalled body is cut at its deadline, armed before cleanup began, and cleanup
+        # returns with it.
+        within = SHUTDOWN_LIMITS.body_timeout + SWEEP
+        assert await seconds_until_closed(stalled_reader) < within
+        await asyncio.wait_for(cleanup, within)
+        assert time.monotonic() - started < within
+        arriving.close()
+        stalled.close()

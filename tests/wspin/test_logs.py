@@ -1,0 +1,80 @@
+"""The JSON log lines: a hot-path ``info_line`` renders exactly as a record with fields would,
+goes through scrubbers, honours the level, and becomes an ordinary record whenever anything
+else listens (a capturing test, an extra handler)."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+from collections.abc import Iterator
+
+import pytest
+
+from wspin import logs
+
+VALUES = {"webhook": "mutate-pods", "uid": "u-1", "durationMs": 0.123, "dryRun": False}
+
+
+@pytest.fixture
+def stream() -> Iterator[io.StringIO]:
+    root = logging.getLogger()
+    saved_handlers, saved_level = root.handlers[:], root.level
+    logs.setup_logging("info")
+    out = io.StringIO()
+    handler = root.handlers[0]
+    assert isinstance(handler, logs.JSONLineHandler)
+    handler.setStream(out)
+    try:
+        yield out
+    finally:
+        root.handlers[:] = saved_handlers
+        root.setLevel(saved_level)
+
+
+def lines(stream: io.StringIO) -> list[dict[str, object]]:
+    return [json.loads(line) for line in stream.getvalue().splitlines()]
+
+
+def test_an_info_line_renders_as_the_record_would(stream: io.StringIO) -> None:
+    log = logging.getLogger("wspin.test-lines")
+    logs.info_line(log, "decided", VALUES)
+    log.info("decided", extra=logs.fields(**VALUES))
+    direct, record = lines(stream)
+    assert list(direct) == list(record) == ["ts", "level", "logger", "msg", *VALUES]
+    assert {k: v for k, v in direct.items() if k != "ts"} == {
+        k: v for k, v in record.items() if k != "ts"
+    }
+    assert str(direct["ts"]).endswith("Z") and len(str(direct["ts"])) == len(
+        "2026-12-01T12:00:00.000Z"
+    )
+
+
+def test_an_info_line_is_scrubbed_and_honours_the_level(stream: io.StringIO) -> None:
+    log = logging.getLogger("wspin.test-lines")
+
+    def scrub(line: str) -> str:
+        return line.replace("u-1", "[redacted]")
+
+    logs.add_scrubber(scrub)
+    try:
+        logs.info_line(log, "decided", VALUES)
+    finally:
+        logs.remove_scrubber(scrub)
+    logging.getLogger().setLevel(logging.WARNING)
+    logs.info_line(log, "not shown", VALUES)
+    (line,) = lines(stream)
+    assert line["uid"] == "[redacted]"
+
+
+def test_an_info_line_is_a_record_when_something_else_listens(
+    stream: io.StringIO, caplog: pytest.LogCaptureFixture
+) -> None:
+    log = logging.getLogger("wspin.test-lines")
+    with caplog.at_level(logging.INFO, logger="wspin.test-lines"):
+        logs.info_line(log, "decided", VALUES)
+    (record,) = caplog.records
+    assert record.getMessage() == "decided"
+    assert record.fields == VALUES  # type: ignore[attr-defined]
+    (line,) = lines(stream)  # the process's own handler still gets the line
+    assert line["uid"] == "u-1"
