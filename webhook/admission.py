@@ -78,7 +78,7 @@ def review_pod(request: dict[str, Any], cfg: InjectConfig) -> Decision:
             responses.allowed(uid, message, injection.warnings), "allowed", message, injection
         )
     message = f"pod {_name(request)}: injected {cfg.digests}"
-    response = responses.patched(uid, message, injection.patch, injection.warnings)
+    response = responses.patched(uid, message, injection.patch_json(), injection.warnings)
     return Decision(response, "patched", message, injection)
 
 

@@ -5,21 +5,40 @@ never disagree. No I/O, no logging, no clock, no environment: everything it need
 ``InjectConfig``.
 
 Ops are built directly rather than by diffing two pod copies: diffing costs a deep copy and
-emits spurious ops. The field types and size bounds are checked first (``podshape``), then the
-mount path rules (``mountpaths``), so the ops below index only into lists that exist.
+emits spurious ops. Each list of the pod is read once: the same pass checks the field types
+and size bounds (``podshape``), applies the mount path rules (``mountpaths``) and finds the
+entries to edit, so the ops below index only into lists that exist. The denial named is the
+one a check-everything-first order would name: a wrong type anywhere, then a pod that is no
+workspace pod, then the first broken path rule.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
+from operator import attrgetter
 from typing import Any, Literal, TypedDict
 
-from webhook.mountpaths import BY_VOLUME, delivery_mounts, shown
-from webhook.podshape import CONTAINER_KINDS, check_workspace_pod, checked_labels
+import orjson
+
+from webhook import patch
+from webhook.injectconfig import InjectConfig as InjectConfig
+from webhook.mountpaths import BY_VOLUME, scan_mounts, shown
+from webhook.podshape import (
+    CONTAINER_KINDS,
+    MAX_CONTAINERS,
+    MAX_ENV,
+    MAX_VOLUMES,
+    check_container,
+    check_env,
+    check_volume,
+    checked_labels,
+    checked_list,
+    checked_metadata,
+    container_path,
+)
 from wspin.contract import (
     AGENTD,
-    ARCHES,
     DELIVERY_ANNOTATION,
     MAIN_CONTAINER,
     OPENCODE,
@@ -27,13 +46,11 @@ from wspin.contract import (
     SIDECAR_CONTAINER,
     Artifact,
 )
-from wspin.delivery import ResolvedArtifact
 from wspin.errors import AdmissionDenied
 from wspin.workspace_pod import (
     SELECTOR,
     artifacts_for,
-    build_receipt,
-    is_workspace_pod,
+    has_selector_labels,
     workspace_pod_problem,
 )
 
@@ -47,64 +64,11 @@ class PatchOp(TypedDict, total=False):
 
 
 @dataclass(frozen=True)
-class InjectConfig:
-    """What the injector writes into a workspace pod: both artifacts, resolved and checked."""
-
-    agentd: ResolvedArtifact
-    opencode: ResolvedArtifact
-
-    # The desired values below are computed once per configuration, not once per pod: the
-    # webhook answers every admission request with the same configuration.
-
-    @property
-    def artifacts(self) -> tuple[ResolvedArtifact, ResolvedArtifact]:
-        return (self.agentd, self.opencode)
-
-    @cached_property
-    def receipt(self) -> str:
-        """The receipt annotation value: artifact → digest, compact JSON with sorted keys."""
-        return build_receipt({r.artifact.name: r.digest for r in self.artifacts})
-
-    @cached_property
-    def digests(self) -> str:
-        """Both artifacts with their short digests, as decision messages show them."""
-        return ", ".join(f"{r.artifact.name}@sha256:{r.digest[:12]}" for r in self.artifacts)
-
-    @cached_property
-    def volumes(self) -> tuple[dict[str, Any], ...]:
-        """The two image volumes, digest-pinned, pulled only when a node lacks them."""
-        return tuple(
-            {
-                "name": r.artifact.volume,
-                "image": {"reference": r.image, "pullPolicy": "IfNotPresent"},
-            }
-            for r in self.artifacts
-        )
-
-    @cached_property
-    def env(self) -> tuple[dict[str, str], ...]:
-        """The eight pins of the ``workspace`` container, in the order the verifier documents."""
-        env: list[dict[str, str]] = []
-        for resolved in self.artifacts:
-            artifact = resolved.artifact
-            env.append({"name": artifact.marker_env, "value": "1"})
-            env.append({"name": artifact.binary_env, "value": artifact.binary_path})
-            for arch in ARCHES:
-                env.append(
-                    {"name": artifact.sha256_env(arch), "value": resolved.pins.for_arch(arch)}
-                )
-        return tuple(env)
-
-    @cached_property
-    def env_by_name(self) -> dict[str, dict[str, str]]:
-        return {entry["name"]: entry for entry in self.env}
-
-
-@dataclass(frozen=True)
 class Injection:
     """The injector's answer. ``skipped`` says why a pod needs no delivery at all."""
 
-    patch: tuple[PatchOp, ...] = ()
+    ops: tuple[patch.Op, ...] = ()
+    """The patch's ops, encoded (``webhook.patch``)."""
     warnings: tuple[str, ...] = ()
     skipped: str | None = None
     artifacts: tuple[str, ...] = ()
@@ -112,7 +76,19 @@ class Injection:
 
     @property
     def changed(self) -> bool:
-        return bool(self.patch)
+        return bool(self.ops)
+
+    def patch_json(self) -> bytes:
+        """The patch as the JSON an AdmissionResponse carries."""
+        return patch.array(self.ops)
+
+    @cached_property
+    def patch(self) -> tuple[PatchOp, ...]:
+        """The patch's ops as dicts (decoded: the caller may mutate them)."""
+        return tuple(orjson.loads(self.patch_json()))
+
+
+_NOT_SELECTED = Injection(skipped=f"not a workspace pod (labels {SELECTOR} absent)")
 
 
 def inject(pod: Pod, cfg: InjectConfig) -> Injection:
@@ -125,32 +101,65 @@ def inject(pod: Pod, cfg: InjectConfig) -> Injection:
     empty patch (plus the receipt annotation if that is missing). Linear in the size of the
     pod.
     """
-    checked_labels(pod)
-    if not is_workspace_pod(pod):
-        return Injection(skipped=f"not a workspace pod (labels {SELECTOR} absent)")
-    check_workspace_pod(pod)
+    if not has_selector_labels(checked_labels(pod)):
+        return _NOT_SELECTED
+    spec = checked_metadata(pod)
+    ops: list[patch.Op] = []
+    warnings: list[str] = []
+    artifacts: tuple[str, ...] = ()
+    broken: AdmissionDenied | None = None
+    if spec is not None:
+        artifacts = _inject_volumes(spec, cfg, ops, warnings)
+        broken = _inject_containers(spec, cfg, ops, warnings)
     problem = workspace_pod_problem(pod)
     if problem:
         raise AdmissionDenied(problem)
+    if broken is not None:
+        raise broken
+    _inject_receipt(pod, cfg, ops)
+    return Injection(tuple(ops), tuple(warnings), None, artifacts)
 
-    spec = pod["spec"]
-    ops: list[PatchOp] = []
-    warnings: list[str] = []
-    artifacts = _inject_volumes(spec, cfg, ops, warnings)
+
+# Every container's path, encoded (and checked for characters JSON escapes) once.
+_CONTAINER_PATHS: dict[str, list[bytes]] = {
+    kind: [patch.encoded_path(f"/spec/{kind}/{index}") for index in range(MAX_CONTAINERS)]
+    for kind in CONTAINER_KINDS
+}
+
+
+def _inject_containers(
+    spec: dict[str, Any], cfg: InjectConfig, ops: list[patch.Op], warnings: list[str]
+) -> AdmissionDenied | None:
+    """Check every container and edit those that need it; return the first broken path rule.
+
+    Once a rule is broken the pod is denied: the remaining containers are only checked.
+    """
+    broken: AdmissionDenied | None = None
     for kind in CONTAINER_KINDS:
-        for index, container in enumerate(spec.get(kind) or ()):
-            ours = delivery_mounts(kind, container)
-            if kind == "ephemeralContainers":
-                continue  # checked only: the API server refuses them on CREATE
-            wanted = artifacts_for(container["name"], kind)
+        containers = spec.get(kind)
+        if containers is None:
+            continue
+        if type(containers) is not list or len(containers) > MAX_CONTAINERS:
+            checked_list(containers, f"spec.{kind}", MAX_CONTAINERS)
+        for index, container in enumerate(containers):
+            if type(container) is not dict or type(name := container.get("name")) is not str:
+                check_container(container, kind, index)
+                name = container["name"]
+            ours, rule = scan_mounts(kind, index, container, name)
+            main = kind == "containers" and name == MAIN_CONTAINER
+            supplied = _supplied_pins(container, index, cfg) if main else []
+            if broken is None:
+                broken = rule
+            if broken is not None or kind == "ephemeralContainers":
+                continue  # ephemeral: checked only, the API server refuses them on CREATE
+            wanted = artifacts_for(name, kind)
             if not wanted and not ours:
                 continue  # most containers: nothing of ours to add or remove
-            path = f"/spec/{kind}/{index}"
-            _inject_mounts(container, path, wanted, ours, ops, warnings)
-            if kind == "containers" and container["name"] == MAIN_CONTAINER:
-                _inject_env(container, path, cfg, ops, warnings)
-    _inject_receipt(pod, cfg, ops)
-    return Injection(patch=tuple(ops), warnings=tuple(warnings), artifacts=artifacts)
+            prefix = _CONTAINER_PATHS[kind][index]
+            _inject_mounts(container, prefix, wanted, ours, ops, warnings)
+            if main:
+                _inject_env(container, prefix, cfg, supplied, ops, warnings)
+    return broken
 
 
 # -- list edits as index-addressed ops ----------------------------------------------------------
@@ -163,58 +172,73 @@ def inject(pod: Pod, cfg: InjectConfig) -> Injection:
 
 
 def _edit_list(
-    ops: list[PatchOp],
-    path: str,
+    ops: list[patch.Op],
+    prefix: bytes,
+    field: str,
     present: bool,
-    replace: dict[int, dict[str, Any]],
+    replace: dict[int, bytes],
     remove: list[int],
-    append: list[dict[str, Any]],
+    append: patch.Appends | None,
 ) -> None:
+    """Edit the list at ``prefix + field``; ``replace`` holds encoded values."""
     if not present:
-        if append:
-            ops.append({"op": "add", "path": path, "value": append})
+        if append is not None:
+            ops.append(append.create(prefix))
         return
-    ops.extend({"op": "replace", "path": f"{path}/{i}", "value": v} for i, v in replace.items())
-    ops.extend({"op": "remove", "path": f"{path}/{i}"} for i in sorted(remove, reverse=True))
-    ops.extend({"op": "add", "path": f"{path}/-", "value": v} for v in append)
+    if replace or remove:
+        path = prefix.decode() + field
+        for i, value in replace.items():
+            ops.append(patch.replace(f"{path}/{i}", value))
+        for i in sorted(remove, reverse=True):
+            ops.append(patch.remove(f"{path}/{i}"))
+    if append is not None:
+        ops.append(append.extend(prefix))
 
 
 # -- volumes ---------------------------------------------------------------------------------
 
 
 def _inject_volumes(
-    spec: dict[str, Any], cfg: InjectConfig, ops: list[PatchOp], warnings: list[str]
+    spec: dict[str, Any], cfg: InjectConfig, ops: list[patch.Op], warnings: list[str]
 ) -> tuple[str, ...]:
-    """Edit ``spec.volumes``; return the artifacts whose volume is added or replaced."""
-    current: list[dict[str, Any]] = spec.get("volumes") or []
+    """Check and edit ``spec.volumes``; return the artifacts whose volume is added or replaced."""
+    volumes = spec.get("volumes")
+    if volumes is not None and (type(volumes) is not list or len(volumes) > MAX_VOLUMES):
+        checked_list(volumes, "spec.volumes", MAX_VOLUMES)
+    current: list[dict[str, Any]] = volumes or []
     positions: dict[str, list[int]] = {}
     for index, volume in enumerate(current):
-        if volume["name"] in BY_VOLUME:
-            positions.setdefault(volume["name"], []).append(index)
-    replace: dict[int, dict[str, Any]] = {}
+        if type(volume) is not dict or type(name := volume.get("name")) is not str:
+            check_volume(volume, index)
+            name = volume["name"]
+        if name in BY_VOLUME:
+            positions.setdefault(name, []).append(index)
+    replace: dict[int, bytes] = {}
     remove: list[int] = []
-    append: list[dict[str, Any]] = []
-    replaced: list[str] = []
+    append: list[str] = []
+    changed: list[str] = []
     for desired in cfg.volumes:
-        found = positions.get(desired["name"], [])
+        name = desired["name"]
+        found = positions.get(name)
         if not found:
-            append.append(_copy(desired))
+            append.append(name)
+            changed.append(name)
             continue
         keep = next((i for i in found if current[i] == desired), None)
         if keep is None:
             keep = found[0]
             warnings.append(
-                f"volume {desired['name']!r} replaced by the digest-pinned image volume "
+                f"volume {name!r} replaced by the digest-pinned image volume "
                 f"(was {_volume_source(current[keep])})"
             )
-            replace[keep] = _copy(desired)
-            replaced.append(desired["name"])
+            replace[keep] = cfg.volume_json[name]
+            changed.append(name)
         extras = [i for i in found if i != keep]
         if extras:
             remove.extend(extras)
-            warnings.append(f"{_duplicates(len(extras))} volume {desired['name']!r} removed")
-    _edit_list(ops, "/spec/volumes", spec.get("volumes") is not None, replace, remove, append)
-    changed = [v["name"] for v in append] + [current_name for current_name in replaced]
+            warnings.append(f"{_duplicates(len(extras))} volume {name!r} removed")
+    run = cfg.volume_appends[tuple(append)] if append else None
+    _edit_list(ops, b"", "/spec/volumes", volumes is not None, replace, remove, run)
     return tuple(sorted(changed))
 
 
@@ -232,25 +256,37 @@ _MOUNTS: dict[str, dict[str, Any]] = {
     a.name: {"name": a.volume, "readOnly": True, "mountPath": a.mount_path}
     for a in (AGENTD, OPENCODE)
 }
+_MOUNT_JSON: dict[str, bytes] = {name: orjson.dumps(mount) for name, mount in _MOUNTS.items()}
+_NAME = attrgetter("name")
+_MOUNT_APPENDS: dict[tuple[str, ...], patch.Appends] = {
+    names: patch.Appends("/volumeMounts", [_MOUNT_JSON[name] for name in names])
+    for names in patch.subsets(list(_MOUNTS))
+}
 
 
 def _inject_mounts(
     container: dict[str, Any],
-    path: str,
+    prefix: bytes,
     wanted: tuple[Artifact, ...],
     ours: list[tuple[int, Artifact]],
-    ops: list[PatchOp],
+    ops: list[patch.Op],
     warnings: list[str],
 ) -> None:
     """``ours``: the container's mounts of our volumes at their own mount points, already
     checked against the path rules."""
-    mounts: list[dict[str, Any]] = container.get("volumeMounts") or []
+    mounts = container.get("volumeMounts")
+    present = mounts is not None
+    if not ours:  # a pod as its controller built it: only appends
+        run = _MOUNT_APPENDS[tuple(map(_NAME, wanted))]
+        _edit_list(ops, prefix, "/volumeMounts", present, {}, [], run)
+        return
+    assert mounts is not None
     name = shown(container["name"])
     keep: dict[str, int] = {}
     for index, artifact in ours:  # an exact mount is kept in preference to any other
         if artifact.name not in keep and mounts[index] == _MOUNTS[artifact.name]:
             keep[artifact.name] = index
-    replace: dict[int, dict[str, Any]] = {}
+    replace: dict[int, bytes] = {}
     remove: list[int] = []
     unwanted: dict[str, int] = {}
     duplicates: dict[str, int] = {}
@@ -260,7 +296,7 @@ def _inject_mounts(
             unwanted[artifact.name] = unwanted.get(artifact.name, 0) + 1
         elif artifact.name not in keep:
             keep[artifact.name] = index
-            replace[index] = dict(_MOUNTS[artifact.name])
+            replace[index] = _MOUNT_JSON[artifact.name]
             warnings.append(
                 f"mount {artifact.mount_path} in container {name} replaced by a read-only "
                 f"mount of the {artifact.name} image volume"
@@ -279,9 +315,8 @@ def _inject_mounts(
     for artifact_name, count in duplicates.items():
         artifact = BY_VOLUME[artifact_name]
         warnings.append(f"{_duplicates(count)} {artifact.mount_path} mount removed from {name}")
-    append = [dict(_MOUNTS[a.name]) for a in wanted if a.name not in keep]
-    present = container.get("volumeMounts") is not None
-    _edit_list(ops, f"{path}/volumeMounts", present, replace, remove, append)
+    missing = _MOUNT_APPENDS.get(tuple([a.name for a in wanted if a.name not in keep]))
+    _edit_list(ops, prefix, "/volumeMounts", present, replace, remove, missing)
 
 
 def _times(count: int, one: str, many: str | None = None) -> str:
@@ -304,18 +339,41 @@ def _owners(artifact: Artifact) -> str:
 # -- env pins --------------------------------------------------------------------------------
 
 
+def _supplied_pins(
+    container: dict[str, Any], index: int, cfg: InjectConfig
+) -> list[tuple[int, dict[str, Any]]]:
+    """Check the ``workspace`` container's env; return its entries named like one of the pins."""
+    env = container.get("env")
+    if env is None:
+        return []
+    if type(env) is not list or len(env) > MAX_ENV:
+        checked_list(env, f"{container_path('containers', index)}.env", MAX_ENV)
+    wanted = cfg.env_by_name
+    supplied: list[tuple[int, dict[str, Any]]] = []
+    for position, entry in enumerate(env):
+        if (
+            type(entry) is not dict
+            or type(name := entry.get("name")) is not str
+            or type(entry.get("value", "")) is not str
+        ):
+            check_env(entry, "containers", index, position)
+            name = entry["name"]
+        if name in wanted:
+            supplied.append((position, entry))
+    return supplied
+
+
 def _inject_env(
     container: dict[str, Any],
-    path: str,
+    prefix: bytes,
     cfg: InjectConfig,
-    ops: list[PatchOp],
+    supplied: list[tuple[int, dict[str, Any]]],
+    ops: list[patch.Op],
     warnings: list[str],
 ) -> None:
     """The eight pins, once each with the configured value; otherwise every supplied pin is
     removed and the eight are appended in their documented order."""
     wanted = cfg.env_by_name
-    current: list[dict[str, Any]] = container.get("env") or []
-    supplied = [(i, entry) for i, entry in enumerate(current) if entry["name"] in wanted]
     if (
         len(supplied) == len(wanted)
         and all(entry == wanted[entry["name"]] for _, entry in supplied)
@@ -336,27 +394,21 @@ def _inject_env(
                 f"{_duplicates(count - 1)} env {env_name} removed from container {MAIN_CONTAINER!r}"
             )
     remove = [i for i, _ in supplied]
-    append = [_copy(entry) for entry in cfg.env]
-    _edit_list(ops, f"{path}/env", container.get("env") is not None, {}, remove, append)
+    present = container.get("env") is not None
+    _edit_list(ops, prefix, "/env", present, {}, remove, cfg.env_appends)
 
 
 # -- receipt annotation ----------------------------------------------------------------------
 
+_RECEIPT_PATH = patch.encoded_path(
+    "/metadata/annotations/" + DELIVERY_ANNOTATION.replace("~", "~0").replace("/", "~1")
+).decode()
 
-def _inject_receipt(pod: Pod, cfg: InjectConfig, ops: list[PatchOp]) -> None:
-    metadata = pod["metadata"]
-    annotations = metadata.get("annotations")
-    receipt = cfg.receipt
+
+def _inject_receipt(pod: Pod, cfg: InjectConfig, ops: list[patch.Op]) -> None:
+    annotations = pod["metadata"].get("annotations")
     if annotations is None:
-        ops.append(
-            {"op": "add", "path": "/metadata/annotations", "value": {DELIVERY_ANNOTATION: receipt}}
-        )
-    elif annotations.get(DELIVERY_ANNOTATION) != receipt:
-        key = DELIVERY_ANNOTATION.replace("~", "~0").replace("/", "~1")
-        verb: Literal["add", "replace"] = "replace" if DELIVERY_ANNOTATION in annotations else "add"
-        ops.append({"op": verb, "path": f"/metadata/annotations/{key}", "value": receipt})
-
-
-def _copy(value: dict[str, Any]) -> dict[str, Any]:
-    """A patch value the caller may mutate without touching the cached configuration."""
-    return {k: dict(v) if isinstance(v, dict) else v for k, v in value.items()}
+        ops.append(patch.add("/metadata/annotations", cfg.annotations_json))
+    elif annotations.get(DELIVERY_ANNOTATION) != cfg.receipt:
+        edit = patch.replace if DELIVERY_ANNOTATION in annotations else patch.add
+        ops.append(edit(_RECEIPT_PATH, cfg.receipt_json))

@@ -16,6 +16,13 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from webhook.podshape import (
+    MAX_MOUNTS,
+    check_device,
+    check_mount,
+    checked_list,
+    container_path,
+)
 from wspin.contract import AGENTD, OPENCODE, Artifact
 from wspin.errors import AdmissionDenied
 
@@ -30,10 +37,22 @@ _PREFIXES: Final = tuple(a.mount_path for a in (AGENTD, OPENCODE))
 BY_VOLUME: Final[dict[Any, Artifact]] = {a.volume: a for a in (AGENTD, OPENCODE)}
 
 
+def _dots_are_names(path: str) -> bool:
+    """Every ``/.`` in ``path`` starts a name (``/.cache``), not a ``.`` or ``..`` segment:
+    dot-files are common in mount paths, and splitting every such path would cost more than
+    the rest of the mount's checks."""
+    return "/./" not in path and "/../" not in path and not path.endswith(("/.", "/.."))
+
+
 def normalise(path: str) -> str:
     """The path the runtime mounts at: ``//`` collapsed, ``.`` dropped, ``..`` resolved (never
     above ``/``), no trailing ``/``; a relative path is taken from ``/``."""
-    if path.startswith("/") and "//" not in path and "/." not in path and not path.endswith("/"):
+    if (
+        path.startswith("/")
+        and "//" not in path
+        and not path.endswith("/")
+        and ("/." not in path or _dots_are_names(path))
+    ):
         return path  # already normal: the common case, checked without splitting
     parts: list[str] = []
     for part in path.split("/"):
@@ -105,37 +124,70 @@ def misplaced(kind: str, container: str, mount: dict[str, Any], normalised: str)
     )
 
 
-def delivery_mounts(kind: str, container: dict[str, Any]) -> list[tuple[int, Artifact]]:
-    """Indexes of the container's mounts of our volumes at their own mount points.
+def scan_mounts(
+    kind: str, index: int, container: dict[str, Any], name: str
+) -> tuple[list[tuple[int, Artifact]], AdmissionDenied | None]:
+    """The container's mounts of our volumes at their own mount points (by index), and the
+    first mount or device that breaks the path rules.
 
-    Raises ``AdmissionDenied`` for any mount or device that breaks the path rules. Assumes
-    ``podshape.check_workspace_pod`` has type-checked the container.
+    Type-checks ``volumeMounts`` and ``volumeDevices`` in the same pass (a wrong type is
+    raised at once, ``podshape``). A broken rule is returned, not raised: a wrong type
+    anywhere in the pod, and a pod that is no workspace pod, are named before it.
     """
     found: list[tuple[int, Artifact]] = []
-    name = container["name"]
-    for index, mount in enumerate(container.get("volumeMounts") or ()):
-        path = mount["mountPath"]
-        volume = mount["name"]
+    problem: AdmissionDenied | None = None
+    mounts = container.get("volumeMounts")
+    if mounts is not None and (type(mounts) is not list or len(mounts) > MAX_MOUNTS):
+        checked_list(mounts, f"{container_path(kind, index)}.volumeMounts", MAX_MOUNTS)
+    for position, mount in enumerate(mounts or ()):
+        # One combined test per mount on the common path; the precise check only on failure.
+        if (
+            type(mount) is not dict
+            or type(volume := mount.get("name")) is not str
+            or type(path := mount.get("mountPath")) is not str
+            or (
+                len(mount) > 2  # name and mountPath are all most mounts carry
+                and (
+                    type(mount.get("readOnly", False)) is not bool
+                    or type(mount.get("subPath", "")) is not str
+                    or type(mount.get("subPathExpr", "")) is not str
+                )
+            )
+        ):
+            check_mount(mount, kind, index, position)
+            volume, path = mount["name"], mount["mountPath"]
         if (
             volume not in BY_VOLUME
             and path[:1] == "/"
             and not path.startswith(_PREFIXES)
             and "//" not in path
-            and "/." not in path
+            and ("/." not in path or _dots_are_names(path))
         ):
             continue  # an ordinary volume at an already-normal path elsewhere: most mounts
+        if problem is not None:
+            continue  # the type checks go on; the first broken rule is the one named
         normalised = normalise(path)
         ours = BY_VOLUME.get(volume)
-        under = artifact_under(normalised)
         if ours is None:
-            if under is not None:
-                raise shadowing(kind, name, volume, path, normalised)
-            continue
-        if normalised != ours.mount_path or mount.get("subPath") or mount.get("subPathExpr"):
-            raise misplaced(kind, name, mount, normalised)
-        found.append((index, ours))
-    for device in container.get("volumeDevices") or ():
-        normalised = normalise(device["devicePath"])
-        if artifact_under(normalised) is not None:
-            raise device_shadowing(kind, name, device["name"], device["devicePath"], normalised)
-    return found
+            if artifact_under(normalised) is not None:
+                problem = shadowing(kind, name, volume, path, normalised)
+        elif normalised != ours.mount_path or mount.get("subPath") or mount.get("subPathExpr"):
+            problem = misplaced(kind, name, mount, normalised)
+        else:
+            found.append((position, ours))
+    devices = container.get("volumeDevices")
+    if devices is not None and (type(devices) is not list or len(devices) > MAX_MOUNTS):
+        checked_list(devices, f"{container_path(kind, index)}.volumeDevices", MAX_MOUNTS)
+    for position, device in enumerate(devices or ()):
+        if (
+            type(device) is not dict
+            or type(volume := device.get("name")) is not str
+            or type(path := device.get("devicePath")) is not str
+        ):
+            check_device(device, kind, index, position)
+            volume, path = device["name"], device["devicePath"]
+        if problem is None:
+            normalised = normalise(path)
+            if artifact_under(normalised) is not None:
+                problem = device_shadowing(kind, name, volume, path, normalised)
+    return found, problem

@@ -1,21 +1,25 @@
-"""The injector's typed boundary: every pod field it reads is checked here, once, before use.
+"""The injector's typed boundary: what every pod field it reads must be, and the 400 otherwise.
 
 The API server sends pods it decoded into typed structs, but the webhook port is reachable by
 anything in the cluster, and a value of the wrong type (a dict for ``env``, a number for
 ``volumeMounts``, ``null`` inside a list) must become a 400 naming the field, never an
 exception and never a patch computed against a shape that is not there.
 
-The walk is also where the size bounds live. Every bound is far above any real pod, so it
-never refuses a real workload; it exists so that one review cannot occupy the event loop that
-answers every other pod creation in the cluster. The walk is linear in the number of entries
-it visits and reads only what the injector reads.
+The bounds live here too. Every bound is far above any real pod, so it never refuses a real
+workload; it exists so that one review cannot occupy the event loop that answers every other
+pod creation in the cluster.
+
+The injector reads each list of the pod once (``inject.py`` for containers and env,
+``mountpaths.py`` for mounts and devices): one combined test per entry on the common path,
+and only when it fails one of the functions below, which finds the first offending field and
+builds its path. A path is never formatted for a field that is fine: a review is answered
+many thousand times a second, and the paths would cost more than the checks.
 """
 
 from __future__ import annotations
 
 from typing import Any, Final
 
-from wspin.contract import MAIN_CONTAINER
 from wspin.errors import AdmissionDenied
 
 MAX_CONTAINERS: Final = 256
@@ -64,6 +68,11 @@ def over_bound(path: str, count: int, bound: int, unit: str = "entries") -> Admi
     )
 
 
+def container_path(kind: str, index: int) -> str:
+    """``spec.initContainers[2]``: how a denial names a container."""
+    return f"spec.{kind}[{index}]"
+
+
 def _object(parent: dict[str, Any], key: str, path: str) -> dict[str, Any] | None:
     value = parent.get(key)
     if value is None or isinstance(value, dict):
@@ -71,10 +80,8 @@ def _object(parent: dict[str, Any], key: str, path: str) -> dict[str, Any] | Non
     raise wrong_type(path, "an object", value)
 
 
-def _list(parent: dict[str, Any], key: str, path: str, bound: int) -> list[Any] | None:
-    value = parent.get(key)
-    if value is None:
-        return None
+def checked_list(value: object, path: str, bound: int) -> list[Any]:
+    """``value`` (not None) as a list within ``bound``, or the 400 naming ``path``."""
     if not isinstance(value, list):
         raise wrong_type(path, "a list", value)
     if len(value) > bound:
@@ -118,11 +125,9 @@ def checked_labels(pod: dict[str, Any]) -> dict[str, Any]:
     return labels
 
 
-def check_workspace_pod(pod: dict[str, Any]) -> None:
-    """Type-check and bound every field the injector reads of a workspace pod.
-
-    Raises ``AdmissionDenied`` with code 400 naming the first offending field.
-    """
+def checked_metadata(pod: dict[str, Any]) -> dict[str, Any] | None:
+    """The workspace pod's ``metadata`` with name, generateName and annotations type-checked
+    and the annotations within their size bound; then ``spec`` (None when absent)."""
     metadata = _object(pod, "metadata", "metadata") or {}
     _strings(metadata, "metadata", (), ("name", "generateName"))
     annotations = _object(metadata, "annotations", "metadata.annotations")
@@ -132,65 +137,51 @@ def check_workspace_pod(pod: dict[str, Any]) -> None:
             size = sum(len(k.encode()) + len(v.encode()) for k, v in annotations.items())
             if size > MAX_ANNOTATION_BYTES:
                 raise over_bound("metadata.annotations", size, MAX_ANNOTATION_BYTES, "bytes")
-    spec = _object(pod, "spec", "spec")
-    if spec is None:
-        return
-    volumes = _list(spec, "volumes", "spec.volumes", MAX_VOLUMES) or ()
-    for index, volume in enumerate(volumes):
-        if not isinstance(volume, dict):
-            raise wrong_type(f"spec.volumes[{index}]", "an object", volume)
-        if not isinstance(volume.get("name"), str):
-            raise wrong_type(f"spec.volumes[{index}].name", "a string", volume.get("name"))
-    for kind in CONTAINER_KINDS:
-        containers = _list(spec, kind, f"spec.{kind}", MAX_CONTAINERS) or ()
-        for index, container in enumerate(containers):
-            _check_container(container, f"spec.{kind}[{index}]", kind)
+    return _object(pod, "spec", "spec")
 
 
-def _mount_problem(mount: object, where: str) -> AdmissionDenied:
-    if not isinstance(mount, dict):
-        return wrong_type(where, "an object", mount)
-    for key in ("name", "mountPath"):
-        if not isinstance(mount.get(key), str):
-            return wrong_type(f"{where}.{key}", "a string", mount.get(key))
-    raise AssertionError("called for a mount without a problem")
+# -- one entry, after its combined test failed: raise naming the field, or accept ----------
+#
+# The combined tests compare exact types; these use ``isinstance``, so a subclass of the
+# right type (never produced by a JSON decoder, possible from an in-process caller) passes.
 
 
-def _check_container(container: object, path: str, kind: str) -> None:
+def check_volume(volume: object, index: int) -> None:
+    if not isinstance(volume, dict):
+        raise wrong_type(f"spec.volumes[{index}]", "an object", volume)
+    if not isinstance(volume.get("name"), str):
+        raise wrong_type(f"spec.volumes[{index}].name", "a string", volume.get("name"))
+
+
+def check_container(container: object, kind: str, index: int) -> None:
+    path = container_path(kind, index)
     if not isinstance(container, dict):
         raise wrong_type(path, "an object", container)
-    name = container.get("name")
-    if not isinstance(name, str):
-        raise wrong_type(f"{path}.name", "a string", name)
-    mounts = _list(container, "volumeMounts", f"{path}.volumeMounts", MAX_MOUNTS) or ()
-    for index, mount in enumerate(mounts):
-        # One combined test per mount on the common path; the precise message only on failure.
-        if (
-            type(mount) is not dict
-            or type(mount.get("name")) is not str
-            or type(mount.get("mountPath")) is not str
-        ):
-            raise _mount_problem(mount, f"{path}.volumeMounts[{index}]")
-        if len(mount) > 2:  # name and mountPath are all most mounts carry
-            where = f"{path}.volumeMounts[{index}]"
-            _strings(mount, where, (), ("subPath", "subPathExpr"))
-            read_only = mount.get("readOnly")
-            if read_only is not None and not isinstance(read_only, bool):
-                raise wrong_type(f"{where}.readOnly", "a boolean", read_only)
-    devices = _list(container, "volumeDevices", f"{path}.volumeDevices", MAX_MOUNTS) or ()
-    for index, device in enumerate(devices):
-        where = f"{path}.volumeDevices[{index}]"
-        if not isinstance(device, dict):
-            raise wrong_type(where, "an object", device)
-        _strings(device, where, ("name", "devicePath"), ())
-    if kind == "containers" and name == MAIN_CONTAINER:
-        env = _list(container, "env", f"{path}.env", MAX_ENV) or ()
-        for index, entry in enumerate(env):
-            where = f"{path}.env[{index}]"
-            if not isinstance(entry, dict):
-                raise wrong_type(where, "an object", entry)
-            if not isinstance(entry.get("name"), str):
-                raise wrong_type(f"{where}.name", "a string", entry.get("name"))
-            value = entry.get("value")
-            if value is not None and not isinstance(value, str):
-                raise wrong_type(f"{where}.value", "a string", value)
+    if not isinstance(container.get("name"), str):
+        raise wrong_type(f"{path}.name", "a string", container.get("name"))
+
+
+def check_mount(mount: object, kind: str, index: int, position: int) -> None:
+    """A ``volumeMounts`` entry: an object with string name and mountPath, and, if present,
+    string subPath and subPathExpr and a boolean readOnly."""
+    where = f"{container_path(kind, index)}.volumeMounts[{position}]"
+    if not isinstance(mount, dict):
+        raise wrong_type(where, "an object", mount)
+    _strings(mount, where, ("name", "mountPath"), ("subPath", "subPathExpr"))
+    read_only = mount.get("readOnly")
+    if read_only is not None and not isinstance(read_only, bool):
+        raise wrong_type(f"{where}.readOnly", "a boolean", read_only)
+
+
+def check_device(device: object, kind: str, index: int, position: int) -> None:
+    where = f"{container_path(kind, index)}.volumeDevices[{position}]"
+    if not isinstance(device, dict):
+        raise wrong_type(where, "an object", device)
+    _strings(device, where, ("name", "devicePath"), ())
+
+
+def check_env(entry: object, kind: str, index: int, position: int) -> None:
+    where = f"{container_path(kind, index)}.env[{position}]"
+    if not isinstance(entry, dict):
+        raise wrong_type(where, "an object", entry)
+    _strings(entry, where, ("name",), ("value",))

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Sequence
 from typing import Any
 
-import orjson
-
-from webhook.inject import PatchOp
+from pybase64 import b64encode_as_string
 
 Response = dict[str, Any]
 
@@ -24,12 +21,13 @@ def allowed(uid: str, message: str, warnings: Sequence[str] = ()) -> Response:
     return response
 
 
-def patched(
-    uid: str, message: str, ops: Sequence[PatchOp], warnings: Sequence[str] = ()
-) -> Response:
+def patched(uid: str, message: str, patch_json: bytes, warnings: Sequence[str] = ()) -> Response:
+    """Allowed with a JSON patch (``patch_json``: the ops as encoded JSON)."""
     response = allowed(uid, message, warnings)
     response["patchType"] = "JSONPatch"
-    response["patch"] = base64.b64encode(orjson.dumps(list(ops))).decode("ascii")
+    # Standard base64, as binascii writes it, in SIMD: a few times faster on a patch of a few
+    # kilobytes, and it was the largest single cost of answering a workspace pod.
+    response["patch"] = b64encode_as_string(patch_json)
     return response
 
 

@@ -58,18 +58,29 @@ DELIVERY_ENV_NAMES: Final = tuple(
 """The pins the ``workspace`` container carries, in the order the injector writes them."""
 
 
+def has_selector_labels(labels: Mapping[str, Any]) -> bool:
+    """``labels`` include both selector labels."""
+    return SELECTOR_LABELS.items() <= labels.items()
+
+
 def is_workspace_pod(obj: Obj) -> bool:
     """The object carries both selector labels (and so gets the workspace-pod rules)."""
-    labels = (obj.get("metadata") or {}).get("labels") or {}
-    return all(labels.get(key) == value for key, value in SELECTOR_LABELS.items())
+    return has_selector_labels((obj.get("metadata") or {}).get("labels") or {})
 
 
 def workspace_pod_problem(pod: Obj) -> str | None:
     """Why a pod with the selector labels cannot be admitted as a workspace pod; None = eligible.
 
     Call only for pods ``is_workspace_pod`` accepts: other pods are none of our business.
+    The injector asks for every workspace pod it admits, so the eligible case is checked
+    before any message is built.
     """
     labels = (pod.get("metadata") or {}).get("labels") or {}
+    containers = (pod.get("spec") or {}).get("containers") or []
+    if labels.get(LABEL_WORKSPACE):
+        for container in containers:
+            if isinstance(container, dict) and container.get("name") == MAIN_CONTAINER:
+                return None
     claimed = f"pod carries the workspace-pod labels ({SELECTOR})"
     if not labels.get(LABEL_WORKSPACE):
         return (
@@ -77,15 +88,12 @@ def workspace_pod_problem(pod: Obj) -> str | None:
             f"are built by the controller from a Workspace: add the label or remove "
             f"{LABEL_APP}/{LABEL_COMPONENT}"
         )
-    containers = (pod.get("spec") or {}).get("containers") or []
-    if not any(isinstance(c, dict) and c.get("name") == MAIN_CONTAINER for c in containers):
-        names = ", ".join(repr(c.get("name")) for c in containers if isinstance(c, dict))
-        return (
-            f"{claimed} but has no container named {MAIN_CONTAINER!r} (containers: "
-            f"{names or 'none'}); agentd and opencode are delivered into that container: name "
-            f"the main container {MAIN_CONTAINER!r} or remove the labels"
-        )
-    return None
+    names = ", ".join(repr(c.get("name")) for c in containers if isinstance(c, dict))
+    return (
+        f"{claimed} but has no container named {MAIN_CONTAINER!r} (containers: "
+        f"{names or 'none'}); agentd and opencode are delivered into that container: name "
+        f"the main container {MAIN_CONTAINER!r} or remove the labels"
+    )
 
 
 def artifacts_for(container_name: str, kind: str) -> tuple[Artifact, ...]:

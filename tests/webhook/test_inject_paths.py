@@ -52,8 +52,20 @@ SHADOWING = [
     "/opencode/",
     "//opencode//",
     "/x/y/../../opencode/.",
+    "/.cache/../agentd",
+    "/.x/..agentd/../../opencode",
 ]
-HARMLESS = ["/agentdx", "/agentd-data", "/opt/agentd", "/a/agentd/..", "/", "/usr/local/bin"]
+HARMLESS = [
+    "/agentdx",
+    "/agentd-data",
+    "/opt/agentd",
+    "/a/agentd/..",
+    "/",
+    "/usr/local/bin",
+    "/home/.agentd",
+    "/.opencode",
+    "/x/..agentd",
+]
 
 
 def pod_with(kind: str, name: str, mount: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -175,6 +187,11 @@ def test_an_injected_pod_with_a_shadowing_debug_container_added_is_denied() -> N
         ("/../../agentd", "/agentd"),
         ("agentd/bin", "/agentd/bin"),
         ("/a/.hidden/./b", "/a/.hidden/b"),
+        ("/workspace/.cache", "/workspace/.cache"),
+        ("/a/..b/.c..", "/a/..b/.c.."),
+        ("/a/.", "/a"),
+        ("/a/b/..", "/a"),
+        ("/.x/../agentd", "/agentd"),
         ("", "/"),
         ("/", "/"),
     ],
