@@ -339,7 +339,12 @@ class AdmissionProtocol(asyncio.Protocol):
             except Exception:  # an endpoint bug: answer and log, never drop the connection
                 log.exception("endpoint failed", extra=fields(path=path[:80]))
                 reply = error_reply(500, "internal error in the wspin webhook; see its log")
-        keep_alive = self._parser.should_keep_alive() and not self._listener.draining
+        # After an Upgrade request the bytes are another protocol: answer it, then close.
+        keep_alive = (
+            self._parser.should_keep_alive()
+            and not self._parser.should_upgrade()
+            and not self._listener.draining
+        )
         if not keep_alive:
             connection = _CLOSE
         elif self._parser.get_http_version() == "1.0":

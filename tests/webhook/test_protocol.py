@@ -439,6 +439,18 @@ async def test_connection_close_is_answered_then_closed(server: Server) -> None:
     writer.close()
 
 
+async def test_an_upgrade_request_is_answered_with_connection_close_then_closed(
+    server: Server,
+) -> None:
+    reader, writer = await server.connect()
+    writer.write(get("/healthz", b"Connection: Upgrade\r\nUpgrade: h2c\r\n") + b"PRI * HTTP/2.0")
+    answer = await read_answer(reader)
+    assert answer.status == 200
+    assert answer.headers["connection"] == "close"
+    assert await reader.read() == b""
+    writer.close()
+
+
 async def test_http_1_0_without_keep_alive_is_closed_after_the_answer(server: Server) -> None:
     reader, writer = await server.connect()
     writer.write(get("/healthz", version=b"HTTP/1.0"))
