@@ -41,6 +41,7 @@ from wspin.resources import (
     KubeAPIError,
     Resource,
 )
+from wspin.workspace_pod import parse_receipt
 
 Obj = dict[str, Any]
 CRDS: Final = ("workspaces.llmsafespaces.dev", "inferencerelays.llmsafespaces.dev")
@@ -506,7 +507,7 @@ def served_digests(args: ProcessArgs) -> dict[str, str]:
 
 def injection_problem(pod: Obj, served: dict[str, str]) -> tuple[str | None, str]:
     """(problem or None, fix) for a dry-run workspace pod as the API server returned it."""
-    receipt = rollout.receipt(pod)
+    receipt = parse_receipt(pod)
     if not receipt:
         return (
             f"came back without the {DELIVERY_ANNOTATION} receipt: the webhook was not called",
@@ -546,7 +547,7 @@ async def check_dry_run_injection(scope: Scope) -> Result:
     problem, fix = injection_problem(returned, served_digests(scope.webhook_args))
     if problem:
         return _fail(name, title, f"in {namespace}: {problem}", fix)
-    digests = rollout.receipt(returned)
+    digests = parse_receipt(returned)
     shown = ", ".join(f"{a.name} {digests[a.name][:19]}" for a in ARTIFACTS if a.name in digests)
     return _pass(name, title, f"in {namespace}: {shown}")
 

@@ -19,21 +19,16 @@ Per pod and artifact the state is one of:
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from wspin.contract import ARTIFACTS, DELIVERY_ANNOTATION, LABEL_WORKSPACE, Artifact
+from wspin.contract import ARTIFACTS, LABEL_WORKSPACE, Artifact
+from wspin.workspace_pod import DIGEST, parse_receipt
 
 Obj = dict[str, Any]
 State = Literal["current", "stale", "not_injected", "failing", "injected"]
 STATES: Final[tuple[State, ...]] = ("current", "stale", "not_injected", "failing", "injected")
-
-DIGEST: Final = re.compile(r"^sha256:[0-9a-f]{64}$")
-_MAX_RECEIPT = 4096
-"""Bytes: the webhook writes about 170; anything longer is not its receipt."""
 
 
 @dataclass(frozen=True)
@@ -61,24 +56,6 @@ def digest_of(image: str) -> str:
     return digest if DIGEST.match(digest) else ""
 
 
-def receipt(pod: Obj) -> dict[str, str]:
-    """The receipt annotation's digests by artifact name; unreadable entries are left out."""
-    raw = ((pod.get("metadata") or {}).get("annotations") or {}).get(DELIVERY_ANNOTATION)
-    if not isinstance(raw, str) or len(raw) > _MAX_RECEIPT:
-        return {}
-    try:
-        decoded = json.loads(raw)
-    except ValueError:
-        return {}
-    if not isinstance(decoded, dict):
-        return {}
-    return {
-        name: value
-        for name, value in decoded.items()
-        if isinstance(name, str) and isinstance(value, str) and DIGEST.match(value)
-    }
-
-
 def volume_digest(pod: Obj, artifact: Artifact) -> str:
     """The digest of the artifact's image volume in the (immutable) pod spec, or ""."""
     for volume in (pod.get("spec") or {}).get("volumes") or []:
@@ -103,7 +80,7 @@ def classify(
 ) -> tuple[ArtifactState, ...]:
     """Each artifact's state for ``pod``; ``served`` maps artifact name → digest served now
     (None when unknown: injected pods are then ``injected``)."""
-    recorded = receipt(pod)
+    recorded = parse_receipt(pod)
     states = []
     for artifact in ARTIFACTS:
         digest = recorded.get(artifact.name, "")

@@ -15,6 +15,7 @@ pod and lacks either is denied with the reason, so nothing can pass as one witho
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -61,6 +62,12 @@ DELIVERY_ENV_NAMES: Final = tuple(
 def has_selector_labels(labels: Mapping[str, Any]) -> bool:
     """``labels`` include both selector labels."""
     return SELECTOR_LABELS.items() <= labels.items()
+
+
+DIGEST: Final = re.compile(r"^sha256:[0-9a-f]{64}$")
+"""A digest as the receipt records it."""
+MAX_RECEIPT: Final = 4096
+"""Bytes: the injector writes about 170; anything longer is not its receipt."""
 
 
 def is_workspace_pod(obj: Obj) -> bool:
@@ -126,12 +133,12 @@ def build_receipt(digests: Mapping[str, str]) -> str:
 
 
 def parse_receipt(obj: Obj) -> dict[str, str]:
-    """Artifact name → ``sha256:<hex>`` from the object's receipt annotation; {} when the
-    annotation is absent or is not a JSON object of strings (a forged or damaged receipt
-    names nothing)."""
+    """Artifact name → ``sha256:<hex>`` from the object's receipt annotation; entries that
+    are not such a digest are left out, and an annotation that is absent, longer than
+    ``MAX_RECEIPT`` or not a JSON object names nothing (a forged or damaged receipt)."""
     annotations = (obj.get("metadata") or {}).get("annotations") or {}
     raw = annotations.get(DELIVERY_ANNOTATION)
-    if not isinstance(raw, str):
+    if not isinstance(raw, str) or len(raw) > MAX_RECEIPT:
         return {}
     try:
         decoded = json.loads(raw)
@@ -139,4 +146,8 @@ def parse_receipt(obj: Obj) -> dict[str, str]:
         return {}
     if not isinstance(decoded, dict):
         return {}
-    return {str(k): v for k, v in decoded.items() if isinstance(v, str)}
+    return {
+        name: value
+        for name, value in decoded.items()
+        if isinstance(name, str) and isinstance(value, str) and DIGEST.match(value)
+    }

@@ -113,7 +113,20 @@ def test_the_receipt_round_trips_and_is_what_the_injector_writes() -> None:
     )
 
 
-@pytest.mark.parametrize("raw", [None, "", "not json", "[1]", '"x"', 7])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        None,
+        "",
+        "not json",
+        "[1]",
+        '"x"',
+        7,
+        '{"agentd":"sha256:0123"}',
+        '{"agentd":"latest"}',
+        '{"agentd":"sha256:' + "0" * 64 + '","pad":"' + "x" * 4096 + '"}',
+    ],
+)
 def test_a_missing_or_damaged_receipt_names_nothing(raw: object) -> None:
     annotations = {} if raw is None else {"llmsafespaces.dev/delivery": raw}
     assert parse_receipt({"metadata": {"annotations": annotations}}) == {}
