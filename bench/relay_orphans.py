@@ -19,7 +19,7 @@ from controller.relay.drivers.fake import FakeCloud, ManualClock
 from controller.relay.identity import ClusterIdentity
 from controller.relay.metrics import RelayMetrics
 from controller.relay.orphans import OrphanDetector, OrphanPolicy
-from wspin.resources import Resource
+from wspin.core.kinds import Resource
 
 VMS = 10_000
 RELAYS = 100

@@ -44,9 +44,10 @@ from controller.workspace import wiring
 from controller.workspace.pod import desired_pod, desired_pvc, desired_service_account
 from tests.controller.workspace.factories import publish_runtime
 from tests.kubeapi import KubeServer
-from wspin.delivery import AgentdDelivery
-from wspin.informer import Informer
-from wspin.resources import NAMESPACES, PODS, PVCS, SERVICE_ACCOUNTS, WORKSPACES, Kube
+from wspin.core.delivery import AgentdDelivery
+from wspin.core.kinds import NAMESPACES, PODS, PVCS, SERVICE_ACCOUNTS, WORKSPACES
+from wspin.kube.client import Kube
+from wspin.kube.informer import Informer
 
 COUNT = int(os.environ.get("WSPIN_BENCH_WORKSPACES", "10000"))
 DIRECT_IN_FLIGHT = 32

@@ -16,7 +16,7 @@ from cryptography.hazmat.primitives.asymmetric import dsa, ec, ed448, ed25519, r
 from cryptography.hazmat.primitives.asymmetric.types import CertificateIssuerPrivateKeyTypes
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from wspin.errors import WspinError
+from wspin.core.errors import WspinError
 
 CA_LIFETIME = datetime.timedelta(days=3650)
 """Ten years: the CA only signs our own serving certificates and rotates at two thirds."""

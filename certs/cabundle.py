@@ -13,7 +13,10 @@ import binascii
 import copy
 from dataclasses import dataclass
 
-from wspin.resources import MUTATING_WEBHOOKS, VALIDATING_WEBHOOKS, Conflict, Kube, Obj, Resource
+from wspin.core.errors import Conflict
+from wspin.core.kinds import MUTATING_WEBHOOKS, VALIDATING_WEBHOOKS, Resource
+from wspin.core.objects import Obj
+from wspin.kube.client import Kube
 
 ATTEMPTS = 5
 """Conflicting writes retried before giving up (each retry re-reads the configuration)."""

@@ -15,8 +15,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from wspin.errors import ConfigError, WspinError
-from wspin.flags import add_flag
+from wspin.core.errors import ConfigError, WspinError
+from wspin.core.flags import add_flag
 
 # cryptography and the Kubernetes client are imported by the handlers that use them, so
 # `wspin certs --help` answers at once.
@@ -106,8 +106,9 @@ def run_patch_ca_bundle(args: argparse.Namespace) -> int:
 
 async def _patch(args: argparse.Namespace) -> int:
     from certs.cabundle import patch_ca_bundle, targets
-    from wspin.kube import api_client
-    from wspin.resources import Kube, KubeAPIError, NotFound
+    from wspin.core.errors import KubeAPIError, NotFound
+    from wspin.kube.client import Kube
+    from wspin.kube.config import api_client
 
     configs = targets(args.mutating, args.validating)
     if not configs:

@@ -13,7 +13,7 @@ from cryptography import x509
 from prometheus_client import Gauge
 
 from certs.build import fingerprint
-from wspin.logs import fields
+from wspin.core.logs import fields
 
 log = logging.getLogger("wspin.certs")
 

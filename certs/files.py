@@ -17,8 +17,8 @@ from certs.clock import Clock, utc_now
 from certs.expiry import ExpiryReporter
 from certs.tls import ServesFromContext, ServingContext, context_for
 from certs.validity import UnusablePair, check_pair, count_rejection
-from wspin.errors import ConfigError
-from wspin.logs import fields
+from wspin.core.errors import ConfigError
+from wspin.core.logs import fields
 
 log = logging.getLogger("wspin.certs")
 

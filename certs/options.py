@@ -18,13 +18,13 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from wspin.errors import ConfigError
-from wspin.flags import add_flag
+from wspin.core.errors import ConfigError
+from wspin.core.flags import add_flag
 
 if TYPE_CHECKING:
     from certs.selfmanaged import SelfManagedSource
     from certs.source import CertificateSource
-    from wspin.resources import Kube
+    from wspin.kube.client import Kube
 
 # The certificate machinery (cryptography, the leader elector) is imported by the functions
 # that build a source, not here: `wspin webhook --help` only needs the flags.
@@ -133,7 +133,7 @@ def self_managed_source(
     from certs.reports import ServingReports, reports_name
     from certs.selfmanaged import SelfManagedSettings, SelfManagedSource
     from certs.store import SecretStore
-    from wspin.leader import LeaderElector
+    from wspin.kube.leader import LeaderElector
 
     if kube is None:
         raise ConfigError(

@@ -38,7 +38,10 @@ from typing import Any
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes
 
-from wspin.resources import CONFIGMAPS, AlreadyExists, Kube, NotFound, Obj, Resource
+from wspin.core.errors import AlreadyExists, NotFound
+from wspin.core.kinds import CONFIGMAPS, Resource
+from wspin.core.objects import Obj
+from wspin.kube.client import Kube
 
 ENDPOINT_SLICES = Resource("discovery.k8s.io", "v1", "endpointslices", kind="EndpointSlice")
 SERVICE_NAME_LABEL = "kubernetes.io/service-name"

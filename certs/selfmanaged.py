@@ -34,8 +34,8 @@ from certs.reports import Replicas, ServingReports, leaf_fingerprint
 from certs.store import SecretStore, Stored
 from certs.tls import ServesFromContext, ServingContext
 from certs.validity import Reason, UnusablePair, count_rejection
-from wspin.logs import fields
-from wspin.resources import Conflict, Forbidden, KubeAPIError, NotFound
+from wspin.core.errors import Conflict, Forbidden, KubeAPIError, NotFound
+from wspin.core.logs import fields
 
 log = logging.getLogger("wspin.certs")
 
@@ -61,7 +61,7 @@ ROTATION_LAGGING = Gauge(
 
 
 class Leadership(Protocol):
-    """What the source needs of a Lease-based leader elector (``wspin.leader``)."""
+    """What the source needs of a Lease-based leader elector (``wspin.kube.leader``)."""
 
     @property
     def is_leader(self) -> bool: ...

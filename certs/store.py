@@ -28,7 +28,9 @@ from certs.build import (
     load_key_pair,
     pem_bundle,
 )
-from wspin.resources import SECRETS, Kube, Obj
+from wspin.core.kinds import SECRETS
+from wspin.core.objects import Obj
+from wspin.kube.client import Kube
 
 CA_CERT = "ca.crt"
 CA_KEY = "ca.key"

@@ -19,8 +19,8 @@ from typing import Any
 
 from controller.settings import LOG_LEVELS, ControllerSettings, add_controller_flags
 from controller.settings import settings_from_args as build_settings
-from wspin.errors import ConfigError
-from wspin.logs import add_scrubber, fields, remove_scrubber, setup_logging
+from wspin.core.errors import ConfigError
+from wspin.core.logs import add_scrubber, fields, remove_scrubber, setup_logging
 
 log = logging.getLogger("controller")
 
@@ -95,8 +95,8 @@ async def serve(settings: ControllerSettings) -> int:
         setup_relay_staging,
     )
     from controller.staging.arming import REFUSED_MESSAGE
-    from wspin.kube import api_client
-    from wspin.resources import Kube
+    from wspin.kube.client import Kube
+    from wspin.kube.config import api_client
 
     try:
         api = await api_client(settings.kubeconfig)

@@ -21,12 +21,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal, TypeVar
 
+from controller.agentd_uploads import UploadStagingConfig, parse_upload_staging
 from controller.durations import format_duration, parse_duration
-from controller.upload_staging import UploadStagingConfig, parse_upload_staging
-from wspin.delivery import AgentdDelivery, ArtifactDelivery, OpencodeDelivery, add_delivery_flags
-from wspin.errors import ConfigError
-from wspin.flags import add_flag, env_name, parse_bool
-from wspin.namespaces import (
+from wspin.core.delivery import (
+    AgentdDelivery,
+    ArtifactDelivery,
+    OpencodeDelivery,
+    add_delivery_flags,
+)
+from wspin.core.errors import ConfigError
+from wspin.core.flags import add_flag, env_name, parse_bool
+from wspin.core.namespaces import (
     ALWAYS_EXCLUDED,
     add_excluded_namespaces_flag,
     excluded_namespaces_from,

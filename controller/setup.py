@@ -4,13 +4,12 @@ reconcilers (``setup_controllers``, ``setup_relay_controller``).
 This is the one module that knows every reconciler package: each package's
 ``wiring.register`` takes what it needs as arguments, so no reconciler imports another, and
 relay staging is handed to the Workspace reconciler from here. The packages are imported
-lazily, inside the functions, so importing this module stays cheap, and a missing wiring
-module fails loudly at start (an ImportError), never as a silently skipped controller.
+inside the functions, so importing this module stays cheap and a process with the relay off
+never loads the relay's cloud drivers.
 """
 
 from __future__ import annotations
 
-import importlib
 import logging
 
 from prometheus_client import CollectorRegistry
@@ -25,9 +24,10 @@ from controller.staging.arming import (
     relay_staging_exit_code_for,
     setup_relay_staging,
 )
-from wspin.delivery import AgentdDelivery, OpencodeDelivery
-from wspin.logs import add_scrubber
-from wspin.resources import PODS, WORKSPACES, Kube
+from wspin.core.delivery import AgentdDelivery, OpencodeDelivery
+from wspin.core.kinds import PODS, WORKSPACES
+from wspin.core.logs import add_scrubber
+from wspin.kube.client import Kube
 
 __all__ = [
     "ARMING_STARTUP_GUARD_WINDOW",
@@ -88,7 +88,8 @@ def setup_controllers(
     per-workspace staging pass is built here and handed to the Workspace reconciler, with
     its redactor registered with the log formatter so no staged key reaches a log line.
     """
-    wiring = importlib.import_module("controller.workspace.wiring")
+    from controller.workspace import wiring
+
     if relay_staging is None:
         wiring.register(manager, settings)
         return
@@ -123,5 +124,6 @@ def setup_relay_controller(manager: Manager, settings: ControllerSettings) -> No
     if not settings.inference_relay.enabled:
         log.info("inference relay disabled (--enable-inference-relay=false)")
         return
-    wiring = importlib.import_module("controller.relay.wiring")
+    from controller.relay import wiring
+
     wiring.register(manager, settings)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from wspin.objects import Obj, ObjectKey
+from wspin.core.objects import Obj, ObjectKey
 
 __all__ = [
     "Obj",

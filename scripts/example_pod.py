@@ -20,7 +20,7 @@ import yaml
 from controller.settings import WorkspaceSettings
 from controller.workspace.pod import desired_pod
 from webhook.demo import DEMO_CONFIG
-from wspin.delivery import AgentdDelivery, OpencodeDelivery
+from wspin.core.delivery import AgentdDelivery, OpencodeDelivery
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKSPACE = ROOT / "examples" / "workspace.yaml"

@@ -10,7 +10,7 @@ real cluster when ``WSPIN_TEST_KUBECONFIG`` names a kubeconfig):
   on a real cluster; request it only in tests that need those controls.
 - ``kube_api`` -> ``kubernetes_asyncio.client.ApiClient`` for the fake server
   (``Configuration(host=kube_server.url)``) or the real cluster; closed at teardown.
-- ``kube`` -> ``wspin.resources.Kube`` over ``kube_api``.
+- ``kube`` -> ``wspin.kube.client.Kube`` over ``kube_api``.
 - ``namespace`` -> str: a fresh, uniquely named namespace (deleted at teardown on a real
   cluster; the fake server is discarded whole).
 
@@ -30,7 +30,8 @@ import pytest
 from kubernetes_asyncio import client, config
 
 from tests.kubeapi import KubeServer
-from wspin.resources import NAMESPACES, Kube
+from wspin.core.kinds import NAMESPACES
+from wspin.kube.client import Kube
 
 KUBECONFIG_ENV = "WSPIN_TEST_KUBECONFIG"
 

@@ -15,7 +15,7 @@ from webhook import responses
 from webhook.inject import InjectConfig, Injection, inject
 from webhook.tenant_quota import QuotaLimits, TenantUsage, quota_problem
 from webhook.validate import ValidatorConfig, validate_workspace
-from wspin.errors import AdmissionDenied
+from wspin.core.errors import AdmissionDenied
 
 Outcome = Literal["patched", "allowed", "denied", "error"]
 

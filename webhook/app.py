@@ -11,7 +11,7 @@ from webhook.inject import InjectConfig
 from webhook.tenant_quota import QuotaLimits
 from webhook.validate import ValidatorConfig
 from webhook.watches import WatchedViews
-from wspin.serving import Readiness
+from wspin.http.probes import Readiness
 
 MUTATE_PODS_PATH = "/mutate-pods"
 VALIDATE_WORKSPACES_PATH = "/validate-workspaces"

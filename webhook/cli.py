@@ -11,9 +11,9 @@ from webhook.inject import InjectConfig
 from webhook.offline import dump_documents, inject_object, load_documents
 from webhook.pins import add_pins_flags, insecure_registries_from_args, resolve_artifact
 from webhook.settings import add_webhook_flags, settings_from_args
-from wspin.delivery import add_delivery_flags, deliveries_from_args
-from wspin.errors import WspinError
-from wspin.logs import setup_logging
+from wspin.core.delivery import add_delivery_flags, deliveries_from_args
+from wspin.core.errors import WspinError
+from wspin.core.logs import setup_logging
 
 
 def register(subparsers: Any) -> None:

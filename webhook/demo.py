@@ -24,8 +24,8 @@ import jsonpatch
 import yaml
 
 from webhook.inject import InjectConfig
-from wspin.contract import AGENTD, ARCHES, MAIN_CONTAINER, OPENCODE
-from wspin.delivery import PinSet, ResolvedArtifact
+from wspin.core.contract import AGENTD, ARCHES, MAIN_CONTAINER, OPENCODE
+from wspin.core.delivery import PinSet, ResolvedArtifact
 
 # The server, TLS and HTTP client modules are imported when the demo runs, not by
 # `wspin demo --help`.
@@ -80,7 +80,7 @@ async def _demo(pod: dict[str, Any]) -> int:
     from webhook.app import MUTATE_PODS_PATH, make_app
     from webhook.protocol import start
     from webhook.validate import ValidatorConfig
-    from wspin.serving import Readiness
+    from wspin.http.probes import Readiness
 
     with tempfile.TemporaryDirectory(prefix="wspin-demo-") as folder:
         ca_file = _write_throwaway_certificates(Path(folder))

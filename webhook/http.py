@@ -21,7 +21,7 @@ import orjson
 
 from webhook import metrics, responses
 from webhook.admission import Decision
-from wspin.logs import fields, info_line
+from wspin.core.logs import fields, info_line
 
 log = logging.getLogger("wspin.webhook")
 

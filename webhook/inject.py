@@ -37,7 +37,7 @@ from webhook.podshape import (
     checked_metadata,
     container_path,
 )
-from wspin.contract import (
+from wspin.core.contract import (
     AGENTD,
     DELIVERY_ANNOTATION,
     MAIN_CONTAINER,
@@ -46,8 +46,8 @@ from wspin.contract import (
     SIDECAR_CONTAINER,
     Artifact,
 )
-from wspin.errors import AdmissionDenied
-from wspin.workspace_pod import (
+from wspin.core.errors import AdmissionDenied
+from wspin.core.workspace_pod import (
     SELECTOR,
     artifacts_for,
     has_selector_labels,

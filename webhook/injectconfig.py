@@ -13,9 +13,9 @@ from typing import Any
 import orjson
 
 from webhook.patch import Appends, subsets
-from wspin.contract import ARCHES, DELIVERY_ANNOTATION
-from wspin.delivery import ResolvedArtifact
-from wspin.workspace_pod import build_receipt
+from wspin.core.contract import ARCHES, DELIVERY_ANNOTATION
+from wspin.core.delivery import ResolvedArtifact
+from wspin.core.workspace_pod import build_receipt
 
 
 @dataclass(frozen=True)

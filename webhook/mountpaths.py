@@ -23,8 +23,8 @@ from webhook.podshape import (
     checked_list,
     container_path,
 )
-from wspin.contract import AGENTD, OPENCODE, Artifact
-from wspin.errors import AdmissionDenied
+from wspin.core.contract import AGENTD, OPENCODE, Artifact
+from wspin.core.errors import AdmissionDenied
 
 KIND_LABELS: Final = {
     "containers": "container",

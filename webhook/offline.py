@@ -13,7 +13,7 @@ import jsonpatch
 import yaml
 
 from webhook.inject import InjectConfig, inject
-from wspin.errors import WspinError
+from wspin.core.errors import WspinError
 
 Obj = dict[str, Any]
 

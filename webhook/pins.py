@@ -22,12 +22,13 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from webhook.reference import ImageReference, check_insecure_registries
-from wspin.contract import ARCHES, PINS_KEY_IMAGE, Arch, Artifact, pins_key
-from wspin.delivery import SHA256_HEX, ArtifactDelivery, PinSet, ResolvedArtifact, same_digest
-from wspin.errors import ConfigError
-from wspin.flags import add_flag
-from wspin.logs import fields
-from wspin.resources import CONFIGMAPS, AlreadyExists, Forbidden, Kube, KubeAPIError, NotFound
+from wspin.core.contract import ARCHES, PINS_KEY_IMAGE, Arch, Artifact, pins_key
+from wspin.core.delivery import SHA256_HEX, ArtifactDelivery, PinSet, ResolvedArtifact, same_digest
+from wspin.core.errors import AlreadyExists, ConfigError, Forbidden, KubeAPIError, NotFound
+from wspin.core.flags import add_flag
+from wspin.core.kinds import CONFIGMAPS
+from wspin.core.logs import fields
+from wspin.kube.client import Kube
 
 if TYPE_CHECKING:
     import aiohttp

@@ -16,12 +16,12 @@ import sys
 from typing import Any
 
 from webhook.pins import add_insecure_registry_flag, insecure_registries_from_args, resolve_artifact
-from wspin.delivery import AgentdDelivery, ArtifactDelivery, OpencodeDelivery, ResolvedArtifact
-from wspin.errors import ConfigError
-from wspin.flags import add_flag
-from wspin.kube import own_namespace
-from wspin.logs import setup_logging
-from wspin.resources import Kube
+from wspin.core.delivery import AgentdDelivery, ArtifactDelivery, OpencodeDelivery, ResolvedArtifact
+from wspin.core.errors import ConfigError
+from wspin.core.flags import add_flag
+from wspin.core.logs import setup_logging
+from wspin.kube.client import Kube
+from wspin.kube.config import own_namespace
 
 _DELIVERIES: dict[str, type[ArtifactDelivery]] = {
     "agentd": AgentdDelivery,
@@ -118,7 +118,7 @@ async def _resolve_all(args: argparse.Namespace) -> Outcome:
         raise ConfigError(f"--timeout must be positive, got {args.timeout:g}", "pass --timeout 30")
     if args.no_cluster:
         return await _resolve_each(args, names, insecure, None)
-    from wspin.kube import api_client  # the client package, only when the cluster is used
+    from wspin.kube.config import api_client  # the client package, only when the cluster is used
 
     try:
         api = await api_client(args.kubeconfig)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from wspin.errors import AdmissionDenied
+from wspin.core.errors import AdmissionDenied
 
 MAX_CONTAINERS: Final = 256
 """Entries per container list (``containers``, ``initContainers``, ``ephemeralContainers``)."""

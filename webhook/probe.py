@@ -26,9 +26,11 @@ from typing import Literal
 
 from prometheus_client import Gauge
 
-from wspin.imagevolume import PROBE_NAME_PREFIX, PROBE_VOLUME, kept_image_volume, probe_pod
-from wspin.logs import fields
-from wspin.resources import PODS, Kube, KubeAPIError
+from wspin.core.errors import KubeAPIError
+from wspin.core.imagevolume import PROBE_NAME_PREFIX, PROBE_VOLUME, kept_image_volume, probe_pod
+from wspin.core.kinds import PODS
+from wspin.core.logs import fields
+from wspin.kube.client import Kube
 
 # The probe pod itself is shared with `wspin check`, which runs the same dry run.
 __all__ = [

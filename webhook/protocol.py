@@ -38,8 +38,8 @@ from typing import Final
 import httptools
 
 from webhook.http import MAX_BODY_BYTES, Endpoint, Reply, Request, error_reply
-from wspin.connection_limits import TLS_READ_BUFFER, ConnectionLimits
-from wspin.logs import fields
+from wspin.core.logs import fields
+from wspin.http.limits import TLS_READ_BUFFER, ConnectionLimits
 
 log = logging.getLogger("wspin.webhook")
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from yarl import URL
 
-from wspin.errors import ConfigError
+from wspin.core.errors import ConfigError
 
 DOCKER_HUB = "docker.io"
 DOCKER_HUB_API = "registry-1.docker.io"

@@ -33,7 +33,7 @@ import aiohttp
 from yarl import URL
 
 from webhook.reference import ImageReference, authority_of, plain_http_allowed, scheme_for
-from wspin.errors import WspinError
+from wspin.core.errors import WspinError
 
 # What the pins live on (an index) first; single manifests too, so that an image that was
 # pushed without an index is reported as "no pin annotations" rather than "not found".

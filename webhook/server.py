@@ -35,11 +35,11 @@ from webhook.protocol import Listener
 from webhook.protocol import start as start_admission
 from webhook.settings import WebhookSettings
 from webhook.watches import watched_views
-from wspin.delivery import ResolvedArtifact
-from wspin.kube import api_client, own_namespace
-from wspin.logs import fields
-from wspin.resources import Kube
-from wspin.serving import Readiness, probe_app, start
+from wspin.core.delivery import ResolvedArtifact
+from wspin.core.logs import fields
+from wspin.http.probes import Readiness, probe_app, start
+from wspin.kube.client import Kube
+from wspin.kube.config import api_client, own_namespace
 
 log = logging.getLogger("wspin.webhook")
 

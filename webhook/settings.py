@@ -8,15 +8,15 @@ from dataclasses import dataclass
 from webhook.pins import add_pins_flags, insecure_registries_from_args
 from webhook.tenant_quota import QuotaLimits, add_tenant_quota_flags, tenant_quota_from_args
 from webhook.validate import ValidatorConfig, add_validator_flags, validator_config_from_args
-from wspin.connection_limits import API_SERVER_IDLE_TIMEOUT, ConnectionLimits
-from wspin.delivery import (
+from wspin.core.delivery import (
     AgentdDelivery,
     OpencodeDelivery,
     add_delivery_flags,
     deliveries_from_args,
 )
-from wspin.errors import ConfigError
-from wspin.flags import add_flag
+from wspin.core.errors import ConfigError
+from wspin.core.flags import add_flag
+from wspin.http.limits import API_SERVER_IDLE_TIMEOUT, ConnectionLimits
 
 DEFAULT_LIMITS = ConnectionLimits()
 

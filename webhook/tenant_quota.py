@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from webhook.quantity import byte_count, millicores
-from wspin.contract import LABEL_COMPONENT, LABEL_COMPONENT_VALUE
-from wspin.errors import ConfigError
-from wspin.flags import add_flag
+from wspin.core.contract import LABEL_COMPONENT, LABEL_COMPONENT_VALUE
+from wspin.core.errors import ConfigError
+from wspin.core.flags import add_flag
 
 Obj = dict[str, Any]
 

@@ -24,16 +24,16 @@ from webhook.workspace_syntax import (
     parse_storage_gi,
     requirement_problem,
 )
-from wspin.errors import ConfigError
-from wspin.flags import add_flag
-from wspin.namespaces import (
+from wspin.core.errors import ConfigError
+from wspin.core.flags import add_flag
+from wspin.core.namespaces import (
     ALWAYS_EXCLUDED,
     add_excluded_namespaces_flag,
     excluded_namespace_problem,
     excluded_namespaces_from,
 )
-from wspin.runtimes import image_syntax_problem, registry_problem
-from wspin.workspace_defaults import (
+from wspin.core.runtimes import image_syntax_problem, registry_problem
+from wspin.core.workspace_defaults import (
     DEFAULT_CPU_REQUEST,
     DEFAULT_MEMORY_REQUEST,
     LIMIT_BURST_FACTOR,

@@ -15,11 +15,12 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from webhook.tenant_quota import LABEL_TENANT, QuotaLimits, TenantUsage
-from wspin.contract import LABEL_COMPONENT, LABEL_COMPONENT_VALUE
-from wspin.informer import Informer
-from wspin.objects import Obj
-from wspin.resources import PODS, Kube
-from wspin.runtimes import RUNTIME_ENVIRONMENTS, RuntimeCatalogue
+from wspin.core.contract import LABEL_COMPONENT, LABEL_COMPONENT_VALUE
+from wspin.core.kinds import PODS
+from wspin.core.objects import Obj
+from wspin.core.runtimes import RUNTIME_ENVIRONMENTS, RuntimeCatalogue
+from wspin.kube.client import Kube
+from wspin.kube.informer import Informer
 
 QUOTA_PODS_SELECTOR: Final = f"{LABEL_COMPONENT}={LABEL_COMPONENT_VALUE},{LABEL_TENANT}"
 """Only pods the quota counts are listed and watched."""

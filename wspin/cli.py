@@ -13,23 +13,71 @@ every command to that.
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
-from wspin.errors import ConfigError
-from wspin.flags import Parser
+from wspin.core.errors import ConfigError
+from wspin.core.flags import Parser
 
-# command → (module whose register() adds it, one-line help for `wspin --help`).
-COMMANDS: dict[str, tuple[str, str]] = {
-    "webhook": ("webhook.cli", "serve the pod injector and the Workspace validator over HTTPS"),
-    "inject": ("webhook.cli", "inject delivery into manifests offline (like istioctl kube-inject)"),
-    "controller": ("controller.cli", "run the Workspace and InferenceRelay controllers"),
-    "certs": ("certs.cli", "generate webhook certificates or patch a CA bundle into the webhooks"),
-    "demo": ("webhook.demo", "inject the example workspace pod through the webhook on loopback"),
-    "pins": ("webhook.pins_cli", "inspect the per-arch pins of a release image"),
-    "check": ("wspin.check_cli", "check that an installation is healthy, one named check each"),
-    "status": ("wspin.status_cli", "which workspace pods run which release, per namespace"),
+Register = Callable[[Any], None]
+"""A command module's ``register(subparsers)``."""
+
+
+# One loader per command module. The import sits inside the function, where import-linter
+# and mypy see it, and runs only for the command being run.
+def _webhook() -> Register:
+    from webhook import cli
+
+    return cli.register
+
+
+def _controller() -> Register:
+    from controller import cli
+
+    return cli.register
+
+
+def _certs() -> Register:
+    from certs import cli
+
+    return cli.register
+
+
+def _demo() -> Register:
+    from webhook import demo
+
+    return demo.register
+
+
+def _pins() -> Register:
+    from webhook import pins_cli
+
+    return pins_cli.register
+
+
+def _check() -> Register:
+    from wspin.ops import check_cli
+
+    return check_cli.register
+
+
+def _status() -> Register:
+    from wspin.ops import status_cli
+
+    return status_cli.register
+
+
+# command → (loader of the module whose register() adds it, one-line help for `wspin --help`).
+COMMANDS: dict[str, tuple[Callable[[], Register], str]] = {
+    "webhook": (_webhook, "serve the pod injector and the Workspace validator over HTTPS"),
+    "inject": (_webhook, "inject delivery into manifests offline (like istioctl kube-inject)"),
+    "controller": (_controller, "run the Workspace and InferenceRelay controllers"),
+    "certs": (_certs, "generate webhook certificates or patch a CA bundle into the webhooks"),
+    "demo": (_demo, "inject the example workspace pod through the webhook on loopback"),
+    "pins": (_pins, "inspect the per-arch pins of a release image"),
+    "check": (_check, "check that an installation is healthy, one named check each"),
+    "status": (_status, "which workspace pods run which release, per namespace"),
 }
 
 
@@ -42,8 +90,8 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     )
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     wanted = list(COMMANDS) if argv is None else [_command_in(argv)]
-    for module in dict.fromkeys(COMMANDS[name][0] for name in wanted if name is not None):
-        importlib.import_module(module).register(subparsers)
+    for load in dict.fromkeys(COMMANDS[name][0] for name in wanted if name is not None):
+        load()(subparsers)
     for name, (_, help_text) in COMMANDS.items():
         if name not in subparsers.choices:
             subparsers.add_parser(name, help=help_text, add_help=False)

@@ -12,8 +12,8 @@ import re
 
 from controller.relay.cloudinit import SAFE_URL
 from controller.settings import RelayArtifactConfig
-from wspin.contract import Arch
-from wspin.errors import ConfigError
+from wspin.core.contract import Arch
+from wspin.core.errors import ConfigError
 
 URL_FLAG = "--relay-artifact-url"
 SHA_FLAGS: dict[Arch, str] = {

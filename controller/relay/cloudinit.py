@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from wspin.errors import WspinError
+from wspin.core.errors import WspinError
 
 BINARY_PATH = "/usr/local/bin/relay-proxy"
 SCRIPT_PATH = "/usr/local/bin/download-relay-proxy.sh"

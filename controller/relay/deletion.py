@@ -24,9 +24,9 @@ from controller.relay.spec import FINALIZER, RelaySpec, SpecError, has_real_id, 
 from controller.toolkit.finalizers import has_finalizer, remove_finalizer
 from controller.toolkit.status import write_status
 from controller.types import Obj, Requeue
-from wspin.errors import TransientError
-from wspin.logs import fields
-from wspin.resources import INFERENCE_RELAYS, KubeAPIError
+from wspin.core.errors import KubeAPIError, TransientError
+from wspin.core.kinds import INFERENCE_RELAYS
+from wspin.core.logs import fields
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ from controller.relay.identity import ClusterIdentity
 from controller.relay.metrics import RelayMetrics
 from controller.settings import RelayArtifactConfig
 from controller.toolkit.clock import Clock, utc_now
-from wspin.resources import Kube
+from wspin.kube.client import Kube
 
 EXPECTED_CREDENTIALS: Final[dict[str, str]] = {"aws": "aws-relay-irwa", "oci": "oci-credentials"}
 """The Secret each real driver reads; a CR naming another one is a configuration error."""

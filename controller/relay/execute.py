@@ -24,8 +24,8 @@ from controller.relay.plan import Destroy, FleetPlan, Launch
 from controller.relay.request import build_request
 from controller.relay.spec import Instance, RelaySpec, has_real_id
 from controller.relay.tokens import generate_token, read_tokens, write_tokens
-from wspin.logs import fields
-from wspin.resources import KubeAPIError
+from wspin.core.errors import KubeAPIError
+from wspin.core.logs import fields
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
-from wspin.errors import ConfigError, WspinError
+from wspin.core.errors import ConfigError, WspinError
 
 HEALTHY = "relay_router_relay_healthy"
 ACTIVE_STREAMS = "relay_router_active_streams"

@@ -12,8 +12,9 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from wspin.errors import ConfigError, TransientError
-from wspin.resources import NAMESPACES, Kube, KubeAPIError
+from wspin.core.errors import ConfigError, KubeAPIError, TransientError
+from wspin.core.kinds import NAMESPACES
+from wspin.kube.client import Kube
 
 IDENTITY_NAMESPACE: Final = "kube-system"
 FLAG: Final = "--relay-cluster-id"

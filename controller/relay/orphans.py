@@ -34,15 +34,15 @@ from controller.relay.drivers.base import (
 from controller.relay.identity import ClusterIdentity
 from controller.relay.metrics import RelayMetrics
 from controller.toolkit.clock import Clock, format_time, utc_now
-from wspin.errors import TransientError
-from wspin.logs import fields
-from wspin.resources import INFERENCE_RELAYS, KubeAPIError, Resource
+from wspin.core.errors import KubeAPIError, TransientError
+from wspin.core.kinds import INFERENCE_RELAYS, Resource
+from wspin.core.logs import fields
 
 log = logging.getLogger(__name__)
 
 
 class RelayLister(Protocol):
-    """Lists InferenceRelays straight from the API server (``wspin.resources.Kube``)."""
+    """Lists InferenceRelays straight from the API server (``wspin.kube.client.Kube``)."""
 
     async def list(self, res: Resource, namespace: str | None = None) -> dict[str, Any]: ...
 

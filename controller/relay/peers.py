@@ -14,7 +14,7 @@ from typing import Final, TypedDict
 from controller.relay.cloudinit import RELAY_PORT
 from controller.relay.spec import Instance
 from controller.toolkit.upserts import upsert_configmap
-from wspin.resources import Kube
+from wspin.kube.client import Kube
 
 PEERS_CONFIGMAP: Final = "relay-router-peers"
 PEERS_KEY: Final = "peers.json"

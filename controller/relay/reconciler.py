@@ -45,9 +45,9 @@ from controller.toolkit.conditions import condition, set_conditions
 from controller.toolkit.finalizers import add_finalizer
 from controller.toolkit.status import write_status
 from controller.types import Obj, ObjectKey, ObjectReader, Requeue
-from wspin.errors import TransientError
-from wspin.logs import fields
-from wspin.resources import INFERENCE_RELAYS, Conflict, KubeAPIError
+from wspin.core.errors import Conflict, KubeAPIError, TransientError
+from wspin.core.kinds import INFERENCE_RELAYS
+from wspin.core.logs import fields
 
 log = logging.getLogger(__name__)
 

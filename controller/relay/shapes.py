@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from wspin.contract import Arch
-from wspin.errors import WspinError
+from wspin.core.contract import Arch
+from wspin.core.errors import WspinError
 
 DEFAULT_SHAPES: Final[dict[str, str]] = {
     "aws": "t4g.micro",

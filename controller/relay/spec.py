@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Final, Literal, TypedDict
 
-from wspin.errors import WspinError
+from wspin.core.errors import WspinError
 
 FINALIZER: Final = "inferencerelay.llmsafespaces.dev/finalizer"
 ROTATE_ANNOTATION: Final = "relay.llmsafespaces.dev/rotate"

@@ -14,7 +14,8 @@ from collections.abc import Mapping
 from typing import Final
 
 from controller.toolkit.upserts import decode_secret_data, upsert_secret
-from wspin.resources import SECRETS, Kube
+from wspin.core.kinds import SECRETS
+from wspin.kube.client import Kube
 
 TOKENS_SECRET: Final = "relay-vm-tokens"  # noqa: S105 (a Secret name)
 TOKEN_BYTES: Final = 32

@@ -16,7 +16,7 @@ from controller.relay.orphans import OrphanDetector, OrphanPolicy
 from controller.relay.reconciler import InferenceRelayReconciler
 from controller.runtime.manager import Manager
 from controller.settings import ControllerSettings
-from wspin.resources import INFERENCE_RELAYS
+from wspin.core.kinds import INFERENCE_RELAYS
 
 
 def register(manager: Manager, settings: ControllerSettings) -> None:

@@ -7,6 +7,6 @@ Reconcilers never import this package's internals: they see ``controller.types``
 
 from controller.runtime.manager import Manager
 from controller.runtime.queue import WorkQueue
-from wspin.informer import Informer
+from wspin.kube.informer import Informer
 
 __all__ = ["Informer", "Manager", "WorkQueue"]

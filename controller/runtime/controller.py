@@ -28,10 +28,10 @@ from controller.runtime.metrics import (
 )
 from controller.runtime.queue import ShutDown, WorkQueue
 from controller.types import Obj, ObjectKey, Reconciler, Requeue
-from wspin.errors import TerminalError, TransientError
-from wspin.informer import EventType, Informer
-from wspin.logs import fields
-from wspin.resources import Resource
+from wspin.core.errors import TerminalError, TransientError
+from wspin.core.kinds import Resource
+from wspin.core.logs import fields
+from wspin.kube.informer import EventType, Informer
 
 log = logging.getLogger("controller.manager")
 

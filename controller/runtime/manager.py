@@ -41,11 +41,12 @@ from controller.runtime.metrics import RuntimeMetrics
 from controller.runtime.options import ManagerOptions
 from controller.runtime.queue import WorkQueue
 from controller.types import Obj, ObjectKey, ObjectReader, Reconciler
-from wspin import serving
-from wspin.informer import EventType, Informer
-from wspin.leader import LeaderElector
-from wspin.logs import fields
-from wspin.resources import Kube, Resource
+from wspin.core.kinds import Resource
+from wspin.core.logs import fields
+from wspin.http import probes as serving
+from wspin.kube.client import Kube
+from wspin.kube.informer import EventType, Informer
+from wspin.kube.leader import LeaderElector
 
 log = logging.getLogger("controller.manager")
 

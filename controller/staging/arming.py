@@ -33,10 +33,10 @@ from controller.staging.secrets import (
     ensure_mint_key,
     parse_hpke_pub,
 )
-from wspin import contract
-from wspin.errors import WspinError
-from wspin.logs import fields
-from wspin.resources import Kube, KubeAPIError
+from wspin.core import contract
+from wspin.core.errors import KubeAPIError, WspinError
+from wspin.core.logs import fields
+from wspin.kube.client import Kube
 
 if TYPE_CHECKING:
     from controller.runtime.manager import Manager

@@ -31,7 +31,7 @@ import aiohttp
 
 from controller.staging.arming import RelayStagingConfig
 from controller.staging.desired import ProviderCredential
-from wspin.errors import WspinError
+from wspin.core.errors import WspinError
 
 
 class PooledSession:

@@ -29,7 +29,9 @@ from typing import Any, Final
 
 from controller.staging.ownership import STAGED_FOR_ANNOTATION, staged_for
 from controller.types import Obj
-from wspin.resources import WORKSPACES, Kube, NotFound
+from wspin.core.errors import NotFound
+from wspin.core.kinds import WORKSPACES
+from wspin.kube.client import Kube
 
 KIND_UPSTREAMS: Final[dict[str, str]] = {
     "openai": "https://api.openai.com/v1",

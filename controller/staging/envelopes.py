@@ -42,9 +42,8 @@ from controller.staging.ownership import owner_labels
 from controller.staging.redact import Redactor, group_id
 from controller.staging.secrets import RelaySecrets
 from controller.types import Obj
-from wspin.errors import WspinError
-from wspin.logs import fields
-from wspin.resources import AlreadyExists, KubeAPIError
+from wspin.core.errors import AlreadyExists, KubeAPIError, WspinError
+from wspin.core.logs import fields
 
 log = logging.getLogger("controller.staging")
 

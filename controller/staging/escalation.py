@@ -33,8 +33,8 @@ from controller.staging.secrets import (
     parse_hpke_pub,
 )
 from controller.toolkit.clock import format_time, parse_time
-from wspin.logs import fields
-from wspin.resources import Conflict, KubeAPIError
+from wspin.core.errors import Conflict, KubeAPIError
+from wspin.core.logs import fields
 
 log = logging.getLogger("controller.staging")
 

@@ -33,8 +33,9 @@ from controller.staging.ownership import owner_labels
 from controller.staging.secrets import secret_value
 from controller.toolkit.clock import format_time, parse_time
 from controller.types import Obj
-from wspin.logs import fields
-from wspin.resources import SECRETS, WORKSPACES, Kube
+from wspin.core.kinds import SECRETS, WORKSPACES
+from wspin.core.logs import fields
+from wspin.kube.client import Kube
 
 log = logging.getLogger("controller.staging")
 

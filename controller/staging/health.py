@@ -30,8 +30,10 @@ from prometheus_client import CollectorRegistry, Counter
 
 from controller.staging.clients import InternalCallError, PooledSession, read_capped
 from controller.types import Obj, ObjectKey, ObjectReader
-from wspin.contract import AGENTD, MAIN_CONTAINER
-from wspin.resources import WORKSPACES, Kube, NotFound
+from wspin.core.contract import AGENTD, MAIN_CONTAINER
+from wspin.core.errors import NotFound
+from wspin.core.kinds import WORKSPACES
+from wspin.kube.client import Kube
 
 HEALTH_PATH: Final = "/v1/healthz"
 DEFAULT_PORT: Final = 4098

@@ -7,7 +7,7 @@ body escapes it its own way, and an exact-match rule on the raw form alone would
 Groups are keyed by ``group_id(envelope)``, registered at seal time and dropped when the
 envelope is superseded, revoked or cleaned up.
 
-The same engine is registered with ``wspin.logs.add_scrubber`` (every rendered log line) and
+The same engine is registered with ``wspin.core.logs.add_scrubber`` (every rendered log line) and
 applied to every Event and condition message the staging pass writes.
 
 One engine per process, shared by all passes (it is the logger's view of what is secret);

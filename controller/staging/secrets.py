@@ -16,8 +16,9 @@ import secrets
 from dataclasses import dataclass
 
 from controller.types import Obj
-from wspin.errors import WspinError
-from wspin.resources import SECRETS, AlreadyExists, Kube, KubeAPIError
+from wspin.core.errors import AlreadyExists, KubeAPIError, WspinError
+from wspin.core.kinds import SECRETS
+from wspin.kube.client import Kube
 
 HPKE_PUB_SECRET = "llm-relay-hpke-pub"  # noqa: S105 - a Secret name
 """The router's public key (router-owned; the controller only reads it)."""

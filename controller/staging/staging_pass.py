@@ -64,9 +64,10 @@ from controller.toolkit.clock import Clock, utc_now
 from controller.toolkit.conditions import find_condition
 from controller.toolkit.events import EventRecorder
 from controller.types import Obj, ObjectReader, StagingReport
-from wspin.errors import TransientError
-from wspin.logs import fields
-from wspin.resources import WORKSPACES, Kube, KubeAPIError
+from wspin.core.errors import KubeAPIError, TransientError
+from wspin.core.kinds import WORKSPACES
+from wspin.core.logs import fields
+from wspin.kube.client import Kube
 
 log = logging.getLogger("controller.staging")
 

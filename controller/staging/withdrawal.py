@@ -30,8 +30,9 @@ from controller.staging.handoff import revision
 from controller.staging.ownership import Claimant
 from controller.toolkit.conditions import find_condition
 from controller.types import Obj
-from wspin.logs import fields
-from wspin.resources import WORKSPACES, KubeAPIError
+from wspin.core.errors import KubeAPIError
+from wspin.core.kinds import WORKSPACES
+from wspin.core.logs import fields
 
 if TYPE_CHECKING:
     from controller.staging.staging_pass import RelayStagingPass

@@ -21,8 +21,10 @@ from typing import Final, Literal
 
 from controller.toolkit.clock import Clock, format_time, utc_now
 from controller.types import Obj
-from wspin.logs import fields
-from wspin.resources import EVENTS, Kube, NamespaceTerminating, Resource
+from wspin.core.errors import NamespaceTerminating
+from wspin.core.kinds import EVENTS, Resource
+from wspin.core.logs import fields
+from wspin.kube.client import Kube
 
 log = logging.getLogger("controller.events")
 

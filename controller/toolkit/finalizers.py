@@ -8,7 +8,9 @@ retried against the newer object.
 from __future__ import annotations
 
 from controller.types import Obj
-from wspin.resources import Kube, NotFound, Resource
+from wspin.core.errors import NotFound
+from wspin.core.kinds import Resource
+from wspin.kube.client import Kube
 
 
 def has_finalizer(obj: Obj, name: str) -> bool:

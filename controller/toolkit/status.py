@@ -8,7 +8,9 @@ resourceVersion, so it never fails on a status another pass wrote a moment ago.
 from __future__ import annotations
 
 from controller.types import Obj
-from wspin.resources import Kube, NotFound, Resource
+from wspin.core.errors import NotFound
+from wspin.core.kinds import Resource
+from wspin.kube.client import Kube
 
 
 def status_patch(old: Obj, new: Obj) -> Obj | None:

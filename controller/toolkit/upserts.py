@@ -13,7 +13,9 @@ import base64
 from collections.abc import Mapping
 
 from controller.types import Obj
-from wspin.resources import CONFIGMAPS, SECRETS, AlreadyExists, Kube, Resource
+from wspin.core.errors import AlreadyExists
+from wspin.core.kinds import CONFIGMAPS, SECRETS, Resource
+from wspin.kube.client import Kube
 
 
 def encode_secret_data(values: Mapping[str, str]) -> dict[str, str]:

@@ -24,10 +24,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from controller.upload_staging import UploadStagingConfig
+from controller.agentd_uploads import UploadStagingConfig
 from controller.workspace import probes
 from controller.workspace import volumes as vol
-from wspin.contract import (
+from wspin.core.contract import (
     AGENTD,
     MAIN_CONTAINER,
     PLATFORM_BOOTSTRAP,

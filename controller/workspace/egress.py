@@ -21,14 +21,14 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from controller.settings import EgressSettings
-from wspin.contract import (
+from wspin.core.contract import (
     LABEL_APP,
     LABEL_APP_VALUE,
     LABEL_COMPONENT,
     LABEL_COMPONENT_VALUE,
     LABEL_WORKSPACE,
 )
-from wspin.resources import Resource
+from wspin.core.kinds import Resource
 
 Obj = dict[str, Any]
 

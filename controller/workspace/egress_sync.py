@@ -30,7 +30,7 @@ from controller.workspace.egress import (
     next_resolution,
     policy_name,
 )
-from wspin.resources import Kube
+from wspin.kube.client import Kube
 
 EGRESS_CONDITION: Final = "EgressPolicy"
 MAX_CACHED_DOMAINS: Final = 10_000

@@ -10,7 +10,7 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter
 
 from controller.workspace.verify import VerifyFailure
-from wspin.contract import AGENTD, OPENCODE
+from wspin.core.contract import AGENTD, OPENCODE
 
 
 class VerifyMetrics:

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from controller.toolkit.conditions import condition
-from wspin.contract import API_GROUP
-from wspin.errors import WspinError
+from wspin.core.contract import API_GROUP
+from wspin.core.errors import WspinError
 
 Obj = dict[str, Any]
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from wspin.errors import WspinError
+from wspin.core.errors import WspinError
 
 Obj = dict[str, Any]
 

@@ -16,6 +16,7 @@ from typing import Final
 
 from controller.settings import WorkspaceSettings
 from controller.types import Obj
+from controller.workspace.compute import ResourcesError, container_resources
 from controller.workspace.containers import (
     PodInputs,
     agentd_sidecar,
@@ -26,17 +27,11 @@ from controller.workspace.containers import (
     workspace_setup,
 )
 from controller.workspace.packages import PackagesError, needs_setup, setup_script
-from controller.workspace.resources import ResourcesError, container_resources
 from controller.workspace.volumes import base_volumes, sidecar_volumes
-from wspin.contract import (
-    API_GROUP,
-    API_VERSION,
-    ARCHES,
-    LABEL_WORKSPACE,
-)
-from wspin.errors import WspinError
-from wspin.runtimes import Runtime
-from wspin.workspace_pod import SELECTOR_LABELS
+from wspin.core.contract import API_GROUP, API_VERSION, ARCHES, LABEL_WORKSPACE
+from wspin.core.errors import WspinError
+from wspin.core.runtimes import Runtime
+from wspin.core.workspace_pod import SELECTOR_LABELS
 
 LABEL_RUNTIME: Final = "runtime"
 ANNOTATION_RUNTIME_ENV: Final = "llmsafespaces.dev/runtime-env"

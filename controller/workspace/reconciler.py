@@ -48,23 +48,13 @@ from controller.workspace import status as st
 from controller.workspace.credentials import desired_password_secret
 from controller.workspace.egress_sync import EgressPolicies
 from controller.workspace.metrics import VerifyMetrics
-from wspin.contract import ARTIFACTS
-from wspin.logs import fields
-from wspin.namespaces import excluded_namespace_problem
-from wspin.resources import (
-    PODS,
-    PVCS,
-    SECRETS,
-    SERVICE_ACCOUNTS,
-    WORKSPACES,
-    AlreadyExists,
-    Conflict,
-    Invalid,
-    Kube,
-    NamespaceTerminating,
-    NotFound,
-)
-from wspin.runtimes import Runtime, resolve_runtime
+from wspin.core.contract import ARTIFACTS
+from wspin.core.errors import AlreadyExists, Conflict, Invalid, NamespaceTerminating, NotFound
+from wspin.core.kinds import PODS, PVCS, SECRETS, SERVICE_ACCOUNTS, WORKSPACES
+from wspin.core.logs import fields
+from wspin.core.namespaces import excluded_namespace_problem
+from wspin.core.runtimes import Runtime, resolve_runtime
+from wspin.kube.client import Kube
 
 log = logging.getLogger("controller.workspace")
 

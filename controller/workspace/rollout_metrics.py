@@ -1,7 +1,7 @@
 """``llmsafespaces_workspace_pods{artifact,digest,state}``: a release rollout, as a gauge.
 
 Computed at scrape time from the controller's caches of workspace pods and Workspaces with
-``wspin.rollout`` (the classification ``wspin status`` prints), so the numbers cost nothing
+``wspin.core.rollout`` (the classification ``wspin status`` prints), so the numbers cost nothing
 between scrapes, need no bookkeeping in the reconciler, and always agree with the command.
 ``digest`` is the 12 hex of the running digest (``none`` when not injected), the same label
 the verify-failure counters carry; ``state`` is current, stale, not_injected, failing, or
@@ -18,7 +18,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from controller.settings import WorkspaceSettings
-from wspin import rollout
+from wspin.core import rollout
 
 Obj = dict[str, object]
 METRIC = "llmsafespaces_workspace_pods"

@@ -14,7 +14,7 @@ from typing import Final, Literal
 
 from controller.toolkit.conditions import condition
 from controller.types import Obj
-from wspin.contract import (
+from wspin.core.contract import (
     AGENTD,
     EXIT_AGENTD_MISMATCH,
     EXIT_AGENTD_MISSING,
@@ -24,7 +24,7 @@ from wspin.contract import (
     OPENCODE,
     Artifact,
 )
-from wspin.workspace_pod import parse_receipt
+from wspin.core.workspace_pod import parse_receipt
 
 Outcome = Literal["verify_failed", "overlay_missing"]
 

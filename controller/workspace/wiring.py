@@ -15,10 +15,10 @@ from controller.workspace.metrics import VerifyMetrics
 from controller.workspace.orgstatus import OrgStatusCache, OrgStatusMetrics
 from controller.workspace.reconciler import WorkspaceReconciler
 from controller.workspace.rollout_metrics import WorkspacePodsCollector, served_digests
-from wspin.contract import LABEL_APP, LABEL_APP_VALUE, LABEL_WORKSPACE
-from wspin.resources import PODS, PVCS, WORKSPACES, Resource
-from wspin.runtimes import RUNTIME_ENVIRONMENTS, RuntimeCatalogue
-from wspin.workspace_pod import SELECTOR
+from wspin.core.contract import LABEL_APP, LABEL_APP_VALUE, LABEL_WORKSPACE
+from wspin.core.kinds import PODS, PVCS, WORKSPACES, Resource
+from wspin.core.runtimes import RUNTIME_ENVIRONMENTS, RuntimeCatalogue
+from wspin.core.workspace_pod import SELECTOR
 
 OWNED_SELECTOR: Final = SELECTOR
 """Every workspace pod and PVC carries these labels (``pod.selector_labels``): the same

@@ -44,9 +44,11 @@ from webhook.demo import DEMO_CONFIG
 from webhook.inject import InjectConfig
 from webhook.protocol import start
 from webhook.validate import ValidatorConfig
-from wspin.leader import LeaderElector
-from wspin.resources import MUTATING_WEBHOOKS, VALIDATING_WEBHOOKS, Kube, Obj
-from wspin.serving import Readiness
+from wspin.core.kinds import MUTATING_WEBHOOKS, VALIDATING_WEBHOOKS
+from wspin.core.objects import Obj
+from wspin.http.probes import Readiness
+from wspin.kube.client import Kube
+from wspin.kube.leader import LeaderElector
 
 NOW = datetime.datetime(2026, 3, 1, 12, 0, 0, tzinfo=datetime.UTC)
 SERVICE = "wspin-webhook"

@@ -10,7 +10,10 @@ from certs.build import new_ca
 from certs.cabundle import patch_ca_bundle, targets, with_ca_bundle
 from tests.certs.conftest import NOW, Webhooks
 from tests.kubeapi import KubeServer
-from wspin.resources import MUTATING_WEBHOOKS, VALIDATING_WEBHOOKS, Kube, NotFound, Obj
+from wspin.core.errors import NotFound
+from wspin.core.kinds import MUTATING_WEBHOOKS, VALIDATING_WEBHOOKS
+from wspin.core.objects import Obj
+from wspin.kube.client import Kube
 
 
 def _entry(name: str, bundle: str | None = None) -> Obj:

@@ -18,7 +18,8 @@ from certs.build import dns_names_of, load_certificates, new_ca, signed_by
 from tests.certs.conftest import NOW, Webhooks
 from tests.conftest import KUBECONFIG_ENV
 from wspin.cli import main
-from wspin.resources import MUTATING_WEBHOOKS, VALIDATING_WEBHOOKS, Kube
+from wspin.core.kinds import MUTATING_WEBHOOKS, VALIDATING_WEBHOOKS
+from wspin.kube.client import Kube
 
 
 def test_generate_writes_a_ca_and_a_leaf_for_the_service(

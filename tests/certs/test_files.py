@@ -26,7 +26,7 @@ from tests.certs.conftest import (
     serve,
     trust,
 )
-from wspin.errors import ConfigError
+from wspin.core.errors import ConfigError
 
 
 def _now() -> datetime.datetime:

@@ -13,9 +13,10 @@ from certs.files import FileSource, write_certificates
 from certs.options import add_certificate_flags, certificate_source_from_args
 from certs.selfmanaged import SelfManagedSource
 from tests.certs.conftest import NAMESPACE, NOW, SERVICE, Webhooks
-from wspin.errors import ConfigError
-from wspin.flags import Parser
-from wspin.resources import LEASES, Kube
+from wspin.core.errors import ConfigError
+from wspin.core.flags import Parser
+from wspin.core.kinds import LEASES
+from wspin.kube.client import Kube
 
 
 def parse(*argv: str) -> argparse.Namespace:

@@ -17,7 +17,9 @@ from certs.reports import (
 )
 from tests.certs.conftest import NOW, SECRET, SERVICE, endpoint_slice
 from tests.kubeapi import KubeServer
-from wspin.resources import CONFIGMAPS, Kube, Obj
+from wspin.core.kinds import CONFIGMAPS
+from wspin.core.objects import Obj
+from wspin.kube.client import Kube
 
 
 def _slice(*endpoints: Obj) -> Obj:
@@ -122,7 +124,7 @@ async def test_slices_of_another_service_are_not_read(kube: Kube, namespace: str
 async def test_a_forbidden_report_propagates_for_the_caller_to_log(
     kube: Kube, namespace: str, kube_server: KubeServer
 ) -> None:
-    from wspin.resources import Forbidden
+    from wspin.core.errors import Forbidden
 
     kube_server.fail_next(403, method="PATCH")
     reports = ServingReports(kube, namespace, reports_name(SECRET), SERVICE)

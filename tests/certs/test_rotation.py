@@ -33,7 +33,7 @@ from tests.certs.conftest import (
     serve,
 )
 from tests.certs.traffic import DAY, HOUR, POLICY, ApiServerClient, background, until
-from wspin.resources import Kube
+from wspin.kube.client import Kube
 
 
 async def test_leaf_then_ca_rotation_under_load_fails_no_request(

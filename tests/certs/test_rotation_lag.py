@@ -32,7 +32,8 @@ from tests.certs.conftest import (
     serve,
 )
 from tests.certs.traffic import DAY, HOUR, POLICY, ApiServerClient, background, until
-from wspin.resources import CONFIGMAPS, Kube
+from wspin.core.kinds import CONFIGMAPS
+from wspin.kube.client import Kube
 
 
 class Paced:

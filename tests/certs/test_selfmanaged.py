@@ -29,7 +29,9 @@ from tests.certs.conftest import (
     serve,
 )
 from tests.kubeapi import KubeServer
-from wspin.resources import LEASES, MUTATING_WEBHOOKS, VALIDATING_WEBHOOKS, Conflict, Kube
+from wspin.core.errors import Conflict
+from wspin.core.kinds import LEASES, MUTATING_WEBHOOKS, VALIDATING_WEBHOOKS
+from wspin.kube.client import Kube
 
 
 @contextlib.asynccontextmanager

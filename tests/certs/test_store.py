@@ -19,7 +19,9 @@ from certs.store import (
     encode,
 )
 from tests.certs.conftest import NOW
-from wspin.resources import SECRETS, Conflict, Kube
+from wspin.core.errors import Conflict
+from wspin.core.kinds import SECRETS
+from wspin.kube.client import Kube
 
 
 def _stored() -> Stored:

@@ -29,7 +29,8 @@ from tests.certs.conftest import (
     admission_review,
     trust,
 )
-from wspin.resources import MUTATING_WEBHOOKS, Kube
+from wspin.core.kinds import MUTATING_WEBHOOKS
+from wspin.kube.client import Kube
 
 DAY = datetime.timedelta(days=1)
 HOUR = datetime.timedelta(hours=1)

@@ -21,7 +21,7 @@ from tests.kubeapi.defaults import drop_image_volumes
 from tests.kubeapi.policies import Denial, judge
 from webhook.demo import DEMO_CONFIG
 from webhook.inject import inject
-from wspin.workspace_pod import DELIVERY_ENV_NAMES, SELECTOR_LABELS
+from wspin.core.workspace_pod import DELIVERY_ENV_NAMES, SELECTOR_LABELS
 
 Obj = dict[str, Any]
 

@@ -24,7 +24,9 @@ from tests.fixtures import ADMISSION
 from tests.kubeapi import KubeServer
 from webhook.demo import DEMO_CONFIG
 from webhook.inject import inject
-from wspin.resources import PODS, Forbidden, Kube, Resource
+from wspin.core.errors import Forbidden
+from wspin.core.kinds import PODS, Resource
+from wspin.kube.client import Kube
 
 Obj = dict[str, Any]
 

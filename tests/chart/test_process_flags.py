@@ -123,7 +123,7 @@ async def test_self_managed_certificate_flags_pass_the_certificate_checks(render
 
     from certs.options import certificate_source_from_args
     from certs.selfmanaged import SelfManagedSource
-    from wspin.resources import Kube
+    from wspin.kube.client import Kube
 
     rendered = renders["selfManaged"]
     api = ApiClient(Configuration(host="https://127.0.0.1:1"))  # never called here

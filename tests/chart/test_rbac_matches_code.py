@@ -24,7 +24,7 @@ from controller.relay.tokens import TOKENS_SECRET
 from controller.settings import LeaderElectionSettings
 from controller.staging.secrets import HPKE_PUB_SECRET, MINT_KEY_SECRET
 from tests.chart.helm import NAMESPACE, REPO, Rendered, render
-from wspin.contract import AGENTD, OPENCODE
+from wspin.core.contract import AGENTD, OPENCODE
 
 Atom = tuple[str, str, str, str, str]
 """(scope, apiGroup, resource, verb, resourceName or "") — one permission, fully expanded.
@@ -127,7 +127,7 @@ LEDGER = (
         ),
     ),
     Use(  # Leases: the certificate authority's (webhook) and the leader's (controller)
-        "wspin/leader.py",
+        "wspin/kube/leader.py",
         {"get_or_none": 2, "create": 1, "replace": 2},
         webhook=union(
             grant(
@@ -149,18 +149,18 @@ LEDGER = (
     # -- operator commands: they run with the operator's own credentials, never a chart
     # ServiceAccount, so they need no grant (only dry runs and reviews are ever created) ----
     Use(  # wspin check: reads, two dry-run pods, SubjectAccessReviews
-        "wspin/check.py",
+        "wspin/ops/check.py",
         {"get_or_none": 1, "create": 3},
     ),
     Use(  # wspin status: the webhook Deployment, workspace pods and Workspaces
-        "wspin/status.py",
+        "wspin/ops/status.py",
         {"get_or_none": 1, "list": 2},
     ),
     # -- the controller: caches -------------------------------------------------------------
     Use(  # list-then-watch: the controller's caches of Workspaces, their pods and PVCs, and
         # InferenceRelays; the webhook's runtime catalogue and (with a tenant quota) the
         # workspace pods it counts
-        "wspin/informer.py",
+        "wspin/kube/informer.py",
         {"list_pages": 1, "watch": 1},
         webhook=union(
             grant("cluster", "runtimeenvironments", ["list", "watch"], group=CRD_GROUP),
@@ -300,7 +300,7 @@ def kube_calls_in_code() -> Counter[tuple[str, str]]:
     for package in PACKAGES:
         for path in sorted((REPO / package).rglob("*.py")):
             module = path.relative_to(REPO).as_posix()
-            if module == "wspin/resources.py":  # the client itself
+            if module == "wspin/kube/client.py":  # the client itself
                 continue
             for node in ast.walk(ast.parse(path.read_text(), module)):
                 if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):

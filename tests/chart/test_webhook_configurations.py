@@ -9,7 +9,7 @@ import pytest
 from tests.chart.conftest import PROVIDED_CA
 from tests.chart.helm import NAMESPACE, Rendered, flag_values, template
 from webhook.app import MUTATE_PODS_PATH, VALIDATE_TENANT_QUOTA_PATH, VALIDATE_WORKSPACES_PATH
-from wspin.workspace_pod import SELECTOR, SELECTOR_LABELS
+from wspin.core.workspace_pod import SELECTOR, SELECTOR_LABELS
 
 
 def pod_webhook(rendered: Rendered) -> dict[str, Any]:

@@ -339,7 +339,7 @@ def test_no_pod_gets_service_link_variables_that_would_shadow_wspin_flags(
     # named "wspin-metrics" becomes WSPIN_METRICS_PORT=tcp://…, the variable of --metrics-port,
     # and the webhook would refuse to start however its args are set.
     from wspin.cli import build_parser
-    from wspin.errors import ConfigError
+    from wspin.core.errors import ConfigError
 
     monkeypatch.setenv("WSPIN_METRICS_PORT", "tcp://10.96.0.7:9090")
     with pytest.raises(ConfigError, match="WSPIN_METRICS_PORT"):

@@ -16,8 +16,9 @@ from aiohttp import web
 
 from tests.controller.fakerouter import FakeRouterState, start_fake_router
 from tests.kubeapi import KubeServer
-from wspin import serving
-from wspin.resources import SECRETS, Kube
+from wspin.core.kinds import SECRETS
+from wspin.http import probes as serving
+from wspin.kube.client import Kube
 
 INTERNAL_TOKEN = "internal-token-do-not-log-7f3a"
 

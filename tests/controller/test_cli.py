@@ -18,7 +18,8 @@ import pytest
 
 from controller.cli import secret_scrubber
 from tests.controller.conftest import INTERNAL_TOKEN, CredentialSource, FakeRouter, publish_pub
-from wspin.resources import LEASES, Kube
+from wspin.core.kinds import LEASES
+from wspin.kube.client import Kube
 
 Line = dict[str, Any]
 SHORT_LEASE = {

@@ -13,7 +13,7 @@ from controller.settings import (
     add_controller_flags,
     settings_from_args,
 )
-from wspin.errors import ConfigError
+from wspin.core.errors import ConfigError
 
 DIGEST = "a" * 64
 PIN = "b" * 64

@@ -4,8 +4,6 @@ they cannot."""
 from __future__ import annotations
 
 import dataclasses
-import importlib
-import sys
 
 import pytest
 from prometheus_client import generate_latest
@@ -13,8 +11,8 @@ from prometheus_client import generate_latest
 import controller.setup as setup
 from controller.runtime.manager import Manager
 from controller.settings import ControllerSettings, InferenceRelaySettings, RelayArtifactConfig
-from wspin.errors import ConfigError
-from wspin.resources import Kube
+from wspin.core.errors import ConfigError
+from wspin.kube.client import Kube
 
 SHA_A, SHA_B = "a" * 64, "b" * 64
 
@@ -81,14 +79,3 @@ def test_an_enabled_relay_without_artifacts_is_a_config_error(kube: Kube) -> Non
     )
     with pytest.raises(ConfigError):
         setup.setup_relay_controller(setup.new_manager(kube, settings), settings)
-
-
-def test_a_missing_wiring_module_fails_loudly_instead_of_skipping(
-    kube: Kube, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # Simulate a build without the workspace package: the import must raise.
-    monkeypatch.setitem(sys.modules, "controller.workspace.wiring", None)
-    importlib.invalidate_caches()
-    manager = setup.new_manager(kube, ControllerSettings())
-    with pytest.raises(ImportError):
-        setup.setup_controllers(manager, ControllerSettings())

@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 
 from tests.kubeapi import KubeServer
-from wspin.resources import CONFIGMAPS, NAMESPACES, Invalid, Kube, Resource
+from wspin.core.errors import Invalid
+from wspin.core.kinds import CONFIGMAPS, NAMESPACES, Resource
+from wspin.kube.client import Kube
 
 GROUP = "admissionregistration.k8s.io"
 POLICIES = Resource(GROUP, "v1", "validatingadmissionpolicies", False, "ValidatingAdmissionPolicy")

@@ -9,7 +9,9 @@ import aiohttp
 import pytest
 
 from tests.kubeapi import KubeServer, Write
-from wspin.resources import CONFIGMAPS, PODS, Kube, KubeAPIError
+from wspin.core.errors import KubeAPIError
+from wspin.core.kinds import CONFIGMAPS, PODS
+from wspin.kube.client import Kube
 
 _DIGEST = "sha256:" + "a" * 64
 _JSON = {"Content-Type": "application/json"}

@@ -9,7 +9,8 @@ import textwrap
 from pathlib import Path
 
 from tests.kubeapi import KubeServer
-from wspin.resources import NAMESPACES, Kube
+from wspin.core.kinds import NAMESPACES
+from wspin.kube.client import Kube
 
 REPO = Path(__file__).resolve().parents[2]
 

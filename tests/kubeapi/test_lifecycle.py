@@ -8,15 +8,9 @@ from typing import Any
 import pytest
 
 from tests.kubeapi import KubeServer
-from wspin.resources import (
-    CONFIGMAPS,
-    INFERENCE_RELAYS,
-    NAMESPACES,
-    PODS,
-    WORKSPACES,
-    Invalid,
-    Kube,
-)
+from wspin.core.errors import Invalid
+from wspin.core.kinds import CONFIGMAPS, INFERENCE_RELAYS, NAMESPACES, PODS, WORKSPACES
+from wspin.kube.client import Kube
 
 FINALIZER = "inferencerelay.llmsafespaces.dev/finalizer"
 

@@ -6,7 +6,9 @@ from __future__ import annotations
 import pytest
 
 from tests.kubeapi import KubeServer
-from wspin.resources import CONFIGMAPS, Gone, Kube, KubeAPIError
+from wspin.core.errors import Gone, KubeAPIError
+from wspin.core.kinds import CONFIGMAPS
+from wspin.kube.client import Kube
 
 
 async def make(kube: Kube, namespace: str, *names: str) -> None:

@@ -14,17 +14,9 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from tests.kubeapi import KubeServer
-from wspin.resources import (
-    CONFIGMAPS,
-    PODS,
-    SECRETS,
-    WORKSPACES,
-    AlreadyExists,
-    Conflict,
-    Invalid,
-    Kube,
-    NotFound,
-)
+from wspin.core.errors import AlreadyExists, Conflict, Invalid, NotFound
+from wspin.core.kinds import CONFIGMAPS, PODS, SECRETS, WORKSPACES
+from wspin.kube.client import Kube
 
 
 def _pod(name: str, **labels: str) -> dict[str, object]:

@@ -9,7 +9,9 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from tests.kubeapi.patch import merge_patch, strategic_merge_patch
-from wspin.resources import CONFIGMAPS, PODS, WORKSPACES, Invalid, Kube, KubeAPIError
+from wspin.core.errors import Invalid, KubeAPIError
+from wspin.core.kinds import CONFIGMAPS, PODS, WORKSPACES
+from wspin.kube.client import Kube
 
 #: The generated client picks JSON patch for a dict body unless told otherwise.
 _MERGE_PATCH: dict[str, Any] = {"_content_type": "application/merge-patch+json"}

@@ -11,7 +11,9 @@ from typing import Any
 
 import pytest
 
-from wspin.resources import INFERENCE_RELAYS, WORKSPACES, Invalid, Kube
+from wspin.core.errors import Invalid
+from wspin.core.kinds import INFERENCE_RELAYS, WORKSPACES
+from wspin.kube.client import Kube
 
 RELAY_SPEC = {
     "upstreamURL": "https://upstream.example.com",

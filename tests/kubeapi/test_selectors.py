@@ -8,7 +8,9 @@ from tests.kubeapi import KubeServer
 from tests.kubeapi.kinds import BUILTIN_KINDS
 from tests.kubeapi.selectors import field_selector, label_selector
 from tests.kubeapi.status import ApiError
-from wspin.resources import CONFIGMAPS, PODS, Kube, KubeAPIError
+from wspin.core.errors import KubeAPIError
+from wspin.core.kinds import CONFIGMAPS, PODS
+from wspin.kube.client import Kube
 
 _PODS = next(k for k in BUILTIN_KINDS if k.plural == "pods")
 

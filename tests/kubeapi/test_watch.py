@@ -12,7 +12,9 @@ from kubernetes_asyncio import client, watch
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from tests.kubeapi import KubeServer
-from wspin.resources import CONFIGMAPS, Gone, Kube, KubeAPIError
+from wspin.core.errors import Gone, KubeAPIError
+from wspin.core.kinds import CONFIGMAPS
+from wspin.kube.client import Kube
 
 Event = dict[str, Any]
 T = TypeVar("T")

@@ -28,7 +28,7 @@ from webhook.demo import DEMO_CONFIG
 from webhook.inject import InjectConfig
 from webhook.protocol import start
 from webhook.validate import ValidatorConfig
-from wspin.serving import Readiness
+from wspin.http.probes import Readiness
 
 FIXTURES = ADMISSION
 AGENTD_IMAGE = DEMO_CONFIG.agentd.image

@@ -27,8 +27,8 @@ from tests.webhook.test_process import PINS, clean_env, free_port
 from webhook.app import make_app
 from webhook.protocol import Listener, start
 from webhook.validate import ValidatorConfig
-from wspin.connections import ConnectionLimits
-from wspin.serving import Readiness
+from wspin.http.probes import Readiness
+from wspin.http.server import ConnectionLimits
 
 LIMITS = ConnectionLimits(header_timeout=0.5, body_timeout=0.5, idle_timeout=1.5)
 REVIEW = json.dumps(load_capture("pod-create-workspace.json"), separators=(",", ":")).encode()

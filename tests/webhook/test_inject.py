@@ -19,9 +19,9 @@ import yaml
 
 from tests.webhook.conftest import example_config
 from webhook.inject import InjectConfig, inject
-from wspin.contract import DELIVERY_ANNOTATION
-from wspin.errors import AdmissionDenied
-from wspin.workspace_pod import workspace_pod_problem
+from wspin.core.contract import DELIVERY_ANNOTATION
+from wspin.core.errors import AdmissionDenied
+from wspin.core.workspace_pod import workspace_pod_problem
 
 TESTDATA = Path(__file__).parent / "testdata" / "inject"
 REFRESH = os.environ.get("WSPIN_REFRESH_GOLDEN") == "1"

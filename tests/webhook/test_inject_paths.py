@@ -18,7 +18,7 @@ from tests.webhook.conftest import example_config
 from tests.webhook.test_inject import TESTDATA
 from webhook.inject import inject
 from webhook.mountpaths import normalise
-from wspin.errors import AdmissionDenied
+from wspin.core.errors import AdmissionDenied
 
 CONFIG = example_config()
 

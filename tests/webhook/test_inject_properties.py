@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from tests.webhook.conftest import example_config
 from webhook.inject import inject
-from wspin.contract import AGENTD, ARCHES, OPENCODE
-from wspin.errors import AdmissionDenied
+from wspin.core.contract import AGENTD, ARCHES, OPENCODE
+from wspin.core.errors import AdmissionDenied
 
 CONFIG = example_config()
 PIN_NAMES = [

@@ -48,7 +48,7 @@ from tests.webhook.test_connections import (
 )
 from webhook.http import MAX_BODY_BYTES
 from webhook.protocol import MAX_HEAD_BYTES
-from wspin.connections import ConnectionLimits
+from wspin.http.server import ConnectionLimits
 
 LIMITS = ConnectionLimits(header_timeout=2.0, body_timeout=2.0, idle_timeout=10.0)
 

@@ -7,7 +7,7 @@ import pytest
 from tests.kubeapi import KubeServer
 from tests.webhook.conftest import AGENTD_IMAGE
 from webhook.probe import Backoff, ImageVolumeGate
-from wspin.resources import Kube
+from wspin.kube.client import Kube
 
 
 class FakeSleep:

@@ -21,8 +21,8 @@ from webhook.app import make_app
 from webhook.demo import DEMO_CONFIG
 from webhook.protocol import start as start_admission
 from webhook.validate import ValidatorConfig
-from wspin.logs import JSONFormatter
-from wspin.serving import Readiness, probe_app, start
+from wspin.core.logs import JSONFormatter
+from wspin.http.probes import Readiness, probe_app, start
 
 SECRET = "sk-live-7f3a9c"
 

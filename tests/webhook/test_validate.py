@@ -21,7 +21,7 @@ from webhook.validate import (
     validator_config_from_args,
 )
 from webhook.workspace_syntax import parse_cpu_millicores, parse_memory_mi, parse_storage_gi
-from wspin.errors import ConfigError
+from wspin.core.errors import ConfigError
 
 CAPTURES = ADMISSION
 DEFAULT = ValidatorConfig()

@@ -15,8 +15,9 @@ from webhook.admission import review_tenant_quota, review_workspace
 from webhook.tenant_quota import LABEL_TENANT, QuotaLimits
 from webhook.validate import ValidatorConfig
 from webhook.watches import WatchedViews, quota_view, watched_views
-from wspin.resources import PODS, Kube
-from wspin.runtimes import RUNTIME_ENVIRONMENTS
+from wspin.core.kinds import PODS
+from wspin.core.runtimes import RUNTIME_ENVIRONMENTS
+from wspin.kube.client import Kube
 
 DIGEST = "sha256:" + "cd" * 32
 VALIDATOR = ValidatorConfig(allowed_runtime_registries=("ghcr.io/acme/",))

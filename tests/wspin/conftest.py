@@ -22,7 +22,7 @@ from tests.wspin.installation import (
     installed_on_real_cluster,
     installed_on_test_server,
 )
-from wspin.resources import Kube
+from wspin.kube.client import Kube
 
 
 @pytest.fixture

@@ -33,17 +33,11 @@ from webhook.demo import DEMO_CONFIG
 from webhook.inject import InjectConfig
 from webhook.protocol import start
 from webhook.validate import ValidatorConfig
-from wspin.install import LEADER_LEASE, Installation
-from wspin.resources import (
-    DEPLOYMENTS,
-    LEASES,
-    NAMESPACES,
-    SECRETS,
-    Kube,
-    NotFound,
-    Resource,
-)
-from wspin.serving import Readiness
+from wspin.core.errors import NotFound
+from wspin.core.kinds import DEPLOYMENTS, LEASES, NAMESPACES, SECRETS, Resource
+from wspin.http.probes import Readiness
+from wspin.kube.client import Kube
+from wspin.ops.install import LEADER_LEASE, Installation
 
 RELEASE_NAMESPACE = "wspin"
 PROBE_NAMESPACE = "default"

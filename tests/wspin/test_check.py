@@ -15,16 +15,16 @@ from certs.build import new_ca
 from tests.kubeapi import KubeServer
 from tests.wspin.installation import Installed, hold_leader_lease, mark_ready
 from wspin import cli
-from wspin.check import Result, bundle_problem, lease_problem, run_checks
-from wspin.install import LEADER_LEASE
-from wspin.resources import (
+from wspin.core.kinds import (
     CUSTOM_RESOURCE_DEFINITIONS,
     LEASES,
     MUTATING_WEBHOOKS,
     VALIDATING_WEBHOOKS,
-    Kube,
     Resource,
 )
+from wspin.kube.client import Kube
+from wspin.ops.check import Result, bundle_problem, lease_problem, run_checks
+from wspin.ops.install import LEADER_LEASE
 
 NAMES = [
     "crds",

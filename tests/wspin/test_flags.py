@@ -7,8 +7,8 @@ import argparse
 import pytest
 
 from wspin.cli import main
-from wspin.errors import ConfigError
-from wspin.flags import Parser, add_flag, env_name
+from wspin.core.errors import ConfigError
+from wspin.core.flags import Parser, add_flag, env_name
 
 
 def build() -> argparse.ArgumentParser:

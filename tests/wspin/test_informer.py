@@ -14,8 +14,9 @@ import pytest
 from controller.types import Obj, ObjectKey
 from tests.fixtures import ADMISSION
 from tests.kubeapi import KubeServer
-from wspin.informer import EventType, Informer, compact_object
-from wspin.resources import CONFIGMAPS, NAMESPACES, Kube
+from wspin.core.kinds import CONFIGMAPS, NAMESPACES
+from wspin.kube.client import Kube
+from wspin.kube.informer import EventType, Informer, compact_object
 
 Seen = list[tuple[EventType, str]]
 

@@ -11,9 +11,11 @@ import pytest
 from kubernetes_asyncio.client import ApiClient
 
 from tests.kubeapi import KubeServer
-from wspin.errors import ConfigError
-from wspin.leader import LeaderElector
-from wspin.resources import LEASES, Kube, Obj, Resource
+from wspin.core.errors import ConfigError
+from wspin.core.kinds import LEASES, Resource
+from wspin.core.objects import Obj
+from wspin.kube.client import Kube
+from wspin.kube.leader import LeaderElector
 
 # Short, but in the production proportions (15 / 10 / 2).
 LEASE, RENEW, RETRY = 1.5, 1.0, 0.2

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from wspin import logs
+from wspin.core import logs
 
 VALUES = {"webhook": "mutate-pods", "uid": "u-1", "durationMs": 0.123, "dryRun": False}
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from wspin.errors import ConfigError
-from wspin.namespaces import excluded_namespace_problem, excluded_namespaces_from
+from wspin.core.errors import ConfigError
+from wspin.core.namespaces import excluded_namespace_problem, excluded_namespaces_from
 
 
 def test_kube_system_and_the_own_namespace_are_always_excluded() -> None:

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from wspin.runtimes import Runtime, resolve_runtime, runtime_environment_problem
+from wspin.core.runtimes import Runtime, resolve_runtime, runtime_environment_problem
 
 DIGEST = "sha256:" + "ab" * 32
 ALLOWED = ("ghcr.io/acme/",)

@@ -14,12 +14,14 @@ from tests.kubeapi import KubeServer
 from tests.wspin.installation import Installed, webhook_serving
 from webhook.demo import DEMO_CONFIG
 from webhook.inject import InjectConfig
-from wspin import cli, rollout
-from wspin.check import check_pod
-from wspin.contract import AGENTD, DELIVERY_ANNOTATION, LABEL_WORKSPACE, OPENCODE
-from wspin.delivery import PinSet, ResolvedArtifact
-from wspin.resources import PODS, WORKSPACES, Kube
-from wspin.status import read_status, render
+from wspin import cli
+from wspin.core import rollout
+from wspin.core.contract import AGENTD, DELIVERY_ANNOTATION, LABEL_WORKSPACE, OPENCODE
+from wspin.core.delivery import PinSet, ResolvedArtifact
+from wspin.core.kinds import PODS, WORKSPACES
+from wspin.kube.client import Kube
+from wspin.ops.check import check_pod
+from wspin.ops.status import read_status, render
 
 REPO = Path(__file__).resolve().parents[2]
 CURRENT = {

@@ -8,8 +8,8 @@ import pytest
 
 from webhook.admission import review_pod
 from webhook.demo import DEMO_CONFIG
-from wspin.contract import AGENTD, OPENCODE
-from wspin.workspace_pod import (
+from wspin.core.contract import AGENTD, OPENCODE
+from wspin.core.workspace_pod import (
     SELECTOR,
     artifacts_for,
     build_receipt,

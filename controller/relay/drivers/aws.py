@@ -45,7 +45,8 @@ from controller.relay.drivers.ec2_setup import (
     security_group,
 )
 from controller.relay.shapes import arch_for_shape, default_shape
-from wspin.resources import SECRETS, Kube
+from wspin.core.kinds import SECRETS
+from wspin.kube.client import Kube
 
 SECRET_NAME: Final = "aws-relay-irwa"  # noqa: S105 (a Secret name)
 DEFAULT_REGION: Final = "us-east-1"

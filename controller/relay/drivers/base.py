@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Final, Literal, Protocol
 
-from wspin.errors import WspinError
+from wspin.core.errors import WspinError
 
 TAG_MANAGED_BY: Final = "managed-by"
 MANAGED_BY_VALUE: Final = "llmsafespaces-relay"

@@ -40,7 +40,8 @@ from controller.relay.drivers.base import (
     truncate,
 )
 from controller.relay.shapes import default_shape
-from wspin.resources import SECRETS, Kube
+from wspin.core.kinds import SECRETS
+from wspin.kube.client import Kube
 
 SECRET_NAME: Final = "oci-credentials"  # noqa: S105 (a Secret name)
 DEFAULT_REGION: Final = "us-ashburn-1"

@@ -11,8 +11,8 @@ import importlib.util
 from controller.relay.drivers.base import Driver
 from controller.relay.drivers.fake import FakeCloud
 from controller.toolkit.clock import utc_now
-from wspin.errors import ConfigError
-from wspin.resources import Kube
+from wspin.core.errors import ConfigError
+from wspin.kube.client import Kube
 
 FAKE_PROVIDERS = ("aws", "oci")
 

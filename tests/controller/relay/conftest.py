@@ -24,7 +24,8 @@ from controller.relay.reconciler import InferenceRelayReconciler
 from controller.settings import RelayArtifactConfig
 from controller.types import Obj, ObjectKey, Requeue
 from tests.controller.fakerouter import FakeRouterState, RelayHealthLine, start_fake_router
-from wspin.resources import INFERENCE_RELAYS, Kube
+from wspin.core.kinds import INFERENCE_RELAYS
+from wspin.kube.client import Kube
 
 SHA_ARM64 = "a" * 64
 SHA_AMD64 = "b" * 64

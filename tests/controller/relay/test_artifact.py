@@ -6,7 +6,7 @@ import pytest
 
 from controller.relay.artifact import artifact_sha256, validate_artifacts
 from controller.settings import RelayArtifactConfig
-from wspin.errors import ConfigError
+from wspin.core.errors import ConfigError
 
 GOOD = RelayArtifactConfig(("https://m.example/relay",), "a" * 64, "B" * 64)
 

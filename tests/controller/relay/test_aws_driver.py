@@ -26,7 +26,8 @@ from controller.relay.drivers.base import (
     vm_tags,
 )
 from controller.relay.drivers.ec2_setup import ImageQuery
-from wspin.resources import SECRETS, Kube
+from wspin.core.kinds import SECRETS
+from wspin.kube.client import Kube
 
 REGION = "us-east-1"
 CANONICAL = "099720109477"

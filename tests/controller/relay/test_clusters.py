@@ -21,7 +21,8 @@ from controller.relay.orphans import OrphanDetector, OrphanPolicy
 from tests.controller.fakerouter import FakeRouterState
 from tests.controller.relay.conftest import AWS_SLOT, OCI_SLOT, Fleet, build_fleet
 from tests.kubeapi import KubeServer
-from wspin.resources import INFERENCE_RELAYS, NAMESPACES, Kube
+from wspin.core.kinds import INFERENCE_RELAYS, NAMESPACES
+from wspin.kube.client import Kube
 
 
 @pytest.fixture

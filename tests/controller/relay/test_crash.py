@@ -23,7 +23,8 @@ from controller.relay.reconciler import InferenceRelayReconciler
 from controller.types import ObjectKey
 from tests.controller.relay.conftest import AWS_SLOT, CLUSTER, Fleet
 from tests.kubeapi import KubeServer
-from wspin.resources import INFERENCE_RELAYS, KubeAPIError
+from wspin.core.errors import KubeAPIError
+from wspin.core.kinds import INFERENCE_RELAYS
 
 
 class DiesAfterLaunch:

@@ -12,8 +12,8 @@ from controller.relay.peers import PEERS_CONFIGMAP
 from controller.relay.spec import FINALIZER
 from tests.controller.relay.conftest import AWS_SLOT, OCI_SLOT, Fleet
 from tests.kubeapi import KubeServer
-from wspin.errors import TransientError
-from wspin.resources import CONFIGMAPS, INFERENCE_RELAYS
+from wspin.core.errors import TransientError
+from wspin.core.kinds import CONFIGMAPS, INFERENCE_RELAYS
 
 
 async def _delete(fleet: Fleet) -> None:

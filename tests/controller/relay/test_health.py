@@ -10,7 +10,7 @@ from aiohttp import web
 from controller.relay.health import HealthScrapeError, RouterHealth, parse_metrics
 from tests.controller.fakerouter import FakeRouterState
 from tests.controller.relay.conftest import serve
-from wspin.errors import ConfigError
+from wspin.core.errors import ConfigError
 
 ROUTER_TEXT = """\
 # HELP relay_router_relay_healthy Whether the relay passes health checks.

@@ -26,7 +26,8 @@ from controller.relay.drivers.base import (
 )
 from controller.relay.drivers.oci import OciDriver, classify_status, map_state, oci_config
 from tests.controller.relay.conftest import serve
-from wspin.resources import SECRETS, Kube
+from wspin.core.kinds import SECRETS
+from wspin.kube.client import Kube
 
 TENANCY = "ocid1.tenancy.oc1..aaaa"
 USER = "ocid1.user.oc1..bbbb"

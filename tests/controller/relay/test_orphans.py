@@ -14,7 +14,8 @@ from controller.relay.identity import ClusterIdentity
 from controller.relay.metrics import RelayMetrics
 from controller.relay.orphans import OrphanDetector, OrphanPolicy
 from tests.controller.relay.conftest import AWS_SLOT, CLUSTER, OCI_SLOT
-from wspin.resources import INFERENCE_RELAYS, Kube
+from wspin.core.kinds import INFERENCE_RELAYS
+from wspin.kube.client import Kube
 
 OLD = 3600.0
 

@@ -7,7 +7,8 @@ import json
 from controller.relay.peers import PEERS_CONFIGMAP, peer_entries, render_peers, sync_peers
 from controller.relay.spec import new_instance
 from controller.relay.tokens import TOKENS_SECRET, generate_token, read_tokens, write_tokens
-from wspin.resources import CONFIGMAPS, SECRETS, Kube
+from wspin.core.kinds import CONFIGMAPS, SECRETS
+from wspin.kube.client import Kube
 
 PEER = {
     "id": "i-1",

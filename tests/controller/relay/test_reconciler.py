@@ -19,8 +19,8 @@ from controller.relay.spec import FINALIZER, PAUSED_ANNOTATION, ROTATE_ANNOTATIO
 from controller.relay.tokens import read_tokens, write_tokens
 from controller.types import ObjectKey, Requeue
 from tests.controller.relay.conftest import AWS_SLOT, CLUSTER, OCI_SLOT, SHA_ARM64, Fleet
-from wspin.logs import JSONFormatter
-from wspin.resources import CONFIGMAPS, INFERENCE_RELAYS
+from wspin.core.kinds import CONFIGMAPS, INFERENCE_RELAYS
+from wspin.core.logs import JSONFormatter
 
 
 async def test_a_missing_relay_is_not_an_error_and_is_not_requeued(fleet: Fleet) -> None:

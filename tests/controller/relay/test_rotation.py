@@ -6,7 +6,7 @@ from controller.relay.spec import ROTATE_ANNOTATION
 from controller.relay.tokens import read_tokens
 from controller.types import Requeue
 from tests.controller.relay.conftest import AWS_SLOT, OCI_SLOT, Fleet
-from wspin.resources import INFERENCE_RELAYS
+from wspin.core.kinds import INFERENCE_RELAYS
 
 
 async def _annotate(fleet: Fleet, value: str) -> None:

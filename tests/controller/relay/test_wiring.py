@@ -22,8 +22,9 @@ from controller.settings import (
 )
 from controller.setup import new_manager
 from tests.controller.relay.conftest import AWS_SLOT, SHA_AMD64, SHA_ARM64
-from wspin.errors import ConfigError
-from wspin.resources import CONFIGMAPS, INFERENCE_RELAYS, LEASES, NAMESPACES, Kube
+from wspin.core.errors import ConfigError
+from wspin.core.kinds import CONFIGMAPS, INFERENCE_RELAYS, LEASES, NAMESPACES
+from wspin.kube.client import Kube
 
 
 async def _eventually(check: Callable[[], Awaitable[bool]], what: str) -> None:

@@ -7,8 +7,9 @@ from controller.runtime.controller import Controller, owner_keys, owner_mapper, 
 from controller.runtime.metrics import RuntimeMetrics
 from controller.runtime.queue import WorkQueue
 from controller.types import ObjectKey, Requeue
-from wspin.informer import Informer
-from wspin.resources import CONFIGMAPS, INFERENCE_RELAYS, WORKSPACES, Kube
+from wspin.core.kinds import CONFIGMAPS, INFERENCE_RELAYS, WORKSPACES
+from wspin.kube.client import Kube
+from wspin.kube.informer import Informer
 
 
 def test_only_a_controller_reference_of_the_right_kind_and_group_maps_to_an_owner() -> None:

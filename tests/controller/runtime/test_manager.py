@@ -16,8 +16,9 @@ from controller.runtime.manager import Manager
 from controller.runtime.options import LeaderElection, ManagerOptions
 from controller.types import Obj, ObjectKey, Requeue
 from tests.kubeapi import KubeServer
-from wspin.errors import TerminalError, TransientError
-from wspin.resources import CONFIGMAPS, LEASES, SECRETS, Kube
+from wspin.core.errors import TerminalError, TransientError
+from wspin.core.kinds import CONFIGMAPS, LEASES, SECRETS
+from wspin.kube.client import Kube
 
 Outcome = Callable[[ObjectKey, int], Awaitable[Requeue | None]]
 

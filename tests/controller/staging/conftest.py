@@ -27,8 +27,9 @@ from controller.staging.staging_pass import RelayStagingPass
 from controller.toolkit import conditions as st
 from controller.types import StagingReport
 from tests.controller.conftest import INTERNAL_TOKEN, FakeRouter
-from wspin import serving
-from wspin.resources import NAMESPACES, SECRETS, WORKSPACES, Kube
+from wspin.core.kinds import NAMESPACES, SECRETS, WORKSPACES
+from wspin.http import probes as serving
+from wspin.kube.client import Kube
 
 Obj = dict[str, Any]
 START = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)

@@ -38,9 +38,10 @@ from tests.controller.conftest import (
     publish_pub,
 )
 from tests.kubeapi import KubeServer
-from wspin import contract
-from wspin.logs import JSONFormatter
-from wspin.resources import SECRETS, Kube
+from wspin.core import contract
+from wspin.core.kinds import SECRETS
+from wspin.core.logs import JSONFormatter
+from wspin.kube.client import Kube
 
 DAY = 86400.0
 

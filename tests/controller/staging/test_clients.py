@@ -20,7 +20,7 @@ from controller.staging.clients import (
 )
 from tests.controller.conftest import INTERNAL_TOKEN, FakeRouter
 from tests.controller.staging.conftest import OPENAI_KEY, Providers, make_config, provider
-from wspin import serving
+from wspin.http import probes as serving
 
 
 @dataclass

@@ -32,7 +32,8 @@ from tests.controller.staging.conftest import (
 from tests.controller.workspace.conftest import SETTINGS
 from tests.controller.workspace.factories import publish_runtime
 from tests.kubeapi import KubeServer
-from wspin.resources import PODS, SECRETS, WORKSPACES, Kube
+from wspin.core.kinds import PODS, SECRETS, WORKSPACES
+from wspin.kube.client import Kube
 
 Obj = dict[str, Any]
 CONTROLLER = ControllerSettings(

@@ -20,7 +20,7 @@ from controller.staging.secrets import MINT_KEY_SECRET
 from controller.toolkit.clock import format_time, parse_time
 from tests.controller.fakerouter import FakeRouterState
 from tests.controller.staging.conftest import Stage, condition, two_providers
-from wspin.resources import EVENTS, SECRETS
+from wspin.core.kinds import EVENTS, SECRETS
 
 
 async def staged_workspace(stage: Stage, name: str = "ws-a", **delivery: str) -> str:

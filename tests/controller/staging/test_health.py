@@ -29,10 +29,11 @@ from controller.types import ObjectKey
 from tests.controller.staging.conftest import Stage, condition, two_providers
 from tests.controller.staging.test_escalation import events, publish_on_rotate
 from tests.controller.workspace.conftest import eventually
-from wspin import serving
-from wspin.contract import AGENTD, LABEL_APP, LABEL_APP_VALUE, MAIN_CONTAINER
-from wspin.informer import Informer
-from wspin.resources import PODS, Kube
+from wspin.core.contract import AGENTD, LABEL_APP, LABEL_APP_VALUE, MAIN_CONTAINER
+from wspin.core.kinds import PODS
+from wspin.http import probes as serving
+from wspin.kube.client import Kube
+from wspin.kube.informer import Informer
 
 Obj = dict[str, Any]
 

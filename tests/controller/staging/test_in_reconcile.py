@@ -19,9 +19,10 @@ from tests.controller.workspace.conftest import harness as harness
 from tests.controller.workspace.factories import publish_runtime
 from tests.controller.workspace.test_reconciler import ready_status, reconcile_until
 from tests.kubeapi import KubeServer
-from wspin import logs
-from wspin.errors import TransientError
-from wspin.resources import PODS, SECRETS, WORKSPACES, Kube
+from wspin.core import logs
+from wspin.core.errors import TransientError
+from wspin.core.kinds import PODS, SECRETS, WORKSPACES
+from wspin.kube.client import Kube
 
 
 async def active(harness: Harness) -> None:

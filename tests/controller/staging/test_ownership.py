@@ -28,8 +28,9 @@ from controller.staging.staging_pass import RelayStagingPass
 from controller.types import ObjectKey
 from tests.controller.staging.conftest import Stage, condition, provider
 from tests.controller.workspace.conftest import eventually
-from wspin.informer import Informer
-from wspin.resources import EVENTS, NAMESPACES, SECRETS, WORKSPACES, Kube
+from wspin.core.kinds import EVENTS, NAMESPACES, SECRETS, WORKSPACES
+from wspin.kube.client import Kube
+from wspin.kube.informer import Informer
 
 Obj = dict[str, Any]
 KEY_A = "sk-tenant-a-0123456789-secret"

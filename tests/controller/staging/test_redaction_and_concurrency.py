@@ -22,8 +22,8 @@ from tests.controller.staging.conftest import (
     two_providers,
 )
 from tests.kubeapi import KubeServer
-from wspin.logs import JSONFormatter, add_scrubber, remove_scrubber
-from wspin.resources import EVENTS, WORKSPACES
+from wspin.core.kinds import EVENTS, WORKSPACES
+from wspin.core.logs import JSONFormatter, add_scrubber, remove_scrubber
 
 
 def every_form(key: str) -> list[str]:

@@ -30,8 +30,8 @@ from tests.controller.staging.conftest import (
     two_providers,
 )
 from tests.kubeapi import KubeServer
-from wspin.errors import TransientError
-from wspin.resources import EVENTS, SECRETS, WORKSPACES
+from wspin.core.errors import TransientError
+from wspin.core.kinds import EVENTS, SECRETS, WORKSPACES
 
 
 def annotations_on(ws: dict[str, Any]) -> dict[str, str]:

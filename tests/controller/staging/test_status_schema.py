@@ -24,8 +24,9 @@ from tests.controller.staging.conftest import Stage, two_providers
 from tests.controller.workspace.conftest import SETTINGS, Harness, injected
 from tests.controller.workspace.conftest import harness as harness
 from tests.controller.workspace.test_reconciler import ready_status
-from wspin import serving
-from wspin.resources import PODS, WORKSPACES, Kube, Resource
+from wspin.core.kinds import PODS, WORKSPACES, Resource
+from wspin.http import probes as serving
+from wspin.kube.client import Kube
 
 Obj = dict[str, Any]
 CRD = Path(__file__).resolve().parents[3] / "charts/wspin/crds/workspaces.llmsafespaces.dev.yaml"

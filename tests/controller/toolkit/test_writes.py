@@ -13,7 +13,9 @@ from controller.toolkit.finalizers import add_finalizer, has_finalizer, remove_f
 from controller.toolkit.status import write_status
 from controller.toolkit.upserts import decode_secret_data, upsert_configmap, upsert_secret
 from tests.kubeapi import KubeServer
-from wspin.resources import CONFIGMAPS, EVENTS, INFERENCE_RELAYS, SECRETS, Conflict, Kube
+from wspin.core.errors import Conflict
+from wspin.core.kinds import CONFIGMAPS, EVENTS, INFERENCE_RELAYS, SECRETS
+from wspin.kube.client import Kube
 
 FINALIZER = "inferencerelay.llmsafespaces.dev/finalizer"
 

@@ -21,7 +21,7 @@ from controller.workspace.metrics import VerifyMetrics
 from controller.workspace.reconciler import WorkspaceReconciler
 from tests.controller.workspace.factories import AGENTD_IMAGE, OPENCODE_IMAGE
 from webhook.inject import InjectConfig, inject
-from wspin.contract import (
+from wspin.core.contract import (
     AGENTD,
     LABEL_APP,
     LABEL_APP_VALUE,
@@ -29,9 +29,10 @@ from wspin.contract import (
     LABEL_COMPONENT_VALUE,
     OPENCODE,
 )
-from wspin.delivery import AgentdDelivery, OpencodeDelivery, PinSet, ResolvedArtifact
-from wspin.informer import Informer
-from wspin.resources import PODS, PVCS, WORKSPACES, Kube
+from wspin.core.delivery import AgentdDelivery, OpencodeDelivery, PinSet, ResolvedArtifact
+from wspin.core.kinds import PODS, PVCS, WORKSPACES
+from wspin.kube.client import Kube
+from wspin.kube.informer import Informer
 
 Obj = dict[str, Any]
 SETTINGS = WorkspaceSettings(

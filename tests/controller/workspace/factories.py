@@ -7,9 +7,10 @@ import copy
 import json
 from typing import Any
 
-from wspin.contract import AGENTD, DELIVERY_ANNOTATION, OPENCODE
-from wspin.resources import AlreadyExists, Kube
-from wspin.runtimes import RUNTIME_ENVIRONMENTS
+from wspin.core.contract import AGENTD, DELIVERY_ANNOTATION, OPENCODE
+from wspin.core.errors import AlreadyExists
+from wspin.core.runtimes import RUNTIME_ENVIRONMENTS
+from wspin.kube.client import Kube
 
 UID = "b8985526-5983-4ade-9338-3b5f9fd93057"
 AGENTD_IMAGE = "ghcr.io/lenaxia/llmsafespaces/agentd@sha256:" + "0123456789abcdef" * 4

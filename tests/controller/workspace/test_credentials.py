@@ -10,7 +10,7 @@ import pytest
 from controller.workspace.credentials import KEYS, desired_password_secret
 from tests.controller.workspace.conftest import Harness
 from tests.controller.workspace.factories import workspace
-from wspin.resources import PODS, SECRETS
+from wspin.core.kinds import PODS, SECRETS
 
 
 def test_each_key_gets_its_own_random_value() -> None:

@@ -17,8 +17,8 @@ from controller.workspace.egress_sync import EGRESS_CONDITION, EgressPolicies
 from controller.workspace.wiring import POLICY_SELECTOR
 from tests.controller.workspace.conftest import Harness
 from tests.controller.workspace.test_orgstatus import Clock
-from wspin.informer import Informer
-from wspin.objects import ObjectKey
+from wspin.core.objects import ObjectKey
+from wspin.kube.informer import Informer
 
 
 @dataclass

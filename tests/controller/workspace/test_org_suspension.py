@@ -18,7 +18,7 @@ from controller.workspace.orgstatus import OrgStatusCache, OrgStatusMetrics
 from controller.workspace.reconciler import ORG_SUSPENDED
 from tests.controller.workspace.conftest import Harness
 from tests.controller.workspace.test_orgstatus import Clock, FakeApiService
-from wspin.resources import EVENTS, PODS, PVCS
+from wspin.core.kinds import EVENTS, PODS, PVCS
 
 TOKEN = "internal-token-for-org-tests"
 

@@ -18,7 +18,7 @@ from controller.workspace.ownership import (
 from controller.workspace.reconciler import WorkspaceReconciler
 from tests.controller.workspace.conftest import SETTINGS, Harness
 from tests.controller.workspace.factories import UID, workspace
-from wspin.resources import EVENTS, PODS, PVCS, SERVICE_ACCOUNTS, WORKSPACES
+from wspin.core.kinds import EVENTS, PODS, PVCS, SERVICE_ACCOUNTS, WORKSPACES
 
 Obj = dict[str, Any]
 

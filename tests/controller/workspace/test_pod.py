@@ -20,8 +20,8 @@ from controller.workspace.pod import (
     sanitize_label,
 )
 from tests.controller.workspace.factories import AGENTD_IMAGE, UID, workspace
-from wspin.contract import AGENTD, ARTIFACTS
-from wspin.delivery import AgentdDelivery
+from wspin.core.contract import AGENTD, ARTIFACTS
+from wspin.core.delivery import AgentdDelivery
 
 SETTINGS = WorkspaceSettings(
     default_runtime_class="gvisor", termination_grace=40, agentd=AgentdDelivery(AGENTD_IMAGE)

@@ -22,12 +22,12 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from controller.agentd_uploads import parse_upload_staging
 from controller.settings import WorkspaceSettings
-from controller.upload_staging import parse_upload_staging
 from controller.workspace.pod import desired_pod
 from tests.webhook.conftest import example_config
 from webhook.inject import inject
-from wspin.delivery import AgentdDelivery, OpencodeDelivery
+from wspin.core.delivery import AgentdDelivery, OpencodeDelivery
 
 TESTDATA = Path(__file__).parent / "testdata" / "pod"
 REFRESH = os.environ.get("WSPIN_REFRESH_GOLDEN") == "1"

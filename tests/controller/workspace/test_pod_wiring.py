@@ -16,7 +16,7 @@ from controller.settings import WorkspaceSettings
 from controller.workspace.pod import PodBuildError, desired_pod
 from tests.controller.workspace.factories import AGENTD_IMAGE, OPENCODE_IMAGE, workspace
 from webhook.inject import InjectConfig, inject
-from wspin.contract import (
+from wspin.core.contract import (
     AGENTD,
     OPENCODE,
     PLATFORM_BOOTSTRAP,
@@ -24,7 +24,7 @@ from wspin.contract import (
     PLATFORM_MATERIALIZE,
     SIDECAR_CONTAINER,
 )
-from wspin.delivery import AgentdDelivery, PinSet, ResolvedArtifact
+from wspin.core.delivery import AgentdDelivery, PinSet, ResolvedArtifact
 
 Obj = dict[str, Any]
 RELEASE = InjectConfig(

@@ -12,7 +12,7 @@ from controller.workspace.pod import desired_pod
 from controller.workspace.reconciler import FINALIZER, VERIFY_FAILURE_REQUEUE
 from tests.controller.workspace.conftest import SETTINGS, Harness, injected
 from tests.kubeapi import KubeServer
-from wspin.resources import EVENTS, PODS, PVCS, SERVICE_ACCOUNTS, WORKSPACES
+from wspin.core.kinds import EVENTS, PODS, PVCS, SERVICE_ACCOUNTS, WORKSPACES
 
 Obj = dict[str, Any]
 MISMATCH = (

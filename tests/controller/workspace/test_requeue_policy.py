@@ -22,7 +22,8 @@ from controller.workspace.reconciler import FINALIZER
 from tests.controller.workspace.conftest import SETTINGS
 from tests.controller.workspace.factories import publish_runtime
 from tests.kubeapi import KubeServer
-from wspin.resources import NAMESPACES, PODS, WORKSPACES, Kube
+from wspin.core.kinds import NAMESPACES, PODS, WORKSPACES
+from wspin.kube.client import Kube
 
 CONTROLLER = ControllerSettings(
     runtime=RuntimeSettings(health_port=0, metrics_port=0, bind_host="127.0.0.1"),

@@ -16,10 +16,11 @@ from controller.workspace import wiring
 from controller.workspace.rollout_metrics import WorkspacePodsCollector, served_digests
 from tests.controller.workspace.conftest import SETTINGS, eventually
 from tests.controller.workspace.factories import publish_runtime
-from wspin import rollout
-from wspin.contract import DELIVERY_ANNOTATION, LABEL_WORKSPACE
-from wspin.delivery import AgentdDelivery, OpencodeDelivery
-from wspin.resources import PODS, WORKSPACES, Kube
+from wspin.core import rollout
+from wspin.core.contract import DELIVERY_ANNOTATION, LABEL_WORKSPACE
+from wspin.core.delivery import AgentdDelivery, OpencodeDelivery
+from wspin.core.kinds import PODS, WORKSPACES
+from wspin.kube.client import Kube
 
 AGENTD_IMAGE = "ghcr.io/example/agentd@sha256:" + "a1" * 32
 OPENCODE_IMAGE = "ghcr.io/example/opencode@sha256:" + "b2" * 32

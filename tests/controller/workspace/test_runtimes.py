@@ -7,7 +7,7 @@ from typing import Any
 from controller.workspace.pod import ANNOTATION_RUNTIME_ENV
 from controller.workspace.reconciler import RUNTIME_NOT_FOUND
 from tests.controller.workspace.conftest import Harness
-from wspin.resources import PODS
+from wspin.core.kinds import PODS
 
 DIGEST = "sha256:" + "cd" * 32
 

@@ -17,8 +17,8 @@ from controller.workspace.verify import (
     termination_of,
 )
 from tests.controller.workspace.factories import AGENTD_IMAGE, injected, with_status, workspace
-from wspin.contract import AGENTD, OPENCODE, Artifact
-from wspin.delivery import AgentdDelivery
+from wspin.core.contract import AGENTD, OPENCODE, Artifact
+from wspin.core.delivery import AgentdDelivery
 
 BASE = desired_pod(workspace(), WorkspaceSettings(agentd=AgentdDelivery(AGENTD_IMAGE)))
 POD = injected(BASE)

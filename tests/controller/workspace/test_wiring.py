@@ -11,7 +11,8 @@ from controller.setup import new_manager
 from controller.workspace import wiring
 from tests.controller.workspace.conftest import SETTINGS, eventually
 from tests.controller.workspace.factories import publish_runtime
-from wspin.resources import PODS, WORKSPACES, Kube
+from wspin.core.kinds import PODS, WORKSPACES
+from wspin.kube.client import Kube
 
 
 async def test_a_registered_controller_turns_an_applied_workspace_into_a_pod(

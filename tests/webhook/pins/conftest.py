@@ -45,7 +45,7 @@ from tests.webhook.pins.registry_server import (
     RegistryProcess,
     TokenRegistry,
 )
-from wspin.contract import AGENTD, OPENCODE
+from wspin.core.contract import AGENTD, OPENCODE
 
 
 @pytest.fixture(scope="session")

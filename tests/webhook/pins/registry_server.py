@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 import yaml
 
-from wspin.contract import AGENTD, OPENCODE
+from wspin.core.contract import AGENTD, OPENCODE
 
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"

@@ -12,16 +12,16 @@ import pytest
 
 from tests.webhook.pins.registry_server import OciRegistry
 from webhook.pins import add_pins_flags, insecure_registries_from_args, resolve_artifact
-from wspin.delivery import (
+from wspin.core.delivery import (
     AgentdDelivery,
     ArtifactDelivery,
     OpencodeDelivery,
     PinSet,
     same_digest,
 )
-from wspin.errors import ConfigError
-from wspin.flags import Parser
-from wspin.resources import Kube
+from wspin.core.errors import ConfigError
+from wspin.core.flags import Parser
+from wspin.kube.client import Kube
 
 DELIVERIES: dict[str, type[ArtifactDelivery]] = {
     "agentd": AgentdDelivery,

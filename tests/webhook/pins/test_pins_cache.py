@@ -15,10 +15,11 @@ from kubernetes_asyncio import client
 from tests.kubeapi import KubeServer
 from tests.webhook.pins.registry_server import OciRegistry, RegistryProcess
 from webhook.pins import resolve_artifact
-from wspin.contract import AGENTD, OPENCODE, Artifact
-from wspin.delivery import AgentdDelivery, ArtifactDelivery, OpencodeDelivery, PinSet
-from wspin.errors import ConfigError
-from wspin.resources import CONFIGMAPS, Kube
+from wspin.core.contract import AGENTD, OPENCODE, Artifact
+from wspin.core.delivery import AgentdDelivery, ArtifactDelivery, OpencodeDelivery, PinSet
+from wspin.core.errors import ConfigError
+from wspin.core.kinds import CONFIGMAPS
+from wspin.kube.client import Kube
 
 DELIVERIES: dict[str, type[ArtifactDelivery]] = {
     "agentd": AgentdDelivery,

@@ -14,7 +14,8 @@ from tests.kubeapi import KubeServer
 from tests.webhook.pins.registry_server import OciRegistry
 from webhook import pins_cli
 from wspin import cli
-from wspin.resources import CONFIGMAPS, NAMESPACES, Kube
+from wspin.core.kinds import CONFIGMAPS, NAMESPACES
+from wspin.kube.client import Kube
 
 
 @pytest.fixture(autouse=True)
@@ -33,7 +34,7 @@ def run(argv: list[str]) -> int:
 
 
 def test_pins_is_a_wspin_subcommand() -> None:
-    assert cli.COMMANDS["pins"][0] == pins_cli.__name__
+    assert cli.COMMANDS["pins"][0]() is pins_cli.register
 
 
 def test_no_cluster_is_a_plain_flag_that_never_swallows_the_image(

@@ -17,7 +17,8 @@ from webhook.probe import (
     probe_image_volume_support,
     probe_pod,
 )
-from wspin.resources import PODS, Kube
+from wspin.core.kinds import PODS
+from wspin.kube.client import Kube
 
 IMAGE = "ghcr.io/example/agentd@sha256:" + "0123456789abcdef" * 4
 GAUGE = "wspin_webhook_image_volume_supported"

@@ -12,7 +12,7 @@ from webhook.reference import (
     plain_http_allowed,
     scheme_for,
 )
-from wspin.errors import ConfigError
+from wspin.core.errors import ConfigError
 
 DIGEST = "sha256:" + "0123456789abcdef" * 4
 

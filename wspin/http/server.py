@@ -28,7 +28,7 @@ from typing import Any
 
 from aiohttp import web
 
-from wspin.connection_limits import API_SERVER_IDLE_TIMEOUT, TLS_READ_BUFFER, ConnectionLimits
+from wspin.http.limits import API_SERVER_IDLE_TIMEOUT, TLS_READ_BUFFER, ConnectionLimits
 
 __all__ = [
     "API_SERVER_IDLE_TIMEOUT",

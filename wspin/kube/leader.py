@@ -26,9 +26,11 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from wspin.errors import ConfigError
-from wspin.logs import fields
-from wspin.resources import LEASES, AlreadyExists, Conflict, Kube, KubeAPIError, Obj
+from wspin.core.errors import AlreadyExists, ConfigError, Conflict, KubeAPIError
+from wspin.core.kinds import LEASES
+from wspin.core.logs import fields
+from wspin.core.objects import Obj
+from wspin.kube.client import Kube
 
 log = logging.getLogger("wspin.leader")
 

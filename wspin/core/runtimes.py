@@ -19,8 +19,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
-from wspin.objects import ObjectKey
-from wspin.resources import Resource
+from wspin.core.kinds import Resource
+from wspin.core.objects import ObjectKey
 
 Obj = dict[str, Any]
 

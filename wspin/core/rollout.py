@@ -23,8 +23,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from wspin.contract import ARTIFACTS, LABEL_WORKSPACE, Artifact
-from wspin.workspace_pod import DIGEST, parse_receipt
+from wspin.core.contract import ARTIFACTS, LABEL_WORKSPACE, Artifact
+from wspin.core.workspace_pod import DIGEST, parse_receipt
 
 Obj = dict[str, Any]
 State = Literal["current", "stale", "not_injected", "failing", "injected"]

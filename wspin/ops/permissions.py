@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from wspin.contract import ARTIFACTS
-from wspin.install import LEADER_LEASE, Installation, ProcessArgs
+from wspin.core.contract import ARTIFACTS
+from wspin.ops.install import LEADER_LEASE, Installation, ProcessArgs
 
 _CRD_GROUP = "llmsafespaces.dev"
 _COORDINATION = "coordination.k8s.io"

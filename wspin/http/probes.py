@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
 
-from wspin.connections import ConnectionLimits, GuardedSite
+from wspin.http.server import ConnectionLimits, GuardedSite
 
 DEFAULT_LIMITS = ConnectionLimits()
 

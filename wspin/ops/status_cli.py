@@ -7,7 +7,7 @@ import asyncio
 import json
 from typing import Any
 
-from wspin.check_cli import add_target_flags, run_against_cluster
+from wspin.ops.check_cli import add_target_flags, run_against_cluster
 
 # The Kubernetes client is imported when the command runs, not by --help.
 
@@ -33,8 +33,8 @@ def register(subparsers: Any) -> None:
 
 
 def run_status(args: argparse.Namespace) -> int:
-    from wspin.install import Installation
-    from wspin.status import render
+    from wspin.ops.install import Installation
+    from wspin.ops.status import render
 
     install = Installation(args.namespace, args.release)
     status = run_against_cluster(_read(args, install), f"no answer within {args.timeout:g}s")
@@ -48,9 +48,9 @@ def run_status(args: argparse.Namespace) -> int:
 
 
 async def _read(args: argparse.Namespace, install: Any) -> Any:
-    from wspin.kube import api_client
-    from wspin.resources import Kube
-    from wspin.status import read_status
+    from wspin.kube.client import Kube
+    from wspin.kube.config import api_client
+    from wspin.ops.status import read_status
 
     api = await api_client(args.kubeconfig)
     try:

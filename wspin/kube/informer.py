@@ -36,9 +36,11 @@ import sys
 from collections.abc import Callable
 from typing import Any, Literal
 
-from wspin.logs import fields
-from wspin.objects import Obj, ObjectKey
-from wspin.resources import Gone, Kube, KubeAPIError, Resource
+from wspin.core.errors import Gone, KubeAPIError
+from wspin.core.kinds import Resource
+from wspin.core.logs import fields
+from wspin.core.objects import Obj, ObjectKey
+from wspin.kube.client import Kube
 
 log = logging.getLogger("wspin.informer")
 

@@ -14,12 +14,22 @@ than with ``json``, and decoding holds the event loop.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 import orjson
 
-from wspin.errors import WspinError
+from wspin.core.errors import (
+    AlreadyExists,
+    Conflict,
+    Forbidden,
+    Gone,
+    Invalid,
+    KubeAPIError,
+    NamespaceTerminating,
+    NotFound,
+)
+from wspin.core.kinds import Resource
+from wspin.core.objects import Obj
 
 if TYPE_CHECKING:
     import aiohttp
@@ -29,7 +39,6 @@ if TYPE_CHECKING:
 # methods that send, never at import: flag-defining modules import this one, and
 # `wspin <command> --help` must answer at once. An ApiClient has loaded both anyway.
 
-Obj = dict[str, Any]
 PatchType = Literal["merge", "json", "strategic", "apply"]
 
 _PATCH_CONTENT_TYPES: dict[PatchType, str] = {
@@ -38,46 +47,6 @@ _PATCH_CONTENT_TYPES: dict[PatchType, str] = {
     "strategic": "application/strategic-merge-patch+json",
     "apply": "application/apply-patch+yaml",
 }
-
-
-class KubeAPIError(WspinError):
-    """An API call failed; ``status`` is the HTTP status (0 for a transport error)."""
-
-    def __init__(self, message: str, status: int = 0, reason: str = "") -> None:
-        super().__init__(message)
-        self.status = status
-        self.reason = reason
-
-
-class NotFound(KubeAPIError):
-    """404: the object (or its namespace) does not exist."""
-
-
-class Conflict(KubeAPIError):
-    """409 Conflict: a stale resourceVersion; re-read and retry."""
-
-
-class AlreadyExists(KubeAPIError):
-    """409 AlreadyExists: create of a name that is taken."""
-
-
-class Forbidden(KubeAPIError):
-    """403: RBAC does not allow this call."""
-
-
-class NamespaceTerminating(Forbidden):
-    """403 from the NamespaceLifecycle admission: the namespace is being deleted, so nothing
-    new may be created in it. An expected answer while a namespace goes, not a fault: the
-    namespace controller deletes what a controller owns before its owners, and a re-create
-    can only get this answer until the owners' deletion arrives."""
-
-
-class Gone(KubeAPIError):
-    """410: the watch's resourceVersion was compacted away; re-list."""
-
-
-class Invalid(KubeAPIError):
-    """422: the API server rejected the object as invalid."""
 
 
 def _error_for(status: int, body: Obj | None, what: str) -> KubeAPIError:
@@ -107,75 +76,6 @@ def _namespace_terminating(body: Obj | None) -> bool:
         isinstance(cause, dict) and cause.get("reason") == "NamespaceTerminating"
         for cause in causes or []
     )
-
-
-@dataclass(frozen=True)
-class Resource:
-    """Where a kind lives in the REST API: group/version, plural and whether it is namespaced."""
-
-    group: str
-    version: str
-    plural: str
-    namespaced: bool = True
-    kind: str = ""
-
-    @property
-    def api_version(self) -> str:
-        return f"{self.group}/{self.version}" if self.group else self.version
-
-    def path(self, namespace: str | None = None, name: str | None = None, sub: str = "") -> str:
-        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
-        if self.namespaced and namespace:
-            base += f"/namespaces/{namespace}"
-        base += f"/{self.plural}"
-        if name:
-            base += f"/{name}"
-        if sub:
-            base += f"/{sub}"
-        return base
-
-
-PODS = Resource("", "v1", "pods", kind="Pod")
-PVCS = Resource("", "v1", "persistentvolumeclaims", kind="PersistentVolumeClaim")
-CONFIGMAPS = Resource("", "v1", "configmaps", kind="ConfigMap")
-SECRETS = Resource("", "v1", "secrets", kind="Secret")
-SERVICE_ACCOUNTS = Resource("", "v1", "serviceaccounts", kind="ServiceAccount")
-EVENTS = Resource("", "v1", "events", kind="Event")
-NAMESPACES = Resource("", "v1", "namespaces", namespaced=False, kind="Namespace")
-LEASES = Resource("coordination.k8s.io", "v1", "leases", kind="Lease")
-MUTATING_WEBHOOKS = Resource(
-    "admissionregistration.k8s.io",
-    "v1",
-    "mutatingwebhookconfigurations",
-    namespaced=False,
-    kind="MutatingWebhookConfiguration",
-)
-VALIDATING_WEBHOOKS = Resource(
-    "admissionregistration.k8s.io",
-    "v1",
-    "validatingwebhookconfigurations",
-    namespaced=False,
-    kind="ValidatingWebhookConfiguration",
-)
-WORKSPACES = Resource("llmsafespaces.dev", "v1", "workspaces", kind="Workspace")
-DEPLOYMENTS = Resource("apps", "v1", "deployments", kind="Deployment")
-CUSTOM_RESOURCE_DEFINITIONS = Resource(
-    "apiextensions.k8s.io",
-    "v1",
-    "customresourcedefinitions",
-    namespaced=False,
-    kind="CustomResourceDefinition",
-)
-SUBJECT_ACCESS_REVIEWS = Resource(
-    "authorization.k8s.io",
-    "v1",
-    "subjectaccessreviews",
-    namespaced=False,
-    kind="SubjectAccessReview",
-)
-INFERENCE_RELAYS = Resource(
-    "llmsafespaces.dev", "v1", "inferencerelays", namespaced=False, kind="InferenceRelay"
-)
 
 
 class Kube:

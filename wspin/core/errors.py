@@ -41,3 +41,46 @@ class TransientError(WspinError):
 
 class TerminalError(WspinError):
     """A reconcile failure that retrying cannot help: logged, not requeued."""
+
+
+# The Kubernetes API's answers, as the plain-dict client (``wspin.kube.client``) raises them.
+
+
+class KubeAPIError(WspinError):
+    """An API call failed; ``status`` is the HTTP status (0 for a transport error)."""
+
+    def __init__(self, message: str, status: int = 0, reason: str = "") -> None:
+        super().__init__(message)
+        self.status = status
+        self.reason = reason
+
+
+class NotFound(KubeAPIError):
+    """404: the object (or its namespace) does not exist."""
+
+
+class Conflict(KubeAPIError):
+    """409 Conflict: a stale resourceVersion; re-read and retry."""
+
+
+class AlreadyExists(KubeAPIError):
+    """409 AlreadyExists: create of a name that is taken."""
+
+
+class Forbidden(KubeAPIError):
+    """403: RBAC does not allow this call."""
+
+
+class NamespaceTerminating(Forbidden):
+    """403 from the NamespaceLifecycle admission: the namespace is being deleted, so nothing
+    new may be created in it. An expected answer while a namespace goes, not a fault: the
+    namespace controller deletes what a controller owns before its owners, and a re-create
+    can only get this answer until the owners' deletion arrives."""
+
+
+class Gone(KubeAPIError):
+    """410: the watch's resourceVersion was compacted away; re-list."""
+
+
+class Invalid(KubeAPIError):
+    """422: the API server rejected the object as invalid."""

@@ -19,7 +19,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, Final
 
-from wspin.contract import (
+from wspin.core.contract import (
     AGENTD,
     ARTIFACTS,
     DELIVERY_ANNOTATION,

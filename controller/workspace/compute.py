@@ -18,8 +18,12 @@ import re
 from decimal import Decimal
 from typing import Any, Final
 
-from wspin.errors import WspinError
-from wspin.workspace_defaults import DEFAULT_CPU_REQUEST, DEFAULT_MEMORY_REQUEST, LIMIT_BURST_FACTOR
+from wspin.core.errors import WspinError
+from wspin.core.workspace_defaults import (
+    DEFAULT_CPU_REQUEST,
+    DEFAULT_MEMORY_REQUEST,
+    LIMIT_BURST_FACTOR,
+)
 
 Obj = dict[str, Any]
 

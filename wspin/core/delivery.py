@@ -12,9 +12,9 @@ import re
 from dataclasses import dataclass
 from typing import ClassVar
 
-from wspin.contract import AGENTD, OPENCODE, Arch, Artifact
-from wspin.errors import ConfigError
-from wspin.flags import add_flag
+from wspin.core.contract import AGENTD, OPENCODE, Arch, Artifact
+from wspin.core.errors import ConfigError
+from wspin.core.flags import add_flag
 
 DIGEST_PINNED = re.compile(r"@sha256:[0-9a-f]{64}$")
 SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")

@@ -2,7 +2,7 @@
 
 The release the webhook serves now is read from its Deployment (the ``--agentd-image`` and
 ``--opencode-image`` digests it injects); each workspace pod is classified by
-``wspin.rollout`` from its receipt annotation, its image volumes and its Workspace's
+``wspin.core.rollout`` from its receipt annotation, its image volumes and its Workspace's
 verification conditions. Reads only: one Deployment, and a list of workspace pods and of
 Workspaces (cluster-wide, or in the namespaces asked for).
 """
@@ -13,17 +13,18 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from wspin import rollout
-from wspin.contract import (
+from wspin.core import rollout
+from wspin.core.contract import (
     ARTIFACTS,
     LABEL_APP,
     LABEL_APP_VALUE,
     LABEL_COMPONENT,
     LABEL_COMPONENT_VALUE,
 )
-from wspin.errors import WspinError
-from wspin.install import Installation, ProcessArgs
-from wspin.resources import DEPLOYMENTS, PODS, WORKSPACES, Kube
+from wspin.core.errors import WspinError
+from wspin.core.kinds import DEPLOYMENTS, PODS, WORKSPACES
+from wspin.kube.client import Kube
+from wspin.ops.install import Installation, ProcessArgs
 
 Obj = dict[str, Any]
 WORKSPACE_PODS = f"{LABEL_APP}={LABEL_APP_VALUE},{LABEL_COMPONENT}={LABEL_COMPONENT_VALUE}"

@@ -14,8 +14,8 @@ import sys
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-from wspin.errors import WspinError
-from wspin.flags import add_flag
+from wspin.core.errors import WspinError
+from wspin.core.flags import add_flag
 
 T = TypeVar("T")
 
@@ -116,10 +116,10 @@ def run_check(args: argparse.Namespace) -> int:
 
 
 async def _check(args: argparse.Namespace) -> list[Any]:
-    from wspin.check import run_checks
-    from wspin.install import Installation
-    from wspin.kube import api_client
-    from wspin.resources import Kube
+    from wspin.kube.client import Kube
+    from wspin.kube.config import api_client
+    from wspin.ops.check import run_checks
+    from wspin.ops.install import Installation
 
     api = await api_client(args.kubeconfig)
     try:

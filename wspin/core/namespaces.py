@@ -14,8 +14,8 @@ import argparse
 import re
 from typing import Final
 
-from wspin.errors import ConfigError
-from wspin.flags import add_flag
+from wspin.core.errors import ConfigError
+from wspin.core.flags import add_flag
 
 ALWAYS_EXCLUDED: Final = "kube-system"
 """Never sent to the injector, whatever the flag says."""

@@ -8,8 +8,10 @@ import pytest
 from aiohttp import web
 from kubernetes_asyncio import client
 
-from wspin import serving
-from wspin.resources import CONFIGMAPS, LEASES, Kube, KubeAPIError
+from wspin.core.errors import KubeAPIError
+from wspin.core.kinds import CONFIGMAPS, LEASES
+from wspin.http import probes as serving
+from wspin.kube.client import Kube
 
 
 async def test_a_watch_delivers_events_larger_than_aiohttps_line_limit(

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from wspin.errors import ConfigError
+from wspin.core.errors import ConfigError
 
 if TYPE_CHECKING:
     from kubernetes_asyncio import client

@@ -12,7 +12,7 @@ import argparse
 from dataclasses import dataclass
 from typing import Any, Final
 
-from wspin.flags import env_name, parse_bool
+from wspin.core.flags import env_name, parse_bool
 
 Obj = dict[str, Any]
 

@@ -15,8 +15,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
-from wspin import imagevolume, rollout
-from wspin.contract import (
+from wspin.core import imagevolume, rollout
+from wspin.core.contract import (
     ARTIFACTS,
     DELIVERY_ANNOTATION,
     LABEL_APP,
@@ -26,9 +26,8 @@ from wspin.contract import (
     LABEL_WORKSPACE,
     MAIN_CONTAINER,
 )
-from wspin.install import LEADER_LEASE, Installation, ProcessArgs
-from wspin.permissions import needed_calls
-from wspin.resources import (
+from wspin.core.errors import KubeAPIError
+from wspin.core.kinds import (
     CUSTOM_RESOURCE_DEFINITIONS,
     DEPLOYMENTS,
     LEASES,
@@ -37,11 +36,12 @@ from wspin.resources import (
     SECRETS,
     SUBJECT_ACCESS_REVIEWS,
     VALIDATING_WEBHOOKS,
-    Kube,
-    KubeAPIError,
     Resource,
 )
-from wspin.workspace_pod import parse_receipt
+from wspin.core.workspace_pod import parse_receipt
+from wspin.kube.client import Kube
+from wspin.ops.install import LEADER_LEASE, Installation, ProcessArgs
+from wspin.ops.permissions import needed_calls
 
 Obj = dict[str, Any]
 CRDS: Final = ("workspaces.llmsafespaces.dev", "inferencerelays.llmsafespaces.dev")

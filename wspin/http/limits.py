@@ -1,5 +1,5 @@
 """The connection limits' values, apart from the server code that enforces them
-(``wspin.connections``), so the flag and settings modules import no HTTP server: each
+(``wspin.http.server``), so the flag and settings modules import no HTTP server: each
 process's ``--help`` stays instant."""
 
 from __future__ import annotations
