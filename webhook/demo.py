@@ -78,16 +78,17 @@ def run_demo(args: argparse.Namespace) -> int:
 async def _demo(pod: dict[str, Any]) -> int:
     from certs.files import FileSource
     from webhook.app import MUTATE_PODS_PATH, make_app
-    from webhook.protocol import start
     from webhook.validate import ValidatorConfig
     from wspin.http.probes import Readiness
+    from wspin.http.server import serve
 
     with tempfile.TemporaryDirectory(prefix="wspin-demo-") as folder:
         ca_file = _write_throwaway_certificates(Path(folder))
         source = FileSource(Path(folder) / "tls.crt", Path(folder) / "tls.key")
         source.load_at_start()
         app = make_app(DEMO_CONFIG, ValidatorConfig(), Readiness())
-        runner, port = await start(app, "127.0.0.1", 0, ssl_context=source.ssl_context())
+        runner = await serve(app, "127.0.0.1", 0, ssl_context=source.ssl_context())
+        port = runner.port
         try:
             print(
                 f"webhook serving https://127.0.0.1:{port}{MUTATE_PODS_PATH} "
@@ -103,7 +104,7 @@ async def _demo(pod: dict[str, Any]) -> int:
                 print(f"\nre-sent the injected pod: {verdict} — {message}")
                 status = 0 if "patch" not in again else 1
         finally:
-            await runner.cleanup()
+            await runner.shutdown()
     return status
 
 
