@@ -219,6 +219,7 @@ async def test_a_flood_of_handshakes_that_never_finish_at_the_default_cap(
             for batch in range(0, 3000, 100):
                 await asyncio.gather(*(connect(i % 2 == 0) for i in range(batch, batch + 100)))
             await holds_up(webhook)
+
             # The flood goes on at 500 connections a second (a cap's worth every 2 s) while
             # reviews come in.
             async def go_on() -> None:
