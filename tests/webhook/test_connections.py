@@ -299,12 +299,13 @@ async def test_a_pipelining_flood_does_not_hold_up_a_review(tmp_path: Path) -> N
     event loop, so a review on a new connection waits one turn, not the whole flood."""
     async with webhook_process(tmp_path) as webhook:
         idle = webhook.rss()
-        stop = asyncio.Event()
         batch = get("/healthz") * 1000
+        answers = 0
+        writers: list[asyncio.StreamWriter] = []
 
-        async def flood() -> int:
+        async def flood() -> None:
             reader, writer = await webhook.server.connect()
-            answers = 0
+            writers.append(writer)
 
             async def drain() -> None:
                 nonlocal answers
@@ -312,19 +313,22 @@ async def test_a_pipelining_flood_does_not_hold_up_a_review(tmp_path: Path) -> N
                     answers += data.count(b"HTTP/1.1 200")
 
             draining = asyncio.ensure_future(drain())
-            while not stop.is_set():
-                writer.write(batch)
-                await writer.drain()
-            writer.close()
-            draining.cancel()
-            return answers
+            try:
+                while True:
+                    writer.write(batch)
+                    await writer.drain()
+            finally:
+                draining.cancel()
 
         flooding = [asyncio.ensure_future(flood()) for _ in range(32)]
+        await until(lambda: answers > 10_000)  # the flood is being served
         for _ in range(4):
             await holds_up(webhook)
-        stop.set()
-        answered_total = sum(await asyncio.gather(*flooding))
-        assert answered_total > 10_000  # the flood was being served all along
+        for task in flooding:
+            task.cancel()
+        for writer in writers:
+            writer.transport.abort()
+        await asyncio.gather(*flooding, return_exceptions=True)
         await recovers(webhook, idle)
 
 

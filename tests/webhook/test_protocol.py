@@ -24,6 +24,7 @@ and the answers are read back byte for byte. This proves that:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime
 import socket
 import time
@@ -52,7 +53,7 @@ from wspin.http.limits import ConnectionLimits
 
 MAX_HEAD_BYTES = ConnectionLimits().max_head_bytes
 LIMITS = ConnectionLimits(
-    header_timeout=2.0, body_timeout=2.0, idle_timeout=10.0, linger_timeout=0.3
+    header_timeout=2.0, body_timeout=2.0, idle_timeout=10.0, linger_timeout=0.3, drain_timeout=1
 )
 LINGER = LIMITS.linger_timeout + 0.5
 """Seconds: a refused connection is closed within its linger time and a sweep."""
@@ -255,6 +256,7 @@ def budget_limits(bodies: float) -> ConnectionLimits:
         header_timeout=10,
         body_timeout=10,
         linger_timeout=0.3,
+        drain_timeout=1,
         max_buffered_body_bytes=int(len(REVIEW) * bodies),
     )
 
@@ -505,6 +507,202 @@ async def test_a_body_framed_two_ways_is_400_never_a_second_request(
     writer.close()
 
 
+# -- lingering close -------------------------------------------------------------------------
+
+
+def oversized_head(size: int = MAX_BODY_BYTES + 1) -> bytes:
+    return (
+        b"POST /mutate-pods HTTP/1.1\r\nHost: h\r\nContent-Type: application/json\r\n"
+        b"Content-Length: %d\r\n\r\n" % size
+    )
+
+
+async def test_a_client_still_sending_after_a_refusal_reads_the_refusal() -> None:
+    """The 413 goes out when the head arrives; the client goes on sending its 3 MiB body
+    before it reads. The server reads and discards it (lingering), so the client reads the
+    413 rather than a reset, and the connection ends when the client closes."""
+    limits = ConnectionLimits(linger_timeout=5)
+    async with serving(limits) as server:
+        reader, writer = await server.connect()
+        writer.write(oversized_head())
+        for _ in range(12):
+            writer.write(b"x" * (256 * 1024))
+            await writer.drain()  # the server keeps reading: the body all goes out
+        answer = await read_answer(reader)
+        assert answer.status == 413
+        assert answer.headers["connection"] == "close"
+        assert server.http is not None
+        http = server.http
+        assert len(http.connections) == 1
+        writer.close()
+        await until(lambda: not http.connections)
+
+
+async def test_lingering_ends_after_its_byte_bound() -> None:
+    limits = ConnectionLimits(linger_timeout=30, linger_bytes=256 * 1024)
+    async with serving(limits) as server:
+        reader, writer = await server.connect()
+        writer.write(oversized_head())
+        assert (await read_answer(reader)).status == 413
+        started = time.monotonic()
+        with contextlib.suppress(ConnectionError):
+            for _ in range(64):  # far past the bound: the server stops listening
+                writer.write(b"x" * (64 * 1024))
+                await writer.drain()
+        assert await seconds_until_closed(reader) < 5
+        assert time.monotonic() - started < 5  # the byte bound, not the 30 s one
+        writer.close()
+
+
+async def test_lingering_ends_after_its_time_bound(server: Server) -> None:
+    reader, writer = await server.connect()
+    writer.write(oversized_head())
+    assert (await read_answer(reader)).status == 413
+    assert await seconds_until_closed(reader) < LINGER  # the client never closed
+    writer.close()
+
+
+# -- Host (RFC 9112 §3.2) ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "headers", [b"", b"Host: a\r\nHost: b\r\n"], ids=["without Host", "two Hosts"]
+)
+async def test_an_http_1_1_request_without_exactly_one_host_is_400(
+    server: Server, headers: bytes
+) -> None:
+    reader, writer = await server.connect()
+    writer.write(b"GET /healthz HTTP/1.1\r\n" + headers + b"\r\n" + get("/healthz"))
+    answer = await read_answer(reader)
+    assert answer.status == 400
+    assert answer.json()["error"].startswith("an HTTP/1.1 request needs one Host header")
+    assert answer.headers["connection"] == "close"
+    assert await seconds_until_closed(reader) < LINGER  # the request after it is not answered
+    writer.close()
+
+
+async def test_an_http_1_0_request_needs_no_host(server: Server) -> None:
+    reader, writer = await server.connect()
+    writer.write(b"GET /healthz HTTP/1.0\r\n\r\n")
+    answer = await read_answer(reader)
+    assert (answer.status, answer.body) == (200, b"ok\n")
+    writer.close()
+
+
+# -- Expect: 100-continue (RFC 9110 §10.1.1) -------------------------------------------------
+
+
+def expecting(path: bytes, body: bytes, version: bytes = b"HTTP/1.1") -> bytes:
+    return (
+        b"POST %s %s\r\nHost: h\r\nContent-Type: application/json\r\n"
+        b"Expect: 100-continue\r\nContent-Length: %d\r\n\r\n" % (path, version, len(body))
+    )
+
+
+async def test_an_http_1_0_expectation_is_ignored(server: Server) -> None:
+    reader, writer = await server.connect()
+    body = review_for("continue-10")
+    writer.write(expecting(b"/mutate-pods", body, b"HTTP/1.0"))
+    writer.write(body)
+    answer = await read_answer(reader)  # the first bytes back are the final answer
+    assert answer.status == 200
+    assert answer.json()["response"]["uid"] == "continue-10"
+    writer.close()
+
+
+async def test_no_100_continue_for_a_body_that_will_not_be_read(server: Server) -> None:
+    reader, writer = await server.connect()
+    writer.write(expecting(b"/nowhere", REVIEW))
+    answer = await read_answer(reader)  # the final answer, before any body byte
+    assert answer.status == 404
+    assert answer.headers["connection"] == "close"
+    writer.close()
+
+
+async def test_no_100_continue_while_the_body_budget_has_no_room() -> None:
+    async with serving(budget_limits(1.5)) as server:
+        stalled = await hold_body(server)
+        reader, writer = await server.connect()
+        writer.write(expecting(b"/mutate-pods", REVIEW))
+        answer = await read_answer(reader)
+        assert answer.status == 503
+        writer.close()
+        stalled.close()
+
+
+async def test_an_unknown_expectation_is_417(server: Server) -> None:
+    reader, writer = await server.connect()
+    writer.write(b"GET /healthz HTTP/1.1\r\nHost: h\r\nExpect: teapot\r\n\r\n")
+    assert (await read_answer(reader)).status == 417
+    writer.close()
+
+
+# -- fairness and output bounds --------------------------------------------------------------
+
+
+async def test_a_connection_pipelining_thousands_does_not_hold_up_another() -> None:
+    """One write of 6,000 pipelined requests is answered 16 per turn of the event loop, so
+    a review on another connection is answered long before the last of them."""
+    async with serving(LIMITS) as server:
+        reader, writer = await server.connect()
+        answers = 0
+
+        async def count() -> None:
+            nonlocal answers
+            while data := await reader.read(65536):
+                answers += data.count(b"HTTP/1.1 200")
+
+        counting = asyncio.ensure_future(count())
+        writer.write(get("/healthz") * 6000)
+        await until(lambda: answers > 0)
+        assert await server.review_seconds() < 2
+        assert answers < 6000
+        await until(lambda: answers == 6000)
+        writer.close()
+        await counting
+
+
+async def slow_reader(server: Server, reviews: int) -> asyncio.StreamWriter:
+    """A connection that pipelines ``reviews`` reviews and reads nothing (small window)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.setblocking(False)
+    await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", server.port))
+    _, writer = await asyncio.open_connection(
+        sock=sock, ssl=server.trust, server_hostname=SERVICE_HOST
+    )
+    writer.write(request_bytes() * reviews)
+    return writer
+
+
+async def test_a_client_that_does_not_read_holds_at_most_its_mark_and_one_answer() -> None:
+    limits = ConnectionLimits(header_timeout=10, body_timeout=10, send_timeout=30)
+    async with serving(limits) as server:
+        writer = await slow_reader(server, 400)
+        assert server.http is not None
+        http = server.http
+        await until(lambda: any(c.send_deadline < float("inf") for c in http.connections))
+        (connection,) = http.connections
+        assert connection.queued <= limits.write_buffer_bytes + 8 * 1024
+        assert http.queued_output == connection.queued
+        writer.transport.abort()
+
+
+async def test_past_the_output_budget_the_largest_non_readers_are_dropped() -> None:
+    limits = ConnectionLimits(
+        header_timeout=10, body_timeout=10, send_timeout=30, max_queued_output_bytes=100_000
+    )
+    async with serving(limits) as server:
+        writers = [await slow_reader(server, 400) for _ in range(4)]
+        assert server.http is not None
+        http = server.http
+        await until(lambda: http.refusals.counts.get("output-budget", 0) >= 2)
+        assert http.queued_output <= limits.max_queued_output_bytes + limits.write_buffer_bytes
+        assert await server.review_seconds() < 2
+        for writer in writers:
+            writer.transport.abort()
+
+
 # -- shutdown --------------------------------------------------------------------------------
 
 SHUTDOWN_LIMITS = ConnectionLimits(header_timeout=4.0, body_timeout=4.0, idle_timeout=30.0)
@@ -512,7 +710,7 @@ SWEEP = 1.0
 """Seconds: the deadline sweep's period, at most a fifth of a deadline and at most this."""
 
 
-async def test_cleanup_closes_idle_connections_at_once_and_accepts_no_more() -> None:
+async def test_shutdown_closes_idle_connections_at_once_and_accepts_no_more() -> None:
     async with serving(SHUTDOWN_LIMITS) as server:
         idle = [await server.connect() for _ in range(3)]
         for reader, writer in idle:
@@ -531,7 +729,7 @@ async def test_cleanup_closes_idle_connections_at_once_and_accepts_no_more() -> 
             writer.close()
 
 
-async def test_cleanup_answers_a_body_still_arriving_and_cuts_one_that_never_completes() -> None:
+async def test_shutdown_answers_a_body_still_arriving_and_cuts_one_that_never_completes() -> None:
     async with serving(SHUTDOWN_LIMITS) as server:
         whole = request_bytes(review_for("draining-1"))
         half = len(whole) - len(REVIEW) // 2
@@ -562,3 +760,17 @@ async def test_cleanup_answers_a_body_still_arriving_and_cuts_one_that_never_com
         assert time.monotonic() - started < within
         arriving.close()
         stalled.close()
+
+
+async def test_shutdown_aborts_a_client_that_stopped_reading_at_the_drain_deadline() -> None:
+    limits = ConnectionLimits(send_timeout=60, drain_timeout=1.0)
+    async with serving(limits) as server:
+        writer = await slow_reader(server, 400)
+        assert server.http is not None
+        http = server.http
+        await until(lambda: any(c.send_deadline < float("inf") for c in http.connections))
+        started = time.monotonic()
+        await asyncio.wait_for(http.shutdown(), 5)
+        assert time.monotonic() - started < limits.drain_timeout + 1.5
+        assert not http.connections
+        writer.transport.abort()

@@ -35,7 +35,7 @@ import httptools
 from wspin.core.logs import fields
 from wspin.http.limits import BODY_STALL
 from wspin.http.messages import Reply, Request, error_reply
-from wspin.http.tls import TlsChannel, TlsClosed
+from wspin.http.tls import TlsChannel
 
 if TYPE_CHECKING:
     from wspin.http.server import HttpServer
@@ -132,6 +132,8 @@ class Connection(asyncio.BufferedProtocol):
         self._content_encoding: bytes | None = None
         self._expect: bytes | None = None
         self._hosts = 0
+        self._declared = 0
+        """The Content-Length of the request being parsed (0 when absent)."""
         self._body: list[bytes] = []
         self.body_bytes = 0
         self.body_started = 0.0
@@ -183,9 +185,7 @@ class Connection(asyncio.BufferedProtocol):
         data = self._server.read_buffer[:nbytes]
         if self.closing:
             if self.phase == LINGER:
-                self._lingered += nbytes
-                if self._lingered > self._limits.linger_bytes:
-                    self.close()
+                self._discard(data)
             return
         tls = self._tls
         if tls is None:
@@ -195,10 +195,6 @@ class Connection(asyncio.BufferedProtocol):
             tls = self._tls = TlsChannel(self._tls_context)
         try:
             plaintext = tls.receive(data)
-        except TlsClosed:
-            self._flush_tls()
-            self._client_done()
-            return
         except ssl.SSLError as err:
             self._server.refusals.note(
                 "tls", "TLS handshake or record refused", reason=str(err.reason)[:80]
@@ -211,6 +207,24 @@ class Connection(asyncio.BufferedProtocol):
         self._flush_tls()
         if plaintext:
             self._feed(plaintext)
+        if tls.peer_closed and not self._eof:
+            self._client_done()
+
+    def _discard(self, data: memoryview) -> None:
+        """Lingering: drop what arrives, but notice the client's close_notify."""
+        self._lingered += len(data)
+        tls = self._tls
+        if tls is not None:
+            try:
+                tls.receive(data)
+            except ssl.SSLError:
+                self.close()
+                return
+            if tls.peer_closed:
+                self.close()
+                return
+        if self._lingered > self._limits.linger_bytes:
+            self.close()
 
     def eof_received(self) -> bool:
         self._client_done()
@@ -347,6 +361,7 @@ class Connection(asyncio.BufferedProtocol):
         self._content_encoding = None
         self._expect = None
         self._hosts = 0
+        self._declared = 0
 
     def on_url(self, url: bytes) -> None:
         self._url += url
@@ -362,8 +377,9 @@ class Connection(asyncio.BufferedProtocol):
         elif lowered == b"content-length":
             # llhttp has checked the digits and refuses a second, different length.
             limit = self._limits.max_body_bytes
-            if int(value) > limit:
-                self._refuse(413, f"body of {int(value)} bytes exceeds {limit}")
+            self._declared = int(value)
+            if self._declared > limit:
+                self._refuse(413, f"body of {self._declared} bytes exceeds {limit}")
                 raise _Stop
         elif lowered == b"expect":
             self._expect = value.strip().lower()
@@ -384,14 +400,21 @@ class Connection(asyncio.BufferedProtocol):
             self._expect_continue()  # an HTTP/1.0 expectation is ignored (RFC 9110 §10.1.1)
 
     def _expect_continue(self) -> None:
-        """``100 Continue`` only when the body will be read: a known path, room in the body
-        budget, and no earlier answer still to be sent (an interim answer must follow them)."""
+        """``100 Continue`` only when the body will be read: a known path and room in the body
+        budget for its declared length; else the final answer now, and the connection ends.
+        Not while an earlier answer is still to be sent: an interim answer must follow it (the
+        client sends the body after its own wait)."""
         if self._expect != b"100-continue":
             self._refuse(417, "only the 100-continue expectation is supported")
             raise _Stop
+        server = self._server
         path = self._path()
-        if path not in self._server.routes:
+        if path not in server.routes:
             self._refuse(404, f"no endpoint at {path[:80]!r}")
+            raise _Stop
+        budget = self._limits.max_buffered_body_bytes
+        if server.buffered + self._declared > budget and not server.make_room(self._declared, self):
+            self._refuse(503, "too many request bodies in flight; retry")
             raise _Stop
         if not self._backlog and self.transport is not None:
             self._send(_CONTINUE)

@@ -17,26 +17,24 @@ PLAINTEXT_READ = 64 * 1024
 """Bytes of plaintext taken from OpenSSL per call."""
 
 
-class TlsClosed(Exception):
-    """The client sent its close_notify: nothing more will arrive."""
-
-
 class TlsChannel:
     """One connection's TLS session: ciphertext in, plaintext out, and back."""
 
-    __slots__ = ("_incoming", "_outgoing", "_tls", "established")
+    __slots__ = ("_incoming", "_outgoing", "_tls", "established", "peer_closed")
 
     def __init__(self, context: ssl.SSLContext) -> None:
         self._incoming = ssl.MemoryBIO()
         self._outgoing = ssl.MemoryBIO()
         self._tls = context.wrap_bio(self._incoming, self._outgoing, server_side=True)
         self.established = False
+        self.peer_closed = False
 
     def receive(self, ciphertext: bytes | memoryview) -> bytes:
         """Take bytes from the socket; return the plaintext they complete (often b"").
 
-        Raises ``ssl.SSLError`` on a broken handshake or record, ``TlsClosed`` when the
-        client closed the session. Handshake bytes to send back wait in ``outgoing()``.
+        Raises ``ssl.SSLError`` on a broken handshake or record. After the client's
+        close_notify, ``peer_closed`` is set (the plaintext before it is still returned).
+        Handshake bytes to send back wait in ``outgoing()``.
         """
         self._incoming.write(ciphertext)
         if not self.established:
@@ -52,10 +50,9 @@ class TlsChannel:
             except ssl.SSLWantReadError:
                 break
             except ssl.SSLZeroReturnError:
-                if chunks:
-                    break  # answer what came before the close first
-                raise TlsClosed from None
-            if not chunk:
+                chunk = b""
+            if not chunk:  # the close_notify: nothing follows it
+                self.peer_closed = True
                 break
             chunks.append(chunk)
         if len(chunks) == 1:
