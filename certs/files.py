@@ -13,10 +13,10 @@ from pathlib import Path
 
 from certs.atomic import write_atomically
 from certs.build import CertificateError, KeyPair, fingerprint
-from certs.clock import Clock, utc_now
 from certs.expiry import ExpiryReporter
 from certs.tls import ServesFromContext, ServingContext, context_for
 from certs.validity import UnusablePair, check_pair, count_rejection
+from wspin.core.clock import Clock, utc_now
 from wspin.core.errors import ConfigError
 from wspin.core.logs import fields
 

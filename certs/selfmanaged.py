@@ -28,12 +28,12 @@ from prometheus_client import Gauge
 from certs.authority import Plan, Policy, apply_step, awaiting_replicas, next_step
 from certs.build import CertificateError, fingerprint
 from certs.cabundle import Target, patch_ca_bundle
-from certs.clock import Clock, utc_now
 from certs.expiry import ExpiryReporter
 from certs.reports import Replicas, ServingReports, leaf_fingerprint
 from certs.store import SecretStore, Stored
 from certs.tls import ServesFromContext, ServingContext
 from certs.validity import Reason, UnusablePair, count_rejection
+from wspin.core.clock import Clock, utc_now
 from wspin.core.errors import Conflict, Forbidden, KubeAPIError, NotFound
 from wspin.core.logs import fields
 

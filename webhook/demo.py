@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
-import datetime
 import json
 import ssl
 import sys
@@ -24,6 +23,7 @@ import jsonpatch
 import yaml
 
 from webhook.inject import InjectConfig
+from wspin.core.clock import utc_now
 from wspin.core.contract import AGENTD, ARCHES, MAIN_CONTAINER, OPENCODE
 from wspin.core.delivery import PinSet, ResolvedArtifact
 
@@ -111,7 +111,7 @@ def _write_throwaway_certificates(folder: Path) -> Path:
     from certs.build import issue_serving, new_ca, service_dns_names
     from certs.files import write_certificates
 
-    now = datetime.datetime.now(datetime.UTC)
+    now = utc_now()
     ca = new_ca(now)
     write_certificates(folder, ca, issue_serving(ca, service_dns_names(SERVICE, NAMESPACE), now))
     return folder / "ca.crt"

@@ -19,7 +19,6 @@ import gc
 import logging
 import os
 import signal
-import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -35,6 +34,7 @@ from webhook.protocol import Listener
 from webhook.protocol import start as start_admission
 from webhook.settings import WebhookSettings
 from webhook.watches import watched_views
+from wspin.core.clock import monotonic
 from wspin.core.delivery import ResolvedArtifact
 from wspin.core.logs import fields
 from wspin.http.probes import Readiness, probe_app, start
@@ -120,7 +120,7 @@ async def serve(settings: WebhookSettings, args: argparse.Namespace) -> int:
         background = [asyncio.create_task(source.run(), name="certificate-source")]
         views = None
         if kube is not None:
-            views = watched_views(kube, settings.tenant_quota, time.monotonic)
+            views = watched_views(kube, settings.tenant_quota, monotonic)
             for name, check in views.checks():
                 readiness.add(name, check)
             background.append(asyncio.create_task(views.run(), name="watched-views"))

@@ -17,11 +17,11 @@ of creates faster than the watch cannot slip past the limit on one replica.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from webhook.quantity import byte_count, millicores
+from wspin.core.clock import Monotonic
 from wspin.core.contract import LABEL_COMPONENT, LABEL_COMPONENT_VALUE
 from wspin.core.errors import ConfigError
 from wspin.core.flags import add_flag
@@ -192,7 +192,7 @@ class TenantUsage:
     ``apply`` has the informer handler's signature. Memory is one small record per counted pod
     and one per tenant; every update is O(1)."""
 
-    def __init__(self, clock: Callable[[], float]) -> None:
+    def __init__(self, clock: Monotonic) -> None:
         self._clock = clock
         self._shares: dict[tuple[str, str], Share] = {}
         self._totals: dict[tuple[str, str], Totals] = {}

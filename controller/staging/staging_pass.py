@@ -60,10 +60,10 @@ from controller.staging.secrets import (
     ensure_mint_key,
     read_hpke_pub,
 )
-from controller.toolkit.clock import Clock, utc_now
 from controller.toolkit.conditions import find_condition
 from controller.toolkit.events import EventRecorder
 from controller.types import Obj, ObjectReader, StagingReport
+from wspin.core.clock import Clock, utc_now
 from wspin.core.errors import KubeAPIError, TransientError
 from wspin.core.kinds import WORKSPACES
 from wspin.core.logs import fields

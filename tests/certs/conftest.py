@@ -1,7 +1,6 @@
-"""Certificate test helpers: a fixed and a fake clock, real handshakes, a live HTTPS webhook.
+"""Certificate test helpers: a fixed clock, real handshakes, a live HTTPS webhook.
 
 - ``NOW``: the fixed instant the pure tests build certificates at.
-- ``FakeClock``: a clock tests advance by hand (the sources and the authority take it).
 - ``handshake(port, trust_pem)``: the certificate a fresh TLS connection gets, verified by a
   client that trusts only ``trust_pem`` and checks the Service's DNS name.
 - ``serve(source)``: the real webhook application (``make_app``) served over HTTPS from a
@@ -33,7 +32,6 @@ from cryptography import x509
 from certs.authority import Policy
 from certs.build import service_dns_names
 from certs.cabundle import targets
-from certs.clock import Clock, utc_now
 from certs.reports import ENDPOINT_SLICES, SERVICE_NAME_LABEL, ServingReports, reports_name
 from certs.selfmanaged import SelfManagedSettings, SelfManagedSource
 from certs.source import CertificateSource
@@ -44,6 +42,7 @@ from webhook.demo import DEMO_CONFIG
 from webhook.inject import InjectConfig
 from webhook.protocol import start
 from webhook.validate import ValidatorConfig
+from wspin.core.clock import Clock, utc_now
 from wspin.core.kinds import MUTATING_WEBHOOKS, VALIDATING_WEBHOOKS
 from wspin.core.objects import Obj
 from wspin.http.probes import Readiness
@@ -55,19 +54,6 @@ SERVICE = "wspin-webhook"
 NAMESPACE = "wspin-system"
 SERVICE_HOST = f"{SERVICE}.{NAMESPACE}.svc"
 CAPTURES = ADMISSION
-
-
-class FakeClock:
-    """A clock that only moves when told to."""
-
-    def __init__(self, now: datetime.datetime) -> None:
-        self.now = now
-
-    def __call__(self) -> datetime.datetime:
-        return self.now
-
-    def advance(self, delta: datetime.timedelta) -> None:
-        self.now += delta
 
 
 def trust(bundle_pem: bytes) -> ssl.SSLContext:

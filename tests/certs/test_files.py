@@ -20,12 +20,12 @@ from tests.certs.conftest import (
     NAMESPACE,
     SERVICE,
     SERVICE_HOST,
-    FakeClock,
     admission_review,
     handshake,
     serve,
     trust,
 )
+from tests.support.clock import FakeClock
 from wspin.core.errors import ConfigError
 
 
@@ -302,10 +302,10 @@ def test_readiness_covers_not_before_and_not_after(tmp_path: Path, old_ca: KeyPa
     source = FileSource(tmp_path / "tls.crt", tmp_path / "tls.key", clock=clock)
     source.load_at_start()
     assert source.problem() is None and source.healthy()
-    clock.now = leaf.not_before - datetime.timedelta(seconds=1)
+    clock.set(leaf.not_before - datetime.timedelta(seconds=1))
     assert not source.healthy()
     assert "not valid before" in (source.problem() or "")
-    clock.now = leaf.not_after
+    clock.set(leaf.not_after)
     assert not source.healthy()
     assert "expired" in (source.problem() or "")
 

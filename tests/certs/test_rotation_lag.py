@@ -24,7 +24,6 @@ from certs.selfmanaged import SelfManagedSource
 from certs.store import SecretStore, Stored
 from tests.certs.conftest import (
     SECRET,
-    FakeClock,
     Webhooks,
     endpoint_slice,
     handshake,
@@ -32,6 +31,7 @@ from tests.certs.conftest import (
     serve,
 )
 from tests.certs.traffic import DAY, HOUR, POLICY, ApiServerClient, background, until
+from tests.support.clock import FakeClock
 from wspin.core.kinds import CONFIGMAPS
 from wspin.kube.client import Kube
 
@@ -107,7 +107,7 @@ async def test_the_old_ca_stays_until_a_lagging_replica_serves_the_new_leaf(
         assert first.ca is not None
 
         # The CA rotation starts: both CAs are published, the client trusts both.
-        clock.now = renew_at(first.ca.cert)
+        clock.set(renew_at(first.ca.cert))
         await until(
             lambda: asyncio.sleep(0, len(client.bundle.split(b"-----BEGIN")) == 3),
             "the client trusts old and new CA",
@@ -194,7 +194,7 @@ async def test_a_replica_that_is_not_ready_does_not_hold_the_rotation(
         await until(lambda: _published(store), "the Secret is published")
         first = await store.read()
         assert first.ca is not None
-        clock.now = renew_at(first.ca.cert)
+        clock.set(renew_at(first.ca.cert))
         await until(lambda: _bundle_size(store, 2), "both CAs are published")
         clock.advance(HOUR)
         await until(lambda: _bundle_size(store, 1), "the rotation finishes without 'gone'")

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.clock import FakeClock
 from webhook.quantity import byte_count, millicores, parse_quantity
 from webhook.tenant_quota import (
     LABEL_TENANT,
@@ -15,14 +16,6 @@ from webhook.tenant_quota import (
     pod_requests,
     quota_problem,
 )
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def pod(
@@ -69,8 +62,8 @@ def create(obj: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def synced(*pods: dict[str, Any], clock: Clock | None = None) -> TenantUsage:
-    usage = TenantUsage(clock or Clock())
+def synced(*pods: dict[str, Any], clock: FakeClock | None = None) -> TenantUsage:
+    usage = TenantUsage((clock or FakeClock()).monotonic)
     for p in pods:
         usage.apply("ADDED", p, None)
     usage.synced = True
@@ -189,7 +182,7 @@ class TestLimits:
 
 class TestReservations:
     def test_a_burst_faster_than_the_watch_is_held_to_the_limit(self) -> None:
-        clock = Clock()
+        clock = FakeClock()
         usage = synced(clock=clock)
         limits = QuotaLimits(max_workspaces=3)
         admitted = []
@@ -210,19 +203,19 @@ class TestReservations:
         assert usage.usage("ws-a", "acme").pods == 1
 
     def test_a_reservation_the_watch_never_confirms_expires(self) -> None:
-        clock = Clock()
+        clock = FakeClock()
         usage = synced(clock=clock)
         _, share = quota_problem(create(pod("p1")), QuotaLimits(max_workspaces=1), usage)
         assert share is not None
         usage.reserve("p1", share)
         assert quota_problem(create(pod("p2")), QuotaLimits(max_workspaces=1), usage)[0]
-        clock.now += RESERVATION_SECONDS
+        clock.advance(RESERVATION_SECONDS)
         assert quota_problem(create(pod("p2")), QuotaLimits(max_workspaces=1), usage)[0] is None
 
 
 class TestUnknownUsage:
     def test_before_the_cache_syncs_the_configured_answer_is_given(self) -> None:
-        usage = TenantUsage(Clock())
+        usage = TenantUsage(FakeClock().monotonic)
         problem, _ = quota_problem(create(pod("p")), QuotaLimits(max_workspaces=5), usage)
         assert problem is not None and "whenUnknown=allow" in problem
         open_limits = QuotaLimits(max_workspaces=5, when_unknown="allow")

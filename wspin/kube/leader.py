@@ -23,9 +23,9 @@ import logging
 import math
 import random
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
 from typing import Any
 
+from wspin.core.clock import format_micro_time, utc_now
 from wspin.core.errors import AlreadyExists, ConfigError, Conflict, KubeAPIError
 from wspin.core.kinds import LEASES
 from wspin.core.logs import fields
@@ -39,11 +39,6 @@ Listener = Callable[[bool], None]
 # client-go's JitterFactor: retries spread over [retry, 1.2 * retry] so candidates do not
 # hit the API server in lock step.
 _JITTER = 0.2
-
-
-def _micro_time(moment: datetime) -> str:
-    """A ``MicroTime`` as the API server writes it (RFC 3339, microseconds, UTC)."""
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 class LeaderElector:
@@ -163,7 +158,7 @@ class LeaderElector:
             lease = await self.kube.get_or_none(LEASES, self.name, self.namespace)
             if lease is None or lease.get("spec", {}).get("holderIdentity") != self.identity:
                 return False
-            now = _micro_time(datetime.now(UTC))
+            now = format_micro_time(utc_now())
             lease["spec"] = {
                 **lease.get("spec", {}),
                 "holderIdentity": None,
@@ -236,7 +231,7 @@ class LeaderElector:
 
     async def _try_acquire_or_renew(self) -> bool:
         loop = asyncio.get_running_loop()
-        now = _micro_time(datetime.now(UTC))
+        now = format_micro_time(utc_now())
         self._held_by_other = False
         spec: Obj = {
             "holderIdentity": self.identity,

@@ -5,6 +5,7 @@ cleanup on deletion, and the wiring that builds the pass from the armed config."
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -160,14 +161,14 @@ async def test_an_active_workspace_stays_fresh_with_no_event(
     minted = stage.mints()
 
     # Half the one-hour TTL later, plus the widest renewal spread: every token renewed.
-    stage.clock.advance(minutes=30, seconds=6 * 60 + 1)
+    stage.clock.advance(timedelta(minutes=30, seconds=6 * 60 + 1))
     again = await harness.reconcile()
     assert again is not None and again.after <= 120
     assert stage.mints() == minted + 2
 
     # The owner unbinds one credential; the next timed pass revokes it.
     stage.providers.bound["ws1"] = two_providers()[:1]
-    stage.clock.advance(seconds=again.after)
+    stage.clock.advance(timedelta(seconds=again.after))
     await harness.reconcile()
     assert await stage.envelope_secret("local", "ws1") is None
     assert await stage.envelope_secret("openai", "ws1") is not None
