@@ -1,7 +1,7 @@
 """The clock: wall time, monotonic time, and the one wire format of times.
 
 Code that decides by time takes its clock as an argument (``clock: Clock = utc_now``,
-``monotonic: Monotonic = time_monotonic``) instead of calling ``datetime.now`` or
+``monotonic: Monotonic = monotonic``) instead of calling ``datetime.now`` or
 ``time.monotonic`` itself, so a test runs it on a clock it moves by hand
 (``tests/support/clock.py``) and never sleeps to see a deadline pass.
 

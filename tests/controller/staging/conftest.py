@@ -21,7 +21,6 @@ from controller.staging.arming import RelayStagingConfig
 from controller.staging.clients import CredentialSource
 from controller.staging.envelopes import envelope_name
 from controller.staging.handoff import handoff_name
-from controller.staging.redact import Redactor
 from controller.staging.secrets import HPKE_PUB_SECRET, RelaySecrets, secret_value
 from controller.staging.staging_pass import RelayStagingPass
 from controller.toolkit import conditions as st
@@ -29,6 +28,7 @@ from controller.types import StagingReport
 from tests.controller.conftest import INTERNAL_TOKEN, FakeRouter
 from tests.support.clock import FakeClock
 from wspin.core.kinds import NAMESPACES, SECRETS, WORKSPACES
+from wspin.core.redact import Redactor
 from wspin.http import probes as serving
 from wspin.kube.client import Kube
 

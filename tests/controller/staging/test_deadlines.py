@@ -18,7 +18,6 @@ from controller.setup import manager_options
 from controller.staging.clients import CredentialSource
 from controller.staging.envelopes import envelope_name
 from controller.staging.handoff import handoff_name
-from controller.staging.redact import Redactor
 from controller.staging.secrets import RelaySecrets
 from controller.staging.staging_pass import RelayStagingPass
 from controller.workspace import wiring
@@ -33,6 +32,7 @@ from tests.controller.workspace.conftest import SETTINGS
 from tests.controller.workspace.factories import publish_runtime
 from tests.kubeapi import KubeServer
 from wspin.core.kinds import PODS, SECRETS, WORKSPACES
+from wspin.core.redact import Redactor
 from wspin.kube.client import Kube
 
 Obj = dict[str, Any]

@@ -13,7 +13,6 @@ from datetime import timedelta
 import pytest
 
 from controller.staging.desired import STAGED_REVISION
-from controller.staging.redact import REPLACEMENT
 from tests.controller.staging.conftest import (
     COMPAT_KEY,
     OPENAI_KEY,
@@ -25,6 +24,7 @@ from tests.controller.staging.conftest import (
 from tests.kubeapi import KubeServer
 from wspin.core.kinds import EVENTS, WORKSPACES
 from wspin.core.logs import JSONFormatter, add_scrubber, remove_scrubber
+from wspin.core.redact import REPLACEMENT
 
 
 def every_form(key: str) -> list[str]:
