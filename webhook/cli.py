@@ -9,8 +9,13 @@ from typing import Any
 from certs.options import add_certificate_flags
 from webhook.inject import InjectConfig
 from webhook.offline import dump_documents, inject_object, load_documents
-from webhook.pins import add_pins_flags, insecure_registries_from_args, resolve_artifact
-from webhook.settings import add_webhook_flags, settings_from_args
+from webhook.pins import resolve_artifact
+from webhook.settings import (
+    add_pins_flags,
+    add_webhook_flags,
+    insecure_registries_from_args,
+    settings_from_args,
+)
 from wspin.core.delivery import add_delivery_flags, deliveries_from_args
 from wspin.core.errors import WspinError
 from wspin.core.logs import setup_logging

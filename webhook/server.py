@@ -39,7 +39,7 @@ from wspin.core.delivery import ResolvedArtifact
 from wspin.core.logs import fields
 from wspin.http.probes import Readiness, probe_app, start
 from wspin.kube.client import Kube
-from wspin.kube.config import api_client, own_namespace
+from wspin.kube.config import api_client
 
 log = logging.getLogger("wspin.webhook")
 
@@ -101,7 +101,7 @@ def tune_gc_for_admission() -> None:
 
 
 async def serve(settings: WebhookSettings, args: argparse.Namespace) -> int:
-    namespace = own_namespace()
+    namespace = settings.namespace
     async with kube_client(settings) as kube:
         inject_config = await resolve_both(settings, kube, namespace)
         source = certificate_source_from_args(args, kube, namespace)

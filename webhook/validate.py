@@ -1,8 +1,9 @@
 """The Workspace validator: which Workspaces the API server may store.
 
 Pure: an AdmissionReview ``request`` dict and a frozen ``ValidatorConfig`` in, ``None`` (allow)
-or a denial message out. No I/O, no logging, no clock. The HTTP edge and the response
-constructors live elsewhere; this module is only the policy (reference/pod-delivery.md §6).
+or a denial message out. No I/O, no logging, no clock, no flags (``webhook.settings`` builds
+the config). The HTTP edge and the response constructors live elsewhere; this module is only
+the policy.
 
 Every denial names the field and says why, so ``kubectl apply`` shows the user what to change.
 Checks run in a fixed order and the first failure wins, so a message never depends on dict order.
@@ -10,9 +11,6 @@ Checks run in a fixed order and the first failure wins, so a message never depen
 
 from __future__ import annotations
 
-import argparse
-import os
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
@@ -24,14 +22,7 @@ from webhook.workspace_syntax import (
     parse_storage_gi,
     requirement_problem,
 )
-from wspin.core.errors import ConfigError
-from wspin.core.flags import add_flag
-from wspin.core.namespaces import (
-    ALWAYS_EXCLUDED,
-    add_excluded_namespaces_flag,
-    excluded_namespace_problem,
-    excluded_namespaces_from,
-)
+from wspin.core.namespaces import ALWAYS_EXCLUDED, excluded_namespace_problem
 from wspin.core.runtimes import image_syntax_problem, registry_problem
 from wspin.core.workspace_defaults import (
     DEFAULT_CPU_REQUEST,
@@ -45,7 +36,6 @@ RUNTIME_CLASS_OVERRIDE_ANNOTATION: Final = "llmsafespaces.dev/allow-runtime-clas
 
 # Kubernetes object names (and so StorageClass names) cap at 253 characters (DNS subdomain).
 MAX_STORAGE_CLASS_LENGTH: Final = 253
-_REGISTRY_PREFIX_CHARS = re.compile(r"^[a-zA-Z0-9._/:@-]+$")
 
 
 @dataclass(frozen=True)
@@ -69,87 +59,6 @@ class ValidatorConfig:
     excluded_namespaces: frozenset[str] = frozenset({ALWAYS_EXCLUDED})
     """``--excluded-namespaces`` plus kube-system and the webhook's own namespace: the pod
     webhook never sees pods there, so no Workspace may be created there."""
-
-
-def add_validator_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
-    """The validator's flags (each also read from its WSPIN_* environment variable)."""
-    add_flag(
-        parser,
-        "--max-workspace-storage-gi",
-        type=int,
-        default=1024,
-        help="largest Workspace spec.storage.size in GiB; 0 disables the cap",
-    )
-    add_flag(
-        parser,
-        "--max-workspace-cpu-millicores",
-        type=int,
-        default=16000,
-        help="largest Workspace cpu request or limit in millicores; 0 disables the cap",
-    )
-    add_flag(
-        parser,
-        "--max-workspace-memory-mi",
-        type=int,
-        default=65536,
-        help="largest Workspace memory request or limit in MiB; 0 disables the cap",
-    )
-    add_flag(
-        parser,
-        "--allowed-runtime-registries",
-        default="",
-        help="comma-separated registry prefixes an image-shaped spec.runtime must start with "
-        "(e.g. ghcr.io/acme/); empty allows only RuntimeEnvironment names",
-    )
-    add_flag(
-        parser,
-        "--allowed-storage-classes",
-        default="",
-        help="comma-separated StorageClass names a Workspace may use; empty allows any",
-    )
-    add_excluded_namespaces_flag(parser)
-
-
-def _comma_list(value: str | None) -> tuple[str, ...]:
-    return tuple(item.strip() for item in (value or "").split(",") if item.strip())
-
-
-def normalize_registry_prefix(prefix: str) -> str:
-    """``ghcr.io/acme`` → ``ghcr.io/acme/``: without the slash ``ghcr.io/acme.evil.com/x`` would
-    match."""
-    return prefix if prefix.endswith("/") else prefix + "/"
-
-
-def validator_config_from_args(args: argparse.Namespace) -> ValidatorConfig:
-    """Build the config from parsed flags; a negative cap raises ConfigError naming the flag."""
-    caps = {
-        "--max-workspace-storage-gi": args.max_workspace_storage_gi,
-        "--max-workspace-cpu-millicores": args.max_workspace_cpu_millicores,
-        "--max-workspace-memory-mi": args.max_workspace_memory_mi,
-    }
-    for flag, value in caps.items():
-        if not isinstance(value, int) or value < 0:
-            raise ConfigError(
-                f"{flag} must be a whole number >= 0 (got {value!r})",
-                f"set {flag} to a positive cap, or 0 to disable it",
-            )
-    registries = _comma_list(args.allowed_runtime_registries)
-    for prefix in registries:
-        if not _REGISTRY_PREFIX_CHARS.match(prefix) or ".." in prefix:
-            raise ConfigError(
-                f"--allowed-runtime-registries entry {prefix!r} is not a registry prefix",
-                "set --allowed-runtime-registries to prefixes like 'ghcr.io/acme/'",
-            )
-    return ValidatorConfig(
-        max_storage_gi=args.max_workspace_storage_gi,
-        max_cpu_millicores=args.max_workspace_cpu_millicores,
-        max_memory_mi=args.max_workspace_memory_mi,
-        allowed_runtime_registries=tuple(normalize_registry_prefix(p) for p in registries),
-        allowed_storage_classes=_comma_list(args.allowed_storage_classes),
-        excluded_namespaces=excluded_namespaces_from(
-            args.excluded_namespaces, os.environ.get("POD_NAMESPACE", "")
-        ),
-    )
 
 
 # -- the checks ------------------------------------------------------------------------------

@@ -159,8 +159,8 @@ def test_both_processes_take_the_namespaces_the_pod_webhook_skips(any_render: Re
     (expression,) = selector["namespaceSelector"]["matchExpressions"]
     skipped = set(expression["values"])
     assert {"kube-system", NAMESPACE} <= skipped
-    webhook = webhook_settings(parse(any_render, "webhook"))
+    environ = {"POD_NAMESPACE": NAMESPACE}  # the chart sets it from the pod's namespace
+    webhook = webhook_settings(parse(any_render, "webhook"), environ=environ)
     assert webhook.validator.excluded_namespaces == skipped
-    environ = {"POD_NAMESPACE": NAMESPACE}
     controller = controller_settings(parse(any_render, "controller"), environ=environ)
     assert controller.workspace.excluded_namespaces == skipped

@@ -13,12 +13,11 @@ import yaml
 
 from tests.fixtures import ADMISSION
 from tests.webhook.conftest import LiveWebhook
+from webhook.settings import add_validator_flags, validator_config_from_args
 from webhook.validate import (
     RUNTIME_CLASS_OVERRIDE_ANNOTATION,
     ValidatorConfig,
-    add_validator_flags,
     validate_workspace,
-    validator_config_from_args,
 )
 from webhook.workspace_syntax import parse_cpu_millicores, parse_memory_mi, parse_storage_gi
 from wspin.core.errors import ConfigError
@@ -89,7 +88,7 @@ class TestRuntime:
 
     def test_a_prefix_without_trailing_slash_is_normalized_so_lookalikes_fail(self) -> None:
         args = parse(["--allowed-runtime-registries", "ghcr.io/acme, registry.k8s.io/"])
-        cfg = validator_config_from_args(args)
+        cfg = validator_config_from_args(args, "")
         assert cfg.allowed_runtime_registries == ("ghcr.io/acme/", "registry.k8s.io/")
         assert denial(cfg, runtime="ghcr.io/acme/rt:1") is None
         assert denial(cfg, runtime="ghcr.io/acme.evil.com/rt:1") is not None
@@ -471,23 +470,23 @@ def parse(argv: list[str]) -> argparse.Namespace:
 
 class TestFlags:
     def test_defaults_match_the_reference(self) -> None:
-        cfg = validator_config_from_args(parse([]))
+        cfg = validator_config_from_args(parse([]), "")
         assert cfg == ValidatorConfig(1024, 16000, 65536, (), ())
 
     def test_flags_come_from_the_environment(self, monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setenv("WSPIN_MAX_WORKSPACE_STORAGE_GI", "50")
         monkeypatch.setenv("WSPIN_ALLOWED_STORAGE_CLASSES", "fast,standard")
-        cfg = validator_config_from_args(parse([]))
+        cfg = validator_config_from_args(parse([]), "")
         assert cfg.max_storage_gi == 50
         assert cfg.allowed_storage_classes == ("fast", "standard")
 
     def test_a_negative_cap_is_a_config_error_naming_the_flag(self) -> None:
         with pytest.raises(ConfigError, match="--max-workspace-cpu-millicores"):
-            validator_config_from_args(parse(["--max-workspace-cpu-millicores", "-1"]))
+            validator_config_from_args(parse(["--max-workspace-cpu-millicores", "-1"]), "")
 
     def test_a_registry_entry_with_bad_characters_is_a_config_error(self) -> None:
         with pytest.raises(ConfigError, match="--allowed-runtime-registries"):
-            validator_config_from_args(parse(["--allowed-runtime-registries", "ghcr.io/a b/"]))
+            validator_config_from_args(parse(["--allowed-runtime-registries", "ghcr.io/a b/"]), "")
 
 
 # Every Workspace capture from a real API server, with the outcome it must get.
@@ -576,13 +575,12 @@ class TestExcludedNamespaces:
     def test_an_existing_workspace_there_can_still_be_updated_and_so_deleted(self) -> None:
         assert validate_workspace(self.request("tools", "UPDATE"), self.EXCLUDED) is None
 
-    def test_the_flag_adds_the_webhooks_own_namespace(
-        self, monkeypatch: pytest.MonkeyPatch
-    ) -> None:
-        monkeypatch.setenv("POD_NAMESPACE", "wspin")
+    def test_the_flag_adds_the_webhooks_own_namespace(self) -> None:
         parser = argparse.ArgumentParser()
         add_validator_flags(parser)
-        cfg = validator_config_from_args(parser.parse_args(["--excluded-namespaces=tools"]))
+        cfg = validator_config_from_args(
+            parser.parse_args(["--excluded-namespaces=tools"]), "wspin"
+        )
         assert cfg.excluded_namespaces == {"kube-system", "wspin", "tools"}
 
 
