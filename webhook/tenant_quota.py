@@ -19,9 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from webhook.quantity import byte_count, millicores
 from wspin.core.clock import Monotonic
 from wspin.core.contract import LABEL_COMPONENT, LABEL_COMPONENT_VALUE
+from wspin.core.quantity import byte_count, millicores
 
 Obj = dict[str, Any]
 

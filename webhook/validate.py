@@ -15,14 +15,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from webhook.workspace_syntax import (
-    domain_problem,
-    parse_cpu_millicores,
-    parse_memory_mi,
-    parse_storage_gi,
-    requirement_problem,
-)
+from webhook.workspace_syntax import domain_problem, requirement_problem
 from wspin.core.namespaces import ALWAYS_EXCLUDED, excluded_namespace_problem
+from wspin.core.quantity import QuantityError, byte_count, is_whole, millicores
 from wspin.core.runtimes import image_syntax_problem, registry_problem
 from wspin.core.workspace_defaults import (
     DEFAULT_CPU_REQUEST,
@@ -34,6 +29,9 @@ Obj = dict[str, Any]
 
 RUNTIME_CLASS_OVERRIDE_ANNOTATION: Final = "llmsafespaces.dev/allow-runtime-class-override"
 
+MI: Final = 2**20
+GI: Final = 2**30
+
 # Kubernetes object names (and so StorageClass names) cap at 253 characters (DNS subdomain).
 MAX_STORAGE_CLASS_LENGTH: Final = 253
 
@@ -43,7 +41,7 @@ class ValidatorConfig:
     """Caps and allow-lists for Workspaces; 0 disables a numeric cap."""
 
     max_storage_gi: int = 1024
-    """Largest ``spec.storage.size`` in GiB (Mi rounds up to 1 Gi)."""
+    """Largest ``spec.storage.size`` in GiB (a size is counted in whole GiB, rounded up)."""
     max_cpu_millicores: int = 16000
     """Largest cpu request or limit, in millicores (16 cores)."""
     max_memory_mi: int = 65536
@@ -165,10 +163,9 @@ def _storage_problem(spec: Obj, cfg: ValidatorConfig) -> str | None:
     size = storage.get("size")
     if not isinstance(size, str) or not size.strip():
         return "spec.storage.size is required, like '10Gi'"
-    try:
-        gi = parse_storage_gi(size)
-    except ValueError as err:
-        return f"spec.storage.size {size!r} {err}"
+    gi = _whole_units(size, GI)
+    if isinstance(gi, str):
+        return f"spec.storage.size {gi}"
     if cfg.max_storage_gi and gi > cfg.max_storage_gi:
         return (
             f"spec.storage.size {size!r} ({gi} Gi) exceeds the maximum {cfg.max_storage_gi} Gi "
@@ -234,6 +231,32 @@ def _resource_fields(resources: Obj) -> dict[str, _Quantity] | str:
     return found
 
 
+def _cpu_millicores(value: str) -> int | str:
+    """A CPU quantity in millicores (rounded up, as the scheduler counts), or why it is
+    refused: any Kubernetes quantity ("2", "2000m", "1.5") above zero is accepted."""
+    try:
+        millis = millicores(value)
+    except QuantityError as err:
+        return str(err)
+    if millis <= 0:
+        return f"{value!r} must be above zero"
+    return millis
+
+
+def _whole_units(value: str, unit: int) -> int | str:
+    """A memory or storage quantity in ``unit`` bytes (rounded up), or why it is refused: it
+    must be above zero and a whole number of bytes ("500m" is half a byte, not 500 MiB)."""
+    try:
+        count = byte_count(value)
+    except QuantityError as err:
+        return str(err)
+    if count <= 0:
+        return f"{value!r} must be above zero"
+    if not is_whole(value):
+        return f"{value!r} is not a whole number of bytes (for mebibytes write 'Mi', like '512Mi')"
+    return -(-count // unit)
+
+
 def _resources_problem(spec: Obj, cfg: ValidatorConfig) -> str | None:
     resources = spec.get("resources")
     if resources is None:
@@ -246,10 +269,9 @@ def _resources_problem(spec: Obj, cfg: ValidatorConfig) -> str | None:
     parsed: dict[str, int] = {}
     for key, quantity in fields.items():
         is_cpu = key.startswith("cpu")
-        try:
-            amount = (parse_cpu_millicores if is_cpu else parse_memory_mi)(quantity.value)
-        except ValueError as err:
-            return f"{quantity.path} {quantity.value!r} {err}"
+        amount = _cpu_millicores(quantity.value) if is_cpu else _whole_units(quantity.value, MI)
+        if isinstance(amount, str):
+            return f"{quantity.path} {amount}"
         cap, unit, flag = (
             (cfg.max_cpu_millicores, "millicores", "--max-workspace-cpu-millicores")
             if is_cpu
@@ -295,7 +317,7 @@ def _derived_limit_problem(
         return None
     if request is None:
         default = DEFAULT_CPU_REQUEST if is_cpu else DEFAULT_MEMORY_REQUEST
-        request = (parse_cpu_millicores if is_cpu else parse_memory_mi)(default)
+        request = millicores(default) if is_cpu else -(-byte_count(default) // MI)
         given = f"the default {name} request {default!r}"
     else:
         given = f"{fields[name].path} {fields[name].value!r}"

@@ -7,7 +7,6 @@ from typing import Any
 import pytest
 
 from tests.support.clock import FakeClock
-from webhook.quantity import byte_count, millicores, parse_quantity
 from webhook.tenant_quota import (
     LABEL_TENANT,
     RESERVATION_SECONDS,
@@ -70,32 +69,7 @@ def synced(*pods: dict[str, Any], clock: FakeClock | None = None) -> TenantUsage
     return usage
 
 
-class TestQuantities:
-    @pytest.mark.parametrize(
-        ("text", "millis"),
-        [("500m", 500), ("1", 1000), ("1.5", 1500), ("0.001", 1), ("0.0001", 1), (2, 2000)],
-    )
-    def test_cpu_is_whole_millicores_rounded_up(self, text: object, millis: int) -> None:
-        assert millicores(text) == millis
-
-    @pytest.mark.parametrize(
-        ("text", "count"),
-        [
-            ("512Mi", 512 * 2**20),
-            ("1Gi", 2**30),
-            ("1G", 10**9),
-            ("1e3", 1000),
-            ("128974848", 128974848),
-        ],
-    )
-    def test_memory_is_bytes(self, text: str, count: int) -> None:
-        assert byte_count(text) == count
-
-    @pytest.mark.parametrize("text", ["", "1.2.3", "5 Mi", "Mi", "1x", "1" * 65, True, None, [1]])
-    def test_what_is_not_a_quantity_is_refused(self, text: object) -> None:
-        with pytest.raises(ValueError, match="not a quantity"):
-            parse_quantity(text)
-
+class TestRequests:
     def test_init_and_main_container_requests_are_summed(self) -> None:
         assert pod_requests(pod("p", cpu="1", init_cpu="250m")) == (1250, 512 * 2**20)
 
