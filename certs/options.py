@@ -133,7 +133,7 @@ def self_managed_source(
     from certs.reports import ServingReports, reports_name
     from certs.selfmanaged import SelfManagedSettings, SelfManagedSource
     from certs.store import SecretStore
-    from wspin.kube.leader import LeaderElector
+    from wspin.kube.leader import LeaderElector, LeaseSettings
 
     if kube is None:
         raise ConfigError(
@@ -175,10 +175,12 @@ def self_managed_source(
     )
     elector = LeaderElector(
         kube,
-        namespace=namespace,
-        name=f"{secret}-authority",
-        # client-go's convention: the pod name (hostname) plus a suffix unique per process.
-        identity=f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}",
+        LeaseSettings(
+            namespace=namespace,
+            name=f"{secret}-authority",
+            # client-go's convention: the pod name (hostname) plus a suffix unique per process.
+            identity=f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}",
+        ),
     )
     reports = ServingReports(kube, namespace, reports_name(secret), service)
     return SelfManagedSource(

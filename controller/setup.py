@@ -15,7 +15,6 @@ import logging
 from prometheus_client import CollectorRegistry
 
 from controller.runtime.manager import Manager
-from controller.runtime.options import LeaderElection, ManagerOptions
 from controller.settings import ControllerSettings, RelayArtifactConfig
 from controller.staging.arming import (
     ARMING_STARTUP_GUARD_WINDOW,
@@ -36,7 +35,6 @@ __all__ = [
     "OpencodeDelivery",
     "RelayArtifactConfig",
     "RelayStagingConfig",
-    "manager_options",
     "new_manager",
     "relay_staging_exit_code_for",
     "setup_controllers",
@@ -47,33 +45,11 @@ __all__ = [
 log = logging.getLogger("controller")
 
 
-def manager_options(settings: ControllerSettings) -> ManagerOptions:
-    """The manager's options from the process settings."""
-    runtime = settings.runtime
-    election = runtime.leader_election
-    return ManagerOptions(
-        health_port=runtime.health_port,
-        metrics_port=runtime.metrics_port,
-        bind_host=runtime.bind_host,
-        max_concurrent_reconciles=runtime.max_concurrent_reconciles,
-        graceful_shutdown_timeout=runtime.graceful_shutdown_timeout,
-        leader_election=LeaderElection(
-            enabled=election.enabled,
-            namespace=election.namespace,
-            name=election.name,
-            identity=election.identity,
-            lease_duration=election.lease_duration,
-            renew_deadline=election.renew_deadline,
-            retry_period=election.retry_period,
-        ),
-    )
-
-
 def new_manager(
     kube: Kube, settings: ControllerSettings, *, registry: CollectorRegistry | None = None
 ) -> Manager:
     """A manager configured from ``settings`` (``registry``: a private one for tests)."""
-    return Manager(kube, manager_options(settings), registry=registry)
+    return Manager(kube, settings.runtime, registry=registry)
 
 
 def setup_controllers(

@@ -47,7 +47,7 @@ from wspin.core.kinds import MUTATING_WEBHOOKS, VALIDATING_WEBHOOKS
 from wspin.core.objects import Obj
 from wspin.http.probes import Readiness
 from wspin.kube.client import Kube
-from wspin.kube.leader import LeaderElector
+from wspin.kube.leader import LeaderElector, LeaseSettings
 
 NOW = datetime.datetime(2026, 3, 1, 12, 0, 0, tzinfo=datetime.UTC)
 SERVICE = "wspin-webhook"
@@ -160,12 +160,14 @@ def replica(
     )
     elector = LeaderElector(
         kube,
-        namespace=namespace,
-        name=f"{SECRET}-authority",
-        identity=identity,
-        lease_duration=2.0,
-        renew_deadline=1.5,
-        retry_period=0.1,
+        LeaseSettings(
+            namespace=namespace,
+            name=f"{SECRET}-authority",
+            identity=identity,
+            lease_duration=2.0,
+            renew_deadline=1.5,
+            retry_period=0.1,
+        ),
     )
     reports = ServingReports(kube, namespace, reports_name(SECRET), SERVICE)
     return SelfManagedSource(

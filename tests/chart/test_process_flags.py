@@ -146,7 +146,7 @@ async def test_self_managed_certificate_flags_pass_the_certificate_checks(render
         if "leases" in rule["resources"]
         for name in rule.get("resourceNames", [])
     }
-    assert lease_names == {source.leadership.name}  # type: ignore[attr-defined]
+    assert lease_names == {source.leadership.lease.name}  # type: ignore[attr-defined]
 
 
 @pytest.mark.usefixtures("clean_environment")

@@ -14,7 +14,6 @@ import pytest
 
 from controller.runtime.manager import Manager
 from controller.settings import ControllerSettings, RuntimeSettings
-from controller.setup import manager_options
 from controller.staging.clients import CredentialSource
 from controller.staging.envelopes import envelope_name
 from controller.staging.handoff import handoff_name
@@ -83,7 +82,7 @@ async def armed(
         staleness_bound=STALENESS_BOUND,
     )
     await publish_runtime(kube)
-    manager = Manager(kube, manager_options(CONTROLLER))
+    manager = Manager(kube, CONTROLLER.runtime)
     wiring.register(manager, CONTROLLER, staging=real)
     task = asyncio.create_task(manager.run())
     try:
