@@ -76,7 +76,10 @@ def run_demo(args: argparse.Namespace) -> int:
 
 
 async def _demo(pod: dict[str, Any]) -> int:
+    from prometheus_client import CollectorRegistry
+
     from certs.files import FileSource
+    from certs.metrics import CertificateMetrics
     from webhook.app import MUTATE_PODS_PATH, make_app
     from webhook.protocol import start
     from webhook.validate import ValidatorConfig
@@ -84,7 +87,11 @@ async def _demo(pod: dict[str, Any]) -> int:
 
     with tempfile.TemporaryDirectory(prefix="wspin-demo-") as folder:
         ca_file = _write_throwaway_certificates(Path(folder))
-        source = FileSource(Path(folder) / "tls.crt", Path(folder) / "tls.key")
+        source = FileSource(
+            Path(folder) / "tls.crt",
+            Path(folder) / "tls.key",
+            metrics=CertificateMetrics(CollectorRegistry()),  # the demo serves no metrics
+        )
         source.load_at_start()
         app = make_app(DEMO_CONFIG, ValidatorConfig(), Readiness())
         runner, port = await start(app, "127.0.0.1", 0, ssl_context=source.ssl_context())

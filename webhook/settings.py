@@ -14,6 +14,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
+from certs.settings import (
+    CertificateSettings,
+    add_certificate_flags,
+    certificate_settings_from_args,
+)
 from webhook.reference import check_insecure_registries
 from webhook.tenant_quota import QuotaLimits
 from webhook.validate import ValidatorConfig
@@ -52,6 +57,8 @@ class ServingSettings:
 @dataclass(frozen=True)
 class WebhookSettings:
     serving: ServingSettings
+    certificates: CertificateSettings
+    """Where the serving certificate comes from (files or the self-managed Secret)."""
     agentd: AgentdDelivery
     opencode: OpencodeDelivery
     validator: ValidatorConfig
@@ -67,6 +74,9 @@ class WebhookSettings:
     namespace: str = DEFAULT_NAMESPACE
     """The webhook's own namespace (``POD_NAMESPACE``): its pins cache, Lease and Secret live
     there, and no Workspace may be created there."""
+    in_cluster: bool = False
+    """Running in a pod (``KUBERNETES_SERVICE_HOST`` is set): the service account gives API
+    access without a kubeconfig."""
 
 
 def add_serving_flags(parser: argparse.ArgumentParser) -> None:
@@ -350,6 +360,7 @@ def add_webhook_flags(parser: argparse.ArgumentParser) -> None:
     add_pins_flags(parser)
     add_validator_flags(parser)
     add_tenant_quota_flags(parser)
+    add_certificate_flags(parser)
 
 
 def settings_from_args(
@@ -377,6 +388,7 @@ def settings_from_args(
             args.shutdown_delay,
             connection_limits_from_args(args),
         ),
+        certificates=certificate_settings_from_args(args),
         agentd=agentd,
         opencode=opencode,
         validator=validator_config_from_args(args, namespace),
@@ -386,4 +398,5 @@ def settings_from_args(
         kubeconfig=args.kubeconfig,
         log_level=args.log_level,
         namespace=namespace,
+        in_cluster=bool(environ.get("KUBERNETES_SERVICE_HOST")),
     )

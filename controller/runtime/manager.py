@@ -44,6 +44,7 @@ from controller.types import Obj, ObjectKey, ObjectReader, Reconciler
 from wspin.core.kinds import Resource
 from wspin.core.logs import fields
 from wspin.http import probes as serving
+from wspin.http.probes import process_registry
 from wspin.kube.client import Kube
 from wspin.kube.informer import EventType, Informer
 from wspin.kube.leader import LeaderElector
@@ -82,8 +83,9 @@ class Manager:
     ) -> None:
         self.kube = kube
         self.settings = settings
-        self.metrics = RuntimeMetrics(registry)
-        self.registry = self.metrics.registry
+        self.registry = registry if registry is not None else process_registry()
+        """The process's one metrics registry; every part registers its metrics here."""
+        self.metrics = RuntimeMetrics(self.registry)
         self.readiness = serving.Readiness()
         self.health_port: int | None = None
         """The bound probe port once running (differs from the settings when 0 was asked)."""

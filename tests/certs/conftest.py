@@ -28,10 +28,12 @@ from typing import Any
 
 import pytest
 from cryptography import x509
+from prometheus_client import CollectorRegistry
 
 from certs.authority import Policy
 from certs.build import service_dns_names
 from certs.cabundle import targets
+from certs.metrics import CertificateMetrics
 from certs.reports import ENDPOINT_SLICES, SERVICE_NAME_LABEL, ServingReports, reports_name
 from certs.selfmanaged import SelfManagedSettings, SelfManagedSource
 from certs.source import CertificateSource
@@ -147,9 +149,11 @@ def replica(
     policy: Policy = TEST_POLICY,
     clock: Clock = utc_now,
     refresh: float = 0.05,
+    metrics: CertificateMetrics | None = None,
 ) -> SelfManagedSource:
-    """One webhook replica's self-managed source, as ``certificate_source_from_args`` builds
-    it but with timings short enough for tests."""
+    """One webhook replica's self-managed source, as ``certs.source.certificate_source``
+    builds it but with timings short enough for tests (``metrics``: on a registry of its own
+    unless given)."""
     settings = SelfManagedSettings(
         secret=SECRET,
         namespace=namespace,
@@ -171,7 +175,12 @@ def replica(
     )
     reports = ServingReports(kube, namespace, reports_name(SECRET), SERVICE)
     return SelfManagedSource(
-        SecretStore(kube, namespace, SECRET), settings, elector, reports=reports, clock=clock
+        SecretStore(kube, namespace, SECRET),
+        settings,
+        elector,
+        reports=reports,
+        metrics=metrics or CertificateMetrics(CollectorRegistry()),
+        clock=clock,
     )
 
 

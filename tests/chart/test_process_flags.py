@@ -120,15 +120,20 @@ def test_every_webhook_value_reaches_its_setting(full_render: Rendered) -> None:
 async def test_self_managed_certificate_flags_pass_the_certificate_checks(renders: Any) -> None:
     # The same call the webhook makes at start: a Secret or Service name it refuses exits 1.
     from kubernetes_asyncio.client import ApiClient, Configuration
+    from prometheus_client import CollectorRegistry
 
-    from certs.options import certificate_source_from_args
+    from certs.metrics import CertificateMetrics
     from certs.selfmanaged import SelfManagedSource
+    from certs.settings import certificate_settings_from_args
+    from certs.source import certificate_source
     from wspin.kube.client import Kube
 
     rendered = renders["selfManaged"]
     api = ApiClient(Configuration(host="https://127.0.0.1:1"))  # never called here
     try:
-        source = certificate_source_from_args(parse(rendered, "webhook"), Kube(api), NAMESPACE)
+        settings = certificate_settings_from_args(parse(rendered, "webhook"))
+        metrics = CertificateMetrics(CollectorRegistry())
+        source = certificate_source(settings, Kube(api), NAMESPACE, metrics)
     finally:
         await api.close()
     assert isinstance(source, SelfManagedSource)
