@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
 from certs.build import issue_serving, new_ca, service_dns_names
@@ -27,6 +28,7 @@ from certs.tls import context_for
 from tests.webhook.conftest import AGENTD_IMAGE, OPENCODE_IMAGE, SERVICE_HOST, load_capture
 from webhook.app import make_app
 from webhook.demo import DEMO_CONFIG
+from webhook.metrics import AdmissionMetrics
 from webhook.validate import ValidatorConfig
 from wspin.http.limits import ConnectionLimits
 from wspin.http.probes import Readiness
@@ -114,6 +116,8 @@ class Server:
     trust: ssl.SSLContext
     http: HttpServer | None = None
     """The in-process server (None for a server in another process)."""
+    registry: CollectorRegistry | None = None
+    """The in-process server's metrics registry (None for a server in another process)."""
 
     async def connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         return await asyncio.open_connection(
@@ -144,10 +148,11 @@ def throwaway_tls() -> tuple[ssl.SSLContext, ssl.SSLContext, Any, Any]:
 async def serving(limits: ConnectionLimits) -> AsyncIterator[Server]:
     """The admission routes over TLS on loopback, in this process, stopped on the way out."""
     context, trust, _, _ = throwaway_tls()
-    app = make_app(DEMO_CONFIG, ValidatorConfig(), Readiness())
+    registry = CollectorRegistry()
+    app = make_app(DEMO_CONFIG, ValidatorConfig(), Readiness(), metrics=AdmissionMetrics(registry))
     server = await serve(app, "127.0.0.1", 0, ssl_context=context, limits=limits)
     try:
-        yield Server(server.port, trust, server)
+        yield Server(server.port, trust, server, registry)
     finally:
         await server.shutdown()
 

@@ -15,6 +15,7 @@ import logging
 from collections.abc import Iterator
 
 import pytest
+from prometheus_client import CollectorRegistry
 
 from webhook.app import make_app
 from webhook.demo import DEMO_CONFIG
@@ -65,7 +66,7 @@ REFUSED_HEADER = (
     "routes",
     [
         pytest.param(lambda: make_app(DEMO_CONFIG, ValidatorConfig(), Readiness()), id="admission"),
-        pytest.param(lambda: side_routes(Readiness()), id="side"),
+        pytest.param(lambda: side_routes(Readiness(), CollectorRegistry()), id="side"),
     ],
 )
 async def test_a_refused_header_line_is_logged_without_the_header(

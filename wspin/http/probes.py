@@ -10,7 +10,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    GCCollector,
+    PlatformCollector,
+    ProcessCollector,
+    generate_latest,
+)
 
 from wspin.http.messages import Endpoint, Reply, Request, error_reply, text_reply
 
@@ -61,7 +68,18 @@ def probe_routes(readiness: Readiness) -> dict[str, Endpoint]:
     return {HEALTHZ: _get_only(lambda: text_reply(200, "ok\n")), READYZ: _get_only(ready)}
 
 
-def metrics_routes(registry: CollectorRegistry = REGISTRY) -> dict[str, Endpoint]:
+def process_registry() -> CollectorRegistry:
+    """The one registry a process serves on ``/metrics``: built once at start, handed to every
+    part that exports metrics, with the process, platform and garbage-collector collectors
+    already on it."""
+    registry = CollectorRegistry()
+    ProcessCollector(registry=registry)
+    PlatformCollector(registry=registry)
+    GCCollector(registry=registry)
+    return registry
+
+
+def metrics_routes(registry: CollectorRegistry) -> dict[str, Endpoint]:
     """``GET /metrics``: the Prometheus text exposition of ``registry``."""
 
     def metrics() -> Reply:
@@ -70,8 +88,6 @@ def metrics_routes(registry: CollectorRegistry = REGISTRY) -> dict[str, Endpoint
     return {METRICS: _get_only(metrics)}
 
 
-def side_routes(
-    readiness: Readiness, registry: CollectorRegistry = REGISTRY
-) -> dict[str, Endpoint]:
+def side_routes(readiness: Readiness, registry: CollectorRegistry) -> dict[str, Endpoint]:
     """The side port: probes and metrics together."""
     return {**probe_routes(readiness), **metrics_routes(registry)}
