@@ -209,20 +209,21 @@ class WebhookProcess:
     def output(self) -> str:
         return self.log.read_text(errors="replace")
 
-    async def refusals(self, kind: str, port: str = "admission") -> float:
-        """``wspin_http_refusals_total`` of ``kind``, scraped from the metrics port."""
+    async def sample(self, name: str, **labels: str) -> float:
+        """One sample scraped from the metrics port (0 when absent)."""
         reader, writer = await asyncio.open_connection("127.0.0.1", self.metrics_port)
         writer.write(get("/metrics", b"Connection: close\r\n"))
         (answer,) = parse_answers(await asyncio.wait_for(reader.read(), 5))
         writer.close()
         for family in text_string_to_metric_families(answer.body.decode()):
             for sample in family.samples:
-                if sample.name == "wspin_http_refusals_total" and sample.labels == {
-                    "port": port,
-                    "kind": kind,
-                }:
+                if sample.name == name and sample.labels == labels:
                     return sample.value
         return 0.0
+
+    async def refusals(self, kind: str, port: str = "admission") -> float:
+        """``wspin_http_refusals_total`` of ``kind``."""
+        return await self.sample("wspin_http_refusals_total", port=port, kind=kind)
 
 
 @contextlib.asynccontextmanager
