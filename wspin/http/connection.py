@@ -1,4 +1,5 @@
-"""One client connection: TLS, llhttp parsing, answers in order, flow control, lingering close.
+"""One client connection: TLS, answers in order, flow control, lingering close; the requests
+themselves as llhttp parses them are ``wspin.http.parsing``.
 
 httptools (Node.js's llhttp) parses, and a complete request is answered synchronously inside
 the read that completed it: the endpoints are pure functions, so there is no task, request
@@ -24,78 +25,42 @@ from __future__ import annotations
 import asyncio
 import socket
 import ssl
-import time
 import traceback
 from collections import deque
-from email.utils import formatdate
 from typing import TYPE_CHECKING, Final
 
 import httptools
 
 from wspin.core.logs import fields
-from wspin.http.limits import BODY_STALL
+from wspin.http.answers import CLOSE, KEEP_ALIVE, encode
 from wspin.http.messages import Reply, Request, error_reply
+from wspin.http.parsing import (
+    BODY,
+    CLOSING,
+    HANDSHAKE,
+    HEAD,
+    IDLE,
+    LINGER,
+    Parsing,
+    Queued,
+)
 from wspin.http.tls import TlsChannel
 
 if TYPE_CHECKING:
     from wspin.http.server import HttpServer
 
-_REASONS: Final = {
-    200: "OK",
-    400: "Bad Request",
-    404: "Not Found",
-    405: "Method Not Allowed",
-    413: "Content Too Large",
-    415: "Unsupported Media Type",
-    417: "Expectation Failed",
-    431: "Request Header Fields Too Large",
-    500: "Internal Server Error",
-    503: "Service Unavailable",
-}
-
-_CLOSE: Final = b"Connection: close\r\n"
-_KEEP_ALIVE: Final = b"Connection: keep-alive\r\n"
-_CONTINUE: Final = b"HTTP/1.1 100 Continue\r\n\r\n"
-
-HANDSHAKE, IDLE, HEAD, BODY, LINGER, CLOSING = range(6)
-"""A connection's phase: which deadline applies. The first four wait on the client's next
-bytes; the server may close those to admit a new connection at its cap."""
-
 _PART_WAY: Final = {HANDSHAKE: "handshake", HEAD: "header", BODY: "body"}
 _NEVER: Final = float("inf")
-
-
-class _Stop(Exception):
-    """Raised inside a parser callback once the connection has been answered for good: it
-    stops llhttp from parsing the rest of the data."""
-
-
-class _Date:
-    """The ``Date`` header, formatted once per second."""
-
-    second = -1
-    header = b""
-
-    @classmethod
-    def now(cls) -> bytes:
-        second = int(time.time())
-        if second != cls.second:
-            cls.second = second
-            cls.header = b"Date: " + formatdate(second, usegmt=True).encode() + b"\r\n"
-        return cls.header
 
 
 class _Nothing:
     """The callbacks of a closed connection's parser: none."""
 
 
-_CLOSED: Final = httptools.HttpRequestParser(_Nothing())
-
-Queued = tuple[Request, bool, bool]
-"""A request waiting for its answer: (request, keep the connection, HTTP/1.0)."""
+_CLOSED_PARSER: Final = httptools.HttpRequestParser(_Nothing())
 
 
-class Connection(asyncio.BufferedProtocol):
+class Connection(Parsing, asyncio.BufferedProtocol):
     """One client connection of ``server``."""
 
     def __init__(
@@ -124,20 +89,7 @@ class Connection(asyncio.BufferedProtocol):
         self._reading_paused = False
         self._eof = False
         self._lingered = 0
-        self._completed = 0
-        """Requests parsed whole on this connection."""
-        self._head_bytes = 0
-        self._url = b""
-        self._content_type = b""
-        self._content_encoding: bytes | None = None
-        self._expect: bytes | None = None
-        self._hosts = 0
-        self._declared = 0
-        """The Content-Length of the request being parsed (0 when absent)."""
-        self._body: list[bytes] = []
-        self.body_bytes = 0
-        self.body_started = 0.0
-        self.body_last = 0.0
+        self._new_requests()
 
     # -- connection ------------------------------------------------------------------------
 
@@ -168,7 +120,7 @@ class Connection(asyncio.BufferedProtocol):
         # The parser holds this protocol's callbacks: drop it, so the connection is freed
         # when it closes rather than at the next (rare, see the webhook's GC tuning)
         # collection of cycles.
-        self._parser = _CLOSED
+        self._parser = _CLOSED_PARSER
         self._server.forget(self)
 
     @property
@@ -321,164 +273,6 @@ class Connection(asyncio.BufferedProtocol):
         else:
             self._pace()
 
-    # -- parsing ---------------------------------------------------------------------------
-
-    def _feed(self, data: bytes | memoryview) -> None:
-        self._turn = 0
-        completed = self._completed
-        try:
-            self._parser.feed_data(data)
-        except httptools.HttpParserCallbackError as err:
-            if not isinstance(err.__context__, _Stop):
-                raise
-        except httptools.HttpParserUpgrade:
-            # Nothing after the upgrade request is HTTP/1.1: close once it is answered.
-            self._client_done()
-        except httptools.HttpParserError as err:
-            self._refuse(400, f"malformed HTTP request ({_parser_problem(err)})")
-        else:
-            if self.phase == HEAD:
-                # Headers incomplete. When no request ended in this read, all of it was this
-                # head; otherwise the head began part-way through and is counted from the next.
-                if self._completed == completed:
-                    self._head_bytes += len(data)
-                if self._head_bytes > self._limits.max_head_bytes:
-                    self._refuse(
-                        431,
-                        f"request line and headers exceed {self._limits.max_head_bytes} bytes",
-                    )
-        if self._backlog and not self._scheduled and not self.closing:
-            self._scheduled = True
-            self._loop.call_soon(self._next_turn)
-        self._pace()
-
-    def on_message_begin(self) -> None:
-        self.phase = HEAD
-        self.deadline = self._loop.time() + self._limits.header_timeout
-        self._head_bytes = 0
-        self._url = b""
-        self._content_type = b""
-        self._content_encoding = None
-        self._expect = None
-        self._hosts = 0
-        self._declared = 0
-
-    def on_url(self, url: bytes) -> None:
-        self._url += url
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        lowered = name.lower()
-        if lowered == b"host":
-            self._hosts += 1
-        elif lowered == b"content-type":
-            self._content_type = value
-        elif lowered == b"content-encoding":
-            self._content_encoding = value
-        elif lowered == b"content-length":
-            # llhttp has checked the digits and refuses a second, different length.
-            limit = self._limits.max_body_bytes
-            self._declared = int(value)
-            if self._declared > limit:
-                self._refuse(413, f"body of {self._declared} bytes exceeds {limit}")
-                raise _Stop
-        elif lowered == b"expect":
-            self._expect = value.strip().lower()
-
-    def on_headers_complete(self) -> None:
-        server = self._server
-        self.phase = BODY
-        now = self._loop.time()
-        self.deadline = now + self._limits.body_timeout
-        self.body_started = self.body_last = now
-        server.stop_waiting(self)
-        parser = self._parser
-        if self._hosts != 1 and parser.get_http_version() == "1.1":
-            # RFC 9112 §3.2: exactly one Host in an HTTP/1.1 request, else 400.
-            self._refuse(400, f"an HTTP/1.1 request needs one Host header, got {self._hosts}")
-            raise _Stop
-        if self._expect is not None and parser.get_http_version() == "1.1":
-            self._expect_continue()  # an HTTP/1.0 expectation is ignored (RFC 9110 §10.1.1)
-
-    def _expect_continue(self) -> None:
-        """``100 Continue`` only when the body will be read: a known path and room in the body
-        budget for its declared length; else the final answer now, and the connection ends.
-        Not while an earlier answer is still to be sent: an interim answer must follow it (the
-        client sends the body after its own wait)."""
-        if self._expect != b"100-continue":
-            self._refuse(417, "only the 100-continue expectation is supported")
-            raise _Stop
-        server = self._server
-        path = self._path()
-        if path not in server.routes:
-            self._refuse(404, f"no endpoint at {path[:80]!r}")
-            raise _Stop
-        budget = self._limits.max_buffered_body_bytes
-        if server.buffered + self._declared > budget and not server.make_room(self._declared, self):
-            self._refuse(503, "too many request bodies in flight; retry")
-            raise _Stop
-        if not self._backlog and self.transport is not None:
-            self._send(_CONTINUE)
-
-    def on_body(self, chunk: bytes) -> None:
-        size = len(chunk)
-        limits = self._limits
-        server = self._server
-        if self.body_bytes + size > limits.max_body_bytes:
-            self._refuse(413, f"body exceeds {limits.max_body_bytes} bytes")
-            raise _Stop
-        if server.buffered + size > limits.max_buffered_body_bytes and not server.make_room(
-            size, self
-        ):
-            self._refuse(503, "too many request bodies in flight; retry")
-            raise _Stop
-        if not self.body_bytes:
-            server.bodies.add(self)
-        self._body.append(chunk)
-        self.body_bytes += size
-        self.body_last = self._loop.time()
-        server.buffered += size
-
-    def stalled(self, now: float) -> bool:
-        """A body in progress that sent nothing for ``BODY_STALL``, or less than the minimum rate
-        on average since its headers."""
-        if self.phase != BODY or self.closing or now - self.body_started < BODY_STALL:
-            return False
-        if now - self.body_last >= BODY_STALL:
-            return True
-        return self.body_bytes / (now - self.body_started) < self._limits.min_body_rate
-
-    def on_message_complete(self) -> None:
-        self._completed += 1
-        body = self._body[0] if len(self._body) == 1 else b"".join(self._body)
-        self._release_body()
-        parser = self._parser
-        request = Request(
-            method=parser.get_method().decode("latin-1"),
-            path=self._path(),
-            content_type=self._content_type.decode("latin-1"),
-            content_encoding=(
-                None if self._content_encoding is None else self._content_encoding.decode("latin-1")
-            ),
-            body=body,
-        )
-        # After an Upgrade request the bytes are another protocol: answer it, then close.
-        keep_alive = parser.should_keep_alive() and not parser.should_upgrade()
-        http10 = parser.get_http_version() == "1.0"
-        self.phase = IDLE
-        self.deadline = self._loop.time() + self._limits.idle_timeout
-        self._server.wait(self)
-        if self._backlog or self._writing_paused or self._turn >= self._limits.max_pipelined:
-            self._backlog.append((request, keep_alive, http10))
-        else:
-            self._answer(request, keep_alive, http10)
-        if not keep_alive or self.closing:
-            raise _Stop  # what follows is not a request on this connection
-
-    def _path(self) -> str:
-        url = self._url
-        cut = url.find(b"?")
-        return (url if cut < 0 else url[:cut]).decode("latin-1")
-
     # -- answers ---------------------------------------------------------------------------
 
     def _next_turn(self) -> None:
@@ -522,9 +316,9 @@ class Connection(asyncio.BufferedProtocol):
                 reply = error_reply(500, "internal error; see the server's log")
         keep = keep_alive and not server.draining
         if not keep:
-            connection = _CLOSE
+            connection = CLOSE
         elif http10:
-            connection = _KEEP_ALIVE  # an HTTP/1.0 client keeps the connection only when told
+            connection = KEEP_ALIVE  # an HTTP/1.0 client keeps the connection only when told
         else:
             connection = b""
         self._write(reply, connection, request.method != "HEAD")
@@ -532,19 +326,7 @@ class Connection(asyncio.BufferedProtocol):
             self.close()
 
     def _write(self, reply: Reply, connection: bytes, with_body: bool = True) -> None:
-        """Send ``reply``; ``connection`` is its Connection header line, or empty. An answer
-        to HEAD has no body (its Content-Length still says how long the body is), or the
-        client would read the body as the start of the next answer."""
-        body = reply.body
-        head = b"HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %d\r\n%s%s\r\n" % (
-            reply.status,
-            _REASONS.get(reply.status, "Unknown").encode(),
-            reply.content_type.encode(),
-            len(body),
-            _Date.now(),
-            connection,
-        )
-        self._send(head + body if with_body else head)
+        self._send(encode(reply, connection, with_body))
 
     def _send(self, data: bytes) -> None:
         transport = self.transport
@@ -561,7 +343,7 @@ class Connection(asyncio.BufferedProtocol):
 
     def _refuse(self, status: int, reason: str) -> None:
         """Answer with ``status`` and end the connection: the rest of its bytes cannot be
-        trusted to frame a next request. A parser callback raises ``_Stop`` after it."""
+        trusted to frame a next request. A parser callback raises ``Stop`` after it."""
         self._server.refusals.note(
             str(status), "refused HTTP request", status=status, reason=reason
         )
@@ -569,7 +351,7 @@ class Connection(asyncio.BufferedProtocol):
             self._answer(*self._backlog.popleft())
         if self.closing:
             return
-        self._write(error_reply(status, reason), _CLOSE)
+        self._write(error_reply(status, reason), CLOSE)
         self._linger()
 
     def _release_body(self) -> None:
@@ -578,9 +360,3 @@ class Connection(asyncio.BufferedProtocol):
             self._server.bodies.discard(self)
             self.body_bytes = 0
         self._body = []
-
-
-def _parser_problem(err: httptools.HttpParserError) -> str:
-    """llhttp's reason (fixed text such as "Invalid header value char"), never the bytes."""
-    text = str(err)
-    return text.split(":", 1)[-1].strip()[:80] if text else type(err).__name__

@@ -33,10 +33,11 @@ import ssl
 import time
 from collections import OrderedDict
 
-from wspin.http.connection import HANDSHAKE, IDLE, Connection
+from wspin.http.connection import Connection
 from wspin.http.limits import READ_BYTES, ConnectionLimits
 from wspin.http.memory import release_freed_memory
 from wspin.http.messages import Routes
+from wspin.http.parsing import HANDSHAKE, IDLE
 from wspin.http.refusals import RefusalLog
 
 __all__ = ["HttpServer", "serve"]
