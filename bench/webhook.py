@@ -11,8 +11,9 @@ floor, and wspin's own endpoints on aiohttp's public low-level server (the stack
 server was chosen against). The webhook runs exactly as deployed (its own start-up, GC tuning
 and the one JSON log line per decision, written to a file), not as an app inside the bench.
 
-``WSPIN_BENCH_TREE=/path/to/checkout`` runs the webhook of another checkout against the same
-floors, to compare two versions.
+``WSPIN_BENCH_TREE=/path/to/checkout`` also runs the webhook of another checkout in the same
+windows, and prints this checkout's CPU per review against it: a change's cost, measured
+against the same floors in the same run.
 """
 
 from __future__ import annotations
@@ -192,12 +193,15 @@ def _start_all(work: Path) -> dict[str, _Server]:
     port = _free_port()
     argv = [sys.executable, "-m", "bench.bare", "aiohttp-server", str(port), cert, key]
     servers["aiohttp-server"] = _Server(argv, port, work / "aiohttp-server.log")
-    port = _free_port()
-    argv = [sys.executable, "-m", "wspin.cli", "webhook", *_PINS, "--host", "127.0.0.1"]
-    argv += ["--port", str(port), "--metrics-port", "0", "--shutdown-delay", "0"]
-    argv += ["--tls-cert-file", cert, "--tls-key-file", key]
-    tree = os.environ.get("WSPIN_BENCH_TREE")
-    servers["wspin"] = _Server(argv, port, work / "wspin.log", tree)
+    other = os.environ.get("WSPIN_BENCH_TREE")
+    for name, tree in (("wspin", None), ("other", other)):
+        if name == "other" and not other:
+            continue
+        port = _free_port()
+        argv = [sys.executable, "-m", "wspin.cli", "webhook", *_PINS, "--host", "127.0.0.1"]
+        argv += ["--port", str(port), "--metrics-port", "0", "--shutdown-delay", "0"]
+        argv += ["--tls-cert-file", cert, "--tls-key-file", key]
+        servers[name] = _Server(argv, port, work / f"{name}.log", tree)
     return servers
 
 
@@ -260,6 +264,15 @@ def _capture_rows(
             f"{per['aiohttp-server'] * 1e6:,.0f} µs vs {per['wspin'] * 1e6:,.0f} µs",
         )
     )
+    if "other" in per:
+        rows.append(
+            Row(
+                f"admission CPU per review, {what}, this checkout vs $WSPIN_BENCH_TREE",
+                per["wspin"] / per["other"],
+                "<= 1.05",
+                f"{per['wspin'] * 1e6:,.0f} µs vs {per['other'] * 1e6:,.0f} µs",
+            )
+        )
     rows.append(
         Row(
             f"HTTPS reviews/s, {what}, vs the {FLOORS['bare']} floor",

@@ -11,6 +11,7 @@ import contextlib
 import datetime
 import json
 import os
+import socket
 import ssl
 import sys
 import time
@@ -44,6 +45,12 @@ PINS = [
     "--opencode-binary-sha256-amd64=" + "c" * 64,
     "--opencode-binary-sha256-arm64=" + "d" * 64,
 ]
+
+
+QUICK = ConnectionLimits(
+    header_timeout=2.0, body_timeout=2.0, idle_timeout=10.0, linger_timeout=0.3, drain_timeout=1
+)
+"""Deadlines short enough for tests, long enough for a loaded machine."""
 
 
 def review_for(uid: str) -> bytes:
@@ -286,8 +293,6 @@ async def _until_serving(running: WebhookProcess, timeout: float = 60) -> None:
 
 
 def free_port() -> int:
-    import socket
-
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port: int = probe.getsockname()[1]
@@ -303,3 +308,40 @@ async def gather_bounded(jobs: list[Callable[[], Awaitable[Any]]], at_once: int 
             return await job()
 
     return await asyncio.gather(*(one(job) for job in jobs))
+
+
+def budget_limits(bodies: float) -> ConnectionLimits:
+    """Room for ``bodies`` reviews; deadlines far beyond what the test takes, so only the
+    budget's own rule can free a held body."""
+    return ConnectionLimits(
+        header_timeout=10,
+        body_timeout=10,
+        linger_timeout=0.3,
+        drain_timeout=1,
+        max_buffered_body_bytes=int(len(REVIEW) * bodies),
+    )
+
+
+async def hold_body(server: Server) -> asyncio.StreamWriter:
+    """A connection that sent three quarters of a review's body and then stopped."""
+    _, stalled = await server.connect()
+    whole = request_bytes()
+    stalled.write(whole[: len(whole) - len(REVIEW) // 4])
+    await stalled.drain()
+    assert server.http is not None
+    http = server.http
+    await until(lambda: http.buffered >= len(REVIEW) * 3 // 4)
+    return stalled
+
+
+async def slow_reader(server: Server, reviews: int) -> asyncio.StreamWriter:
+    """A connection that pipelines ``reviews`` reviews and reads nothing (small window)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.setblocking(False)
+    await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", server.port))
+    _, writer = await asyncio.open_connection(
+        sock=sock, ssl=server.trust, server_hostname=SERVICE_HOST
+    )
+    writer.write(request_bytes() * reviews)
+    return writer

@@ -1,30 +1,37 @@
-"""The admission port's HTTP/1.1 framing, limits and shutdown, over real TLS sockets.
+"""The HTTP/1.1 server (``wspin.http``) under the admission routes, over real TLS sockets.
 
-Raw bytes are written to ``webhook.protocol.start(make_app(...))`` with a verified TLS client,
-and the answers are read back byte for byte. This proves that:
+Raw bytes are written to ``wspin.http.server.serve(make_app(...))`` with a verified TLS
+client, and the answers are read back byte for byte. This proves that:
 
 - routing is by path only (unknown path 404 with a JSON reason, the query string ignored),
-  the probes refuse other methods with 405, every answer carries a ``Date``, and an answer
-  to HEAD has no body;
-- the head limit (431 and close; a large head under it is answered, also after another
-  request in the same read), the body limit (413 on Content-Length before any body byte is
-  read, and on a chunked body once it grows over) and the body budget across connections
-  (503 while a stalled body holds it, free again once that connection is cut) hold;
-- pipelined requests are answered in order, also when the client reads nothing until the
-  server has stopped reading, then reads everything;
-- ``Expect: 100-continue``, ``Connection: close`` and HTTP/1.0 keep-alive follow RFC 9112
-  (an HTTP/1.0 connection kept open is said to be kept);
+  the probes refuse methods other than GET and HEAD with 405, every answer carries a
+  ``Date``, and an answer to HEAD has no body;
+- the head limit (431; a large head under it is answered, also after another request in the
+  same read), the body limit (413 on Content-Length before any body byte is read, and on a
+  chunked body once it grows over) and the body budget across connections hold: a body that
+  is moving keeps its share (503 for the newcomer), a stalled one is shed for a moving one,
+  and a cut connection gives its share back;
+- after a refusal the server lingers (RFC 9112 §9.6): a client still sending reads the
+  refusal, and the lingering ends at its byte or time bound;
+- Host (RFC 9112 §3.2) and ``Expect: 100-continue`` (RFC 9110 §10.1.1): exactly one Host in
+  HTTP/1.1; 100 only for HTTP/1.1 and only when the body will be read; 417 for another
+  expectation;
+- pipelined requests are answered in order, also when the client reads nothing for a while,
+  and a connection pipelining thousands does not hold up another; a client that does not read
+  holds at most its send-queue mark and one answer, and past the output budget the largest
+  non-readers are dropped;
+- ``Connection: close`` and HTTP/1.0 keep-alive follow RFC 9112;
 - a malformed request line, or a body whose length could be read two ways, is a 400 with a
   JSON reason and nothing after it on that connection is answered, while other connections
   are;
-- ``Listener.cleanup()`` closes idle connections at once, still answers a request already
-  arriving, and returns within the body deadline when one never completes.
+- ``shutdown()`` closes idle connections at once, still answers a request already arriving,
+  cuts one that never completes at its deadline, and aborts a client that stopped reading at
+  the drain deadline.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import datetime
 import socket
 import time
@@ -35,10 +42,12 @@ import pytest
 
 from tests.webhook.conftest import SERVICE_HOST
 from tests.webhook.rawhttps import (
-    REVIEW,
+    QUICK,
     Server,
     answered,
+    budget_limits,
     get,
+    hold_body,
     parse_answers,
     read_answer,
     request_bytes,
@@ -51,9 +60,7 @@ from webhook.http import MAX_BODY_BYTES
 from wspin.http.limits import ConnectionLimits
 
 MAX_HEAD_BYTES = ConnectionLimits().max_head_bytes
-LIMITS = ConnectionLimits(
-    header_timeout=2.0, body_timeout=2.0, idle_timeout=10.0, linger_timeout=0.3, drain_timeout=1
-)
+LIMITS = QUICK
 LINGER = LIMITS.linger_timeout + 0.5
 """Seconds: a refused connection is closed within its linger time and a sweep."""
 
@@ -246,30 +253,6 @@ async def test_a_chunked_body_under_the_limit_is_answered(server: Server) -> Non
     assert answer.status == 200
     assert answer.json()["response"]["uid"] == "chunked-1"
     writer.close()
-
-
-def budget_limits(bodies: float) -> ConnectionLimits:
-    """Room for ``bodies`` reviews; deadlines far beyond what the test takes, so only the
-    budget's own rule can free a held body."""
-    return ConnectionLimits(
-        header_timeout=10,
-        body_timeout=10,
-        linger_timeout=0.3,
-        drain_timeout=1,
-        max_buffered_body_bytes=int(len(REVIEW) * bodies),
-    )
-
-
-async def hold_body(server: Server) -> asyncio.StreamWriter:
-    """A connection that sent three quarters of a review's body and then stopped."""
-    _, stalled = await server.connect()
-    whole = request_bytes()
-    stalled.write(whole[: len(whole) - len(REVIEW) // 4])
-    await stalled.drain()
-    assert server.http is not None
-    http = server.http
-    await until(lambda: http.buffered >= len(REVIEW) * 3 // 4)
-    return stalled
 
 
 async def test_a_body_that_is_moving_holds_its_share_of_the_budget() -> None:
@@ -505,272 +488,3 @@ async def test_a_body_framed_two_ways_is_400_never_a_second_request(
     assert answer.json()["error"].startswith("malformed HTTP request (")
     assert await reader.read() == b""
     writer.close()
-
-
-# -- lingering close -------------------------------------------------------------------------
-
-
-def oversized_head(size: int = MAX_BODY_BYTES + 1) -> bytes:
-    return (
-        b"POST /mutate-pods HTTP/1.1\r\nHost: h\r\nContent-Type: application/json\r\n"
-        b"Content-Length: %d\r\n\r\n" % size
-    )
-
-
-async def test_a_client_still_sending_after_a_refusal_reads_the_refusal() -> None:
-    """The 413 goes out when the head arrives; the client goes on sending its 3 MiB body
-    before it reads. The server reads and discards it (lingering), so the client reads the
-    413 rather than a reset, and the connection ends when the client closes."""
-    limits = ConnectionLimits(linger_timeout=5)
-    async with serving(limits) as server:
-        reader, writer = await server.connect()
-        writer.write(oversized_head())
-        for _ in range(12):
-            writer.write(b"x" * (256 * 1024))
-            await writer.drain()  # the server keeps reading: the body all goes out
-        answer = await read_answer(reader)
-        assert answer.status == 413
-        assert answer.headers["connection"] == "close"
-        assert server.http is not None
-        http = server.http
-        assert len(http.connections) == 1
-        writer.close()
-        await until(lambda: not http.connections)
-
-
-async def test_lingering_ends_after_its_byte_bound() -> None:
-    limits = ConnectionLimits(linger_timeout=30, linger_bytes=256 * 1024)
-    async with serving(limits) as server:
-        reader, writer = await server.connect()
-        writer.write(oversized_head())
-        assert (await read_answer(reader)).status == 413
-        started = time.monotonic()
-        with contextlib.suppress(ConnectionError):
-            for _ in range(64):  # far past the bound: the server stops listening
-                writer.write(b"x" * (64 * 1024))
-                await writer.drain()
-        assert await seconds_until_closed(reader) < 5
-        assert time.monotonic() - started < 5  # the byte bound, not the 30 s one
-        writer.close()
-
-
-async def test_lingering_ends_after_its_time_bound(server: Server) -> None:
-    reader, writer = await server.connect()
-    writer.write(oversized_head())
-    assert (await read_answer(reader)).status == 413
-    assert await seconds_until_closed(reader) < LINGER  # the client never closed
-    writer.close()
-
-
-# -- Host (RFC 9112 §3.2) ------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    "headers", [b"", b"Host: a\r\nHost: b\r\n"], ids=["without Host", "two Hosts"]
-)
-async def test_an_http_1_1_request_without_exactly_one_host_is_400(
-    server: Server, headers: bytes
-) -> None:
-    reader, writer = await server.connect()
-    writer.write(b"GET /healthz HTTP/1.1\r\n" + headers + b"\r\n" + get("/healthz"))
-    answer = await read_answer(reader)
-    assert answer.status == 400
-    assert answer.json()["error"].startswith("an HTTP/1.1 request needs one Host header")
-    assert answer.headers["connection"] == "close"
-    assert await seconds_until_closed(reader) < LINGER  # the request after it is not answered
-    writer.close()
-
-
-async def test_an_http_1_0_request_needs_no_host(server: Server) -> None:
-    reader, writer = await server.connect()
-    writer.write(b"GET /healthz HTTP/1.0\r\n\r\n")
-    answer = await read_answer(reader)
-    assert (answer.status, answer.body) == (200, b"ok\n")
-    writer.close()
-
-
-# -- Expect: 100-continue (RFC 9110 §10.1.1) -------------------------------------------------
-
-
-def expecting(path: bytes, body: bytes, version: bytes = b"HTTP/1.1") -> bytes:
-    return (
-        b"POST %s %s\r\nHost: h\r\nContent-Type: application/json\r\n"
-        b"Expect: 100-continue\r\nContent-Length: %d\r\n\r\n" % (path, version, len(body))
-    )
-
-
-async def test_an_http_1_0_expectation_is_ignored(server: Server) -> None:
-    reader, writer = await server.connect()
-    body = review_for("continue-10")
-    writer.write(expecting(b"/mutate-pods", body, b"HTTP/1.0"))
-    writer.write(body)
-    answer = await read_answer(reader)  # the first bytes back are the final answer
-    assert answer.status == 200
-    assert answer.json()["response"]["uid"] == "continue-10"
-    writer.close()
-
-
-async def test_no_100_continue_for_a_body_that_will_not_be_read(server: Server) -> None:
-    reader, writer = await server.connect()
-    writer.write(expecting(b"/nowhere", REVIEW))
-    answer = await read_answer(reader)  # the final answer, before any body byte
-    assert answer.status == 404
-    assert answer.headers["connection"] == "close"
-    writer.close()
-
-
-async def test_no_100_continue_while_the_body_budget_has_no_room() -> None:
-    async with serving(budget_limits(1.5)) as server:
-        stalled = await hold_body(server)
-        reader, writer = await server.connect()
-        writer.write(expecting(b"/mutate-pods", REVIEW))
-        answer = await read_answer(reader)
-        assert answer.status == 503
-        writer.close()
-        stalled.close()
-
-
-async def test_an_unknown_expectation_is_417(server: Server) -> None:
-    reader, writer = await server.connect()
-    writer.write(b"GET /healthz HTTP/1.1\r\nHost: h\r\nExpect: teapot\r\n\r\n")
-    assert (await read_answer(reader)).status == 417
-    writer.close()
-
-
-# -- fairness and output bounds --------------------------------------------------------------
-
-
-async def test_a_connection_pipelining_thousands_does_not_hold_up_another() -> None:
-    """One write of 6,000 pipelined requests is answered 16 per turn of the event loop, so
-    a review on another connection is answered long before the last of them."""
-    async with serving(LIMITS) as server:
-        reader, writer = await server.connect()
-        answers = 0
-
-        async def count() -> None:
-            nonlocal answers
-            while data := await reader.read(65536):
-                answers += data.count(b"HTTP/1.1 200")
-
-        counting = asyncio.ensure_future(count())
-        writer.write(get("/healthz") * 6000)
-        await until(lambda: answers > 0)
-        assert await server.review_seconds() < 2
-        assert answers < 6000
-        await until(lambda: answers == 6000)
-        writer.close()
-        await counting
-
-
-async def slow_reader(server: Server, reviews: int) -> asyncio.StreamWriter:
-    """A connection that pipelines ``reviews`` reviews and reads nothing (small window)."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    sock.setblocking(False)
-    await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", server.port))
-    _, writer = await asyncio.open_connection(
-        sock=sock, ssl=server.trust, server_hostname=SERVICE_HOST
-    )
-    writer.write(request_bytes() * reviews)
-    return writer
-
-
-async def test_a_client_that_does_not_read_holds_at_most_its_mark_and_one_answer() -> None:
-    limits = ConnectionLimits(header_timeout=10, body_timeout=10, send_timeout=30)
-    async with serving(limits) as server:
-        writer = await slow_reader(server, 400)
-        assert server.http is not None
-        http = server.http
-        await until(lambda: any(c.send_deadline < float("inf") for c in http.connections))
-        (connection,) = http.connections
-        assert connection.queued <= limits.write_buffer_bytes + 8 * 1024
-        assert http.queued_output == connection.queued
-        writer.transport.abort()
-
-
-async def test_past_the_output_budget_the_largest_non_readers_are_dropped() -> None:
-    limits = ConnectionLimits(
-        header_timeout=10, body_timeout=10, send_timeout=30, max_queued_output_bytes=100_000
-    )
-    async with serving(limits) as server:
-        writers = [await slow_reader(server, 400) for _ in range(4)]
-        assert server.http is not None
-        http = server.http
-        await until(lambda: http.refusals.counts.get("output-budget", 0) >= 2)
-        assert http.queued_output <= limits.max_queued_output_bytes + limits.write_buffer_bytes
-        assert await server.review_seconds() < 2
-        for writer in writers:
-            writer.transport.abort()
-
-
-# -- shutdown --------------------------------------------------------------------------------
-
-SHUTDOWN_LIMITS = ConnectionLimits(header_timeout=4.0, body_timeout=4.0, idle_timeout=30.0)
-SWEEP = 1.0
-"""Seconds: the deadline sweep's period, at most a fifth of a deadline and at most this."""
-
-
-async def test_shutdown_closes_idle_connections_at_once_and_accepts_no_more() -> None:
-    async with serving(SHUTDOWN_LIMITS) as server:
-        idle = [await server.connect() for _ in range(3)]
-        for reader, writer in idle:
-            assert await answered(reader, writer)
-        listener = server.http
-        assert listener is not None
-        started = time.monotonic()
-        cleanup = asyncio.ensure_future(listener.shutdown())
-        closing = await asyncio.gather(*(seconds_until_closed(r) for r, _ in idle))
-        assert max(closing) < 2.0  # half the shortest deadline
-        await asyncio.wait_for(cleanup, 2.0)
-        assert time.monotonic() - started < 2.0
-        with pytest.raises(OSError):
-            await server.connect()
-        for _, writer in idle:
-            writer.close()
-
-
-async def test_shutdown_answers_a_body_still_arriving_and_cuts_one_that_never_completes() -> None:
-    async with serving(SHUTDOWN_LIMITS) as server:
-        whole = request_bytes(review_for("draining-1"))
-        half = len(whole) - len(REVIEW) // 2
-        arriving_reader, arriving = await server.connect()
-        stalled_reader, stalled = await server.connect()
-        arriving.write(whole[:half])
-        stalled.write(request_bytes()[:half])
-        await asyncio.gather(arriving.drain(), stalled.drain())
-        await asyncio.sleep(0.1)  # both bodies are half in
-
-        assert server.http is not None
-        started = time.monotonic()
-        cleanup = asyncio.ensure_future(server.http.shutdown())
-        await asyncio.sleep(0.3)
-        assert not cleanup.done()
-        arriving.write(whole[half:])
-        answer = await read_answer(arriving_reader)
-        assert answer.status == 200
-        assert answer.json()["response"]["uid"] == "draining-1"
-        assert answer.headers["connection"] == "close"  # answered, and closed after
-        assert await seconds_until_closed(arriving_reader) < 1.0
-
-        # The stalled body is cut at its deadline, armed before cleanup began, and cleanup
-        # returns with it.
-        within = SHUTDOWN_LIMITS.body_timeout + SWEEP
-        assert await seconds_until_closed(stalled_reader) < within
-        await asyncio.wait_for(cleanup, within)
-        assert time.monotonic() - started < within
-        arriving.close()
-        stalled.close()
-
-
-async def test_shutdown_aborts_a_client_that_stopped_reading_at_the_drain_deadline() -> None:
-    limits = ConnectionLimits(send_timeout=60, drain_timeout=1.0)
-    async with serving(limits) as server:
-        writer = await slow_reader(server, 400)
-        assert server.http is not None
-        http = server.http
-        await until(lambda: any(c.send_deadline < float("inf") for c in http.connections))
-        started = time.monotonic()
-        await asyncio.wait_for(http.shutdown(), 5)
-        assert time.monotonic() - started < limits.drain_timeout + 1.5
-        assert not http.connections
-        writer.transport.abort()
