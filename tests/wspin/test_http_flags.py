@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import re
 from pathlib import Path
 
 import pytest
@@ -26,7 +27,7 @@ def parse(*argv: str) -> ConnectionLimits:
 def flags() -> list[str]:
     parser = argparse.ArgumentParser()
     add_connection_flags(parser)
-    return [a.option_strings[0] for a in parser._actions if a.option_strings[0] != "-h"]
+    return sorted(set(re.findall(r"--[a-z-]+", parser.format_help())) - {"--help"})
 
 
 def test_the_defaults_are_the_limits_defaults() -> None:
