@@ -41,8 +41,10 @@ from bench.table import Row
 from controller.settings import ControllerSettings, RuntimeSettings, WorkspaceSettings
 from controller.setup import new_manager
 from controller.workspace import wiring
-from controller.workspace.pod import desired_pod, desired_pvc, desired_service_account
-from tests.controller.workspace.factories import publish_runtime
+from controller.workspace.owned import desired_service_account
+from controller.workspace.pod import desired_pod
+from controller.workspace.storage import desired_pvc
+from tests.controller.workspace.factories import TEST_KEYS, credentials, publish_runtime
 from tests.kubeapi import KubeServer
 from wspin.core.delivery import AgentdDelivery
 from wspin.core.kinds import NAMESPACES, PODS, PVCS, SERVICE_ACCOUNTS, WORKSPACES
@@ -93,7 +95,7 @@ async def _direct(kube: Kube, namespace: str) -> float:
         bodies += [
             (PVCS, desired_pvc(ws)),
             (SERVICE_ACCOUNTS, desired_service_account(ws)),
-            (PODS, desired_pod(ws, SETTINGS)),
+            (PODS, desired_pod(ws, SETTINGS, credentials=credentials(ws))),
         ]
 
     async def create(i: int) -> None:
@@ -129,7 +131,7 @@ async def _via_reconciler(
     )
     await publish_runtime(kube)
     manager = new_manager(kube, settings)
-    wiring.register(manager, settings)
+    wiring.register(manager, settings, keys=TEST_KEYS)
     started = time.perf_counter()
     running = asyncio.create_task(manager.run())
     try:

@@ -88,6 +88,7 @@ async def serve(settings: ControllerSettings) -> int:
     """Run the controller process with ``settings``; returns the exit status."""
     # Imported here so `wspin webhook` and `wspin inject` never load the controller runtime.
     from controller.setup import (
+        load_credential_keys,
         new_manager,
         relay_staging_exit_code_for,
         setup_controllers,
@@ -120,7 +121,8 @@ async def serve(settings: ControllerSettings) -> int:
             log.error(REFUSED_MESSAGE, extra=fields(reason=str(err)))
             return relay_staging_exit_code_for(err)
         try:
-            setup_controllers(manager, settings, relay_staging=relay_staging)
+            keys = await load_credential_keys(manager.kube, settings.namespace)
+            setup_controllers(manager, settings, credential_keys=keys, relay_staging=relay_staging)
             setup_relay_controller(manager, settings)
         except ConfigError as err:
             log.error("invalid configuration", extra=fields(error=str(err)))

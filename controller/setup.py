@@ -24,6 +24,7 @@ from controller.staging.arming import (
     relay_staging_exit_code_for,
     setup_relay_staging,
 )
+from controller.workspace.credential_keys import CredentialKeys, load_credential_keys
 from wspin.core.delivery import AgentdDelivery, OpencodeDelivery
 from wspin.core.kinds import PODS, WORKSPACES
 from wspin.core.logs import add_scrubber
@@ -36,6 +37,7 @@ __all__ = [
     "OpencodeDelivery",
     "RelayArtifactConfig",
     "RelayStagingConfig",
+    "load_credential_keys",
     "manager_options",
     "new_manager",
     "relay_staging_exit_code_for",
@@ -80,9 +82,14 @@ def setup_controllers(
     manager: Manager,
     settings: ControllerSettings,
     *,
+    credential_keys: CredentialKeys,
     relay_staging: RelayStagingConfig | None = None,
 ) -> None:
     """Register the Workspace reconciler (and what it owns) with ``manager``.
+
+    ``credential_keys`` is what every workspace's credentials are derived from
+    (``load_credential_keys``, read at start: generated on first start, ``ConfigError`` when
+    malformed or unreadable, and the process exits 1).
 
     ``relay_staging`` is the armed staging config (None: staging off); when armed, the
     per-workspace staging pass is built here and handed to the Workspace reconciler, with
@@ -91,7 +98,7 @@ def setup_controllers(
     from controller.workspace import wiring
 
     if relay_staging is None:
-        wiring.register(manager, settings)
+        wiring.register(manager, settings, keys=credential_keys)
         return
     from controller.staging.health import HealthScraper
     from controller.staging.ownership import WorkspaceNames
@@ -116,7 +123,7 @@ def setup_controllers(
         staleness_bound=settings.relay_staging.revocation_staleness_bound,
     )
     manager.add_cleanup(staging.close)
-    wiring.register(manager, settings, staging=staging)
+    wiring.register(manager, settings, keys=credential_keys, staging=staging)
 
 
 def setup_relay_controller(manager: Manager, settings: ControllerSettings) -> None:

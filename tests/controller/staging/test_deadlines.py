@@ -30,7 +30,7 @@ from tests.controller.staging.conftest import (
     two_providers,
 )
 from tests.controller.workspace.conftest import SETTINGS
-from tests.controller.workspace.factories import publish_runtime
+from tests.controller.workspace.factories import TEST_KEYS, publish_runtime, ready_pod_status
 from tests.kubeapi import KubeServer
 from wspin.core.kinds import PODS, SECRETS, WORKSPACES
 from wspin.kube.client import Kube
@@ -84,7 +84,7 @@ async def armed(
     )
     await publish_runtime(kube)
     manager = Manager(kube, manager_options(CONTROLLER))
-    wiring.register(manager, CONTROLLER, staging=real)
+    wiring.register(manager, CONTROLLER, keys=TEST_KEYS, staging=real)
     task = asyncio.create_task(manager.run())
     try:
         await eventually(lambda: manager.is_leader or task.done(), "the manager to lead")
@@ -113,7 +113,7 @@ async def make_active(kube: Kube, namespace: str, name: str = "ws1") -> None:
         return await kube.get_or_none(PODS, pod, namespace) is not None
 
     await eventually(pod_exists, "the workspace pod")
-    ready = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
+    ready = ready_pod_status()
     await kube.patch(PODS, pod, {"status": ready}, namespace, sub="status")
 
     async def active() -> bool:

@@ -16,7 +16,7 @@ from controller.staging.handoff import handoff_name
 from tests.controller.staging.conftest import Stage, condition, make_config, two_providers
 from tests.controller.workspace.conftest import SETTINGS, Harness, eventually
 from tests.controller.workspace.conftest import harness as harness
-from tests.controller.workspace.factories import publish_runtime
+from tests.controller.workspace.factories import TEST_KEYS, publish_runtime
 from tests.controller.workspace.test_reconciler import ready_status, reconcile_until
 from tests.kubeapi import KubeServer
 from wspin.core import logs
@@ -113,7 +113,7 @@ async def test_an_armed_config_gets_a_staging_pass_wired_in(kube: Kube, stage: S
     await publish_runtime(kube)
     manager = new_manager(kube, settings, registry=CollectorRegistry())
     before = list(logs._scrubbers)
-    setup_controllers(manager, settings, relay_staging=config)
+    setup_controllers(manager, settings, credential_keys=TEST_KEYS, relay_staging=config)
     assert len(logs._scrubbers) == len(before) + 1
     running = asyncio.create_task(manager.run())
     try:

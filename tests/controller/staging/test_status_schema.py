@@ -23,6 +23,7 @@ from controller.workspace.reconciler import WorkspaceReconciler
 from tests.controller.staging.conftest import Stage, two_providers
 from tests.controller.workspace.conftest import SETTINGS, Harness, injected
 from tests.controller.workspace.conftest import harness as harness
+from tests.controller.workspace.factories import TEST_KEYS
 from tests.controller.workspace.test_reconciler import ready_status
 from wspin.core.kinds import PODS, WORKSPACES, Resource
 from wspin.http import probes as serving
@@ -128,6 +129,7 @@ async def test_every_status_field_the_controller_writes_is_in_the_crd(
         harness.pods,
         harness.pvcs,
         SETTINGS,
+        keys=TEST_KEYS,
         metrics=VerifyMetrics(CollectorRegistry()),
         staging=staging,
     )

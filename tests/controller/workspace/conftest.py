@@ -19,7 +19,7 @@ from controller.settings import WorkspaceSettings
 from controller.types import ObjectKey, Requeue
 from controller.workspace.metrics import VerifyMetrics
 from controller.workspace.reconciler import WorkspaceReconciler
-from tests.controller.workspace.factories import AGENTD_IMAGE, OPENCODE_IMAGE
+from tests.controller.workspace.factories import AGENTD_IMAGE, OPENCODE_IMAGE, TEST_KEYS
 from webhook.inject import InjectConfig, inject
 from wspin.core.contract import (
     AGENTD,
@@ -143,6 +143,7 @@ async def harness(kube: Kube, namespace: str) -> AsyncIterator[Harness]:
         pods,
         pvcs,
         SETTINGS,
+        keys=TEST_KEYS,
         metrics=VerifyMetrics(registry),
         clock=lambda: datetime(2026, 11, 29, 12, 0, tzinfo=UTC),
     )

@@ -11,6 +11,7 @@ from controller.types import ObjectKey, ObjectReader, Requeue
 from controller.workspace.pod import desired_pod
 from controller.workspace.reconciler import FINALIZER, VERIFY_FAILURE_REQUEUE
 from tests.controller.workspace.conftest import SETTINGS, Harness, injected
+from tests.controller.workspace.factories import credentials, ready_pod_status
 from tests.kubeapi import KubeServer
 from wspin.core.kinds import EVENTS, PODS, PVCS, SERVICE_ACCOUNTS, WORKSPACES
 
@@ -35,14 +36,8 @@ async def reconcile_until(h: Harness, phase: str, name: str = "ws1") -> Obj:
     raise AssertionError(f"{name} never reached {phase}: {ws.get('status')}")
 
 
-def ready_status() -> Obj:
-    return {
-        "phase": "Running",
-        "conditions": [{"type": "Ready", "status": "True"}],
-        "containerStatuses": [
-            {"name": "workspace", "ready": True, "restartCount": 0, "state": {"running": {}}}
-        ],
-    }
+def ready_status(ip: str = "10.0.0.7") -> Obj:
+    return ready_pod_status(ip)
 
 
 def crashed_status(exit_code: int, message: str, restarts: int = 1) -> Obj:
@@ -64,7 +59,7 @@ def crashed_status(exit_code: int, message: str, restarts: int = 1) -> Obj:
 async def create_injected_pod(h: Harness, *, inject: bool = True) -> str:
     """Play the admission webhook: create the reconciler's pod with delivery injected."""
     ws = await h.workspace()
-    pod = desired_pod(ws, SETTINGS)
+    pod = desired_pod(ws, SETTINGS, credentials=credentials(ws))
     if inject:
         pod = injected(pod)
     pod["spec"]["nodeName"] = "node-a"
@@ -97,7 +92,7 @@ class TestApply:
         assert pod["spec"]["runtimeClassName"] == "gvisor"
         assert pod["spec"]["terminationGracePeriodSeconds"] == SETTINGS.termination_grace
 
-        pvc = await harness.kube.get(PVCS, "ws1-workspace", harness.namespace)
+        pvc = await harness.kube.get(PVCS, "workspace-ws1", harness.namespace)
         assert pvc["metadata"]["ownerReferences"][0]["uid"] == uid
         assert pvc["spec"]["resources"]["requests"]["storage"] == "10Gi"
         account = await harness.kube.get(SERVICE_ACCOUNTS, "workspace-ws1", harness.namespace)
@@ -107,8 +102,13 @@ class TestApply:
         assert FINALIZER in ws["metadata"]["finalizers"]
         assert ws["status"]["phase"] == "Pending"  # nothing schedules pods on the test server
         assert ws["status"]["podName"] == f"ws1-{uid[:8]}"
-        assert ws["status"]["pvcName"] == "ws1-workspace"
+        assert ws["status"]["pvcName"] == "workspace-ws1"
+        assert ws["status"]["podNamespace"] == harness.namespace
+        assert "podIP" not in ws["status"] and "endpoint" not in ws["status"]
         assert ws["status"]["observedGeneration"] == 1
+        assert condition(ws, "Ready")["reason"] == "PodCreating"  # type: ignore[index]
+        await harness.reconcile()
+        ws = await harness.workspace()
         assert condition(ws, "Ready")["reason"] == "PodPending"  # type: ignore[index]
 
     async def test_a_ready_pod_makes_the_workspace_active_and_a_rerun_writes_nothing(
@@ -121,6 +121,11 @@ class TestApply:
         ws = await harness.workspace()
         assert ws["status"]["phase"] == "Active"
         assert condition(ws, "Ready")["status"] == "True"  # type: ignore[index]
+        assert ws["status"]["podIP"] == "10.0.0.7"
+        assert ws["status"]["endpoint"] == "http://10.0.0.7:4096"
+        assert ws["status"]["startTime"] == "2026-11-29T12:00:00Z"
+        assert ws["status"]["imageTag"] == "python"  # an image without a tag: the image
+        assert ws["status"]["restartCount"] == 0
 
         version = ws["metadata"]["resourceVersion"]
         assert await harness.reconcile() is None
@@ -184,14 +189,21 @@ class TestLifecycle:
         await harness.kube.patch(WORKSPACES, "ws1", {"spec": {"suspend": True}}, harness.namespace)
         ws = await reconcile_until(harness, "Suspended")
         assert "podName" not in ws["status"]
+        assert "suspend" not in ws["spec"]  # the request is consumed
+        assert ws["status"]["suspendedAt"] == "2026-11-29T12:00:00Z"
         assert (
             await harness.kube.get_or_none(PODS, await harness.pod_name(), harness.namespace)
             is None
         )
-        assert await harness.kube.get_or_none(PVCS, "ws1-workspace", harness.namespace) is not None
+        assert await harness.kube.get_or_none(PVCS, "workspace-ws1", harness.namespace) is not None
 
         await harness.kube.patch(WORKSPACES, "ws1", {"spec": {"suspend": False}}, harness.namespace)
-        ws = await reconcile_until(harness, "Pending")
+        await harness.settle()
+        await harness.reconcile()
+        ws = await harness.workspace()
+        assert ws["status"]["phase"] == "Resuming"
+        assert "suspend" not in ws["spec"] and "suspendedAt" not in ws["status"]
+        ws = await reconcile_until(harness, "Creating")
         second = await harness.kube.get(PODS, await harness.pod_name(), harness.namespace)
         assert second["metadata"]["uid"] != first["metadata"]["uid"]
         assert ws["status"]["podName"] == second["metadata"]["name"]
@@ -344,7 +356,7 @@ class TestVerifyFailureDetection:
         assert self.metric(harness, "opencode", "verify_failed", "fedcba987654") == 1.0
         assert self.metric(harness, "agentd", "verify_failed", "0123456789ab") == 0.0
 
-    async def test_an_active_workspace_stays_active_on_a_verify_failure(
+    async def test_an_active_workspace_whose_pod_fails_verification_is_no_longer_active(
         self, harness: Harness
     ) -> None:
         await harness.apply()
@@ -354,7 +366,9 @@ class TestVerifyFailureDetection:
         await harness.set_pod_status(pod_name, crashed_status(84, "OpencodeOverlayMissing: b"))
         assert await harness.reconcile() == Requeue(VERIFY_FAILURE_REQUEUE)
         ws = await harness.workspace()
-        assert ws["status"]["phase"] == "Active"
+        assert ws["status"]["phase"] == "Creating"
+        assert "podIP" not in ws["status"]
+        assert condition(ws, "Ready")["reason"] == "PodNotReady"  # type: ignore[index]
         assert condition(ws, "OpencodeVerified")["status"] == "False"  # type: ignore[index]
 
     async def test_a_healthy_injected_pod_is_marked_verified_for_both_artifacts(

@@ -20,7 +20,7 @@ from controller.types import ObjectKey
 from controller.workspace import wiring
 from controller.workspace.reconciler import FINALIZER
 from tests.controller.workspace.conftest import SETTINGS
-from tests.controller.workspace.factories import publish_runtime
+from tests.controller.workspace.factories import TEST_KEYS, publish_runtime, ready_pod_status
 from tests.kubeapi import KubeServer
 from wspin.core.kinds import NAMESPACES, PODS, WORKSPACES
 from wspin.kube.client import Kube
@@ -47,7 +47,7 @@ async def eventually(check: Callable[[], bool], what: str, timeout: float = 30.0
 async def controller(kube: Kube) -> AsyncIterator[Manager]:
     await publish_runtime(kube)
     manager = Manager(kube, manager_options(CONTROLLER))
-    wiring.register(manager, CONTROLLER)
+    wiring.register(manager, CONTROLLER, keys=TEST_KEYS)
     task = asyncio.create_task(manager.run())
     try:
         await eventually(lambda: manager.is_leader or task.done(), "the manager to lead")
@@ -98,7 +98,7 @@ async def test_a_steady_state_of_pending_and_active_workspaces_makes_no_request(
         active = cache.get(ObjectKey(namespace, "active"))
         assert active is not None
         pod = f"active-{active['metadata']['uid'][:8]}"
-        ready = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
+        ready = ready_pod_status()
         await kube.patch(PODS, pod, {"status": ready}, namespace, sub="status")
         await eventually(lambda: phase("active") == "Active", "the Active phase")
         await quiet(kube_server, for_seconds=0.5)
