@@ -15,7 +15,6 @@ import logging
 from prometheus_client import CollectorRegistry
 
 from controller.runtime.manager import Manager
-from controller.runtime.options import LeaderElection, ManagerOptions
 from controller.settings import ControllerSettings, RelayArtifactConfig
 from controller.staging.arming import (
     ARMING_STARTUP_GUARD_WINDOW,
@@ -27,7 +26,7 @@ from controller.staging.arming import (
 from controller.workspace.credential_keys import CredentialKeys, load_credential_keys
 from wspin.core.delivery import AgentdDelivery, OpencodeDelivery
 from wspin.core.kinds import PODS, WORKSPACES
-from wspin.core.logs import add_scrubber
+from wspin.core.redact import Redactor
 from wspin.kube.client import Kube
 
 __all__ = [
@@ -38,7 +37,6 @@ __all__ = [
     "RelayArtifactConfig",
     "RelayStagingConfig",
     "load_credential_keys",
-    "manager_options",
     "new_manager",
     "relay_staging_exit_code_for",
     "setup_controllers",
@@ -49,33 +47,11 @@ __all__ = [
 log = logging.getLogger("controller")
 
 
-def manager_options(settings: ControllerSettings) -> ManagerOptions:
-    """The manager's options from the process settings."""
-    runtime = settings.runtime
-    election = runtime.leader_election
-    return ManagerOptions(
-        health_port=runtime.health_port,
-        metrics_port=runtime.metrics_port,
-        bind_host=runtime.bind_host,
-        max_concurrent_reconciles=runtime.max_concurrent_reconciles,
-        graceful_shutdown_timeout=runtime.graceful_shutdown_timeout,
-        leader_election=LeaderElection(
-            enabled=election.enabled,
-            namespace=election.namespace,
-            name=election.name,
-            identity=election.identity,
-            lease_duration=election.lease_duration,
-            renew_deadline=election.renew_deadline,
-            retry_period=election.retry_period,
-        ),
-    )
-
-
 def new_manager(
     kube: Kube, settings: ControllerSettings, *, registry: CollectorRegistry | None = None
 ) -> Manager:
     """A manager configured from ``settings`` (``registry``: a private one for tests)."""
-    return Manager(kube, manager_options(settings), registry=registry)
+    return Manager(kube, settings.runtime, registry=registry)
 
 
 def setup_controllers(
@@ -84,6 +60,7 @@ def setup_controllers(
     *,
     credential_keys: CredentialKeys,
     relay_staging: RelayStagingConfig | None = None,
+    redactor: Redactor | None = None,
 ) -> None:
     """Register the Workspace reconciler (and what it owns) with ``manager``.
 
@@ -92,8 +69,9 @@ def setup_controllers(
     malformed or unreadable, and the process exits 1).
 
     ``relay_staging`` is the armed staging config (None: staging off); when armed, the
-    per-workspace staging pass is built here and handed to the Workspace reconciler, with
-    its redactor registered with the log formatter so no staged key reaches a log line.
+    per-workspace staging pass is built here and handed to the Workspace reconciler. It
+    registers every staged key with ``redactor``, the process's one redactor, whose
+    ``redact`` the process has added to the log formatter (None: a private one, for tests).
     """
     from controller.workspace import wiring
 
@@ -102,13 +80,8 @@ def setup_controllers(
         return
     from controller.staging.health import HealthScraper
     from controller.staging.ownership import WorkspaceNames
-    from controller.staging.redact import Redactor
     from controller.staging.staging_pass import RelayStagingPass
 
-    # One redactor per process: the pass registers each staged key with it, and every
-    # rendered log line goes through it.
-    redactor = Redactor()
-    add_scrubber(redactor.redact)
     # Relay identities span namespaces: the pass asks this index, fed by the Workspace
     # cache, who holds a name; agentd's health is read from pods in the pod cache.
     names = WorkspaceNames()
@@ -116,7 +89,7 @@ def setup_controllers(
     staging = RelayStagingPass(
         relay_staging,
         manager.kube,
-        redactor=redactor,
+        redactor=redactor if redactor is not None else Redactor(),
         names=names,
         pods=manager.cache(PODS, labels=wiring.OWNED_SELECTOR),
         health=HealthScraper(manager.registry, port=settings.relay_staging.agentd_health_port),

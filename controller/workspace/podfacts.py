@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Final
 
-from controller.toolkit.clock import parse_time
 from controller.types import Obj
+from wspin.core.clock import parse_time
 from wspin.core.contract import MAIN_CONTAINER
 
 TERMINAL: Final = ("Succeeded", "Failed")

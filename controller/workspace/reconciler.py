@@ -26,7 +26,6 @@ from collections.abc import Awaitable, Mapping
 from typing import Final
 
 from controller.settings import WorkspaceSettings
-from controller.toolkit.clock import Clock, utc_now
 from controller.toolkit.events import EventRecorder
 from controller.toolkit.finalizers import add_finalizer, has_finalizer, remove_finalizer
 from controller.toolkit.status import write_status
@@ -50,6 +49,7 @@ from controller.workspace.status import next_status
 from controller.workspace.suspension import clear_request
 from controller.workspace.verify_report import VerifyReporter
 from controller.workspace.writes import OwnedWrites
+from wspin.core.clock import Clock, utc_now
 from wspin.core.errors import Conflict, NamespaceTerminating, NotFound
 from wspin.core.kinds import PODS, WORKSPACES
 from wspin.core.logs import fields

@@ -27,12 +27,12 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Final
 
-from controller.toolkit.clock import format_time, parse_time
 from controller.toolkit.conditions import condition, remove_conditions, set_conditions
 from controller.types import Obj
 from controller.workspace.lifecycle import POD_BUILD_FAILED, Phase
 from controller.workspace.outcome import Outcome
 from controller.workspace.probes import OPENCODE_PORT
+from wspin.core.clock import format_time, parse_time
 
 READY: Final = "Ready"
 
