@@ -24,7 +24,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final, Literal
 
+from controller.types import Obj
 from controller.workspace.podfacts import PodFacts, describe_not_ready
+from wspin.core.clock import parse_time
 
 Phase = Literal[
     "Pending",
@@ -76,9 +78,18 @@ def recycling(previous: str, why: str) -> Observation:
     return Observation(waiting_phase(previous), "PodRecreating", f"recreating the pod: {why}")
 
 
-def observe(pod: PodFacts | None, previous: str) -> Observation:
+def served_before(status: Obj, pod: PodFacts) -> bool:
+    """Whether ``pod`` was Active before: the recorded ``startTime`` is when the Workspace
+    became Active on its current pod, so it follows that pod's creation (a later pod is
+    created after the earlier one became Active)."""
+    started = parse_time(status.get("startTime"))
+    return started is not None and pod.created is not None and pod.created <= started
+
+
+def observe(pod: PodFacts | None, previous: str, *, served: bool = False) -> Observation:
     """The phase and Ready reason for a Workspace that should run, whose pod is ``pod`` (None:
-    there is none, and one is being created), after phase ``previous``."""
+    there is none, and one is being created), after phase ``previous``; ``served``: the pod
+    was Active before (``served_before``), so not being ready is a regression, not a start."""
     waiting = waiting_phase(previous)
     was_active = previous == "Active"
     if pod is None:
@@ -110,7 +121,7 @@ def observe(pod: PodFacts | None, previous: str) -> Observation:
         if pod.unschedulable:
             message += f": {pod.unschedulable}"
         return Observation(waiting, "PodPending", message)
-    if was_active:
+    if was_active or served:
         return Observation(
             "Creating", "PodNotReady", f"workspace pod is not ready: {_unready(pod)}"
         )

@@ -35,6 +35,7 @@ from controller.workspace.lifecycle import (
     POD_BUILD_FAILED,
     observe,
     recycling,
+    served_before,
     waiting_phase,
 )
 from controller.workspace.outcome import Outcome
@@ -192,7 +193,10 @@ class WorkspacePhases:
             outcome.pod_name = body["metadata"]["name"]
             return outcome
         assert facts is not None
-        outcome = Outcome.observed(observe(facts, previous), pod=facts, pod_name=facts.name)
+        served = served_before(ws.get("status") or {}, facts)
+        outcome = Outcome.observed(
+            observe(facts, previous, served=served), pod=facts, pod_name=facts.name
+        )
         if facts.deleting:
             return outcome
         if await self.verifier.check(ws, pod, outcome.phase, outcome) is not None:

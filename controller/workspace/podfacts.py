@@ -95,7 +95,10 @@ def pod_facts(pod: Obj) -> PodFacts:
         created=parse_time(meta.get("creationTimestamp")),
         deleting=bool(meta.get("deletionTimestamp")),
         phase=_text(status.get("phase")),
-        scheduled=bool(_text(spec.get("nodeName"))) or scheduled.get("status") == "True",
+        # A pod past Pending ran on a node, whatever else its status says.
+        scheduled=bool(_text(spec.get("nodeName")))
+        or scheduled.get("status") == "True"
+        or _text(status.get("phase")) in ("Running", *TERMINAL),
         unschedulable=unschedulable,
         ip=_text(status.get("podIP")),
         ready=_condition(conditions, "Ready").get("status") == "True",

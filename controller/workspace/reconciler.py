@@ -50,7 +50,7 @@ from controller.workspace.suspension import clear_request
 from controller.workspace.verify_report import VerifyReporter
 from controller.workspace.writes import OwnedWrites
 from wspin.core.clock import Clock, utc_now
-from wspin.core.errors import Conflict, NamespaceTerminating, NotFound
+from wspin.core.errors import Conflict, KubeAPIError, NamespaceTerminating, NotFound
 from wspin.core.kinds import PODS, WORKSPACES
 from wspin.core.logs import fields
 from wspin.kube.client import Kube
@@ -181,10 +181,19 @@ class WorkspaceReconciler(WorkspacePhases):
         await self._write_status(ws, outcome, written)
         if outcome.consume is not None:
             # Only once the status records what the request did: cleared first, a failed
-            # status write would lose the request.
-            version = await clear_request(self.kube, ws, outcome.consume)
-            if version is not None:
-                written.append(version)
+            # status write would lose the request. Should the clear fail, the next pass
+            # (right away) finds the request in a phase that consumes it without acting again.
+            try:
+                version = await clear_request(self.kube, ws, outcome.consume)
+            except KubeAPIError as err:
+                log.info(
+                    "spec.suspend not cleared yet; retrying",
+                    extra=fields(workspace=str(ObjectKey.of(ws)), error=err.message),
+                )
+                outcome.due(deadlines.MIN_REQUEUE)
+            else:
+                if version is not None:
+                    written.append(version)
         if outcome.reason == ORG_SUSPENDED and (ws.get("status") or {}).get("reason") != (
             ORG_SUSPENDED
         ):

@@ -29,10 +29,10 @@ from typing import Final
 
 from controller.toolkit.conditions import condition, remove_conditions, set_conditions
 from controller.types import Obj
-from controller.workspace.lifecycle import POD_BUILD_FAILED, Phase
+from controller.workspace.lifecycle import POD_BUILD_FAILED, Phase, served_before
 from controller.workspace.outcome import Outcome
 from controller.workspace.probes import OPENCODE_PORT
-from wspin.core.clock import format_time, parse_time
+from wspin.core.clock import format_time
 
 READY: Final = "Ready"
 
@@ -108,7 +108,7 @@ def next_status(old: Obj, outcome: Outcome, ws: Obj, now: datetime) -> Obj:
         new["podIP"], new["endpoint"] = pod.ip, endpoint(pod.ip)
         if pod.image_tag:
             new["imageTag"] = pod.image_tag
-        if old.get("phase") != "Active" and not _started_on(old, pod.created):
+        if old.get("phase") != "Active" and not served_before(old, pod):
             new["startTime"] = format_time(now)
     _restarts(old, outcome, new)
     if phase != "Suspended":
@@ -121,13 +121,6 @@ def next_status(old: Obj, outcome: Outcome, ws: Obj, now: datetime) -> Obj:
     else:
         new.pop("failureReason", None)
     return new
-
-
-def _started_on(old: Obj, created: datetime | None) -> bool:
-    """Whether the recorded ``startTime`` belongs to this pod: it became Active after the pod
-    was created (a later pod is created after the earlier one became Active)."""
-    started = parse_time(old.get("startTime"))
-    return started is not None and created is not None and created <= started
 
 
 def _restarts(old: Obj, outcome: Outcome, new: Obj) -> None:

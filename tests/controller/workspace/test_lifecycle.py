@@ -11,6 +11,7 @@ from controller.workspace.lifecycle import (
     TRANSIENT_POD_LOSS,
     observe,
     recycling,
+    served_before,
 )
 from controller.workspace.podfacts import pod_facts
 
@@ -172,3 +173,18 @@ def test_a_malformed_status_reads_as_not_ready_never_as_a_crash() -> None:
     facts = pod_facts(hostile)
     assert not facts.serving and facts.ip == "" and facts.name == ""
     assert observe(facts, "Active").phase == "Creating"
+
+
+def test_a_pod_that_served_before_stays_not_ready_on_every_later_pass() -> None:
+    facts = pod_facts(UNREADY_POD)  # created 11:00
+    status = {"phase": "Creating", "startTime": "2026-11-29T11:02:00Z"}  # Active at 11:02
+    assert served_before(status, facts)
+    seen = observe(facts, "Creating", served=served_before(status, facts))
+    assert (seen.phase, seen.reason) == ("Creating", "PodNotReady")
+
+
+def test_a_new_pod_did_not_serve_before_whatever_the_old_start_time() -> None:
+    facts = pod_facts(UNREADY_POD)
+    assert not served_before({"startTime": "2026-11-29T10:00:00Z"}, facts)
+    assert not served_before({}, facts)
+    assert observe(facts, "Creating", served=False).reason == "PodStarting"

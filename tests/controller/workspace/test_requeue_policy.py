@@ -110,6 +110,46 @@ async def test_a_steady_state_of_pending_and_active_workspaces_makes_no_request(
         assert phase("pending") == "Pending"
 
 
+def by_result(manager: Manager, result: str) -> float:
+    sample = manager.registry.get_sample_value(
+        "wspin_controller_reconcile_total", {"controller": "workspace", "result": result}
+    )
+    return sample or 0.0
+
+
+async def test_a_pod_that_stops_being_ready_shows_on_its_workspace_from_the_pods_own_event(
+    kube: Kube, kube_server: KubeServer, namespace: str
+) -> None:
+    await kube.create(WORKSPACES, workspace("ws1", namespace))
+    async with controller(kube) as manager:
+        cache = manager.cache(WORKSPACES)
+
+        def status() -> dict[str, object]:
+            return dict((cache.get(ObjectKey(namespace, "ws1")) or {}).get("status") or {})
+
+        await eventually(lambda: status().get("phase") == "Pending", "the pod")
+        ws = cache.get(ObjectKey(namespace, "ws1"))
+        assert ws is not None
+        pod = f"ws1-{ws['metadata']['uid'][:8]}"
+        await kube.patch(PODS, pod, {"status": ready_pod_status()}, namespace, sub="status")
+        await eventually(lambda: status().get("endpoint") == "http://10.0.0.7:4096", "Active")
+        await quiet(kube_server, for_seconds=0.5)
+        timers = by_result(manager, "requeue_after")
+
+        unready = ready_pod_status()
+        unready["conditions"] = [{"type": "Ready", "status": "False"}]
+        unready["containerStatuses"][0]["ready"] = False
+        await kube.patch(PODS, pod, {"status": unready}, namespace, sub="status")
+
+        def reported() -> bool:
+            ready = next(c for c in status()["conditions"] if c["type"] == "Ready")  # type: ignore[attr-defined]
+            return bool(ready["status"] == "False" and ready["reason"] == "PodNotReady")
+
+        await eventually(reported, "Ready=False on the Workspace")
+        assert status()["phase"] == "Creating" and "podIP" not in status()
+        assert by_result(manager, "requeue_after") == timers, "no deadline was involved"
+
+
 async def test_deleting_the_namespace_of_200_workspaces_logs_no_warning_and_releases_each(
     kube: Kube, namespace: str, caplog: pytest.LogCaptureFixture
 ) -> None:
