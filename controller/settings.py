@@ -132,7 +132,8 @@ class WorkspaceSettings:
     """``--api-service-url``: root URL of the in-cluster API (also relay staging's credential
     source)."""
     api_public_url: str = ""
-    """``--api-public-url``: the API's public URL as workspaces should reach it."""
+    """``--api-public-url``: the API's public URL as workspaces should reach it; "" =
+    ``https://api.<preview base domain>`` when that is set, else none."""
     default_runtime_class: str | None = None
     """``--default-runtime-class``: None = flag not given; "" = explicitly no runtime class."""
     preview_origin_base_domain: str = ""
