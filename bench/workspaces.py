@@ -41,10 +41,11 @@ from bench.table import Row
 from controller.settings import ControllerSettings, RuntimeSettings, WorkspaceSettings
 from controller.setup import new_manager
 from controller.workspace import wiring
+from controller.workspace.credential_keys import load_credential_keys
 from controller.workspace.owned import desired_service_account
 from controller.workspace.pod import desired_pod
 from controller.workspace.storage import desired_pvc
-from tests.controller.workspace.factories import TEST_KEYS, credentials, publish_runtime
+from tests.controller.workspace.factories import credentials, publish_runtime
 from tests.kubeapi import KubeServer
 from wspin.core.delivery import AgentdDelivery
 from wspin.core.kinds import NAMESPACES, PODS, PVCS, SERVICE_ACCOUNTS, WORKSPACES
@@ -131,7 +132,10 @@ async def _via_reconciler(
     )
     await publish_runtime(kube)
     manager = new_manager(kube, settings)
-    wiring.register(manager, settings, keys=TEST_KEYS)
+    # The key the restarted `wspin controller` reads too (the same namespace): a controller
+    # with another key would replace every pod it finds.
+    keys = await load_credential_keys(kube, settings.namespace)
+    wiring.register(manager, settings, keys=keys)
     started = time.perf_counter()
     running = asyncio.create_task(manager.run())
     try:
@@ -340,7 +344,7 @@ async def _run() -> dict[str, float]:
         configuration.host = server.url
         async with client.ApiClient(configuration) as api:
             kube = Kube(api)
-            for name in ("bench-direct", "bench-workspaces"):
+            for name in ("bench-direct", "bench-workspaces", ControllerSettings().namespace):
                 await kube.create(NAMESPACES, {"metadata": {"name": name}})
             direct = await _direct(kube, "bench-direct")
             await kube.delete(NAMESPACES, "bench-direct")

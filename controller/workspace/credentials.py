@@ -101,7 +101,10 @@ def pod_credentials(pod: Obj, ws: Obj, keys: CredentialKeys) -> WorkspaceCredent
     if not keys.knows(key_id):
         return f"the pod's credentials key {key_id!r} was retired"
     credentials = derive_credentials(keys, ws, key_id)
-    if not hmac.compare_digest(_readiness_bearer(pod), f"Bearer {credentials.admin_token}"):
+    # Bytes: a header a foreign hand wrote may hold any character, and comparing non-ASCII
+    # text raises instead of answering.
+    held = _readiness_bearer(pod).encode("utf-8", "replace")
+    if not hmac.compare_digest(held, f"Bearer {credentials.admin_token}".encode()):
         return "the pod's probes do not carry its admin token"
     return credentials
 

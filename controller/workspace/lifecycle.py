@@ -55,6 +55,7 @@ TRANSIENT_POD_LOSS: Final = "TransientPodLoss"
 POD_FAILED_DURING_CREATION: Final = "PodFailedDuringCreation"
 POD_BUILD_FAILED: Final = "PodBuildFailed"
 
+SCHEDULING: Final = "waiting for the workspace pod to be scheduled"
 _FIRST: Final = ("", "Pending", "Failed")
 """Previous phases after which an unscheduled pod still reads as Pending."""
 
@@ -100,7 +101,9 @@ def observe(pod: PodFacts | None, previous: str, *, served: bool = False) -> Obs
                 "the workspace pod is gone; a new one is being created",
                 TRANSIENT_POD_LOSS,
             )
-        return Observation(waiting, "PodCreating", "creating the workspace pod")
+        # Worded as the next pass will see the new pod (not scheduled yet), so that pass
+        # has nothing to write.
+        return Observation(waiting, "PodPending", SCHEDULING)
     if pod.deleting:
         lost = TRANSIENT_POD_LOSS if was_active else ""
         return Observation(
@@ -117,7 +120,7 @@ def observe(pod: PodFacts | None, previous: str, *, served: bool = False) -> Obs
     if pod.serving:
         return Observation("Active", "PodReady", "workspace pod is ready")
     if not pod.scheduled:
-        message = "waiting for the workspace pod to be scheduled"
+        message = SCHEDULING
         if pod.unschedulable:
             message += f": {pod.unschedulable}"
         return Observation(waiting, "PodPending", message)

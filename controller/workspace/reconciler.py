@@ -118,10 +118,11 @@ class WorkspaceReconciler(WorkspacePhases):
         self.events = events or EventRecorder(kube, clock=clock)
         self.writes = OwnedWrites(kube, settings.termination_grace)
         self.verifier = VerifyReporter(kube, metrics, self.events)
-        self._superseded: dict[ObjectKey, set[str]] = {}
-        """Per Workspace, cached versions this controller's own writes replaced: a reconcile
-        that finds one in the cache would act on what it already changed, and the event for
-        the newer version is on its way (it reconciles then)."""
+        self._superseded: dict[ObjectKey, tuple[str, set[str]]] = {}
+        """Per Workspace (its uid, and the cached versions this controller's own writes
+        replaced): a reconcile that finds one in the cache would act on what it already
+        changed, and the event for the newer version is on its way (it reconciles then). A
+        Workspace recreated under the same name has another uid and shares nothing."""
 
     async def reconcile(self, key: ObjectKey) -> Requeue | None:
         ws = self.workspaces.get(key)
@@ -129,9 +130,11 @@ class WorkspaceReconciler(WorkspacePhases):
             self._superseded.pop(key, None)
             return None  # gone: owner GC removes what it owned
         version = str(ws["metadata"].get("resourceVersion", ""))
-        if version in self._superseded.get(key, ()):
+        uid = str(ws["metadata"].get("uid", ""))
+        seen_uid, stale = self._superseded.pop(key, ("", set()))
+        if seen_uid == uid and version in stale:
+            self._superseded[key] = (seen_uid, stale)
             return None
-        self._superseded.pop(key, None)
         written: list[str] = []
         try:
             if ws["metadata"].get("deletionTimestamp"):
@@ -156,13 +159,15 @@ class WorkspaceReconciler(WorkspacePhases):
             )
             return None
         finally:
-            self._remember_superseded(key, version, written)
+            self._remember_superseded(key, uid, version, written)
 
-    def _remember_superseded(self, key: ObjectKey, cached: str, written: list[str]) -> None:
+    def _remember_superseded(
+        self, key: ObjectKey, uid: str, cached: str, written: list[str]
+    ) -> None:
         """Every version up to the last one written is stale once the writes went through
         (a write that changed nothing returns the version it found, and sends no event)."""
         if written and written[-1] != cached:
-            self._superseded[key] = {cached, *written[:-1]}
+            self._superseded[key] = (uid, {cached, *written[:-1]})
 
     async def _converge(self, ws: Obj, written: list[str]) -> Requeue | None:
         """The finalizer and the phase's own writes at once, one status write, then what

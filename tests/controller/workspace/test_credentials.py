@@ -204,3 +204,13 @@ class TestRotation:
         assert gone is None or gone["metadata"].get("deletionTimestamp")
         ws = await harness.kube.get(WORKSPACES, "ws1", harness.namespace)
         assert ws["status"]["restartCount"] == 1
+
+
+def test_a_foreign_bearer_of_any_characters_is_refused_not_crashed_on() -> None:
+    ws = workspace()
+    pod = desired_pod(ws, SETTINGS, credentials=credentials(ws))
+    header = pod["spec"]["containers"][0]["readinessProbe"]["httpGet"]["httpHeaders"][0]
+    header["value"] = "Bearer \u00fc\u00df\ud83d\ude00"
+    assert pod_credentials(pod, ws, TEST_KEYS) == "the pod's probes do not carry its admin token"
+    del pod["spec"]["containers"][0]["readinessProbe"]
+    assert isinstance(pod_credentials(pod, ws, TEST_KEYS), str)

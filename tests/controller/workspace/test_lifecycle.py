@@ -82,7 +82,7 @@ EVICTED = pod(
 @pytest.mark.parametrize(
     ("case", "facts", "previous", "phase", "reason", "failure"),
     [
-        ("new, no pod yet", None, "", "Pending", "PodCreating", ""),
+        ("new, no pod yet", None, "", "Pending", "PodPending", ""),
         ("not scheduled", UNSCHEDULED, "Pending", "Pending", "PodPending", ""),
         ("no node fits", UNSCHEDULABLE, "Pending", "Pending", "PodPending", ""),
         ("scheduled", SCHEDULED, "Pending", "Creating", "PodStarting", ""),
@@ -110,7 +110,7 @@ EVICTED = pod(
             POD_FAILED_DURING_CREATION,
         ),
         ("replacement unscheduled", UNSCHEDULED, "Creating", "Creating", "PodPending", ""),
-        ("resumed, no pod yet", None, "Resuming", "Creating", "PodCreating", ""),
+        ("resumed, no pod yet", None, "Resuming", "Creating", "PodPending", ""),
         ("resumed, unscheduled", UNSCHEDULED, "Resuming", "Creating", "PodPending", ""),
     ],
 )
