@@ -231,6 +231,37 @@ class TestLifecycle:
         assert await _gone(harness, WORKSPACES, "ws1")
         assert await _gone(harness, PODS, pod_name)
 
+    async def test_deletion_ends_terminated_with_no_pod_fields_before_the_workspace_goes(
+        self, harness: Harness, kube_server: KubeServer
+    ) -> None:
+        await harness.apply()
+        await harness.reconcile()
+        pod_name = await harness.pod_name()
+        await harness.kube.delete(PODS, pod_name, harness.namespace, grace_seconds=0)
+        await harness.synced(harness.pods, pod_name, None)
+        await harness.kube.delete(WORKSPACES, "ws1", harness.namespace)
+        await harness.settle()
+        kube_server.writes.clear()
+        await harness.reconciler.reconcile(harness.key())
+        status_writes = [w for w in kube_server.writes if w.path.endswith("/ws1/status")]
+        assert len(status_writes) == 1  # Terminated, then the finalizer goes
+        assert await _gone(harness, WORKSPACES, "ws1")
+
+    async def test_a_terminated_workspace_that_was_not_deleted_keeps_no_pod(
+        self, harness: Harness
+    ) -> None:
+        await harness.apply()
+        await harness.reconcile()
+        live = await harness.kube.patch(
+            WORKSPACES, "ws1", {"status": {"phase": "Terminated"}}, harness.namespace, sub="status"
+        )
+        await harness.synced(harness.workspaces, "ws1", live)
+        await harness.reconcile()
+        assert (await harness.workspace())["status"]["phase"] == "Terminating"
+        ws = await reconcile_until(harness, "Terminated")
+        assert "podName" not in ws["status"]
+        assert await _gone(harness, PODS, await harness.pod_name())
+
     async def test_a_new_restart_generation_recreates_the_pod(self, harness: Harness) -> None:
         await harness.apply()
         await harness.reconcile()
