@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import re
-
-from prometheus_client import CollectorRegistry
-
 from tests.chart.helm import NAMESPACE, Rendered
 
 
@@ -30,60 +26,3 @@ def test_a_service_monitor_per_component_scrapes_its_metrics_service(full_render
         ]
         assert len(services) == 1, monitor["metadata"]["name"]
         assert "metrics" in {p["name"] for p in services[0]["spec"]["ports"]}
-
-
-def alerts(rendered: Rendered) -> dict[str, dict[str, object]]:
-    (group,) = rendered.one("PrometheusRule")["spec"]["groups"]
-    return {rule["alert"]: rule for rule in group["rules"]}
-
-
-def test_alerts_cover_verify_failures_certificate_expiry_and_webhook_errors(
-    full_render: Rendered,
-) -> None:
-    rules = alerts(full_render)
-    assert set(rules) == {
-        "LLMSafeSpacesAgentdVerificationFailed",
-        "LLMSafeSpacesOpencodeVerificationFailed",
-        "WspinWebhookCertificateExpiring",
-        "WspinWebhookInvalidRequests",
-        "WspinWebhookCallsFailing",
-        "WspinWebhookDown",
-    }
-    expiry = str(rules["WspinWebhookCertificateExpiring"]["expr"])
-    assert expiry.endswith("< 1209600")  # certificateExpiryDays 14, in seconds
-    for rule in rules.values():
-        assert rule["labels"]["severity"] in {"warning", "critical"}  # type: ignore[index]
-        # Alert templates survive Helm: Prometheus, not Helm, fills in $labels.
-        assert "{{ $labels" in str(rule["annotations"]) or "$labels" not in str(rule["annotations"])
-
-
-def exported_metric_names() -> set[str]:
-    """Sample names the wspin processes really export, from their own metric definitions."""
-    import certs.expiry
-    import webhook.metrics
-    from controller.workspace.metrics import VerifyMetrics
-
-    families = [certs.expiry.EXPIRY, webhook.metrics.REQUESTS, webhook.metrics.LATENCY]
-    registry = CollectorRegistry()
-    VerifyMetrics(registry)
-    names = set()
-    for family in [*(m for f in families for m in f.describe()), *registry.collect()]:
-        if family.type == "counter":
-            names.add(family.name + "_total")
-        elif family.type == "histogram":
-            names |= {family.name + suffix for suffix in ("_bucket", "_count", "_sum")}
-        else:
-            names.add(family.name)
-    return names
-
-
-def test_every_wspin_metric_an_alert_uses_is_exported_by_the_processes(
-    full_render: Rendered,
-) -> None:
-    used = {
-        name
-        for rule in alerts(full_render).values()
-        for name in re.findall(r"\bwspin_[a-z0-9_]+", str(rule["expr"]))
-    }
-    assert used
-    assert used <= exported_metric_names(), used - exported_metric_names()
