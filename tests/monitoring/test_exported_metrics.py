@@ -1,10 +1,11 @@
-"""Every metric an alert names is one the processes export: read from the live /metrics of
-both processes, every optional part on, not from our own lists of names."""
+"""Every metric an alert or a dashboard panel names is one the processes export: read from the
+live /metrics of both processes, every optional part on, not from our own lists of names."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from tests.chart.dashboards import queries, rendered_dashboards
 from tests.chart.helm import render
 from tests.chart.promql import metric_names
 from tests.chart.test_alerts import alerts
@@ -33,7 +34,7 @@ def self_managed_only() -> set[str]:
     }
 
 
-async def test_every_metric_an_alert_names_is_exported_by_a_running_process(
+async def test_every_metric_the_alerts_and_dashboards_name_is_exported_by_a_running_process(
     tmp_path: Path,
     kube: Kube,
     namespace: str,
@@ -54,3 +55,6 @@ async def test_every_metric_an_alert_names_is_exported_by_a_running_process(
     named = {name for rule in alerts(full).values() for name in metric_names(rule["expr"])}
     assert {"wspin_controller_reconcile_errors_total", "up"} <= named
     assert named - EXTERNAL <= exported, sorted(named - EXTERNAL - exported)
+    for query in queries(rendered_dashboards(full)):
+        unknown = metric_names(query.expr) - EXTERNAL - exported
+        assert not unknown, f"{query.dashboard} / {query.panel}: {sorted(unknown)}"
