@@ -1,7 +1,7 @@
 """Both wspin processes started for real, every optional part on, and their /metrics read.
 
-The webhook serves its own certificate (no cluster); the controller runs against the in-repo
-API server with relay staging armed against the fake router, the InferenceRelay controller on
+The webhook serves a certificate from files and reaches the in-repo API server (its start-up
+image-volume probe runs there); the controller runs against the same API server with relay staging armed against the fake router, the InferenceRelay controller on
 the fake cloud and org-status lookups configured, so every metric family either process can
 register is on its /metrics.
 """
@@ -52,8 +52,8 @@ async def get_text(url: str) -> str:
 
 
 @asynccontextmanager
-async def webhook(folder: Path) -> AsyncIterator[str]:
-    """A running ``wspin webhook``; yields its /metrics URL."""
+async def webhook(folder: Path, kubeconfig: Path, namespace: str) -> AsyncIterator[str]:
+    """A running ``wspin webhook`` with API access; yields its /metrics URL."""
     now = datetime.datetime.now(datetime.UTC)
     ca = new_ca(now)
     write_certificates(
@@ -71,7 +71,8 @@ async def webhook(folder: Path) -> AsyncIterator[str]:
         f"--metrics-port={metrics_port}",
         f"--tls-cert-file={folder / 'tls.crt'}",
         f"--tls-key-file={folder / 'tls.key'}",
-        env=webhook_env(),
+        f"--kubeconfig={kubeconfig}",
+        env={**webhook_env(), "POD_NAMESPACE": namespace},
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.DEVNULL,
     )

@@ -25,11 +25,14 @@ EXTERNAL = {
 def self_managed_only() -> set[str]:
     """The CA-rotation gauges: a webhook registers them only in self-managed mode, which needs
     webhook configurations to publish its CA in; read from the gauges themselves."""
-    from certs import selfmanaged
+    from prometheus_client import CollectorRegistry
 
+    from certs.metrics import CertificateMetrics
+
+    metrics = CertificateMetrics(CollectorRegistry())
     return {
         family.name
-        for gauge in (selfmanaged.ROTATION_HELD, selfmanaged.ROTATION_LAGGING)
+        for gauge in (metrics.rotation_held, metrics.rotation_lagging)
         for family in gauge.describe()
     }
 
@@ -43,7 +46,7 @@ async def test_every_metric_the_alerts_and_dashboards_name_is_exported_by_a_runn
     credentials: CredentialSource,
 ) -> None:
     async with (
-        processes.webhook(tmp_path) as webhook_url,
+        processes.webhook(tmp_path, kubeconfig, namespace) as webhook_url,
         processes.controller(kube, namespace, kubeconfig, router, credentials) as controller_url,
     ):
         exported = processes.sample_names(await processes.get_text(webhook_url))
