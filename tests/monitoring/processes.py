@@ -1,9 +1,10 @@
 """Both wspin processes started for real, every optional part on, and their /metrics read.
 
 The webhook serves a certificate from files and reaches the in-repo API server (its start-up
-image-volume probe runs there); the controller runs against the same API server with relay staging armed against the fake router, the InferenceRelay controller on
-the fake cloud and org-status lookups configured, so every metric family either process can
-register is on its /metrics.
+image-volume probe runs there); the controller runs against the same API server with relay
+staging armed against the fake router, the InferenceRelay controller on the fake cloud and
+org-status lookups configured, so every metric family either process can register is on its
+/metrics.
 """
 
 from __future__ import annotations
