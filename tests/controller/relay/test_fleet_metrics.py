@@ -50,6 +50,7 @@ def test_a_fleet_below_its_provider_slots_shows_fewer_healthy_than_desired() -> 
         ]
     )
     assert found["llmsafespaces_relay_desired_instances"] == {("main",): 2.0, ("backup",): 1.0}
+    assert found["llmsafespaces_relay_min_healthy_instances"] == {("main",): 1.0, ("backup",): 1.0}
     assert found["llmsafespaces_relay_healthy_instances"] == {("main",): 1.0, ("backup",): 1.0}
     main = {
         state: v
@@ -71,3 +72,27 @@ def test_a_malformed_relay_counts_nothing_rather_than_failing_the_scrape() -> No
     assert found["llmsafespaces_relay_desired_instances"] == {("broken",): 0.0, ("dup",): 1.0}
     assert found["llmsafespaces_relay_healthy_instances"][("broken",)] == 0.0
     assert found["llmsafespaces_relay_instances"][("broken", "healthy")] == 1.0
+
+
+def test_the_minimum_is_the_specs_min_healthy_capped_at_the_slots() -> None:
+    def with_minimum(name: str, value: Any, providers: list[str]) -> dict[str, Any]:
+        relay_ = relay(name, providers, [])
+        relay_["spec"]["healthCheck"] = {"minHealthy": value}
+        return relay_
+
+    found = scrape(
+        [
+            with_minimum("two", 2, ["aws", "oci"]),
+            with_minimum("capped", 5, ["aws"]),
+            with_minimum("none", 0, ["aws"]),
+            with_minimum("garbage", "lots", ["aws", "oci"]),
+            with_minimum("negative", -3, ["aws"]),
+        ]
+    )
+    assert found["llmsafespaces_relay_min_healthy_instances"] == {
+        ("two",): 2.0,
+        ("capped",): 1.0,
+        ("none",): 0.0,
+        ("garbage",): 1.0,
+        ("negative",): 1.0,
+    }
