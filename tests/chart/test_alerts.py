@@ -138,6 +138,21 @@ def test_feature_groups_render_only_with_their_feature() -> None:
     assert set(without_apiserver) == set(GROUPS) - {"apiserver"}
 
 
+def test_the_down_alerts_need_the_service_monitors_that_name_their_jobs() -> None:
+    # absent(up{job=...}) would fire forever where nothing scrapes under that job.
+    without = alerts(render(sets={"monitoring.prometheusRule.enabled": True}))
+    assert not {"WspinControllerDown", "WspinWebhookDown"} & set(without)
+    with_monitors = alerts(
+        render(
+            sets={
+                "monitoring.prometheusRule.enabled": True,
+                "monitoring.serviceMonitor.enabled": True,
+            }
+        )
+    )
+    assert {"WspinControllerDown", "WspinWebhookDown"} <= set(with_monitors)
+
+
 def test_the_apiserver_rules_match_every_webhook_the_chart_registers(
     full_render: Rendered,
 ) -> None:
