@@ -32,6 +32,7 @@ from controller.relay.drivers.base import (
     truncate,
 )
 from controller.relay.identity import ClusterIdentity
+from controller.relay.listing import list_vms
 from controller.relay.metrics import RelayMetrics
 from controller.toolkit.clock import Clock, format_time, utc_now
 from wspin.core.errors import KubeAPIError, TransientError
@@ -99,17 +100,14 @@ class OrphanDetector:
             first = await self._list_relays()
         except (KubeAPIError, TransientError) as err:
             return self._skip(result, f"listing InferenceRelays failed: {err}")
-        listed: list[tuple[str, CloudInstance]] = []
-        for provider, regions in self._regions(first).items():
-            try:
-                vms = await self.drivers[provider].list({TAG_MANAGED_BY: MANAGED_BY_VALUE}, regions)
-            except DriverError as err:
-                log.warning(
-                    "orphan sweep: listing VMs failed",
-                    extra=fields(provider=provider, regions=regions, error=truncate(str(err))),
-                )
-                continue
-            listed.extend((provider, vm) for vm in vms)
+        listing = await list_vms(
+            self.drivers, {TAG_MANAGED_BY: MANAGED_BY_VALUE}, self._regions(first)
+        )
+        for provider, error in listing.failed.items():
+            log.warning(
+                "orphan sweep: listing VMs failed", extra=fields(provider=provider, error=error)
+            )
+        listed = listing.vms
         try:
             second = await self._list_relays()
         except KubeAPIError as err:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import copy
 import logging
 
-from controller.relay.deletion import delete_fleet, fleet_regions
+from controller.relay.deletion import delete_fleet
 from controller.relay.deps import RelayDeps
 from controller.relay.drivers.base import (
     MANAGED_BY_VALUE,
@@ -29,6 +29,7 @@ from controller.relay.drivers.base import (
 from controller.relay.execute import execute
 from controller.relay.fleetstatus import fleet_status, requeue_seconds
 from controller.relay.health import HealthReport, HealthScrapeError
+from controller.relay.listing import fleet_regions, list_vms
 from controller.relay.peers import peer_entries, sync_peers
 from controller.relay.plan import REQUEUE_PAUSED, REQUEUE_PROVISIONING, Observation, plan_fleet
 from controller.relay.spec import (
@@ -185,22 +186,13 @@ async def observe(deps: RelayDeps, uid: str, spec: RelaySpec, status: Obj) -> Ob
     unlisted: set[str] = set()
     if uid:
         tags = {TAG_MANAGED_BY: MANAGED_BY_VALUE, TAG_OWNER_UID: uid}
-        for provider, regions in fleet_regions(spec, status).items():
-            driver = deps.drivers.get(provider)
-            if driver is None:
-                continue
-            try:
-                listed = await driver.list(tags, regions)
-            except DriverError as err:
-                unlisted.add(provider)
-                log.debug(
-                    "listing relay VMs failed",
-                    extra=fields(provider=provider, regions=regions, error=truncate(str(err))),
-                )
-                continue
-            # A VM tagged for another provider cannot be this cloud's to manage; one with no
-            # provider tag (older releases) is a candidate for this provider's slot.
-            vms.extend(vm for vm in listed if vm.provider in ("", provider))
+        listing = await list_vms(deps.drivers, tags, fleet_regions(spec, status))
+        for provider, error in listing.failed.items():
+            unlisted.add(provider)
+            log.debug("listing relay VMs failed", extra=fields(provider=provider, error=error))
+        # A VM tagged for another provider cannot be this cloud's to manage; one with no
+        # provider tag (older releases) is a candidate for this provider's slot.
+        vms = [vm for provider, vm in listing.vms if vm.provider in ("", provider)]
     listed_ids = {vm.instance_id for vm in vms}
     described: dict[str, CloudInstance | None] = {}
     unknown: set[str] = set()
