@@ -17,6 +17,7 @@ from controller.relay.identity import ClusterIdentity
 from controller.relay.metrics import RelayMetrics
 from controller.settings import RelayArtifactConfig
 from controller.toolkit.clock import Clock, utc_now
+from controller.toolkit.events import EventRecorder
 from wspin.kube.client import Kube
 
 EXPECTED_CREDENTIALS: Final[dict[str, str]] = {"aws": "aws-relay-irwa", "oci": "oci-credentials"}
@@ -64,3 +65,5 @@ class RelayDeps:
         default_factory=lambda: dict(EXPECTED_CREDENTIALS)
     )
     destroyed: RecentlyDestroyed = field(default_factory=RecentlyDestroyed)
+    events: EventRecorder | None = None
+    """Where replacement Events go; None: a recorder on ``kube`` with ``clock``."""

@@ -15,6 +15,7 @@ from __future__ import annotations
 import copy
 import logging
 
+from controller.relay.announce import announce
 from controller.relay.deletion import delete_fleet
 from controller.relay.deps import RelayDeps
 from controller.relay.drivers.base import (
@@ -43,6 +44,7 @@ from controller.relay.spec import (
 )
 from controller.toolkit.clock import format_time
 from controller.toolkit.conditions import condition, set_conditions
+from controller.toolkit.events import EventRecorder
 from controller.toolkit.finalizers import add_finalizer
 from controller.toolkit.status import write_status
 from controller.types import Obj, ObjectKey, ObjectReader, Requeue
@@ -61,6 +63,7 @@ class InferenceRelayReconciler:
     def __init__(self, deps: RelayDeps, relays: ObjectReader) -> None:
         self.deps = deps
         self.relays = relays
+        self.events = deps.events or EventRecorder(deps.kube, clock=deps.clock)
 
     async def reconcile(self, key: ObjectKey) -> Requeue | None:
         cached = self.relays.get(key)
@@ -102,12 +105,14 @@ class InferenceRelayReconciler:
                 extra=fields(relay=meta.get("name"), instance=instance_id),
             )
         outcome = await execute(deps, plan, spec=spec, uid=uid, cluster=cluster, now=now)
+        await announce(self.events, deps.metrics, cr, spec, plan, outcome)
         rotated = ""
         if plan.rotated and not outcome.rotation_failed:
             target = next(i for i in status.get("instances") or [] if i.get("id") == rotate)
             rotated = f"rotated {target.get('provider')} relay {rotate}"
             log.info("rotated relay VM", extra=fields(relay=meta.get("name"), instance=rotate))
-        deps.metrics.record_fleet(outcome.instances)
+        minimum = min(spec.min_healthy, len(spec.providers))
+        deps.metrics.record_fleet(outcome.instances, slots=len(spec.providers), minimum=minimum)
         try:
             await sync_peers(
                 deps.kube, deps.namespace, peer_entries(outcome.instances, outcome.tokens)
@@ -115,7 +120,14 @@ class InferenceRelayReconciler:
         except KubeAPIError as err:  # the router keeps its last list; status still gets written
             log.warning("cannot sync relay-router peers", extra=fields(error=err.message))
         new = fleet_status(
-            status, outcome.instances, health, now=now, generation=generation, rotated=rotated
+            status,
+            outcome.instances,
+            health,
+            now=now,
+            generation=generation,
+            rotated=rotated,
+            minimum=minimum,
+            notes=plan.held,
         )
         written = await write_status(deps.kube, INFERENCE_RELAYS, cr, new)
         if outcome.rotation_failed:
