@@ -115,6 +115,7 @@ def plan_fleet(
             if rotate and entry["id"] == rotate:
                 _rotate(plan, slot, entry)
                 if view.spare is not None and not has_real_id(view.spare):
+                    plan.drop_tokens.add(token_key(view.spare))
                     view.spare = None  # nothing left for it to replace
                 continue
             vm = observed(entry, by_id, seen, slot.provider, now)
@@ -134,7 +135,9 @@ def plan_fleet(
         if view.spare is not None and has_real_id(view.spare):
             take_over(plan, view)  # the VM it replaced is gone: it is the slot's VM now
             continue
-        view.spare = None  # a replacement not launched yet has nothing left to replace
+        if view.spare is not None:  # a replacement not launched yet has nothing to replace
+            plan.drop_tokens.add(token_key(view.spare))
+            view.spare = None
         # A slot whose VM is being replaced launches anew: a VM the listing still shows
         # for it is the one being destroyed, or a duplicate of it.
         skip = replacing or slot.provider in seen.unlisted

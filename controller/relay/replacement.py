@@ -300,7 +300,10 @@ def _relaunch(
         or current.get("healthy")
         or spec.max_surge == 0
     ):
-        view.spare = None  # its VM recovered, or left, before a replacement ran
+        # Its VM recovered, or left, before a replacement ran (or replacing now happens in
+        # place): the token a failed launch stored for it goes too.
+        plan.drop_tokens.add(token_key(spare))
+        view.spare = None
         return 0
     if tripped(spare) or view.slot.provider not in drivers:
         return 0
