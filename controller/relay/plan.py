@@ -100,12 +100,24 @@ def plan_fleet(
     ]
     _retire_removed(plan, spec, old, mine, seen)
     views: list[SlotView] = []
+    extras: list[Instance] = []
     for slot in spec.providers:
         view = SlotView(slot)
         views.append(view)
         mine_of_slot = [i for i in old if i.get("provider") == slot.provider]
         entry = next((i for i in mine_of_slot if not i.get("replaces")), None)
         spare = next((i for i in mine_of_slot if i.get("replaces")), None)
+        # More entries than a slot has (a CRD that pruned ``replaces``): kept as they are,
+        # so no VM drops out of status unseen (deletion still destroys them), and the slot
+        # starts no replacement while it cannot tell its VMs apart.
+        unknown = [i for i in mine_of_slot if i is not entry and i is not spare and has_real_id(i)]
+        extras += unknown
+        view.frozen = bool(unknown)
+        if unknown:
+            plan.held.append(
+                f"{len(mine_of_slot)} status entries for {slot.provider} cannot be told apart "
+                "(is the InferenceRelay CRD older than the controller? apply charts/wspin/crds/)"
+            )
         if spare is not None:
             view.spare = review_spare(
                 plan, spec, slot, spare, by_id, seen, health, now, rotate=rotate, reset=reset
@@ -157,6 +169,7 @@ def plan_fleet(
     plan_replacements(plan, spec, views, health, now, drivers=seen.drivers)
     for view in views:
         plan.instances.extend(view.entries)
+    plan.instances.extend(extras)
     return plan
 
 

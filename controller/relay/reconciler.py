@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import logging
+from typing import Final
 
 from controller.relay.announce import announce
 from controller.relay.deletion import delete_fleet
@@ -130,6 +131,7 @@ class InferenceRelayReconciler:
             notes=plan.held,
         )
         written = await write_status(deps.kube, INFERENCE_RELAYS, cr, new)
+        _check_schema(new, written)
         if outcome.rotation_failed:
             # The annotation stays, so the rotation is retried (with the queue's backoff);
             # other failed destroys keep their entry in status and are retried next pass.
@@ -189,6 +191,31 @@ class InferenceRelayReconciler:
         status.setdefault("instances", [])
         status.setdefault("healthyReplicas", 0)
         await write_status(self.deps.kube, INFERENCE_RELAYS, cr, status)
+
+
+CRD_RECHECK: Final = 60.0
+"""Seconds between passes while the CRD is out of date (applying it raises no event here)."""
+TRACKING_KEYS: Final = ("replaces", "tokenKey", "unhealthySince", "launchedAt")
+"""Status keys replacement depends on: an InferenceRelay CRD older than the controller
+prunes them, and the controller would lose track of which VM replaces which."""
+
+
+def _check_schema(sent: Obj, written: Obj | None) -> None:
+    """Fail loudly when the API server dropped a status key the controller relies on."""
+    if written is None:
+        return
+    stored = (written.get("status") or {}).get("instances") or []
+    for index, entry in enumerate(sent.get("instances") or []):
+        kept = stored[index] if index < len(stored) else {}
+        lost = [key for key in TRACKING_KEYS if key in entry and key not in kept]
+        if lost:
+            raise TransientError(
+                f"the InferenceRelay CRD in this cluster drops status.instances[]."
+                f"{lost[0]}: it is older than this controller, which cannot track its relay "
+                "VMs' replacements with it",
+                "apply the chart's CRDs: kubectl apply --server-side -f charts/wspin/crds/",
+                delay=CRD_RECHECK,
+            )
 
 
 async def observe(deps: RelayDeps, uid: str, spec: RelaySpec, status: Obj) -> Observation:

@@ -66,6 +66,8 @@ class SlotView:
     slot: ProviderSpec
     current: Instance | None = None
     spare: Instance | None = None
+    frozen: bool = False
+    """Status holds more entries for the slot than it can tell apart: no replacement step."""
 
     @property
     def entries(self) -> list[Instance]:
@@ -208,6 +210,7 @@ def plan_replacements(
     start the replacements that are due, within the surge bound and the healthy minimum."""
     floor = min(spec.min_healthy, len(views))
     healthy = sum(1 for view in views for entry in view.entries if entry.get("healthy"))
+    views = [view for view in views if not view.frozen]
     for view in views:
         healthy -= _retire(plan, view, healthy, floor)
     in_flight = sum(

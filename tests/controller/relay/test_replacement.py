@@ -9,12 +9,23 @@ every VM booting with a token of its own.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
+import pytest
+from kubernetes_asyncio import client
+
+from controller.relay.drivers.fake import FakeCloud, ManualClock
+from controller.relay.metrics import RelayMetrics
 from controller.relay.peers import PEERS_CONFIGMAP
 from controller.relay.tokens import read_tokens
-from tests.controller.relay.conftest import AWS_SLOT, OCI_SLOT, Fleet
-from wspin.core.kinds import CONFIGMAPS, EVENTS
+from tests.controller.fakerouter import FakeRouterState
+from tests.controller.relay.conftest import AWS_SLOT, OCI_SLOT, Fleet, build_fleet
+from tests.kubeapi import KubeServer
+from tests.kubeapi.kinds import CHART_CRDS
+from wspin.core.errors import TransientError
+from wspin.core.kinds import CONFIGMAPS, EVENTS, NAMESPACES
+from wspin.kube.client import Kube
 
 TIMEOUT = {"replacementTimeout": "10m"}
 
@@ -206,3 +217,41 @@ async def test_ready_follows_the_healthy_minimum(fleet: Fleet) -> None:
     registry = fleet.deps.metrics.registry
     assert registry.get_sample_value("llmsafespaces_relay_min_healthy") == 2
     assert registry.get_sample_value("llmsafespaces_relay_healthy_replicas") == 1
+
+
+async def test_a_crd_older_than_the_controller_is_named_not_silently_pruned(
+    tmp_path: Path,
+    clock: ManualClock,
+    aws: FakeCloud,
+    oci: FakeCloud,
+    router: tuple[FakeRouterState, str],
+    metrics: RelayMetrics,
+) -> None:
+    """A cluster whose InferenceRelay CRD predates replacements prunes ``replaces`` from
+    status: the pass fails loudly with the fix, and the VM it launched stays in status."""
+    current = (CHART_CRDS / "inferencerelays.llmsafespaces.dev.yaml").read_text()
+    old = current.replace("                      replaces:\n", "                      replaced:\n")
+    assert old != current
+    (tmp_path / "inferencerelays.yaml").write_text(old)
+    async with KubeServer(crd_files=[tmp_path / "inferencerelays.yaml"]) as server:
+        configuration = client.Configuration()
+        configuration.host = server.url
+        api = client.ApiClient(configuration)
+        try:
+            kube = Kube(api)
+            await kube.create(NAMESPACES, {"metadata": {"name": "relay-ns"}})
+            fleet = build_fleet(kube, "relay-ns", clock, {"aws": aws, "oci": oci}, router, metrics)
+            [old_vm] = await _serving(fleet, AWS_SLOT)
+            fleet.report(old_vm["id"], healthy=False)
+            await fleet.reconcile()
+            clock.advance(11 * 60)
+            with pytest.raises(TransientError, match="replaces") as failure:
+                await fleet.reconcile()
+            assert "kubectl apply --server-side" in failure.value.fix
+            assert len(await fleet.instances()) == 2
+            await fleet.reconcile()  # again: nothing dropped, nothing launched twice
+            assert len(await fleet.instances()) == 2
+            assert "charts/wspin/crds/" in (await fleet.condition("Degraded"))["message"]
+            assert len(aws.calls_of("launch")) == 2
+        finally:
+            await api.close()
