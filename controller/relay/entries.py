@@ -24,7 +24,7 @@ from controller.relay.spec import (
     placeholder_id,
     replacement_placeholder_id,
 )
-from controller.toolkit.clock import format_time, parse_time
+from wspin.core.clock import format_time, parse_time
 
 FAILED: Final = "provisioning-failed"
 PROVISIONING: Final = "provisioning"

@@ -19,7 +19,7 @@ from controller.relay.drivers.base import CloudInstance
 from controller.relay.entries import FAILED, PROVISIONING
 from controller.relay.health import HealthReport
 from controller.relay.spec import Instance
-from controller.toolkit.clock import format_time, parse_time
+from wspin.core.clock import format_time, parse_time
 
 VISIBILITY_GRACE: Final = 300.0
 """Seconds after a launch during which a VM the cloud does not know yet is waited for: both

@@ -58,9 +58,9 @@ from controller.relay.spec import (
     has_real_id,
     new_instance,
 )
-from controller.toolkit.clock import format_time, parse_time
 from controller.toolkit.conditions import find_condition
 from controller.types import Obj
+from wspin.core.clock import format_time, parse_time
 
 __all__ = ["Destroy", "FleetPlan", "Launch", "Observation", "plan_fleet"]
 

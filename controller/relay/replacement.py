@@ -53,7 +53,7 @@ from controller.relay.observed import (
     unhealthy_seconds,
 )
 from controller.relay.spec import Instance, ProviderSpec, RelaySpec, has_real_id, new_instance
-from controller.toolkit.clock import format_time
+from wspin.core.clock import format_time
 
 TAG_REPLACES: Final = "inferencerelay-replaces"
 """On a replacement VM: the id of the VM it replaces (how a lost launch is found again)."""

@@ -25,7 +25,7 @@ import yaml
 from controller.relay.cloudinit import ENV_PATH
 from controller.relay.deps import EXPECTED_CREDENTIALS
 from controller.relay.drivers.aws import AwsDriver
-from controller.relay.drivers.fake import FakeCloud, ManualClock
+from controller.relay.drivers.fake import FakeCloud
 from controller.relay.drivers.oci import OciDriver
 from controller.relay.request import build_request
 from controller.relay.spec import ProviderSpec
@@ -35,6 +35,7 @@ from tests.controller.relay.test_aws_driver import ec2 as ec2
 from tests.controller.relay.test_oci_driver import _data
 from tests.controller.relay.test_oci_driver import compute as compute
 from tests.controller.relay.test_oci_driver import pem as pem
+from tests.support.clock import FakeClock
 from wspin.core.kinds import SECRETS
 from wspin.kube.client import Kube
 
@@ -74,7 +75,7 @@ def _request(provider: str, shape: str, token: str) -> Any:
 
 @pytest.fixture
 async def launch_fake() -> Launched:
-    cloud = FakeCloud(provider="aws", clock=ManualClock().now)
+    cloud = FakeCloud(provider="aws", clock=FakeClock())
 
     async def launched(provider: str, shape: str, token: str) -> str:
         instance_id = await cloud.launch(_request(provider, shape, token))

@@ -30,8 +30,8 @@ from controller.relay.health import HealthReport, RelayHealth
 from controller.relay.plan import plan_fleet
 from controller.relay.replacement import TAG_REPLACES
 from controller.relay.spec import ProviderSpec, RelaySpec, has_real_id
-from controller.toolkit.clock import format_time
 from tests.controller.relay.test_plan import CASES, plan_case, render
+from wspin.core.clock import format_time
 
 NOW = datetime(2026, 1, 1, 2, 0, tzinfo=UTC)
 UID = "uid-1"

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from kubernetes_asyncio import client
 
-from controller.relay.drivers.fake import FakeCloud, ManualClock
+from controller.relay.drivers.fake import FakeCloud
 from controller.relay.metrics import RelayMetrics
 from controller.relay.peers import PEERS_CONFIGMAP
 from controller.relay.tokens import read_tokens
@@ -23,6 +23,7 @@ from tests.controller.fakerouter import FakeRouterState
 from tests.controller.relay.conftest import AWS_SLOT, OCI_SLOT, Fleet, build_fleet
 from tests.kubeapi import KubeServer
 from tests.kubeapi.kinds import CHART_CRDS
+from tests.support.clock import FakeClock
 from wspin.core.errors import TransientError
 from wspin.core.kinds import CONFIGMAPS, EVENTS, NAMESPACES
 from wspin.kube.client import Kube
@@ -221,7 +222,7 @@ async def test_ready_follows_the_healthy_minimum(fleet: Fleet) -> None:
 
 async def test_a_crd_older_than_the_controller_is_named_not_silently_pruned(
     tmp_path: Path,
-    clock: ManualClock,
+    clock: FakeClock,
     aws: FakeCloud,
     oci: FakeCloud,
     router: tuple[FakeRouterState, str],

@@ -32,7 +32,7 @@ async def test_a_credential_unbound_while_the_pod_is_never_scheduled_is_revoked_
     assert first is not None and first.after <= BOUND
 
     stage.providers.bound["ws1"] = two_providers()[:1]  # the owner unbinds one credential
-    stage.clock.advance(seconds=first.after)
+    stage.clock.advance(first.after)
     again = await harness.reconcile()  # the deadline, nothing else: no event arrived
 
     ws = await harness.workspace()
@@ -57,7 +57,7 @@ async def test_a_credential_unbound_while_suspended_is_revoked_in_time(
     await reconcile_until(harness, "Suspended")
 
     stage.providers.bound["ws1"] = two_providers()[:1]
-    stage.clock.advance(seconds=BOUND)
+    stage.clock.advance(BOUND)
     after = await harness.reconcile()
 
     assert (await harness.workspace())["status"]["phase"] == "Suspended"
