@@ -160,9 +160,7 @@ async def _launch(
         entry["tokenKey"] = action.token_key
     if action.replaces:
         entry["replaces"] = action.replaces
-        if not has_real_id(entry) or entry["id"] == replacement_placeholder_id(
-            action.slot.provider
-        ):
+        if not has_real_id(entry):
             entry["id"] = replacement_placeholder_id(action.slot.provider)
     return entry
 

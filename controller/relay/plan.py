@@ -62,8 +62,6 @@ from controller.toolkit.conditions import find_condition
 from controller.types import Obj
 from wspin.core.clock import format_time, parse_time
 
-__all__ = ["Destroy", "FleetPlan", "Launch", "Observation", "plan_fleet"]
-
 REQUEUE_PROVISIONING: Final = 10.0
 REQUEUE_DEGRADED: Final = 15.0
 REQUEUE_HEALTHY: Final = 30.0

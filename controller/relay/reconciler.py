@@ -16,6 +16,7 @@ import copy
 import logging
 from typing import Final
 
+from controller.relay.actions import Observation
 from controller.relay.announce import announce
 from controller.relay.deletion import delete_fleet
 from controller.relay.deps import RelayDeps
@@ -33,7 +34,7 @@ from controller.relay.fleetstatus import fleet_status, requeue_seconds
 from controller.relay.health import HealthReport, HealthScrapeError
 from controller.relay.listing import fleet_regions, list_vms
 from controller.relay.peers import peer_entries, sync_peers
-from controller.relay.plan import REQUEUE_PAUSED, REQUEUE_PROVISIONING, Observation, plan_fleet
+from controller.relay.plan import REQUEUE_PAUSED, REQUEUE_PROVISIONING, plan_fleet
 from controller.relay.spec import (
     FINALIZER,
     PAUSED_ANNOTATION,

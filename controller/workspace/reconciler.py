@@ -187,7 +187,9 @@ class WorkspaceReconciler:
         try:
             excluded = excluded_namespace_problem(key.namespace, self.settings.excluded_namespaces)
             if excluded:
-                raise build.PodBuildError(excluded)
+                # Not a workspace namespace: nothing is ever staged for it.
+                await _together(self._ensure_finalizer(ws, written))
+                return await self._failed(ws, build.PodBuildError(excluded), written, stage=False)
             runtime = self._runtime(ws)
             if isinstance(runtime, str):
                 return await self._runtime_missing(ws, runtime, written)
@@ -280,7 +282,7 @@ class WorkspaceReconciler:
         return await orgstatus.verdict(self.orgs, org_id)
 
     async def _failed(
-        self, ws: Obj, err: build.PodBuildError, written: list[str]
+        self, ws: Obj, err: build.PodBuildError, written: list[str], *, stage: bool = True
     ) -> Requeue | None:
         status = ws.get("status") or {}
         # The message carries the fix too (which flag, value or field to change).
@@ -289,7 +291,7 @@ class WorkspaceReconciler:
                 "workspace pod cannot be built",
                 extra=fields(workspace=str(ObjectKey.of(ws)), error=err.message),
             )
-        outcome = _Outcome("Failed", detail=str(err))
+        outcome = _Outcome("Failed", detail=str(err), staged=not stage)
         await self._stage(ws, outcome)
         await self._write_status(ws, outcome, written)
         return _staging_requeue(outcome)

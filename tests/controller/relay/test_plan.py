@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 import yaml
 
-from controller.relay.actions import Replacing
+from controller.relay.actions import Destroy, FleetPlan, Launch, Observation, Replacing
 from controller.relay.drivers.base import CloudInstance
 from controller.relay.health import HealthReport, RelayHealth
-from controller.relay.plan import Destroy, FleetPlan, Launch, Observation, plan_fleet
+from controller.relay.plan import plan_fleet
 from controller.relay.spec import parse_spec
 from wspin.core.clock import parse_time
 

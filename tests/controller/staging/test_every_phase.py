@@ -8,8 +8,10 @@ bound, with no event on the Workspace or its pod.
 
 from __future__ import annotations
 
+import dataclasses
+
 from tests.controller.staging.conftest import Stage, condition, two_providers
-from tests.controller.workspace.conftest import Harness
+from tests.controller.workspace.conftest import SETTINGS, Harness
 from tests.controller.workspace.conftest import harness as harness
 from tests.controller.workspace.test_reconciler import reconcile_until
 from wspin.core.kinds import PODS, WORKSPACES
@@ -63,3 +65,38 @@ async def test_a_credential_unbound_while_suspended_is_revoked_in_time(
     assert (await harness.workspace())["status"]["phase"] == "Suspended"
     assert await stage.envelope_secret("local", "ws1") is None
     assert after is not None and after.after <= BOUND
+
+
+async def test_a_workspace_whose_spec_no_longer_builds_keeps_revocation(
+    harness: Harness, stage: Stage
+) -> None:
+    """Failed (the pod cannot be built): the staged material stays revocable."""
+    stage.providers.bound["ws1"] = two_providers()
+    harness.reconciler.staging = stage.staging
+    await harness.apply(owner={"userID": "user-1"})
+    await harness.reconcile()
+    await harness.kube.patch(
+        WORKSPACES, "ws1", {"spec": {"podSecurityContext": {"runAsUser": -5}}}, harness.namespace
+    )
+    await harness.settle()
+    stage.providers.bound["ws1"] = two_providers()[:1]
+    stage.clock.advance(BOUND)
+    after = await harness.reconcile()
+    assert (await harness.workspace())["status"]["phase"] == "Failed"
+    assert await stage.envelope_secret("local", "ws1") is None
+    assert after is not None and after.after <= BOUND
+
+
+async def test_a_workspace_in_an_excluded_namespace_is_never_staged(
+    harness: Harness, stage: Stage
+) -> None:
+    stage.providers.bound["ws1"] = two_providers()
+    harness.reconciler.staging = stage.staging
+    harness.reconciler.settings = dataclasses.replace(
+        SETTINGS, excluded_namespaces=frozenset({"kube-system", harness.namespace})
+    )
+    await harness.apply(owner={"userID": "user-1"})
+    assert await harness.reconcile() is None
+    assert (await harness.workspace())["status"]["phase"] == "Failed"
+    assert stage.providers.requests == [] and stage.mints() == 0
+    assert await stage.handoff_raw("ws1") is None
