@@ -211,7 +211,7 @@ def plan_replacements(
     floor = min(spec.min_healthy, len(views))
     healthy = sum(1 for view in views for entry in view.entries if entry.get("healthy"))
     views = [view for view in views if not view.frozen]
-    for view in views:
+    for view in views if health is not None else ():  # a VM goes only on a fresh report
         healthy -= _retire(plan, view, healthy, floor)
     in_flight = sum(
         1

@@ -9,6 +9,7 @@ every VM booting with a token of its own.
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -60,7 +61,10 @@ def _sample(fleet: Fleet, name: str, **labels: str) -> float:
     return fleet.deps.metrics.registry.get_sample_value(name, labels) or 0.0
 
 
-async def test_an_unhealthy_vm_is_replaced_beside_itself_then_retired(fleet: Fleet) -> None:
+async def test_an_unhealthy_vm_is_replaced_beside_itself_then_retired(
+    fleet: Fleet, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
     [old] = await _serving(fleet, AWS_SLOT)
     cloud = fleet.clouds["aws"]
     fleet.report(old["id"], healthy=False)
@@ -118,6 +122,9 @@ async def test_an_unhealthy_vm_is_replaced_beside_itself_then_retired(fleet: Fle
     await fleet.reconcile()
     assert (await fleet.get())["metadata"]["resourceVersion"] == before
     assert len(await _events(fleet, "RelayReplacing")) == 1
+    logged = "\n".join(r.getMessage() + repr(r.__dict__) for r in caplog.records)
+    assert "replacing unhealthy relay VM" in logged
+    assert tokens["aws"] not in logged and tokens["aws.2"] not in logged
 
 
 async def test_the_next_replacement_of_the_slot_takes_the_key_the_slot_no_longer_holds(
