@@ -24,6 +24,30 @@ class RelayMetrics:
             "Relay VMs the router reports healthy.",
             registry=registry,
         )
+        self.desired_replicas = Gauge(
+            "llmsafespaces_relay_desired_replicas",
+            "Relay VM slots the InferenceRelay spec asks for (one per provider entry).",
+            registry=registry,
+        )
+        self.min_healthy = Gauge(
+            "llmsafespaces_relay_min_healthy",
+            "Healthy relays the fleet keeps (spec.healthCheck.minHealthy, capped at the slot "
+            "count); healthy_replicas below it means the fleet is below its minimum.",
+            registry=registry,
+        )
+        self.replacing = Gauge(
+            "llmsafespaces_relay_replacing",
+            "1 while the provider's slot runs a replacement beside an unhealthy VM.",
+            ["provider"],
+            registry=registry,
+        )
+        self.replacements = Counter(
+            "llmsafespaces_relay_replacements_total",
+            "Replacements of unhealthy relay VMs started, by mode (surge: launched beside "
+            "the unhealthy VM; in_place: the unhealthy VM destroyed first).",
+            ["provider", "mode"],
+            registry=registry,
+        )
         self.provisioning_failed = Gauge(
             "llmsafespaces_relay_provisioning_failed",
             "1 when the provider's slot is in state provisioning-failed.",
@@ -74,9 +98,15 @@ class RelayMetrics:
             registry=registry,
         )
 
-    def record_fleet(self, instances: Sequence[Instance]) -> None:
-        """Reset the per-provider families, then set one value per instance."""
+    def record_fleet(
+        self, instances: Sequence[Instance], *, slots: int | None = None, minimum: int = 1
+    ) -> None:
+        """Reset the per-provider families, then set one value per instance; ``slots`` (the
+        spec's provider entries; the instance count when None) and ``minimum`` (the healthy
+        floor) for the "fleet below minimum" alert."""
         self.healthy_replicas.set(sum(1 for i in instances if i.get("healthy")))
+        self.desired_replicas.set(len(instances) if slots is None else slots)
+        self.min_healthy.set(minimum)
         families = (
             (self.provisioning_failed, "provisioning-failed"),
             (self.draining, "draining"),
@@ -84,7 +114,12 @@ class RelayMetrics:
         )
         for gauge, _ in families:
             gauge.clear()
+        self.replacing.clear()
+        replacing = {str(i.get("provider") or "") for i in instances if i.get("replaces")}
         for instance in instances:
             provider = str(instance.get("provider") or "")
+            self.replacing.labels(provider=provider).set(1 if provider in replacing else 0)
+            if instance.get("replaces"):
+                continue  # the slot's state is its current VM's
             for gauge, state in families:
                 gauge.labels(provider=provider).set(1 if instance.get("state") == state else 0)

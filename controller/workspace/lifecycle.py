@@ -39,17 +39,6 @@ Phase = Literal[
     "Terminated",
     "Failed",
 ]
-PHASES: Final[tuple[Phase, ...]] = (
-    "Pending",
-    "Creating",
-    "Active",
-    "Suspending",
-    "Suspended",
-    "Resuming",
-    "Terminating",
-    "Terminated",
-    "Failed",
-)
 
 TRANSIENT_POD_LOSS: Final = "TransientPodLoss"
 POD_FAILED_DURING_CREATION: Final = "PodFailedDuringCreation"

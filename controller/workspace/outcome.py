@@ -53,6 +53,9 @@ class Outcome:
     """Raised once the status is written (relay staging incomplete)."""
     staging_due: float | None = None
     """Relay staging's own deadline (seconds)."""
+    staged: bool = False
+    """The staging pass already ran for this reconcile (before the pod was built), or must
+    not run (a namespace no workspace may use)."""
 
     def due(self, seconds: float | None) -> None:
         """Come back within ``seconds`` (None: no deadline)."""

@@ -12,7 +12,9 @@ Dispatch is by the phase the status records (``run``); deletion is the reconcile
   suspension stopped it, moves it to Resuming; the next pass builds the pod.
 - Terminating/Terminated without a deletion (``retired``): the pod is stopped; nothing else.
 
-Every handler consumes the ``spec.suspend`` request it was given (``suspension``).
+Every handler consumes the ``spec.suspend`` request it was given (``suspension``). The relay
+staging pass runs once per pass in every phase that may hold staged material
+(``staging_phases``): before a pod is built, else after the handler.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from controller.workspace.outcome import Outcome
 from controller.workspace.owned import PodBuildError, names
 from controller.workspace.pod import desired_pod, pod_is_stale, restart_generation_of
 from controller.workspace.podfacts import pod_facts
+from controller.workspace.staging_phases import stages_in
 from controller.workspace.storage import claim_name, desired_pvc
 from controller.workspace.suspension import consumed, suspend_request
 from controller.workspace.verify_report import VerifyReporter
@@ -146,7 +149,10 @@ class WorkspacePhases:
         key = ObjectKey.of(ws)
         excluded = excluded_namespace_problem(key.namespace, self.settings.excluded_namespaces)
         if excluded:
-            raise PodBuildError(excluded)
+            # Not a workspace namespace: nothing is ever staged for it.
+            outcome = self._failed(ws, PodBuildError(excluded))
+            outcome.staged = True
+            return outcome
         runtime = self._runtime(ws)
         if isinstance(runtime, str):
             return self._runtime_missing(ws, runtime)
@@ -188,7 +194,7 @@ class WorkspacePhases:
         if pod is None:
             outcome = Outcome.observed(observe(None, previous))
             # Staged before the pod is built, so its first start finds its relay handoff.
-            await self._stage(ws, outcome)
+            await self.stage(ws, outcome)
             await self.writes.start_pod(ws, body, credentials)
             outcome.pod_name = body["metadata"]["name"]
             return outcome
@@ -201,8 +207,6 @@ class WorkspacePhases:
             return outcome
         if await self.verifier.check(ws, pod, outcome.phase, outcome) is not None:
             outcome.due(VERIFY_FAILURE_RECHECK)
-        if outcome.phase in ("Creating", "Active"):
-            await self._stage(ws, outcome)
         return outcome
 
     async def _stop(self, ws: Obj, reason: str = "", detail: str = "") -> Outcome:
@@ -227,10 +231,13 @@ class WorkspacePhases:
             return None
         return pod
 
-    async def _stage(self, ws: Obj, outcome: Outcome) -> None:
-        """Run the relay staging pass, when armed, and fold its report into ``outcome``."""
-        if self.staging is None:
+    async def stage(self, ws: Obj, outcome: Outcome) -> None:
+        """Run the relay staging pass, when armed and ``outcome``'s phase stages (every phase
+        that may hold staged material: ``staging_phases``), once per reconcile, and fold its
+        report into ``outcome``."""
+        if self.staging is None or outcome.staged or not stages_in(outcome.phase):
             return
+        outcome.staged = True
         report = await self.staging.run(ws)
         if isinstance(report, list):
             report = StagingReport(report)

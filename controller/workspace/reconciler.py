@@ -183,6 +183,7 @@ class WorkspaceReconciler(WorkspacePhases):
         if egress is not None:
             outcome.conditions.append(egress.condition)
             outcome.due(egress.requeue)
+        await self.stage(ws, outcome)
         await self._write_status(ws, outcome, written)
         if outcome.consume is not None:
             # Only once the status records what the request did: cleared first, a failed
@@ -242,9 +243,12 @@ class WorkspaceReconciler(WorkspacePhases):
         updated = await add_finalizer(self.kube, WORKSPACES, ws, FINALIZER)
         written.append(str(updated["metadata"].get("resourceVersion", "")))
 
-    async def _conflict(self, ws: Obj, found: ownership.Conflict, written: list[str]) -> Requeue:
+    async def _conflict(
+        self, ws: Obj, found: ownership.Conflict, written: list[str]
+    ) -> Requeue | None:
         """Report a foreign object: phase Pending (never Active), Ready=False PodConflict
-        naming it, one Warning Event per episode; the object itself is not touched."""
+        naming it, one Warning Event per episode; the object itself is not touched (staging
+        still keeps its deadlines)."""
         if ownership.new_episode((ws.get("status") or {}).get("conditions") or [], found):
             log.warning(
                 "workspace blocked by a foreign object",
@@ -259,8 +263,12 @@ class WorkspaceReconciler(WorkspacePhases):
                 episode=f"{found.kind}/{found.name}/{found.holder}",
             )
         outcome = Outcome("Pending", ready_reason=ownership.CONFLICT_REASON, detail=found.message)
+        outcome.due(CONFLICT_REQUEUE)
+        await self.stage(ws, outcome)
         await self._write_status(ws, outcome, written)
-        return Requeue(CONFLICT_REQUEUE)
+        if outcome.error is not None:
+            raise outcome.error
+        return deadlines.next_requeue(outcome.requeue, outcome.staging_due)
 
     async def _write_status(self, ws: Obj, outcome: Outcome, written: list[str]) -> Obj | None:
         """Write ``/status`` when, and only when, something changed; the written object."""

@@ -4,13 +4,13 @@ toolkit's conditions (transition times kept, patches only on change)."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, get_args
 
 import pytest
 
 from controller.toolkit.conditions import condition, set_condition
 from controller.toolkit.status import status_patch
-from controller.workspace.lifecycle import PHASES, POD_BUILD_FAILED, TRANSIENT_POD_LOSS
+from controller.workspace.lifecycle import POD_BUILD_FAILED, TRANSIENT_POD_LOSS, Phase
 from controller.workspace.outcome import Outcome
 from controller.workspace.podfacts import image_tag, pod_facts
 from controller.workspace.status import endpoint, next_status, ready_condition
@@ -18,6 +18,7 @@ from tests.controller.workspace.factories import workspace
 from tests.controller.workspace.test_lifecycle import READY
 
 Obj = dict[str, Any]
+PHASES = get_args(Phase)
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 WS = workspace()
 
