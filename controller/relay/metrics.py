@@ -24,17 +24,6 @@ class RelayMetrics:
             "Relay VMs the router reports healthy.",
             registry=registry,
         )
-        self.desired_replicas = Gauge(
-            "llmsafespaces_relay_desired_replicas",
-            "Relay VM slots the InferenceRelay spec asks for (one per provider entry).",
-            registry=registry,
-        )
-        self.min_healthy = Gauge(
-            "llmsafespaces_relay_min_healthy",
-            "Healthy relays the fleet keeps (spec.healthCheck.minHealthy, capped at the slot "
-            "count); healthy_replicas below it means the fleet is below its minimum.",
-            registry=registry,
-        )
         self.replacing = Gauge(
             "llmsafespaces_relay_replacing",
             "1 while the provider's slot runs a replacement beside an unhealthy VM.",
@@ -98,15 +87,11 @@ class RelayMetrics:
             registry=registry,
         )
 
-    def record_fleet(
-        self, instances: Sequence[Instance], *, slots: int | None = None, minimum: int = 1
-    ) -> None:
-        """Reset the per-provider families, then set one value per instance; ``slots`` (the
-        spec's provider entries; the instance count when None) and ``minimum`` (the healthy
-        floor) for the "fleet below minimum" alert."""
+    def record_fleet(self, instances: Sequence[Instance]) -> None:
+        """Reset the per-provider families, then set one value per instance. Each fleet's
+        slots and healthy minimum are the per-relay gauges of ``fleet_metrics``, read from the
+        cache at scrape time."""
         self.healthy_replicas.set(sum(1 for i in instances if i.get("healthy")))
-        self.desired_replicas.set(len(instances) if slots is None else slots)
-        self.min_healthy.set(minimum)
         families = (
             (self.provisioning_failed, "provisioning-failed"),
             (self.draining, "draining"),

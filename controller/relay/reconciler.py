@@ -114,7 +114,7 @@ class InferenceRelayReconciler:
             rotated = f"rotated {target.get('provider')} relay {rotate}"
             log.info("rotated relay VM", extra=fields(relay=meta.get("name"), instance=rotate))
         minimum = min(spec.min_healthy, len(spec.providers))
-        deps.metrics.record_fleet(outcome.instances, slots=len(spec.providers), minimum=minimum)
+        deps.metrics.record_fleet(outcome.instances)
         try:
             await sync_peers(
                 deps.kube, deps.namespace, peer_entries(outcome.instances, outcome.tokens)
