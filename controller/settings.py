@@ -27,13 +27,18 @@ from wspin.core.delivery import (
     AgentdDelivery,
     ArtifactDelivery,
     OpencodeDelivery,
-    add_delivery_flags,
 )
 from wspin.core.errors import ConfigError
-from wspin.core.flags import add_flag, env_name, parse_bool
+from wspin.core.flags import (
+    add_delivery_flags,
+    add_excluded_namespaces_flag,
+    add_flag,
+    add_kubeconfig_flag,
+    env_name,
+    parse_bool,
+)
 from wspin.core.namespaces import (
     ALWAYS_EXCLUDED,
-    add_excluded_namespaces_flag,
     excluded_namespaces_from,
 )
 from wspin.kube.leader import LeaseSettings
@@ -258,7 +263,7 @@ def _bool_flag(group: argparse._ArgumentGroup, flag: str, help: str) -> None:
 def add_controller_flags(parser: argparse.ArgumentParser) -> None:
     """Every ``wspin controller`` flag; each also reads ``WSPIN_<FLAG>``."""
     process = parser.add_argument_group("process")
-    add_flag(process, "--kubeconfig", default=None, help="kubeconfig path (else KUBECONFIG)")
+    add_kubeconfig_flag(process)
     add_flag(process, "--health-port", default="8081", help="port of /healthz and /readyz")
     add_flag(process, "--metrics-port", default="8080", help="port of /metrics")
     add_flag(process, "--log-level", default="info", help="debug, info, warning or error")

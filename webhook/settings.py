@@ -25,12 +25,16 @@ from webhook.validate import ValidatorConfig
 from wspin.core.delivery import (
     AgentdDelivery,
     OpencodeDelivery,
-    add_delivery_flags,
-    deliveries_from_args,
 )
 from wspin.core.errors import ConfigError
-from wspin.core.flags import add_flag
-from wspin.core.namespaces import add_excluded_namespaces_flag, excluded_namespaces_from
+from wspin.core.flags import (
+    add_delivery_flags,
+    add_excluded_namespaces_flag,
+    add_flag,
+    add_kubeconfig_flag,
+    deliveries_from_args,
+)
+from wspin.core.namespaces import excluded_namespaces_from
 from wspin.http.limits import API_SERVER_IDLE_TIMEOUT, ConnectionLimits
 
 DEFAULT_LIMITS = ConnectionLimits()
@@ -96,13 +100,7 @@ def add_serving_flags(parser: argparse.ArgumentParser) -> None:
         default=5.0,
         help="seconds to keep serving after SIGTERM, unready, before closing",
     )
-    add_flag(
-        parser,
-        "--kubeconfig",
-        env="KUBECONFIG",
-        default=None,
-        help="kubeconfig file (default: in-cluster config)",
-    )
+    add_kubeconfig_flag(parser)
     add_flag(
         parser,
         "--log-level",
