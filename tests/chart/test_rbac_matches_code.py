@@ -83,7 +83,7 @@ LEDGER = (
         ),
     ),
     Use(  # the image-volume probe: a server-side dry-run pod in the own namespace
-        "webhook/probe.py",
+        "webhook/imagevolume_probe.py",
         {"create": 1},
         webhook=grant("release", "pods", ["create"]),
     ),

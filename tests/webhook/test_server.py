@@ -7,7 +7,7 @@ from prometheus_client import CollectorRegistry
 
 from tests.kubeapi import KubeServer
 from tests.webhook.conftest import AGENTD_IMAGE
-from webhook.probe import Backoff, ImageVolumeGate
+from webhook.imagevolume_probe import Backoff, ImageVolumeGate
 from wspin.kube.client import Kube
 
 

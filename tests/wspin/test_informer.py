@@ -257,7 +257,7 @@ def deep_size(root: object) -> int:
 
 def test_ten_thousand_workspaces_and_their_pods_fit_the_memory_budget() -> None:
     """Measured on 1,000 captured pod+Workspace pairs (each decoded on its own, as watch
-    events are), extrapolated to 10,000 against the 250 MiB budget of DESIGN.md §5."""
+    events are), extrapolated to 10,000 against the controller's 250 MiB memory budget."""
     pod = captured("pod-create-workspace-already-injected.json")
     pod["status"] = {
         "phase": "Running",

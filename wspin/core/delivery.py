@@ -19,7 +19,7 @@ SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
 
 
 def digest_of(image: str) -> str | None:
-    """The 64-hex digest after the last ``@sha256:``, or None when the reference has none."""
+    """The 64-hex digest after the last ``@sha256:``, or None when the image reference has none."""
     head, sep, digest = image.rpartition("@sha256:")
     if not sep or not head or not SHA256_HEX.match(digest):
         return None

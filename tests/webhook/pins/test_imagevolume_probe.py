@@ -11,7 +11,7 @@ from prometheus_client import CollectorRegistry
 from tests.kubeapi import KubeServer
 from tests.kubeapi.admission import Denial
 from tests.support.metrics import sample
-from webhook.probe import (
+from webhook.imagevolume_probe import (
     Backoff,
     ImageVolumeGate,
     kept_image_volume,
@@ -35,7 +35,7 @@ async def gate_verdict(kube: Kube, namespace: str) -> float | None:
 async def test_a_cluster_that_keeps_image_volumes_is_supported(
     kube: Kube, namespace: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with caplog.at_level(logging.INFO, logger="webhook.probe"):
+    with caplog.at_level(logging.INFO, logger="webhook.imagevolume_probe"):
         assert (await probe_image_volume_support(kube, namespace, IMAGE)).outcome == "supported"
     assert await gate_verdict(kube, namespace) == 1.0
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
@@ -53,7 +53,7 @@ async def test_an_api_server_that_drops_image_volumes_is_unsupported_with_one_er
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     kube_server.image_volume_gate = False
-    with caplog.at_level(logging.INFO, logger="webhook.probe"):
+    with caplog.at_level(logging.INFO, logger="webhook.imagevolume_probe"):
         assert (await probe_image_volume_support(kube, namespace, IMAGE)).outcome == "dropped"
     errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
     assert len(errors) == 1
@@ -120,7 +120,7 @@ async def test_a_policy_that_refuses_the_probe_pod_is_named_not_reported_as_the_
 ) -> None:
     denial.path = f"/api/v1/namespaces/{namespace}/pods"
     kube_server.deny_creates(denial)
-    with caplog.at_level(logging.INFO, logger="webhook.probe"):
+    with caplog.at_level(logging.INFO, logger="webhook.imagevolume_probe"):
         result = await probe_image_volume_support(kube, namespace, IMAGE)
     assert result.outcome == "refused-by-policy"
     assert not result.definitive  # nothing was learnt about the gate: no gauge is set
@@ -183,7 +183,7 @@ async def test_a_refusing_policy_is_retried_with_backoff_until_it_lets_the_probe
         sleep=sleep,
     )
     sleep.gate = gate
-    with caplog.at_level(logging.INFO, logger="webhook.probe"):
+    with caplog.at_level(logging.INFO, logger="webhook.imagevolume_probe"):
         await gate.run(kube, namespace, IMAGE)
     assert sleep.delays == [2.0, 4.0, 8.0, 10.0, 10.0]
     for problem in sleep.problems:
