@@ -31,6 +31,7 @@ from tests.certs.conftest import (
 )
 from tests.kubeapi import KubeServer
 from tests.support.metrics import count
+from tests.support.waiting import eventually
 from wspin.core.errors import Conflict
 from wspin.core.kinds import LEASES, MUTATING_WEBHOOKS, VALIDATING_WEBHOOKS
 from wspin.kube.client import Kube
@@ -45,12 +46,6 @@ async def running(*sources: SelfManagedSource) -> AsyncIterator[None]:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-
-
-async def eventually(condition: Callable[[], object], timeout: float = 10.0) -> None:
-    async with asyncio.timeout(timeout):
-        while not condition():
-            await asyncio.sleep(0.02)
 
 
 async def published_bundle(kube: Kube, webhooks: Webhooks) -> list[bytes]:

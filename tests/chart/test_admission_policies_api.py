@@ -18,8 +18,7 @@ from typing import Any
 import jsonpatch
 import pytest
 
-from tests.chart.helm import parse_documents, template
-from tests.chart.test_admission_policies import PINS
+from tests.chart.helm import PINS, parse_documents, template
 from tests.fixtures import ADMISSION
 from tests.kubeapi import KubeServer
 from webhook.demo import DEMO_CONFIG

@@ -89,6 +89,20 @@ _SERVED_BY_THE_FAKE = {
     ),
 }
 
+NAMES = [
+    "crds",
+    "mutating-webhook",
+    "validating-webhook",
+    "ca-bundle",
+    "webhook-ready",
+    "image-volumes",
+    "controller-leader",
+    "dry-run-injection",
+    "rbac-webhook",
+    "rbac-controller",
+]
+"""What ``wspin check`` runs, in the order it reports them."""
+
 
 @dataclass
 class Installed:

@@ -16,6 +16,7 @@ from controller.runtime.manager import Manager
 from controller.settings import LeaderElectionSettings, RuntimeSettings
 from controller.types import Obj, ObjectKey, Requeue
 from tests.kubeapi import KubeServer
+from tests.support.waiting import eventually
 from wspin.core.errors import TerminalError, TransientError
 from wspin.core.kinds import CONFIGMAPS, LEASES, SECRETS
 from wspin.kube.client import Kube
@@ -77,12 +78,6 @@ async def running(manager: Manager) -> AsyncIterator[asyncio.Task[None]]:
     finally:
         manager.stop()
         await asyncio.wait_for(task, 10)
-
-
-async def eventually(check: Callable[[], bool], timeout: float = 5.0) -> None:
-    async with asyncio.timeout(timeout):
-        while not check():
-            await asyncio.sleep(0.02)
 
 
 def key(namespace: str, name: str) -> ObjectKey:

@@ -7,10 +7,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
-
-import pytest
 
 from controller.runtime.manager import Manager
 from controller.settings import ControllerSettings, RuntimeSettings
@@ -30,6 +28,7 @@ from tests.controller.staging.conftest import (
 from tests.controller.workspace.conftest import SETTINGS
 from tests.controller.workspace.factories import publish_runtime
 from tests.kubeapi import KubeServer
+from tests.support.waiting import eventually
 from wspin.core.kinds import PODS, SECRETS, WORKSPACES
 from wspin.core.redact import Redactor
 from wspin.kube.client import Kube
@@ -41,20 +40,6 @@ CONTROLLER = ControllerSettings(
 )
 STALENESS_BOUND = 1.0
 """Seconds; the revocation staleness bound these tests run with (120 s by default)."""
-
-
-async def eventually(check: Callable[[], Any], what: str, timeout: float = 20.0) -> None:
-    try:
-        async with asyncio.timeout(timeout):
-            while True:
-                result = check()
-                if asyncio.iscoroutine(result):
-                    result = await result
-                if result:
-                    return
-                await asyncio.sleep(0.05)
-    except TimeoutError:
-        pytest.fail(f"timed out waiting for {what}")
 
 
 async def quiet(server: KubeServer, *, for_seconds: float) -> None:

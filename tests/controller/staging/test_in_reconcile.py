@@ -16,11 +16,11 @@ from controller.staging.desired import ANNOTATIONS
 from controller.staging.envelopes import REDACTION_GROUP_PREFIX
 from controller.staging.handoff import handoff_name
 from tests.controller.staging.conftest import Stage, condition, make_config, two_providers
-from tests.controller.workspace.conftest import SETTINGS, Harness, eventually
+from tests.controller.workspace.conftest import SETTINGS, Harness
 from tests.controller.workspace.conftest import harness as harness
-from tests.controller.workspace.factories import publish_runtime
-from tests.controller.workspace.test_reconciler import ready_status, reconcile_until
+from tests.controller.workspace.factories import publish_runtime, ready_status, reconcile_until
 from tests.kubeapi import KubeServer
+from tests.support.waiting import eventually
 from wspin.core.errors import TransientError
 from wspin.core.kinds import PODS, SECRETS, WORKSPACES
 from wspin.core.redact import Redactor

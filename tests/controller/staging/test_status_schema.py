@@ -23,7 +23,7 @@ from controller.workspace.reconciler import WorkspaceReconciler
 from tests.controller.staging.conftest import Stage, two_providers
 from tests.controller.workspace.conftest import SETTINGS, Harness, injected
 from tests.controller.workspace.conftest import harness as harness
-from tests.controller.workspace.test_reconciler import ready_status
+from tests.controller.workspace.factories import ready_status
 from wspin.core.kinds import PODS, WORKSPACES, Resource
 from wspin.http import probes as serving
 from wspin.kube.client import Kube

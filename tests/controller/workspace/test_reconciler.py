@@ -11,6 +11,7 @@ from controller.types import ObjectKey, ObjectReader, Requeue
 from controller.workspace.pod import desired_pod
 from controller.workspace.reconciler import FINALIZER, VERIFY_FAILURE_REQUEUE
 from tests.controller.workspace.conftest import SETTINGS, Harness, injected
+from tests.controller.workspace.factories import ready_status, reconcile_until
 from tests.kubeapi import KubeServer
 from wspin.core.kinds import EVENTS, PODS, PVCS, SERVICE_ACCOUNTS, WORKSPACES
 
@@ -22,27 +23,6 @@ MISMATCH = (
 
 def condition(ws: Obj, type_: str) -> Obj | None:
     return next((c for c in ws.get("status", {}).get("conditions", []) if c["type"] == type_), None)
-
-
-async def reconcile_until(h: Harness, phase: str, name: str = "ws1") -> Obj:
-    """Reconcile until the Workspace reports ``phase`` (pods take their grace on a cluster)."""
-    for _ in range(100):
-        await h.reconcile(name)
-        ws = await h.workspace(name)
-        if ws.get("status", {}).get("phase") == phase:
-            return ws
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"{name} never reached {phase}: {ws.get('status')}")
-
-
-def ready_status() -> Obj:
-    return {
-        "phase": "Running",
-        "conditions": [{"type": "Ready", "status": "True"}],
-        "containerStatuses": [
-            {"name": "workspace", "ready": True, "restartCount": 0, "state": {"running": {}}}
-        ],
-    }
 
 
 def crashed_status(exit_code: int, message: str, restarts: int = 1) -> Obj:

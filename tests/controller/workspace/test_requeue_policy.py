@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 
 import pytest
 
@@ -21,6 +21,7 @@ from controller.workspace.reconciler import FINALIZER
 from tests.controller.workspace.conftest import SETTINGS
 from tests.controller.workspace.factories import publish_runtime
 from tests.kubeapi import KubeServer
+from tests.support.waiting import eventually
 from wspin.core.kinds import NAMESPACES, PODS, WORKSPACES
 from wspin.kube.client import Kube
 
@@ -30,16 +31,6 @@ CONTROLLER = ControllerSettings(
 )
 FORMER_POLL = 2.0
 """Seconds between the reconciles every Pending Workspace used to get with no event."""
-
-
-async def eventually(check: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
-    """Poll ``check`` until true; a bound, not a speed test."""
-    try:
-        async with asyncio.timeout(timeout):
-            while not check():
-                await asyncio.sleep(0.05)
-    except TimeoutError:
-        pytest.fail(f"timed out waiting for {what}")
 
 
 @contextlib.asynccontextmanager
