@@ -106,6 +106,14 @@ class LeaderElector:
     def is_leader(self) -> bool:
         return self._leading.is_set()
 
+    @property
+    def observed_holder(self) -> str | None:
+        """The holder the last read of the Lease showed ("" for none); None before the first
+        read. What ``wspin check`` and the tests see of another replica's term."""
+        if self._observed_record is None:
+            return None
+        return str(self._observed_record[0] or "")
+
     async def wait_until_leading(self) -> None:
         await self._leading.wait()
 

@@ -29,8 +29,6 @@ CONTROLLER = ControllerSettings(
     runtime=RuntimeSettings(health_port=0, metrics_port=0, bind_host="127.0.0.1"),
     workspace=SETTINGS,
 )
-FORMER_POLL = 2.0
-"""Seconds between the reconciles every Pending Workspace used to get with no event."""
 
 
 @contextlib.asynccontextmanager
@@ -64,12 +62,10 @@ def reconciles(manager: Manager) -> float:
     return total
 
 
-async def quiet(server: KubeServer, *, for_seconds: float) -> None:
-    """Wait until no request arrived for ``for_seconds`` (the controller settled)."""
-    seen = -1
-    while seen != len(server.requests):
-        seen = len(server.requests)
-        await asyncio.sleep(for_seconds)
+def settled(manager: Manager, keys: list[ObjectKey]) -> bool:
+    """No key is waiting, in flight or due after a delay: without an event, nothing runs."""
+    queue = manager.queue_of("workspace")
+    return not any(queue.holds(key) for key in keys)
 
 
 async def test_a_steady_state_of_pending_and_active_workspaces_makes_no_request(
@@ -91,11 +87,15 @@ async def test_a_steady_state_of_pending_and_active_workspaces_makes_no_request(
         ready = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
         await kube.patch(PODS, pod, {"status": ready}, namespace, sub="status")
         await eventually(lambda: phase("active") == "Active", "the Active phase")
-        await quiet(kube_server, for_seconds=0.5)
-
+        keys = [ObjectKey(namespace, name) for name in ("pending", "active")]
+        # Settled: no key waits, runs, or is due after a deadline (a periodic poll would
+        # show here as a deadline), so nothing will ask the API server anything until an
+        # event arrives.
+        await eventually(lambda: settled(manager, keys), "the controller to settle")
         kube_server.requests.clear()
         before = reconciles(manager)
-        await asyncio.sleep(3 * FORMER_POLL)
+        await asyncio.sleep(0.1)  # a beat for anything already on its way
+        assert settled(manager, keys)
         assert kube_server.requests == [], "a steady state asks the API server nothing"
         assert reconciles(manager) == before, "and reconciles nothing"
         assert phase("pending") == "Pending"
@@ -128,9 +128,7 @@ async def test_deleting_the_namespace_of_200_workspaces_logs_no_warning_and_rele
         async def gone() -> bool:
             return await kube.get_or_none(NAMESPACES, namespace) is None
 
-        async with asyncio.timeout(120):
-            while not await gone():
-                await asyncio.sleep(0.1)
+        await eventually(gone, "the namespace to go", timeout=120)
         await eventually(lambda: workspaces.list(namespace) == [], "the cache to see them go")
 
     loud = [r for r in caplog.records if r.levelno >= logging.WARNING]
