@@ -39,6 +39,7 @@ from wspin.core.flags import (
 )
 from wspin.core.namespaces import (
     ALWAYS_EXCLUDED,
+    DEFAULT_NAMESPACE,
     excluded_namespaces_from,
 )
 from wspin.kube.leader import LeaseSettings
@@ -241,7 +242,7 @@ class ControllerSettings:
     """``--kubeconfig``; None = ``$KUBECONFIG``, else the in-cluster service account."""
     log_level: str = "info"
     """``--log-level``: debug, info, warning or error."""
-    namespace: str = "llmsafespaces"
+    namespace: str = DEFAULT_NAMESPACE
     """The controller's own namespace (``POD_NAMESPACE``)."""
     api_internal_token: str = field(default="", repr=False)
     """From ``LLMSAFESPACES_INTERNAL_TOKEN`` only; never logged, never in a repr."""
@@ -461,7 +462,7 @@ def settings_from_args(
             "--max-concurrent-reconciles clamped",
             extra={"fields": {"requested": requested, "used": workers}},
         )
-    namespace = environ.get("POD_NAMESPACE") or "llmsafespaces"
+    namespace = environ.get("POD_NAMESPACE") or DEFAULT_NAMESPACE
     lease_duration, renew_deadline, retry_period = _lease_timings(environ)
     identity = f"{environ.get('POD_NAME') or socket.gethostname()}_{uuid.uuid4().hex[:8]}"
 

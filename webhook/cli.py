@@ -1,11 +1,9 @@
-"""``wspin webhook`` (the admission server), ``wspin inject`` (the same injection, offline) and
-``wspin demo`` (the admission path on loopback)."""
+"""``wspin webhook`` (the admission server) and ``wspin inject`` (the same injection, offline)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import Any
 
 from webhook.inject import InjectConfig
@@ -20,9 +18,6 @@ from webhook.settings import (
 from wspin.core.errors import WspinError
 from wspin.core.flags import add_delivery_flags, deliveries_from_args
 from wspin.core.logs import setup_logging
-
-EXAMPLE_POD = Path(__file__).resolve().parent.parent / "examples" / "workspace-pod.yaml"
-"""The pod ``wspin demo`` sends unless given another."""
 
 
 def register(subparsers: Any) -> None:
@@ -45,24 +40,6 @@ def register(subparsers: Any) -> None:
     add_delivery_flags(offline)
     add_pins_flags(offline)
     offline.set_defaults(handler=run_inject)
-
-    demo = subparsers.add_parser(
-        "demo", help="inject the example workspace pod through the webhook on loopback"
-    )
-    demo.add_argument(
-        "-f",
-        "--filename",
-        default=str(EXAMPLE_POD),
-        help="pod manifest to send (default: examples/workspace-pod.yaml)",
-    )
-    demo.set_defaults(handler=run_demo)
-
-
-def run_demo(args: argparse.Namespace) -> int:
-    from webhook.demo import run_demo as demo  # its server and TLS imports: only for the demo
-
-    status: int = demo(args.filename)
-    return status
 
 
 def _fail(err: WspinError) -> int:

@@ -17,7 +17,6 @@ from typing import Any
 
 from webhook.pins import resolve_artifact
 from webhook.settings import (
-    DEFAULT_NAMESPACE,
     add_insecure_registry_flag,
     insecure_registries_from_args,
 )
@@ -25,6 +24,7 @@ from wspin.core.delivery import AgentdDelivery, ArtifactDelivery, OpencodeDelive
 from wspin.core.errors import ConfigError
 from wspin.core.flags import add_flag, add_kubeconfig_flag
 from wspin.core.logs import setup_logging
+from wspin.core.namespaces import DEFAULT_NAMESPACE
 from wspin.kube.client import Kube
 
 _DELIVERIES: dict[str, type[ArtifactDelivery]] = {

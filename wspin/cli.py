@@ -44,6 +44,12 @@ def _certs() -> Register:
     return cli.register
 
 
+def _demo() -> Register:
+    from webhook import demo_cli
+
+    return demo_cli.register
+
+
 def _pins() -> Register:
     from webhook import pins_cli
 
@@ -68,7 +74,7 @@ COMMANDS: dict[str, tuple[Callable[[], Register], str]] = {
     "inject": (_webhook, "inject delivery into manifests offline (like istioctl kube-inject)"),
     "controller": (_controller, "run the Workspace and InferenceRelay controllers"),
     "certs": (_certs, "generate webhook certificates or patch a CA bundle into the webhooks"),
-    "demo": (_webhook, "inject the example workspace pod through the webhook on loopback"),
+    "demo": (_demo, "inject the example workspace pod through the webhook on loopback"),
     "pins": (_pins, "inspect the per-arch pins of a release image"),
     "check": (_check, "check that an installation is healthy, one named check each"),
     "status": (_status, "which workspace pods run which release, per namespace"),

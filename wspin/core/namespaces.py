@@ -15,6 +15,9 @@ from typing import Final
 
 from wspin.core.errors import ConfigError
 
+DEFAULT_NAMESPACE: Final = "llmsafespaces"
+"""A process's own namespace when ``POD_NAMESPACE`` is not set (outside a pod)."""
+
 ALWAYS_EXCLUDED: Final = "kube-system"
 """Never sent to the injector, whatever the flag says."""
 
