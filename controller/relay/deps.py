@@ -17,6 +17,7 @@ from controller.relay.identity import ClusterIdentity
 from controller.relay.metrics import RelayMetrics
 from controller.relay.providers import PROVIDERS
 from controller.settings import RelayArtifactConfig
+from controller.toolkit.events import EventRecorder
 from wspin.core.clock import Clock, utc_now
 from wspin.kube.client import Kube
 
@@ -67,3 +68,5 @@ class RelayDeps:
         default_factory=lambda: dict(EXPECTED_CREDENTIALS)
     )
     destroyed: RecentlyDestroyed = field(default_factory=RecentlyDestroyed)
+    events: EventRecorder | None = None
+    """Where replacement Events go; None: a recorder on ``kube`` with ``clock``."""
