@@ -8,9 +8,11 @@ from typing import Final
 from controller.runtime.manager import Manager
 from controller.settings import ControllerSettings
 from controller.types import Obj, ObjectKey, StagingPass
+from controller.workspace.credential_keys import CredentialKeys
 from controller.workspace.dns import DnsResolver
 from controller.workspace.egress import CILIUM_NETWORK_POLICIES, NETWORK_POLICIES
 from controller.workspace.egress_sync import EgressPolicies
+from controller.workspace.fleet_metrics import WorkspaceFleetCollector
 from controller.workspace.metrics import VerifyMetrics
 from controller.workspace.orgstatus import OrgStatusCache, OrgStatusMetrics
 from controller.workspace.reconciler import WorkspaceReconciler
@@ -33,9 +35,13 @@ def register(
     manager: Manager,
     settings: ControllerSettings,
     *,
+    keys: CredentialKeys,
     staging: StagingPass | None = None,
 ) -> None:
     """Add the Workspace reconciler over shared caches of Workspaces, pods and PVCs.
+
+    ``keys`` is the workspace credentials key (``credential_keys.load_credential_keys``, read
+    at start).
 
     The pod and PVC caches are the ones ``add_controller`` keeps for ``owns``, so each kind is
     watched once: a change to an owned object queues its Workspace, and the reconciler reads
@@ -87,6 +93,7 @@ def register(
         manager.cache(PODS, labels=OWNED_SELECTOR),
         manager.cache(PVCS, labels=OWNED_SELECTOR),
         settings.workspace,
+        keys=keys,
         metrics=metrics,
         staging=staging,
         orgs=orgs,
@@ -96,7 +103,7 @@ def register(
     manager.add_controller(
         reconciler, for_=WORKSPACES, owns=owns, watches=((RUNTIME_ENVIRONMENTS, naming),)
     )
-    # The rollout gauge reads the same caches at scrape time.
+    # The rollout and fleet gauges read the same caches at scrape time.
     manager.registry.register(
         WorkspacePodsCollector(
             manager.cache(PODS, labels=OWNED_SELECTOR),
@@ -104,3 +111,4 @@ def register(
             served_digests(settings.workspace),
         )
     )
+    manager.registry.register(WorkspaceFleetCollector(workspaces))

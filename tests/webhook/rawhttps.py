@@ -10,7 +10,6 @@ import asyncio
 import contextlib
 import datetime
 import json
-import os
 import socket
 import ssl
 import sys
@@ -26,7 +25,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from certs.build import issue_serving, new_ca, service_dns_names
 from certs.files import write_certificates
 from certs.tls import context_for
-from tests.webhook.conftest import AGENTD_IMAGE, OPENCODE_IMAGE, SERVICE_HOST, load_capture
+from tests.webhook.conftest import SERVICE_HOST, load_capture
+from tests.webhook.process import PINS, clean_env, free_port
 from webhook.app import make_app
 from webhook.demo import DEMO_CONFIG
 from webhook.metrics import AdmissionMetrics
@@ -36,15 +36,6 @@ from wspin.http.probes import Readiness
 from wspin.http.server import HttpServer, serve
 
 REVIEW = json.dumps(load_capture("pod-create-workspace.json"), separators=(",", ":")).encode()
-
-PINS = [
-    f"--agentd-image={AGENTD_IMAGE}",
-    "--agentd-binary-sha256-amd64=" + "a" * 64,
-    "--agentd-binary-sha256-arm64=" + "b" * 64,
-    f"--opencode-image={OPENCODE_IMAGE}",
-    "--opencode-binary-sha256-amd64=" + "c" * 64,
-    "--opencode-binary-sha256-arm64=" + "d" * 64,
-]
 
 
 QUICK = ConnectionLimits(
@@ -195,12 +186,6 @@ def rss_mib(pid: int) -> float:
     raise AssertionError("no VmRSS")
 
 
-def clean_env() -> dict[str, str]:
-    """No cluster: no kubeconfig, no service account, no WSPIN_* leaking from the caller."""
-    drop = ("KUBECONFIG", "KUBERNETES_SERVICE_HOST")
-    return {k: v for k, v in os.environ.items() if k not in drop and not k.startswith("WSPIN_")}
-
-
 @dataclass
 class WebhookProcess:
     """``wspin webhook`` as deployed, on loopback, with a throwaway CA."""
@@ -290,13 +275,6 @@ async def _until_serving(running: WebhookProcess, timeout: float = 60) -> None:
             assert running.process.returncode is None, running.output()
             assert time.monotonic() < deadline, running.output()
             await asyncio.sleep(0.05)
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 async def gather_bounded(jobs: list[Callable[[], Awaitable[Any]]], at_once: int = 50) -> list[Any]:

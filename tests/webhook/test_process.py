@@ -19,22 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from certs.build import issue_serving, new_ca, service_dns_names
 from certs.files import write_certificates
 from tests.webhook.conftest import SERVICE_HOST, load_capture
-from tests.webhook.rawhttps import PINS, clean_env, free_port
-
-
-async def run_wspin(*args: str, timeout: float = 30) -> tuple[int, str]:
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "wspin.cli",
-        *args,
-        env=clean_env(),
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    _, stderr = await asyncio.wait_for(process.communicate(), timeout)
-    assert process.returncode is not None
-    return process.returncode, stderr.decode()
+from tests.webhook.process import PINS, clean_env, free_port, run_wspin
 
 
 @pytest.mark.parametrize(

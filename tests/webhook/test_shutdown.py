@@ -19,7 +19,8 @@ import pytest
 
 from tests.support.pythons import ROOT, found, interpreter
 from tests.webhook.conftest import SERVICE_HOST
-from tests.webhook.rawhttps import REVIEW, answered, clean_env, request_bytes, webhook_process
+from tests.webhook.process import clean_env
+from tests.webhook.rawhttps import REVIEW, answered, request_bytes, webhook_process
 
 DRAIN = 2.0
 """Seconds: --drain-timeout."""

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from wspin.core.errors import ConfigError
-from wspin.http.flags import add_connection_flags, connection_limits_from_args
 from wspin.http.limits import ConnectionLimits
+from wspin.http.settings import add_connection_flags, connection_limits_from_args
 
 README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
 LIMITS_SECTION = README.split("### Limits", 1)[1].split("\n## ", 1)[0]

@@ -1,5 +1,5 @@
-"""The flags of ``ConnectionLimits``: one per bound a deployment may need to tune, each
-checked once at start, with a ``ConfigError`` naming the flag.
+"""The flags of ``ConnectionLimits``, the HTTP server's flag module: one per bound a
+deployment may need to tune, each checked once at start, with a ``ConfigError`` naming the flag.
 
 The two sizes the API server fixes (3 MiB bodies, 64 KiB of headers) and the sizes that
 follow from them (the 4 MiB discarded while lingering, the 64 KiB send-queue mark) have no
