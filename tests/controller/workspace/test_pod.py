@@ -22,6 +22,7 @@ from controller.workspace.pod import (
 from tests.controller.workspace.factories import AGENTD_IMAGE, UID, workspace
 from wspin.core.contract import AGENTD, ARTIFACTS
 from wspin.core.delivery import AgentdDelivery
+from wspin.core.workspace_pod import WORKSPACE_COMMAND, entrypoint_problem
 
 SETTINGS = WorkspaceSettings(
     default_runtime_class="gvisor", termination_grace=40, agentd=AgentdDelivery(AGENTD_IMAGE)
@@ -302,3 +303,12 @@ def test_the_example_workspace_builds_a_pod_and_a_pvc() -> None:
         "limits": {"cpu": "2.0", "memory": "4Gi"},
     }
     assert desired_pvc(ws)["spec"]["resources"]["requests"]["storage"] == "10Gi"
+
+
+@pytest.mark.parametrize("sidecar", [False, True])
+def test_the_built_pod_runs_the_entry_point_the_injector_and_the_policy_require(
+    sidecar: bool,
+) -> None:
+    pod = desired_pod(workspace(), dataclasses.replace(SETTINGS, agentd_sidecar=sidecar))
+    assert entrypoint_problem(pod) is None
+    assert main_container(pod)["command"] == list(WORKSPACE_COMMAND)
