@@ -15,10 +15,11 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from bench.table import Row
-from controller.relay.drivers.fake import FakeCloud, ManualClock
+from controller.relay.drivers.fake import FakeCloud
 from controller.relay.identity import ClusterIdentity
 from controller.relay.metrics import RelayMetrics
 from controller.relay.orphans import OrphanDetector, OrphanPolicy
+from tests.support.clock import FakeClock
 from wspin.core.kinds import Resource
 
 VMS = 10_000
@@ -44,8 +45,8 @@ class _Relays:
         return {"items": self.items}
 
 
-def _cloud(clock: ManualClock) -> tuple[FakeCloud, list[str]]:
-    cloud = FakeCloud(provider="aws", clock=clock.now)
+def _cloud(clock: FakeClock) -> tuple[FakeCloud, list[str]]:
+    cloud = FakeCloud(provider="aws", clock=clock)
     uids = [f"uid-{n}" for n in range(RELAYS)]
     owned = VMS - ORPHANS - LEGACY
     for n in range(owned):
@@ -63,7 +64,7 @@ async def _measure() -> tuple[float, float, int]:
     best_list = best_sweep = float("inf")
     destroyed = 0
     for _ in range(ROUNDS):
-        clock = ManualClock()
+        clock = FakeClock()
         cloud, uids = _cloud(clock)
         started = time.perf_counter()
         listed = await cloud.list({}, [REGION])
@@ -75,7 +76,7 @@ async def _measure() -> tuple[float, float, int]:
             RelayMetrics(CollectorRegistry()),
             ClusterIdentity(None, CLUSTER),
             policy=OrphanPolicy(grace_seconds=600, max_deletions=VMS),
-            clock=clock.now,
+            clock=clock,
         )
         started = time.perf_counter()
         result = await detector.sweep()

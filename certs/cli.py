@@ -66,8 +66,8 @@ def register(subparsers: Any) -> None:
 
 def run_generate(args: argparse.Namespace) -> int:
     from certs.build import fingerprint, issue_serving, new_ca, service_dns_names
-    from certs.clock import utc_now
     from certs.files import write_certificates
+    from wspin.core.clock import utc_now
 
     try:
         service = _name(args.service, "--service", "a Service name")

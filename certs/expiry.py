@@ -17,12 +17,6 @@ from wspin.core.logs import fields
 
 log = logging.getLogger("wspin.certs")
 
-EXPIRY = Gauge(
-    "wspin_webhook_certificate_expiry_timestamp_seconds",
-    "Unix time at which the certificate expires, by certificate (serving or ca).",
-    ["certificate"],
-)
-
 WARN_BEFORE = (datetime.timedelta(days=30), datetime.timedelta(days=7))
 """Log a warning once when less than each of these is left (largest first)."""
 
@@ -41,12 +35,14 @@ class ExpiryReporter:
     """Updates the gauge on every observation and warns once per certificate and threshold
     (and logs an error once when it has expired)."""
 
-    def __init__(self) -> None:
+    def __init__(self, gauge: Gauge) -> None:
+        self._gauge = gauge
+        """``wspin_webhook_certificate_expiry_timestamp_seconds`` (``CertificateMetrics``)."""
         self._warned: set[tuple[str, datetime.timedelta]] = set()
 
     def observe(self, label: str, cert: x509.Certificate, now: datetime.datetime) -> None:
         not_after = cert.not_valid_after_utc
-        EXPIRY.labels(certificate=label).set(not_after.timestamp())
+        self._gauge.labels(certificate=label).set(not_after.timestamp())
         due = warning_due(not_after, now)
         if due is None:
             return

@@ -13,10 +13,11 @@ from pathlib import Path
 
 from certs.atomic import write_atomically
 from certs.build import CertificateError, KeyPair, fingerprint
-from certs.clock import Clock, utc_now
 from certs.expiry import ExpiryReporter
+from certs.metrics import CertificateMetrics
 from certs.tls import ServesFromContext, ServingContext, context_for
-from certs.validity import UnusablePair, check_pair, count_rejection
+from certs.validity import UnusablePair, check_pair
+from wspin.core.clock import Clock, utc_now
 from wspin.core.errors import ConfigError
 from wspin.core.logs import fields
 
@@ -58,6 +59,7 @@ class FileSource(ServesFromContext):
         cert_file: Path,
         key_file: Path,
         *,
+        metrics: CertificateMetrics,
         interval: float = RELOAD_INTERVAL,
         clock: Clock = utc_now,
     ) -> None:
@@ -66,7 +68,8 @@ class FileSource(ServesFromContext):
         self.interval = interval
         self._clock = clock
         self._serving = ServingContext()
-        self._expiry = ExpiryReporter()
+        self._metrics = metrics
+        self._expiry = ExpiryReporter(metrics.expiry)
         self._failures = 0
         self._counted: tuple[tuple[bytes, bytes] | None, str, str] | None = None
 
@@ -134,7 +137,7 @@ class FileSource(ServesFromContext):
         counted = (read, reason, "" if read else str(err))
         if counted != self._counted:
             self._counted = counted
-            count_rejection(reason)
+            self._metrics.rejected.labels(reason=reason).inc()
         # A writer replacing cert and key one after the other is caught between the two
         # (missing or mismatched for a moment); a validity problem is never such a moment.
         transient = reason in ("unreadable", "key-mismatch")

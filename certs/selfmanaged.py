@@ -23,17 +23,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from prometheus_client import Gauge
-
 from certs.authority import Plan, Policy, apply_step, awaiting_replicas, next_step
 from certs.build import CertificateError, fingerprint
 from certs.cabundle import Target, patch_ca_bundle
-from certs.clock import Clock, utc_now
 from certs.expiry import ExpiryReporter
+from certs.metrics import CertificateMetrics
 from certs.reports import Replicas, ServingReports, leaf_fingerprint
 from certs.store import SecretStore, Stored
 from certs.tls import ServesFromContext, ServingContext
-from certs.validity import Reason, UnusablePair, count_rejection
+from certs.validity import Reason, UnusablePair
+from wspin.core.clock import Clock, utc_now
 from wspin.core.errors import Conflict, Forbidden, KubeAPIError, NotFound
 from wspin.core.logs import fields
 
@@ -46,18 +45,6 @@ CONFLICT_BACKOFF = 0.1
 """Seconds before the second re-read after conflicting writes, doubling up to ``refresh``:
 the first conflict is re-read at once, but something that keeps rewriting the Secret (a
 GitOps tool reverting it, say) must not turn the leader into a tight GET/PUT loop."""
-
-
-ROTATION_HELD = Gauge(
-    "wspin_webhook_ca_rotation_held",
-    "1 while the Lease holder keeps the old CA in the caBundle because replicas taking "
-    "traffic have not reported serving the new certificate in time; else 0.",
-)
-ROTATION_LAGGING = Gauge(
-    "wspin_webhook_ca_rotation_lagging_replicas",
-    "Replicas taking traffic that have not reported serving the new certificate in time "
-    "(on the Lease holder, during a CA rotation).",
-)
 
 
 class Leadership(Protocol):
@@ -98,6 +85,7 @@ class SelfManagedSource(ServesFromContext):
         leadership: Leadership,
         *,
         reports: ServingReports,
+        metrics: CertificateMetrics,
         clock: Clock = utc_now,
     ) -> None:
         self.store = store
@@ -106,7 +94,8 @@ class SelfManagedSource(ServesFromContext):
         self.reports = reports
         self._clock = clock
         self._serving = ServingContext()
-        self._expiry = ExpiryReporter()
+        self._metrics = metrics
+        self._expiry = ExpiryReporter(metrics.expiry)
         self._wake = asyncio.Event()
         self._due: datetime.datetime | None = None
         self._waiting_logged = False
@@ -229,8 +218,8 @@ class SelfManagedSource(ServesFromContext):
     def _note_hold(self, plan: Plan | None) -> None:
         """Metric and one log line per distinct hold when replicas are overdue."""
         held = plan is not None and plan.step == "wait" and plan.overdue
-        ROTATION_HELD.set(1 if held else 0)
-        ROTATION_LAGGING.set(len(plan.lagging) if plan is not None and held else 0)
+        self._metrics.rotation_held.set(1 if held else 0)
+        self._metrics.rotation_lagging.set(len(plan.lagging) if plan is not None and held else 0)
         if plan is None or not held:
             self._hold_logged = None
             return
@@ -350,7 +339,7 @@ class SelfManagedSource(ServesFromContext):
         if (what, reason) == self._rejected:
             return
         self._rejected = (what, reason)
-        count_rejection(reason)
+        self._metrics.rejected.labels(reason=reason).inc()
         log.warning(
             "serving certificate from the Secret not loaded; still serving the previous one"
             if self._serving.pair is not None

@@ -21,8 +21,8 @@ import tempfile
 from collections.abc import Iterator
 
 from certs.build import CertificateError, KeyPair
-from certs.clock import Clock
 from certs.validity import check_pair, pair_problem
+from wspin.core.clock import Clock
 
 
 def server_context() -> ssl.SSLContext:

@@ -7,7 +7,7 @@ handshake on every replica at once, and with ``failurePolicy: Fail`` that stops 
 workspace pod creation in the cluster. Keeping the current certificate while it is still
 valid costs nothing; readiness (``pair_problem``) then reports when that one runs out.
 
-``check_pair`` and ``pair_problem`` are pure; ``count_rejection`` is the one metric edge.
+``check_pair`` and ``pair_problem`` are pure; the sources count refusals by ``reason``.
 """
 
 from __future__ import annotations
@@ -15,19 +15,9 @@ from __future__ import annotations
 import datetime
 from typing import Literal
 
-from prometheus_client import Counter
-
 from certs.build import CertificateError, KeyMismatch, KeyPair, load_key_pair
 
 Reason = Literal["expired", "not-yet-valid", "key-mismatch", "unreadable"]
-
-REJECTED = Counter(
-    "wspin_webhook_certificate_reload_rejected_total",
-    "Certificate pairs a reload refused to serve (the previous pair kept serving), each "
-    "counted once however long it stays in place, by reason: expired, not-yet-valid, "
-    "key-mismatch, unreadable.",
-    ["reason"],
-)
 
 
 class UnusablePair(CertificateError):
@@ -62,7 +52,3 @@ def check_pair(cert_pem: bytes, key_pem: bytes, what: str, now: datetime.datetim
         reason, message = problem
         raise UnusablePair(f"{what}: {message}", reason)
     return pair
-
-
-def count_rejection(reason: Reason) -> None:
-    REJECTED.labels(reason=reason).inc()

@@ -9,20 +9,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import logging
-import re
 import signal
 import sys
-from collections.abc import Callable
 from typing import Any
 
 from controller.settings import LOG_LEVELS, ControllerSettings, add_controller_flags
 from controller.settings import settings_from_args as build_settings
 from wspin.core.errors import ConfigError
 from wspin.core.logs import add_scrubber, fields, remove_scrubber, setup_logging
+from wspin.core.redact import Redactor
 
 log = logging.getLogger("controller")
+
+INTERNAL_TOKEN_GROUP = "internal-token"  # noqa: S105 - a group name, not a secret
 
 
 def register(subparsers: Any) -> None:
@@ -45,47 +45,21 @@ def run_controller(args: argparse.Namespace) -> int:
         log.error("invalid configuration", extra=fields(error=str(err)))
         print(f"error: {err}", file=sys.stderr)
         return 1
-    scrub = secret_scrubber(settings.api_internal_token)
-    add_scrubber(scrub)
+    # The process's one redactor: the internal token now, staged keys as they are sealed.
+    # Messages quote text other systems chose (a redirect target, an error body), so "we
+    # never log the token" needs this backstop on every line, not just care at call sites.
+    redactor = Redactor()
+    redactor.register(INTERNAL_TOKEN_GROUP, settings.api_internal_token)
+    add_scrubber(redactor.redact)
     try:
-        return asyncio.run(serve(settings))
+        return asyncio.run(serve(settings, redactor))
     finally:
-        remove_scrubber(scrub)
+        remove_scrubber(redactor.redact)
 
 
-def secret_scrubber(secret: str) -> Callable[[str], str]:
-    """A log-line filter that blanks ``secret`` as written, JSON-escaped and URL-encoded.
-
-    Messages quote text other systems chose (a redirect target, an error string, a request
-    URL), so "we never log the internal token" needs this backstop, not just care at each
-    call site. Each character may appear raw, JSON-escaped (the line is JSON), or
-    percent-encoded in either hex case (``+`` for a space, ``%25XX`` when encoded twice), in
-    any mix, so a token in a query string or a form body is caught as well. The pattern has
-    one alternation per character and no nested repetition: matching stays linear."""
-    if not secret:
-        return lambda line: line
-    pattern = re.compile("".join(_char_forms(char) for char in secret))
-
-    def scrub(line: str) -> str:
-        return pattern.sub("[redacted]", line)
-
-    return scrub
-
-
-def _char_forms(char: str) -> str:
-    """A regex for one character of a secret in every form a log line can carry it."""
-    escaped = json.dumps(char)[1:-1]
-    encoded = "".join(f"%{byte:02X}" for byte in char.encode("utf-8"))
-    forms = {re.escape(char), re.escape(escaped)}
-    for form in (encoded, encoded.replace("%", "%25")):
-        forms.add("".join(f"[{c}{c.lower()}]" if c.isalpha() else re.escape(c) for c in form))
-    if char == " ":
-        forms.add(r"\+")
-    return "(?:" + "|".join(sorted(forms, key=len, reverse=True)) + ")"
-
-
-async def serve(settings: ControllerSettings) -> int:
-    """Run the controller process with ``settings``; returns the exit status."""
+async def serve(settings: ControllerSettings, redactor: Redactor | None = None) -> int:
+    """Run the controller process with ``settings``; returns the exit status. ``redactor``
+    is the process's, already on the log path (None: a private one)."""
     # Imported here so `wspin webhook` and `wspin inject` never load the controller runtime.
     from controller.setup import (
         new_manager,
@@ -120,7 +94,7 @@ async def serve(settings: ControllerSettings) -> int:
             log.error(REFUSED_MESSAGE, extra=fields(reason=str(err)))
             return relay_staging_exit_code_for(err)
         try:
-            setup_controllers(manager, settings, relay_staging=relay_staging)
+            setup_controllers(manager, settings, relay_staging=relay_staging, redactor=redactor)
             setup_relay_controller(manager, settings)
         except ConfigError as err:
             log.error("invalid configuration", extra=fields(error=str(err)))

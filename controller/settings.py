@@ -36,6 +36,7 @@ from wspin.core.namespaces import (
     add_excluded_namespaces_flag,
     excluded_namespaces_from,
 )
+from wspin.kube.leader import LeaseSettings
 
 log = logging.getLogger("controller")
 
@@ -61,30 +62,18 @@ MAX_CONCURRENT_RECONCILES = (1, 64)
 
 
 @dataclass(frozen=True)
-class LeaderElectionSettings:
-    """The Lease that makes one replica the reconciling one."""
+class LeaderElectionSettings(LeaseSettings):
+    """The Lease that makes one replica the reconciling one; the elector reads this value.
+    ``namespace`` is the controller's own (``POD_NAMESPACE``)."""
 
     enabled: bool = False
     """``--enable-leader-election``. Off: this process always leads (a single replica)."""
-    namespace: str = "llmsafespaces"
-    """Namespace of the Lease: the controller's own (``POD_NAMESPACE``)."""
-    name: str = "wspin-controller"
-    """Name of the Lease object."""
-    identity: str = ""
-    """This replica's holder identity: pod name (hostname) plus a random suffix, so a
-    restarted container never inherits its predecessor's term."""
-    lease_duration: float = 15.0
-    """Seconds a non-leader waits after the last renewal before taking over (client-go: 15)."""
-    renew_deadline: float = 10.0
-    """Seconds the leader keeps trying to renew before stepping down (client-go: 10); shorter
-    than the lease duration so the old leader stops before a new one can start."""
-    retry_period: float = 2.0
-    """Seconds between acquire/renew attempts (client-go: 2)."""
 
 
 @dataclass(frozen=True)
 class RuntimeSettings:
-    """How the process runs: ports, concurrency, leader election, shutdown."""
+    """How the process runs: ports, concurrency, leader election, shutdown. The manager reads
+    this value directly (``Manager(kube, settings.runtime)``)."""
 
     health_port: int = 8081
     """``--health-port``: ``/healthz`` and ``/readyz`` (0 = any free port, for tests)."""
@@ -95,7 +84,8 @@ class RuntimeSettings:
     command line binds loopback: "any free port" only makes sense for a local test, and on
     every interface IPv4 and IPv6 would get different free ports."""
     max_concurrent_reconciles: int = 16
-    """``--max-concurrent-reconciles``: workers per controller, clamped to 1..64. A reconcile
+    """``--max-concurrent-reconciles``: workers per controller (each controller gets this many
+    queue workers while leading), clamped to 1..64. A reconcile
     waits on the API server, not the CPU, so workers are sized for I/O. 1,000 Workspaces to
     pods against the in-repo API server answering in 15 ms (bench/workspaces.py), as a ratio
     to creating their pods, PVCs and service accounts directly: 3.05 with 4 workers, 1.74
@@ -432,13 +422,11 @@ def _lease_timings(environ: Mapping[str, str]) -> tuple[float, float, float]:
     lease = timings.get("lease_duration", defaults.lease_duration)
     renew = timings.get("renew_deadline", defaults.renew_deadline)
     retry = timings.get("retry_period", defaults.retry_period)
-    if not lease > renew > retry * 1.2 > 0:
-        raise ConfigError(
-            f"leader election timings out of proportion (lease {lease}s, renew {renew}s, "
-            f"retry {retry}s)",
-            "keep lease duration > renew deadline > 1.2 x retry period > 0 "
-            f"({', '.join(LEASE_TIMING_ENV.values())})",
-        )
+    problem = LeaseSettings(
+        lease_duration=lease, renew_deadline=renew, retry_period=retry
+    ).timing_problem()
+    if problem:
+        raise ConfigError(problem, f"fix or unset {', '.join(LEASE_TIMING_ENV.values())}")
     return lease, renew, retry
 
 

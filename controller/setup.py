@@ -15,7 +15,6 @@ import logging
 from prometheus_client import CollectorRegistry
 
 from controller.runtime.manager import Manager
-from controller.runtime.options import LeaderElection, ManagerOptions
 from controller.settings import ControllerSettings, RelayArtifactConfig
 from controller.staging.arming import (
     ARMING_STARTUP_GUARD_WINDOW,
@@ -26,7 +25,7 @@ from controller.staging.arming import (
 )
 from wspin.core.delivery import AgentdDelivery, OpencodeDelivery
 from wspin.core.kinds import PODS, WORKSPACES
-from wspin.core.logs import add_scrubber
+from wspin.core.redact import Redactor
 from wspin.kube.client import Kube
 
 __all__ = [
@@ -36,7 +35,6 @@ __all__ = [
     "OpencodeDelivery",
     "RelayArtifactConfig",
     "RelayStagingConfig",
-    "manager_options",
     "new_manager",
     "relay_staging_exit_code_for",
     "setup_controllers",
@@ -47,33 +45,11 @@ __all__ = [
 log = logging.getLogger("controller")
 
 
-def manager_options(settings: ControllerSettings) -> ManagerOptions:
-    """The manager's options from the process settings."""
-    runtime = settings.runtime
-    election = runtime.leader_election
-    return ManagerOptions(
-        health_port=runtime.health_port,
-        metrics_port=runtime.metrics_port,
-        bind_host=runtime.bind_host,
-        max_concurrent_reconciles=runtime.max_concurrent_reconciles,
-        graceful_shutdown_timeout=runtime.graceful_shutdown_timeout,
-        leader_election=LeaderElection(
-            enabled=election.enabled,
-            namespace=election.namespace,
-            name=election.name,
-            identity=election.identity,
-            lease_duration=election.lease_duration,
-            renew_deadline=election.renew_deadline,
-            retry_period=election.retry_period,
-        ),
-    )
-
-
 def new_manager(
     kube: Kube, settings: ControllerSettings, *, registry: CollectorRegistry | None = None
 ) -> Manager:
     """A manager configured from ``settings`` (``registry``: a private one for tests)."""
-    return Manager(kube, manager_options(settings), registry=registry)
+    return Manager(kube, settings.runtime, registry=registry)
 
 
 def setup_controllers(
@@ -81,12 +57,14 @@ def setup_controllers(
     settings: ControllerSettings,
     *,
     relay_staging: RelayStagingConfig | None = None,
+    redactor: Redactor | None = None,
 ) -> None:
     """Register the Workspace reconciler (and what it owns) with ``manager``.
 
     ``relay_staging`` is the armed staging config (None: staging off); when armed, the
-    per-workspace staging pass is built here and handed to the Workspace reconciler, with
-    its redactor registered with the log formatter so no staged key reaches a log line.
+    per-workspace staging pass is built here and handed to the Workspace reconciler. It
+    registers every staged key with ``redactor``, the process's one redactor, whose
+    ``redact`` the process has added to the log formatter (None: a private one, for tests).
     """
     from controller.workspace import wiring
 
@@ -95,13 +73,8 @@ def setup_controllers(
         return
     from controller.staging.health import HealthScraper
     from controller.staging.ownership import WorkspaceNames
-    from controller.staging.redact import Redactor
     from controller.staging.staging_pass import RelayStagingPass
 
-    # One redactor per process: the pass registers each staged key with it, and every
-    # rendered log line goes through it.
-    redactor = Redactor()
-    add_scrubber(redactor.redact)
     # Relay identities span namespaces: the pass asks this index, fed by the Workspace
     # cache, who holds a name; agentd's health is read from pods in the pod cache.
     names = WorkspaceNames()
@@ -109,7 +82,7 @@ def setup_controllers(
     staging = RelayStagingPass(
         relay_staging,
         manager.kube,
-        redactor=redactor,
+        redactor=redactor if redactor is not None else Redactor(),
         names=names,
         pods=manager.cache(PODS, labels=wiring.OWNED_SELECTOR),
         health=HealthScraper(manager.registry, port=settings.relay_staging.agentd_health_port),

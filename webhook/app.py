@@ -5,9 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import partial
 
+from prometheus_client import CollectorRegistry
+
 from webhook.admission import review_pod, review_tenant_quota, review_workspace
 from webhook.http import Endpoint, Reply, Request, admission_endpoint, error_reply
 from webhook.inject import InjectConfig
+from webhook.metrics import AdmissionMetrics
 from webhook.tenant_quota import QuotaLimits
 from webhook.validate import ValidatorConfig
 from webhook.watches import WatchedViews
@@ -27,13 +30,20 @@ def make_app(
     readiness: Readiness,
     views: WatchedViews | None = None,
     quota: QuotaLimits | None = None,
+    *,
+    metrics: AdmissionMetrics | None = None,
 ) -> Routes:
     """``POST /mutate-pods``, ``POST /validate-workspaces``, ``GET /healthz``, ``GET /readyz``,
     and ``POST /validate-pod-tenant-quota`` when a tenant quota is configured. ``views`` holds
-    the watch-fed runtime catalogue and tenant usage (None without API access).
+    the watch-fed runtime catalogue and tenant usage (None without API access); ``metrics``
+    records every answer (None: on a registry of its own, for tests and the demo).
     """
+    if metrics is None:
+        metrics = AdmissionMetrics(CollectorRegistry())
     routes: Routes = {
-        MUTATE_PODS_PATH: admission_endpoint("mutate-pods", partial(review_pod, cfg=inject_config)),
+        MUTATE_PODS_PATH: admission_endpoint(
+            "mutate-pods", partial(review_pod, cfg=inject_config), metrics
+        ),
         VALIDATE_WORKSPACES_PATH: admission_endpoint(
             "validate-workspaces",
             partial(
@@ -41,6 +51,7 @@ def make_app(
                 cfg=validator,
                 catalogue=views.catalogue if views is not None else None,
             ),
+            metrics,
         ),
         "/healthz": _probe(lambda: []),
         "/readyz": _probe(readiness.problems),
@@ -49,6 +60,7 @@ def make_app(
         routes[VALIDATE_TENANT_QUOTA_PATH] = admission_endpoint(
             "validate-pod-tenant-quota",
             partial(review_tenant_quota, limits=quota, usage=views.usage),
+            metrics,
         )
     return routes
 

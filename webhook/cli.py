@@ -6,11 +6,15 @@ import argparse
 import sys
 from typing import Any
 
-from certs.options import add_certificate_flags
 from webhook.inject import InjectConfig
 from webhook.offline import dump_documents, inject_object, load_documents
-from webhook.pins import add_pins_flags, insecure_registries_from_args, resolve_artifact
-from webhook.settings import add_webhook_flags, settings_from_args
+from webhook.pins import resolve_artifact
+from webhook.settings import (
+    add_pins_flags,
+    add_webhook_flags,
+    insecure_registries_from_args,
+    settings_from_args,
+)
 from wspin.core.delivery import add_delivery_flags, deliveries_from_args
 from wspin.core.errors import WspinError
 from wspin.core.logs import setup_logging
@@ -24,7 +28,6 @@ def register(subparsers: Any) -> None:
         "into workspace pods; validates Workspaces.",
     )
     add_webhook_flags(webhook)
-    add_certificate_flags(webhook)
     webhook.set_defaults(handler=run_webhook)
 
     offline = subparsers.add_parser(
@@ -52,7 +55,7 @@ def run_webhook(args: argparse.Namespace) -> int:
         settings = settings_from_args(args)
         import asyncio  # not at the top: `--help` needs no event loop
 
-        return asyncio.run(serve(settings, args))
+        return asyncio.run(serve(settings))
     except WspinError as err:
         return _fail(err)
 

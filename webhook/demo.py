@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
-import datetime
 import json
 import ssl
 import sys
@@ -24,6 +23,7 @@ import jsonpatch
 import yaml
 
 from webhook.inject import InjectConfig
+from wspin.core.clock import utc_now
 from wspin.core.contract import AGENTD, ARCHES, MAIN_CONTAINER, OPENCODE
 from wspin.core.delivery import PinSet, ResolvedArtifact
 
@@ -76,7 +76,10 @@ def run_demo(args: argparse.Namespace) -> int:
 
 
 async def _demo(pod: dict[str, Any]) -> int:
+    from prometheus_client import CollectorRegistry
+
     from certs.files import FileSource
+    from certs.metrics import CertificateMetrics
     from webhook.app import MUTATE_PODS_PATH, make_app
     from webhook.protocol import start
     from webhook.validate import ValidatorConfig
@@ -84,7 +87,11 @@ async def _demo(pod: dict[str, Any]) -> int:
 
     with tempfile.TemporaryDirectory(prefix="wspin-demo-") as folder:
         ca_file = _write_throwaway_certificates(Path(folder))
-        source = FileSource(Path(folder) / "tls.crt", Path(folder) / "tls.key")
+        source = FileSource(
+            Path(folder) / "tls.crt",
+            Path(folder) / "tls.key",
+            metrics=CertificateMetrics(CollectorRegistry()),  # the demo serves no metrics
+        )
         source.load_at_start()
         app = make_app(DEMO_CONFIG, ValidatorConfig(), Readiness())
         runner, port = await start(app, "127.0.0.1", 0, ssl_context=source.ssl_context())
@@ -111,7 +118,7 @@ def _write_throwaway_certificates(folder: Path) -> Path:
     from certs.build import issue_serving, new_ca, service_dns_names
     from certs.files import write_certificates
 
-    now = datetime.datetime.now(datetime.UTC)
+    now = utc_now()
     ca = new_ca(now)
     write_certificates(folder, ca, issue_serving(ca, service_dns_names(SERVICE, NAMESPACE), now))
     return folder / "ca.crt"

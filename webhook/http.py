@@ -19,8 +19,9 @@ from typing import Any
 
 import orjson
 
-from webhook import metrics, responses
+from webhook import responses
 from webhook.admission import Decision
+from webhook.metrics import AdmissionMetrics
 from wspin.core.logs import fields, info_line
 
 log = logging.getLogger("wspin.webhook")
@@ -70,7 +71,9 @@ class BadRequest(Exception):
         self.reason = reason
 
 
-def _reject(webhook: str, status: int, reason: str, started: float) -> Reply:
+def _reject(
+    metrics: AdmissionMetrics, webhook: str, status: int, reason: str, started: float
+) -> Reply:
     metrics.record(webhook, "invalid", time.perf_counter() - started)
     log.warning(
         "rejected admission request", extra=fields(webhook=webhook, status=status, reason=reason)
@@ -158,15 +161,16 @@ def _short(value: object) -> str:
     return text if len(text) <= 80 else text[:79] + "…"
 
 
-def admission_endpoint(webhook: str, policy: Policy) -> Endpoint:
-    """An endpoint answering AdmissionReviews with ``policy``; one log line each."""
+def admission_endpoint(webhook: str, policy: Policy, metrics: AdmissionMetrics) -> Endpoint:
+    """An endpoint answering AdmissionReviews with ``policy``; one log line and one
+    ``metrics`` record each."""
 
     def handle(request: Request) -> Reply:
         started = time.perf_counter()
         try:
             inner = read_review(request)
         except BadRequest as bad:
-            return _reject(webhook, bad.status, bad.reason, started)
+            return _reject(metrics, webhook, bad.status, bad.reason, started)
         try:
             decision = policy(inner)
         except Exception:  # a policy bug must still answer, never a 500 or a dropped socket

@@ -16,16 +16,14 @@ Every error names the artifact and says how to fix it.
 
 from __future__ import annotations
 
-import argparse
 import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from webhook.reference import ImageReference, check_insecure_registries
+from webhook.reference import ImageReference
 from wspin.core.contract import ARCHES, PINS_KEY_IMAGE, Arch, Artifact, pins_key
 from wspin.core.delivery import SHA256_HEX, ArtifactDelivery, PinSet, ResolvedArtifact, same_digest
 from wspin.core.errors import AlreadyExists, ConfigError, Forbidden, KubeAPIError, NotFound
-from wspin.core.flags import add_flag
 from wspin.core.kinds import CONFIGMAPS
 from wspin.core.logs import fields
 from wspin.kube.client import Kube
@@ -42,39 +40,6 @@ CACHE_LABELS = {"app.kubernetes.io/name": "wspin", "app.kubernetes.io/component"
 CACHE_TIMEOUT = 10.0
 """Seconds for the pins-cache read, and again for its write: start must end even when the
 API server accepts connections and never answers (the registry read has its own bound)."""
-
-
-def add_pins_flags(parser: argparse.ArgumentParser) -> None:
-    """``--insecure-registry`` (repeatable) and ``--skip-image-volume-probe``."""
-    group = parser.add_argument_group("pins")
-    add_insecure_registry_flag(group)
-    add_flag(
-        group,
-        "--skip-image-volume-probe",
-        default=False,
-        help="do not dry-run a probe pod to check that the API server keeps image volumes "
-        "(for clusters where the webhook has no API access)",
-    )
-
-
-def add_insecure_registry_flag(
-    parser: argparse.ArgumentParser | argparse._ArgumentGroup,
-) -> None:
-    """``--insecure-registry HOST:PORT``, repeatable; its env variable is comma separated."""
-    add_flag(
-        parser,
-        "--insecure-registry",
-        default=[],
-        action="append",
-        metavar="HOST:PORT",
-        help="registry read over plain HTTP (repeatable; env: comma separated); "
-        "loopback registries always are",
-    )
-
-
-def insecure_registries_from_args(args: argparse.Namespace) -> frozenset[str]:
-    """The checked ``--insecure-registry`` entries; ConfigError for a URL or a path."""
-    return check_insecure_registries(args.insecure_registry or ())
 
 
 def pins_from_annotations(artifact: Artifact, annotations: Mapping[str, Any], image: str) -> PinSet:

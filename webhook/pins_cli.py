@@ -15,7 +15,8 @@ import asyncio
 import sys
 from typing import Any
 
-from webhook.pins import add_insecure_registry_flag, insecure_registries_from_args, resolve_artifact
+from webhook.pins import resolve_artifact
+from webhook.settings import add_insecure_registry_flag, insecure_registries_from_args
 from wspin.core.delivery import AgentdDelivery, ArtifactDelivery, OpencodeDelivery, ResolvedArtifact
 from wspin.core.errors import ConfigError
 from wspin.core.flags import add_flag

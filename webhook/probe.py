@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Literal
 
-from prometheus_client import Gauge
+from prometheus_client import CollectorRegistry, Gauge
 
 from wspin.core.errors import KubeAPIError
 from wspin.core.imagevolume import PROBE_NAME_PREFIX, PROBE_VOLUME, kept_image_volume, probe_pod
@@ -35,10 +35,10 @@ from wspin.kube.client import Kube
 # The probe pod itself is shared with `wspin check`, which runs the same dry run.
 __all__ = [
     "GATE_OFF_MESSAGE",
-    "IMAGE_VOLUME_SUPPORTED",
     "PROBE_FIX",
     "PROBE_NAME_PREFIX",
     "PROBE_VOLUME",
+    "SUPPORTED_METRIC",
     "Backoff",
     "ImageVolumeGate",
     "ProbeResult",
@@ -50,11 +50,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-IMAGE_VOLUME_SUPPORTED = Gauge(
-    "wspin_webhook_image_volume_supported",
-    "1 when a dry-run pod kept its image volume (ImageVolume feature gate on), 0 when the "
-    "API server dropped or refused it; absent until the probe has run.",
-)
+SUPPORTED_METRIC = "wspin_webhook_image_volume_supported"
 
 GATE_OFF_MESSAGE = (
     "the API server drops image volumes from new pods: the ImageVolume feature gate is off "
@@ -130,9 +126,8 @@ def refused_by_policy(err: KubeAPIError) -> bool:
 async def probe_image_volume_support(kube: Kube, namespace: str, image: str) -> ProbeResult:
     """Dry-run create the probe pod once and say what that showed.
 
-    Sets ``wspin_webhook_image_volume_supported`` (only on a definitive answer) and logs one
-    line saying which outcome it was: info when supported, an error when the volume was
-    dropped, a warning naming the policy or the API error otherwise.
+    Logs one line saying which outcome it was: info when supported, an error when the volume
+    was dropped, a warning naming the policy or the API error otherwise.
     """
     try:
         returned = await kube.create(PODS, probe_pod(namespace, image), namespace, dry_run=True)
@@ -154,10 +149,8 @@ async def probe_image_volume_support(kube: Kube, namespace: str, image: str) -> 
             )
         return result
     if kept_image_volume(returned):
-        IMAGE_VOLUME_SUPPORTED.set(1)
         log.info("image volumes supported", extra=fields(namespace=namespace))
         return ProbeResult("supported")
-    IMAGE_VOLUME_SUPPORTED.set(0)
     log.error(GATE_OFF_MESSAGE, extra=fields(namespace=namespace, feature_gate="ImageVolume"))
     return ProbeResult("dropped")
 
@@ -180,15 +173,24 @@ class Backoff:
 
 
 class ImageVolumeGate:
-    """The probe's verdict as a readiness check: pending, supported, or why not."""
+    """The probe's verdict as a readiness check (pending, supported, or why not) and as
+    ``wspin_webhook_image_volume_supported`` on ``registry``: 1 when a dry-run pod kept its
+    image volume, 0 when the API server dropped it, absent until a definitive answer."""
 
     def __init__(
         self,
         required: bool,
         backoff: Backoff = Backoff(),
         *,
+        registry: CollectorRegistry,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
+        self._supported = Gauge(
+            SUPPORTED_METRIC,
+            "1 when a dry-run pod kept its image volume (ImageVolume feature gate on), 0 when "
+            "the API server dropped or refused it; absent until the probe has run.",
+            registry=None,
+        )
         self.problem: str | None = (
             "image-volume support probe has not run yet" if required else None
         )
@@ -196,6 +198,8 @@ class ImageVolumeGate:
         self.result: ProbeResult | None = None
         """The last attempt's result (None before the first)."""
         self._sleep = sleep
+        self._registry = registry
+        self._registered = False
 
     def check(self) -> str | None:
         return self.problem
@@ -207,6 +211,10 @@ class ImageVolumeGate:
             self.result = result
             if result.definitive:
                 self.problem = result.problem
+                self._supported.set(1 if result.outcome == "supported" else 0)
+                if not self._registered:
+                    self._registry.register(self._supported)
+                    self._registered = True
                 return
             self.problem = f"{result.problem}; retrying in {delay:g} s"
             log.info(

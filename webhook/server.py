@@ -12,34 +12,34 @@ Shutdown runs in reverse; requests already arriving are answered before their co
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import gc
 import logging
-import os
 import signal
-import time
 from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
 from aiohttp import web
 
-from certs.options import certificate_source_from_args
+from certs.metrics import CertificateMetrics
+from certs.source import certificate_source
 from webhook.app import make_app
 from webhook.inject import InjectConfig
+from webhook.metrics import AdmissionMetrics
 from webhook.pins import resolve_artifact
 from webhook.probe import ImageVolumeGate
 from webhook.protocol import Listener
 from webhook.protocol import start as start_admission
 from webhook.settings import WebhookSettings
 from webhook.watches import watched_views
+from wspin.core.clock import monotonic
 from wspin.core.delivery import ResolvedArtifact
 from wspin.core.logs import fields
-from wspin.http.probes import Readiness, probe_app, start
+from wspin.http.probes import Readiness, probe_app, process_registry, start
 from wspin.kube.client import Kube
-from wspin.kube.config import api_client, own_namespace
+from wspin.kube.config import api_client
 
 log = logging.getLogger("wspin.webhook")
 
@@ -52,7 +52,7 @@ review allocates a few thousand objects)."""
 
 def has_api_access(settings: WebhookSettings) -> bool:
     """A kubeconfig was given, or this runs in a pod with a service account."""
-    return bool(settings.kubeconfig or os.environ.get("KUBERNETES_SERVICE_HOST"))
+    return bool(settings.kubeconfig or settings.in_cluster)
 
 
 @contextlib.asynccontextmanager
@@ -100,11 +100,15 @@ def tune_gc_for_admission() -> None:
     gc.set_threshold(GC_GEN0_THRESHOLD, 20, 20)
 
 
-async def serve(settings: WebhookSettings, args: argparse.Namespace) -> int:
-    namespace = own_namespace()
+async def serve(settings: WebhookSettings) -> int:
+    namespace = settings.namespace
     async with kube_client(settings) as kube:
         inject_config = await resolve_both(settings, kube, namespace)
-        source = certificate_source_from_args(args, kube, namespace)
+        # The process's one metrics registry, served on the metrics port.
+        registry = process_registry()
+        source = certificate_source(
+            settings.certificates, kube, namespace, CertificateMetrics(registry)
+        )
 
         readiness = Readiness()
         readiness.add("certificate", source.problem)  # covers notBefore and notAfter
@@ -114,13 +118,13 @@ async def serve(settings: WebhookSettings, args: argparse.Namespace) -> int:
                 "image-volume support probe off",
                 extra=fields(reason="--skip-image-volume-probe" if kube else "no API access"),
             )
-        gate = ImageVolumeGate(required=probing)
+        gate = ImageVolumeGate(required=probing, registry=registry)
         readiness.add("image-volume", gate.check)
 
         background = [asyncio.create_task(source.run(), name="certificate-source")]
         views = None
         if kube is not None:
-            views = watched_views(kube, settings.tenant_quota, time.monotonic)
+            views = watched_views(kube, settings.tenant_quota, monotonic)
             for name, check in views.checks():
                 readiness.add(name, check)
             background.append(asyncio.create_task(views.run(), name="watched-views"))
@@ -132,7 +136,14 @@ async def serve(settings: WebhookSettings, args: argparse.Namespace) -> int:
             )
 
         serving = settings.serving
-        app = make_app(inject_config, settings.validator, readiness, views, settings.tenant_quota)
+        app = make_app(
+            inject_config,
+            settings.validator,
+            readiness,
+            views,
+            settings.tenant_quota,
+            metrics=AdmissionMetrics(registry),
+        )
         tune_gc_for_admission()  # after start-up: everything allocated so far lives forever
         runners: list[Listener | web.AppRunner] = []
         try:
@@ -146,7 +157,10 @@ async def serve(settings: WebhookSettings, args: argparse.Namespace) -> int:
             runners.append(listener)
             if serving.metrics_port:
                 side, _ = await start(
-                    probe_app(readiness), serving.host, serving.metrics_port, limits=serving.limits
+                    probe_app(readiness, registry),
+                    serving.host,
+                    serving.metrics_port,
+                    limits=serving.limits,
                 )
                 runners.append(side)
             log.info("webhook serving", extra=fields(port=port, metricsPort=serving.metrics_port))

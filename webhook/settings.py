@@ -1,13 +1,27 @@
-"""``WebhookSettings``: every flag of ``wspin webhook``, parsed and checked once at start."""
+"""``WebhookSettings``: every flag of ``wspin webhook``, parsed and checked once at start.
+
+The flags of the policies (validator caps, tenant quota, insecure registries) are declared
+here too: the policy modules take the values these build and never see a flag or the
+environment. ``POD_NAMESPACE`` (set by the chart) is read here, once.
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Final
 
-from webhook.pins import add_pins_flags, insecure_registries_from_args
-from webhook.tenant_quota import QuotaLimits, add_tenant_quota_flags, tenant_quota_from_args
-from webhook.validate import ValidatorConfig, add_validator_flags, validator_config_from_args
+from certs.settings import (
+    CertificateSettings,
+    add_certificate_flags,
+    certificate_settings_from_args,
+)
+from webhook.reference import check_insecure_registries
+from webhook.tenant_quota import QuotaLimits
+from webhook.validate import ValidatorConfig
 from wspin.core.delivery import (
     AgentdDelivery,
     OpencodeDelivery,
@@ -16,9 +30,12 @@ from wspin.core.delivery import (
 )
 from wspin.core.errors import ConfigError
 from wspin.core.flags import add_flag
+from wspin.core.namespaces import add_excluded_namespaces_flag, excluded_namespaces_from
 from wspin.http.limits import API_SERVER_IDLE_TIMEOUT, ConnectionLimits
 
 DEFAULT_LIMITS = ConnectionLimits()
+DEFAULT_NAMESPACE: Final = "llmsafespaces"
+_REGISTRY_PREFIX_CHARS = re.compile(r"^[a-zA-Z0-9._/:@-]+$")
 
 
 @dataclass(frozen=True)
@@ -40,6 +57,8 @@ class ServingSettings:
 @dataclass(frozen=True)
 class WebhookSettings:
     serving: ServingSettings
+    certificates: CertificateSettings
+    """Where the serving certificate comes from (files or the self-managed Secret)."""
     agentd: AgentdDelivery
     opencode: OpencodeDelivery
     validator: ValidatorConfig
@@ -52,6 +71,12 @@ class WebhookSettings:
     kubeconfig: str | None
     """Kubeconfig for API access; else $KUBECONFIG, else the in-cluster service account."""
     log_level: str
+    namespace: str = DEFAULT_NAMESPACE
+    """The webhook's own namespace (``POD_NAMESPACE``): its pins cache, Lease and Secret live
+    there, and no Workspace may be created there."""
+    in_cluster: bool = False
+    """Running in a pod (``KUBERNETES_SERVICE_HOST`` is set): the service account gives API
+    access without a kubeconfig."""
 
 
 def add_serving_flags(parser: argparse.ArgumentParser) -> None:
@@ -151,6 +176,183 @@ def connection_limits_from_args(args: argparse.Namespace) -> ConnectionLimits:
     )
 
 
+# -- policy flags ---------------------------------------------------------------------------
+
+
+def add_pins_flags(parser: argparse.ArgumentParser) -> None:
+    """``--insecure-registry`` (repeatable) and ``--skip-image-volume-probe``."""
+    group = parser.add_argument_group("pins")
+    add_insecure_registry_flag(group)
+    add_flag(
+        group,
+        "--skip-image-volume-probe",
+        default=False,
+        help="do not dry-run a probe pod to check that the API server keeps image volumes "
+        "(for clusters where the webhook has no API access)",
+    )
+
+
+def add_insecure_registry_flag(
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup,
+) -> None:
+    """``--insecure-registry HOST:PORT``, repeatable; its env variable is comma separated."""
+    add_flag(
+        parser,
+        "--insecure-registry",
+        default=[],
+        action="append",
+        metavar="HOST:PORT",
+        help="registry read over plain HTTP (repeatable; env: comma separated); "
+        "loopback registries always are",
+    )
+
+
+def insecure_registries_from_args(args: argparse.Namespace) -> frozenset[str]:
+    """The checked ``--insecure-registry`` entries; ConfigError for a URL or a path."""
+    return check_insecure_registries(args.insecure_registry or ())
+
+
+def add_validator_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """The validator's flags (each also read from its WSPIN_* environment variable)."""
+    add_flag(
+        parser,
+        "--max-workspace-storage-gi",
+        type=int,
+        default=1024,
+        help="largest Workspace spec.storage.size in GiB; 0 disables the cap",
+    )
+    add_flag(
+        parser,
+        "--max-workspace-cpu-millicores",
+        type=int,
+        default=16000,
+        help="largest Workspace cpu request or limit in millicores; 0 disables the cap",
+    )
+    add_flag(
+        parser,
+        "--max-workspace-memory-mi",
+        type=int,
+        default=65536,
+        help="largest Workspace memory request or limit in MiB; 0 disables the cap",
+    )
+    add_flag(
+        parser,
+        "--allowed-runtime-registries",
+        default="",
+        help="comma-separated registry prefixes an image-shaped spec.runtime must start with "
+        "(e.g. ghcr.io/acme/); empty allows only RuntimeEnvironment names",
+    )
+    add_flag(
+        parser,
+        "--allowed-storage-classes",
+        default="",
+        help="comma-separated StorageClass names a Workspace may use; empty allows any",
+    )
+    add_excluded_namespaces_flag(parser)
+
+
+def _comma_list(value: str | None) -> tuple[str, ...]:
+    return tuple(item.strip() for item in (value or "").split(",") if item.strip())
+
+
+def normalize_registry_prefix(prefix: str) -> str:
+    """``ghcr.io/acme`` → ``ghcr.io/acme/``: without the slash ``ghcr.io/acme.evil.com/x`` would
+    match."""
+    return prefix if prefix.endswith("/") else prefix + "/"
+
+
+def validator_config_from_args(args: argparse.Namespace, own_namespace: str) -> ValidatorConfig:
+    """Build the config from parsed flags (``own_namespace`` is always excluded); a negative
+    cap raises ConfigError naming the flag."""
+    caps = {
+        "--max-workspace-storage-gi": args.max_workspace_storage_gi,
+        "--max-workspace-cpu-millicores": args.max_workspace_cpu_millicores,
+        "--max-workspace-memory-mi": args.max_workspace_memory_mi,
+    }
+    for flag, value in caps.items():
+        if not isinstance(value, int) or value < 0:
+            raise ConfigError(
+                f"{flag} must be a whole number >= 0 (got {value!r})",
+                f"set {flag} to a positive cap, or 0 to disable it",
+            )
+    registries = _comma_list(args.allowed_runtime_registries)
+    for prefix in registries:
+        if not _REGISTRY_PREFIX_CHARS.match(prefix) or ".." in prefix:
+            raise ConfigError(
+                f"--allowed-runtime-registries entry {prefix!r} is not a registry prefix",
+                "set --allowed-runtime-registries to prefixes like 'ghcr.io/acme/'",
+            )
+    return ValidatorConfig(
+        max_storage_gi=args.max_workspace_storage_gi,
+        max_cpu_millicores=args.max_workspace_cpu_millicores,
+        max_memory_mi=args.max_workspace_memory_mi,
+        allowed_runtime_registries=tuple(normalize_registry_prefix(p) for p in registries),
+        allowed_storage_classes=_comma_list(args.allowed_storage_classes),
+        excluded_namespaces=excluded_namespaces_from(args.excluded_namespaces, own_namespace),
+    )
+
+
+_LIMIT_FLAGS: Final = (
+    ("--max-workspaces-per-tenant", "max_workspaces_per_tenant", "maxWorkspacesPerTenant"),
+    ("--max-cpu-millis-per-tenant", "max_cpu_millis_per_tenant", "maxCpuMillisPerTenant"),
+    ("--max-memory-mi-per-tenant", "max_memory_mi_per_tenant", "maxMemoryMiPerTenant"),
+)
+
+
+def add_tenant_quota_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """The quota's flags (each also read from its WSPIN_* environment variable)."""
+    add_flag(
+        parser,
+        "--max-workspaces-per-tenant",
+        type=int,
+        default=0,
+        help="workspace pods one tenant may run in a namespace; 0 disables the limit",
+    )
+    add_flag(
+        parser,
+        "--max-cpu-millis-per-tenant",
+        type=int,
+        default=0,
+        help="summed CPU requests (millicores) of one tenant's workspace pods in a namespace; "
+        "0 disables the limit",
+    )
+    add_flag(
+        parser,
+        "--max-memory-mi-per-tenant",
+        type=int,
+        default=0,
+        help="summed memory requests (MiB) of one tenant's workspace pods in a namespace; "
+        "0 disables the limit",
+    )
+    add_flag(
+        parser,
+        "--tenant-quota-when-unknown",
+        default="deny",
+        choices=["deny", "allow"],
+        help="answer while the pod cache has not synced: deny (keep the quota) or allow",
+    )
+
+
+def tenant_quota_from_args(args: argparse.Namespace) -> QuotaLimits:
+    """The limits from parsed flags; a negative limit raises ConfigError naming the flag."""
+    for flag, attribute, value_name in _LIMIT_FLAGS:
+        value = getattr(args, attribute)
+        if not isinstance(value, int) or value < 0:
+            raise ConfigError(
+                f"{flag} must be a whole number >= 0 (got {value!r})",
+                f"set {flag} / webhook.tenantQuota.{value_name} to a limit, or 0 to disable it",
+            )
+    return QuotaLimits(
+        max_workspaces=args.max_workspaces_per_tenant,
+        max_cpu_millis=args.max_cpu_millis_per_tenant,
+        max_memory_mi=args.max_memory_mi_per_tenant,
+        when_unknown=args.tenant_quota_when_unknown,
+    )
+
+
+# -- the whole process ------------------------------------------------------------------------
+
+
 def add_webhook_flags(parser: argparse.ArgumentParser) -> None:
     add_serving_flags(parser)
     add_connection_flags(parser)
@@ -158,9 +360,12 @@ def add_webhook_flags(parser: argparse.ArgumentParser) -> None:
     add_pins_flags(parser)
     add_validator_flags(parser)
     add_tenant_quota_flags(parser)
+    add_certificate_flags(parser)
 
 
-def settings_from_args(args: argparse.Namespace) -> WebhookSettings:
+def settings_from_args(
+    args: argparse.Namespace, environ: Mapping[str, str] = os.environ
+) -> WebhookSettings:
     """Validate every flag; raise ConfigError naming the flag and Helm value on the first error."""
     for flag, port in (("--port", args.port), ("--metrics-port", args.metrics_port)):
         if not 0 <= port <= 65535:
@@ -174,6 +379,7 @@ def settings_from_args(args: argparse.Namespace) -> WebhookSettings:
             "set --shutdown-delay to a number of seconds (5 fits most clusters)",
         )
     agentd, opencode = deliveries_from_args(args)
+    namespace = environ.get("POD_NAMESPACE") or DEFAULT_NAMESPACE
     return WebhookSettings(
         serving=ServingSettings(
             args.host,
@@ -182,12 +388,15 @@ def settings_from_args(args: argparse.Namespace) -> WebhookSettings:
             args.shutdown_delay,
             connection_limits_from_args(args),
         ),
+        certificates=certificate_settings_from_args(args),
         agentd=agentd,
         opencode=opencode,
-        validator=validator_config_from_args(args),
+        validator=validator_config_from_args(args, namespace),
         tenant_quota=tenant_quota_from_args(args),
         insecure_registries=insecure_registries_from_args(args),
         skip_image_volume_probe=bool(args.skip_image_volume_probe),
         kubeconfig=args.kubeconfig,
         log_level=args.log_level,
+        namespace=namespace,
+        in_cluster=bool(environ.get("KUBERNETES_SERVICE_HOST")),
     )

@@ -16,15 +16,12 @@ of creates faster than the watch cannot slip past the limit on one replica.
 
 from __future__ import annotations
 
-import argparse
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from webhook.quantity import byte_count, millicores
+from wspin.core.clock import Monotonic
 from wspin.core.contract import LABEL_COMPONENT, LABEL_COMPONENT_VALUE
-from wspin.core.errors import ConfigError
-from wspin.core.flags import add_flag
+from wspin.core.quantity import byte_count, millicores
 
 Obj = dict[str, Any]
 
@@ -56,64 +53,6 @@ class QuotaLimits:
     @property
     def enabled(self) -> bool:
         return bool(self.max_workspaces or self.max_cpu_millis or self.max_memory_mi)
-
-
-_LIMIT_FLAGS: Final = (
-    ("--max-workspaces-per-tenant", "max_workspaces_per_tenant", "maxWorkspacesPerTenant"),
-    ("--max-cpu-millis-per-tenant", "max_cpu_millis_per_tenant", "maxCpuMillisPerTenant"),
-    ("--max-memory-mi-per-tenant", "max_memory_mi_per_tenant", "maxMemoryMiPerTenant"),
-)
-
-
-def add_tenant_quota_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
-    """The quota's flags (each also read from its WSPIN_* environment variable)."""
-    add_flag(
-        parser,
-        "--max-workspaces-per-tenant",
-        type=int,
-        default=0,
-        help="workspace pods one tenant may run in a namespace; 0 disables the limit",
-    )
-    add_flag(
-        parser,
-        "--max-cpu-millis-per-tenant",
-        type=int,
-        default=0,
-        help="summed CPU requests (millicores) of one tenant's workspace pods in a namespace; "
-        "0 disables the limit",
-    )
-    add_flag(
-        parser,
-        "--max-memory-mi-per-tenant",
-        type=int,
-        default=0,
-        help="summed memory requests (MiB) of one tenant's workspace pods in a namespace; "
-        "0 disables the limit",
-    )
-    add_flag(
-        parser,
-        "--tenant-quota-when-unknown",
-        default="deny",
-        choices=["deny", "allow"],
-        help="answer while the pod cache has not synced: deny (keep the quota) or allow",
-    )
-
-
-def tenant_quota_from_args(args: argparse.Namespace) -> QuotaLimits:
-    """The limits from parsed flags; a negative limit raises ConfigError naming the flag."""
-    for flag, attribute, value_name in _LIMIT_FLAGS:
-        value = getattr(args, attribute)
-        if not isinstance(value, int) or value < 0:
-            raise ConfigError(
-                f"{flag} must be a whole number >= 0 (got {value!r})",
-                f"set {flag} / webhook.tenantQuota.{value_name} to a limit, or 0 to disable it",
-            )
-    return QuotaLimits(
-        max_workspaces=args.max_workspaces_per_tenant,
-        max_cpu_millis=args.max_cpu_millis_per_tenant,
-        max_memory_mi=args.max_memory_mi_per_tenant,
-        when_unknown=args.tenant_quota_when_unknown,
-    )
 
 
 @dataclass(frozen=True)
@@ -192,7 +131,7 @@ class TenantUsage:
     ``apply`` has the informer handler's signature. Memory is one small record per counted pod
     and one per tenant; every update is O(1)."""
 
-    def __init__(self, clock: Callable[[], float]) -> None:
+    def __init__(self, clock: Monotonic) -> None:
         self._clock = clock
         self._shares: dict[tuple[str, str], Share] = {}
         self._totals: dict[tuple[str, str], Totals] = {}

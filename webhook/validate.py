@@ -1,8 +1,9 @@
 """The Workspace validator: which Workspaces the API server may store.
 
 Pure: an AdmissionReview ``request`` dict and a frozen ``ValidatorConfig`` in, ``None`` (allow)
-or a denial message out. No I/O, no logging, no clock. The HTTP edge and the response
-constructors live elsewhere; this module is only the policy (reference/pod-delivery.md §6).
+or a denial message out. No I/O, no logging, no clock, no flags (``webhook.settings`` builds
+the config). The HTTP edge and the response constructors live elsewhere; this module is only
+the policy.
 
 Every denial names the field and says why, so ``kubectl apply`` shows the user what to change.
 Checks run in a fixed order and the first failure wins, so a message never depends on dict order.
@@ -10,28 +11,13 @@ Checks run in a fixed order and the first failure wins, so a message never depen
 
 from __future__ import annotations
 
-import argparse
-import os
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from webhook.workspace_syntax import (
-    domain_problem,
-    parse_cpu_millicores,
-    parse_memory_mi,
-    parse_storage_gi,
-    requirement_problem,
-)
-from wspin.core.errors import ConfigError
-from wspin.core.flags import add_flag
-from wspin.core.namespaces import (
-    ALWAYS_EXCLUDED,
-    add_excluded_namespaces_flag,
-    excluded_namespace_problem,
-    excluded_namespaces_from,
-)
+from webhook.workspace_syntax import domain_problem, requirement_problem
+from wspin.core.namespaces import ALWAYS_EXCLUDED, excluded_namespace_problem
+from wspin.core.quantity import QuantityError, byte_count, is_whole, millicores
 from wspin.core.runtimes import image_syntax_problem, registry_problem
 from wspin.core.workspace_defaults import (
     DEFAULT_CPU_REQUEST,
@@ -43,9 +29,11 @@ Obj = dict[str, Any]
 
 RUNTIME_CLASS_OVERRIDE_ANNOTATION: Final = "llmsafespaces.dev/allow-runtime-class-override"
 
+MI: Final = 2**20
+GI: Final = 2**30
+
 # Kubernetes object names (and so StorageClass names) cap at 253 characters (DNS subdomain).
 MAX_STORAGE_CLASS_LENGTH: Final = 253
-_REGISTRY_PREFIX_CHARS = re.compile(r"^[a-zA-Z0-9._/:@-]+$")
 
 
 @dataclass(frozen=True)
@@ -53,7 +41,7 @@ class ValidatorConfig:
     """Caps and allow-lists for Workspaces; 0 disables a numeric cap."""
 
     max_storage_gi: int = 1024
-    """Largest ``spec.storage.size`` in GiB (Mi rounds up to 1 Gi)."""
+    """Largest ``spec.storage.size`` in GiB (a size is counted in whole GiB, rounded up)."""
     max_cpu_millicores: int = 16000
     """Largest cpu request or limit, in millicores (16 cores)."""
     max_memory_mi: int = 65536
@@ -69,87 +57,6 @@ class ValidatorConfig:
     excluded_namespaces: frozenset[str] = frozenset({ALWAYS_EXCLUDED})
     """``--excluded-namespaces`` plus kube-system and the webhook's own namespace: the pod
     webhook never sees pods there, so no Workspace may be created there."""
-
-
-def add_validator_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
-    """The validator's flags (each also read from its WSPIN_* environment variable)."""
-    add_flag(
-        parser,
-        "--max-workspace-storage-gi",
-        type=int,
-        default=1024,
-        help="largest Workspace spec.storage.size in GiB; 0 disables the cap",
-    )
-    add_flag(
-        parser,
-        "--max-workspace-cpu-millicores",
-        type=int,
-        default=16000,
-        help="largest Workspace cpu request or limit in millicores; 0 disables the cap",
-    )
-    add_flag(
-        parser,
-        "--max-workspace-memory-mi",
-        type=int,
-        default=65536,
-        help="largest Workspace memory request or limit in MiB; 0 disables the cap",
-    )
-    add_flag(
-        parser,
-        "--allowed-runtime-registries",
-        default="",
-        help="comma-separated registry prefixes an image-shaped spec.runtime must start with "
-        "(e.g. ghcr.io/acme/); empty allows only RuntimeEnvironment names",
-    )
-    add_flag(
-        parser,
-        "--allowed-storage-classes",
-        default="",
-        help="comma-separated StorageClass names a Workspace may use; empty allows any",
-    )
-    add_excluded_namespaces_flag(parser)
-
-
-def _comma_list(value: str | None) -> tuple[str, ...]:
-    return tuple(item.strip() for item in (value or "").split(",") if item.strip())
-
-
-def normalize_registry_prefix(prefix: str) -> str:
-    """``ghcr.io/acme`` → ``ghcr.io/acme/``: without the slash ``ghcr.io/acme.evil.com/x`` would
-    match."""
-    return prefix if prefix.endswith("/") else prefix + "/"
-
-
-def validator_config_from_args(args: argparse.Namespace) -> ValidatorConfig:
-    """Build the config from parsed flags; a negative cap raises ConfigError naming the flag."""
-    caps = {
-        "--max-workspace-storage-gi": args.max_workspace_storage_gi,
-        "--max-workspace-cpu-millicores": args.max_workspace_cpu_millicores,
-        "--max-workspace-memory-mi": args.max_workspace_memory_mi,
-    }
-    for flag, value in caps.items():
-        if not isinstance(value, int) or value < 0:
-            raise ConfigError(
-                f"{flag} must be a whole number >= 0 (got {value!r})",
-                f"set {flag} to a positive cap, or 0 to disable it",
-            )
-    registries = _comma_list(args.allowed_runtime_registries)
-    for prefix in registries:
-        if not _REGISTRY_PREFIX_CHARS.match(prefix) or ".." in prefix:
-            raise ConfigError(
-                f"--allowed-runtime-registries entry {prefix!r} is not a registry prefix",
-                "set --allowed-runtime-registries to prefixes like 'ghcr.io/acme/'",
-            )
-    return ValidatorConfig(
-        max_storage_gi=args.max_workspace_storage_gi,
-        max_cpu_millicores=args.max_workspace_cpu_millicores,
-        max_memory_mi=args.max_workspace_memory_mi,
-        allowed_runtime_registries=tuple(normalize_registry_prefix(p) for p in registries),
-        allowed_storage_classes=_comma_list(args.allowed_storage_classes),
-        excluded_namespaces=excluded_namespaces_from(
-            args.excluded_namespaces, os.environ.get("POD_NAMESPACE", "")
-        ),
-    )
 
 
 # -- the checks ------------------------------------------------------------------------------
@@ -256,10 +163,9 @@ def _storage_problem(spec: Obj, cfg: ValidatorConfig) -> str | None:
     size = storage.get("size")
     if not isinstance(size, str) or not size.strip():
         return "spec.storage.size is required, like '10Gi'"
-    try:
-        gi = parse_storage_gi(size)
-    except ValueError as err:
-        return f"spec.storage.size {size!r} {err}"
+    gi = _whole_units(size, GI)
+    if isinstance(gi, str):
+        return f"spec.storage.size {gi}"
     if cfg.max_storage_gi and gi > cfg.max_storage_gi:
         return (
             f"spec.storage.size {size!r} ({gi} Gi) exceeds the maximum {cfg.max_storage_gi} Gi "
@@ -325,6 +231,32 @@ def _resource_fields(resources: Obj) -> dict[str, _Quantity] | str:
     return found
 
 
+def _cpu_millicores(value: str) -> int | str:
+    """A CPU quantity in millicores (rounded up, as the scheduler counts), or why it is
+    refused: any Kubernetes quantity ("2", "2000m", "1.5") above zero is accepted."""
+    try:
+        millis = millicores(value)
+    except QuantityError as err:
+        return str(err)
+    if millis <= 0:
+        return f"{value!r} must be above zero"
+    return millis
+
+
+def _whole_units(value: str, unit: int) -> int | str:
+    """A memory or storage quantity in ``unit`` bytes (rounded up), or why it is refused: it
+    must be above zero and a whole number of bytes ("500m" is half a byte, not 500 MiB)."""
+    try:
+        count = byte_count(value)
+    except QuantityError as err:
+        return str(err)
+    if count <= 0:
+        return f"{value!r} must be above zero"
+    if not is_whole(value):
+        return f"{value!r} is not a whole number of bytes (for mebibytes write 'Mi', like '512Mi')"
+    return -(-count // unit)
+
+
 def _resources_problem(spec: Obj, cfg: ValidatorConfig) -> str | None:
     resources = spec.get("resources")
     if resources is None:
@@ -337,10 +269,9 @@ def _resources_problem(spec: Obj, cfg: ValidatorConfig) -> str | None:
     parsed: dict[str, int] = {}
     for key, quantity in fields.items():
         is_cpu = key.startswith("cpu")
-        try:
-            amount = (parse_cpu_millicores if is_cpu else parse_memory_mi)(quantity.value)
-        except ValueError as err:
-            return f"{quantity.path} {quantity.value!r} {err}"
+        amount = _cpu_millicores(quantity.value) if is_cpu else _whole_units(quantity.value, MI)
+        if isinstance(amount, str):
+            return f"{quantity.path} {amount}"
         cap, unit, flag = (
             (cfg.max_cpu_millicores, "millicores", "--max-workspace-cpu-millicores")
             if is_cpu
@@ -386,7 +317,7 @@ def _derived_limit_problem(
         return None
     if request is None:
         default = DEFAULT_CPU_REQUEST if is_cpu else DEFAULT_MEMORY_REQUEST
-        request = (parse_cpu_millicores if is_cpu else parse_memory_mi)(default)
+        request = millicores(default) if is_cpu else -(-byte_count(default) // MI)
         given = f"the default {name} request {default!r}"
     else:
         given = f"{fields[name].path} {fields[name].value!r}"

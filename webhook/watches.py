@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from webhook.tenant_quota import LABEL_TENANT, QuotaLimits, TenantUsage
+from wspin.core.clock import Monotonic
 from wspin.core.contract import LABEL_COMPONENT, LABEL_COMPONENT_VALUE
 from wspin.core.kinds import PODS
 from wspin.core.objects import Obj
@@ -89,7 +90,7 @@ def _synced_check(informer: Informer) -> Callable[[], str | None]:
     return lambda: None if informer.has_synced else f"{informer.name} has not synced yet"
 
 
-def watched_views(kube: Kube, quota: QuotaLimits, clock: Callable[[], float]) -> WatchedViews:
+def watched_views(kube: Kube, quota: QuotaLimits, clock: Monotonic) -> WatchedViews:
     """The catalogue always; the pod cache only when a tenant quota is configured."""
     runtimes = Informer(kube, RUNTIME_ENVIRONMENTS)
     informers = [runtimes]

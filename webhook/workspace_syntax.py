@@ -1,8 +1,8 @@
-"""The syntax of Workspace fields: resource quantities, package requirements, host names.
+"""The syntax of Workspace fields that are not Kubernetes types: package requirements and
+egress host names. (Quantities are Kubernetes' own, read by ``wspin.core.quantity``.)
 
-Pure predicates and parsers the Workspace validator applies; each parser raises ValueError
-with the reason, each ``*_problem`` returns the reason or None. The patterns are deliberately
-narrower than Kubernetes' own: they define what a workspace may ask for, not what parses.
+Pure predicates the Workspace validator applies; each ``*_problem`` returns the reason or
+None. The patterns are deliberately narrow: they define what a workspace may ask for.
 """
 
 from __future__ import annotations
@@ -15,11 +15,6 @@ MAX_REQUIREMENT_LENGTH: Final = 256
 # RFC 1035 total length of a domain name.
 MAX_DOMAIN_LENGTH: Final = 253
 
-_STORAGE_SIZE = re.compile(r"^([1-9][0-9]*)(Gi|Mi)$")
-# Positive millicores ("500m"), or positive decimal cores ("1.5", "0.001"). A bare integer
-# ("2") is refused like the reference's settings pattern: cores must be written "2.0" or "2000m".
-_CPU = re.compile(r"^([1-9][0-9]*)m$|^([1-9][0-9]*\.[0-9]+|0\.[0-9]*[1-9][0-9]*)$")
-_MEMORY = re.compile(r"^([1-9][0-9]*)(Ki|Mi|Gi)$")
 # Package name (a "/" only after an npm "@scope"), optional pip extras, optional @version,
 # optional comma-separated version constraints. Deliberately narrow: flags, URLs, markers and
 # whitespace all fail it. A slash anywhere else is a source, not a name: npm reads
@@ -36,46 +31,6 @@ _ARCHIVE_SUFFIXES: Final = (".whl", ".tgz", ".tar", ".tar.gz", ".tar.bz2", ".tar
 _DOMAIN = re.compile(r"^(\*\.)?([a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?\.)+[a-zA-Z]{2,63}$")
 # In-cluster names would let a user open a NetworkPolicy hole to cluster services.
 _INTERNAL_SUFFIXES: Final = (".cluster.local", ".svc", ".local", ".internal")
-
-
-def parse_cpu_millicores(value: str) -> int:
-    """``500m`` → 500, ``1.5`` → 1500, ``0.001`` → 1; zero, bare integers and other units fail.
-
-    Sub-millicore digits are truncated, as the scheduler cannot use them either.
-    """
-    match = _CPU.match(value)
-    if not match:
-        raise ValueError(
-            "must be positive millicores like '500m' or decimal cores like '1.5' "
-            "(zero, bare integers and other units are refused)"
-        )
-    if match.group(1):
-        return int(match.group(1))
-    whole, _, fraction = match.group(2).partition(".")
-    millis = int(whole) * 1000 + int((fraction + "000")[:3])
-    if millis < 1:
-        raise ValueError("is below one millicore")
-    return millis
-
-
-def parse_memory_mi(value: str) -> int:
-    """``1Gi`` → 1024, ``512Mi`` → 512, ``1Ki`` → 1 (rounded up); other units fail."""
-    match = _MEMORY.match(value)
-    if not match:
-        raise ValueError("must be a positive whole number with Ki, Mi or Gi, like '1Gi'")
-    amount, unit = int(match.group(1)), match.group(2)
-    if unit == "Ki":
-        return max(1, -(-amount // 1024))
-    return amount * 1024 if unit == "Gi" else amount
-
-
-def parse_storage_gi(value: str) -> int:
-    """``10Gi`` → 10, ``256Mi`` → 1 (Mi rounds up: a claim occupies at least 1 Gi of quota)."""
-    match = _STORAGE_SIZE.match(value)
-    if not match:
-        raise ValueError("must match ^[1-9][0-9]*(Gi|Mi)$, like '10Gi'")
-    amount = int(match.group(1))
-    return max(1, -(-amount // 1024)) if match.group(2) == "Mi" else amount
 
 
 def requirement_problem(requirement: str) -> str | None:

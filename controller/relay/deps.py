@@ -16,7 +16,7 @@ from controller.relay.health import HealthReport
 from controller.relay.identity import ClusterIdentity
 from controller.relay.metrics import RelayMetrics
 from controller.settings import RelayArtifactConfig
-from controller.toolkit.clock import Clock, utc_now
+from wspin.core.clock import Clock, utc_now
 from wspin.kube.client import Kube
 
 EXPECTED_CREDENTIALS: Final[dict[str, str]] = {"aws": "aws-relay-irwa", "oci": "oci-credentials"}

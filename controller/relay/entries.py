@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Final
 
 from controller.relay.spec import Instance, ProviderSpec, new_instance, placeholder_id
-from controller.toolkit.clock import format_time
+from wspin.core.clock import format_time
 
 FAILED: Final = "provisioning-failed"
 PROVISIONING: Final = "provisioning"

@@ -23,9 +23,9 @@ from controller.relay.plan import (
     REQUEUE_PROVISIONING,
 )
 from controller.relay.spec import Instance
-from controller.toolkit.clock import format_time
 from controller.toolkit.conditions import condition, find_condition, set_conditions
 from controller.types import Obj
+from wspin.core.clock import format_time
 
 
 def fleet_status(

@@ -1,14 +1,14 @@
 """The relay controller's Prometheus metrics, prefix ``llmsafespaces_relay_``.
 
-Held in one object registered into a registry the caller picks: the process registry in
-production, a private one per test (so tests never collide on global names).
+Held in one object registered on the registry the caller passes: the manager's (the
+process's one registry) in production, a private one per test.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from controller.relay.spec import Instance
 
@@ -17,7 +17,7 @@ PROVISION_BUCKETS = (5, 15, 30, 60, 120, 300, 600, 900, 1200)
 
 
 class RelayMetrics:
-    def __init__(self, registry: CollectorRegistry = REGISTRY) -> None:
+    def __init__(self, registry: CollectorRegistry) -> None:
         self.registry = registry
         self.healthy_replicas = Gauge(
             "llmsafespaces_relay_healthy_replicas",

@@ -33,7 +33,7 @@ from controller.relay.drivers.base import (
 )
 from controller.relay.identity import ClusterIdentity
 from controller.relay.metrics import RelayMetrics
-from controller.toolkit.clock import Clock, format_time, utc_now
+from wspin.core.clock import Clock, format_time, utc_now
 from wspin.core.errors import KubeAPIError, TransientError
 from wspin.core.kinds import INFERENCE_RELAYS, Resource
 from wspin.core.logs import fields

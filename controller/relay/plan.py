@@ -44,9 +44,9 @@ from controller.relay.spec import (
     has_real_id,
     new_instance,
 )
-from controller.toolkit.clock import format_time, parse_time
 from controller.toolkit.conditions import find_condition
 from controller.types import Obj
+from wspin.core.clock import format_time, parse_time
 
 REQUEUE_PROVISIONING: Final = 10.0
 REQUEUE_DEGRADED: Final = 15.0

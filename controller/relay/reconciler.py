@@ -40,11 +40,11 @@ from controller.relay.spec import (
     has_real_id,
     parse_spec,
 )
-from controller.toolkit.clock import format_time
 from controller.toolkit.conditions import condition, set_conditions
 from controller.toolkit.finalizers import add_finalizer
 from controller.toolkit.status import write_status
 from controller.types import Obj, ObjectKey, ObjectReader, Requeue
+from wspin.core.clock import format_time
 from wspin.core.errors import Conflict, KubeAPIError, TransientError
 from wspin.core.kinds import INFERENCE_RELAYS
 from wspin.core.logs import fields

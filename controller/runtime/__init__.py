@@ -1,5 +1,6 @@
 """The controller runtime: informer caches, the work queue, the manager that wires them with
-leader election and the probe/metrics servers, and the runtime's metrics.
+leader election and the probe/metrics servers, and the runtime's metrics. The manager reads
+``controller.settings.RuntimeSettings`` itself; nothing copies its fields.
 
 Reconcilers never import this package's internals: they see ``controller.types`` only
 (keys, ``Requeue``, ``ObjectReader``) and register through ``Manager.add_controller``.

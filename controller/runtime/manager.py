@@ -38,12 +38,13 @@ from controller.runtime.controller import (
     work,
 )
 from controller.runtime.metrics import RuntimeMetrics
-from controller.runtime.options import ManagerOptions
 from controller.runtime.queue import WorkQueue
+from controller.settings import RuntimeSettings
 from controller.types import Obj, ObjectKey, ObjectReader, Reconciler
 from wspin.core.kinds import Resource
 from wspin.core.logs import fields
 from wspin.http import probes as serving
+from wspin.http.probes import process_registry
 from wspin.kube.client import Kube
 from wspin.kube.informer import EventType, Informer
 from wspin.kube.leader import LeaderElector
@@ -76,17 +77,18 @@ class Manager:
     def __init__(
         self,
         kube: Kube,
-        options: ManagerOptions,
+        settings: RuntimeSettings,
         *,
         registry: CollectorRegistry | None = None,
     ) -> None:
         self.kube = kube
-        self.options = options
-        self.metrics = RuntimeMetrics(registry)
-        self.registry = self.metrics.registry
+        self.settings = settings
+        self.registry = registry if registry is not None else process_registry()
+        """The process's one metrics registry; every part registers its metrics here."""
+        self.metrics = RuntimeMetrics(self.registry)
         self.readiness = serving.Readiness()
         self.health_port: int | None = None
-        """The bound probe port once running (differs from the options when 0 was asked)."""
+        """The bound probe port once running (differs from the settings when 0 was asked)."""
         self.metrics_port: int | None = None
         self._informers: dict[tuple[Resource, str | None, str | None], Informer] = {}
         self._informer_tasks: list[asyncio.Task[None]] = []
@@ -96,18 +98,8 @@ class Manager:
         self._stopping = asyncio.Event()
         self._running = False
         self._failure: BaseException | None = None
-        election = options.leader_election
-        self.elector: LeaderElector | None = None
-        if election.enabled:
-            self.elector = LeaderElector(
-                kube,
-                namespace=election.namespace,
-                name=election.name,
-                identity=election.identity,
-                lease_duration=election.lease_duration,
-                renew_deadline=election.renew_deadline,
-                retry_period=election.retry_period,
-            )
+        election = settings.leader_election
+        self.elector = LeaderElector(kube, election) if election.enabled else None
         self._leader_gauge = self.metrics.leader.labels(
             election.name, election.identity if election.enabled else "leader-election-disabled"
         )
@@ -259,7 +251,7 @@ class Manager:
         self._leading.set()
         self._leader_gauge.set(1)
         term = _Term()
-        workers = self.options.max_concurrent_reconciles
+        workers = self.settings.max_concurrent_reconciles
         for controller in self._controllers:
             controller.queue.shut_down()
             controller.queue = self._new_queue(controller.reconciler.name)
@@ -294,7 +286,7 @@ class Manager:
         ``abort`` is set) or cancel."""
         term.stop.set()
         if graceful and term.tasks and not (abort is not None and abort.is_set()):
-            grace = self.options.graceful_shutdown_timeout
+            grace = self.settings.graceful_shutdown_timeout
             finished = asyncio.ensure_future(asyncio.wait(term.tasks))
             aborted = asyncio.ensure_future(abort.wait() if abort else asyncio.Event().wait())
             await asyncio.wait(
@@ -360,7 +352,7 @@ class Manager:
         self._informer_tasks.clear()
 
     async def _start_servers(self, stack: contextlib.AsyncExitStack) -> None:
-        runtime = self.options
+        runtime = self.settings
         host = runtime.bind_host or ""  # "" = every interface
         health = web.Application()
         serving.add_probe_routes(health, self.readiness)

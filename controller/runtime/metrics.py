@@ -1,8 +1,7 @@
 """The runtime's Prometheus metrics, named in controller-runtime's spirit.
 
-Each manager owns its own ``CollectorRegistry`` (two managers in one test process must not
-collide), served on ``--metrics-port``. Reconcilers that want their own metrics register
-them on ``manager.registry``.
+Registered on the manager's registry (``manager.registry``, the process's one registry,
+served on ``--metrics-port``); reconcilers register their own metrics objects on it too.
 """
 
 from __future__ import annotations
@@ -12,8 +11,6 @@ from prometheus_client import (
     Counter,
     Gauge,
     Histogram,
-    PlatformCollector,
-    ProcessCollector,
 )
 
 # controller-runtime's reconcile_time buckets: 5 ms .. 60 s.
@@ -69,10 +66,8 @@ RESULT_TERMINAL = "terminal_error"
 class RuntimeMetrics:
     """Reconcile counts, errors and latency per controller; queue depth; leader status."""
 
-    def __init__(self, registry: CollectorRegistry | None = None) -> None:
-        self.registry = registry or CollectorRegistry()
-        ProcessCollector(registry=self.registry)
-        PlatformCollector(registry=self.registry)
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
         self.reconcile_total = Counter(
             "wspin_controller_reconcile_total",
             "Reconciles per controller and result (success, error, requeue_after, terminal_error).",

@@ -14,8 +14,9 @@ envelope Secrets and their revocation); ``handoff`` (scoped tokens, the revision
 Secret); ``ownership`` (one Workspace per relay identity: a same-named Workspace in another
 namespace gets ``NameConflict``, never another tenant's key); ``health`` (agentd's health
 report in the running pod, mirrored into ``status.secretsDelivery``); ``conditions`` and
-``events`` (what the pass reports); ``escalation`` (the rotate recovery); ``redact`` (keeps
-every staged key out of log lines, Events and condition messages). Not exported here: the
+``events`` (what the pass reports); ``escalation`` (the rotate recovery). Every staged key is
+registered with the process's ``wspin.core.redact.Redactor``, which keeps it out of log lines,
+Events and condition messages. Not exported here: the
 pass depends on the Workspace package, which imports this one.
 """
 

@@ -22,8 +22,6 @@ import asyncio
 import base64
 import binascii
 import json
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final, TypedDict
 
@@ -31,6 +29,7 @@ import aiohttp
 
 from controller.staging.arming import RelayStagingConfig
 from controller.staging.desired import ProviderCredential
+from wspin.core.clock import Monotonic, monotonic
 from wspin.core.errors import WspinError
 
 
@@ -101,7 +100,7 @@ class CredentialSource:
         config: RelayStagingConfig,
         *,
         ttl: float = CACHE_TTL,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Monotonic = monotonic,
     ) -> None:
         self.config = config
         self.ttl = ttl

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import logging
 from dataclasses import dataclass, field
 from typing import Final
@@ -39,11 +40,11 @@ from pyhpke import AEADId, CipherSuite, KDFId, KEMId, KEMKeyInterface, PyHPKEErr
 
 from controller.staging.desired import Bookkeeping, DesiredProvider, Staged, go_json
 from controller.staging.ownership import owner_labels
-from controller.staging.redact import Redactor, group_id
 from controller.staging.secrets import RelaySecrets
 from controller.types import Obj
 from wspin.core.errors import AlreadyExists, KubeAPIError, WspinError
 from wspin.core.logs import fields
+from wspin.core.redact import Redactor
 
 log = logging.getLogger("controller.staging")
 
@@ -245,6 +246,17 @@ async def revoke(
     return outcome
 
 
+REDACTION_GROUP_PREFIX: Final = "staged:"
+
+
+def redaction_group(envelope: str) -> str:
+    """The redactor group of a staged key: ``staged:`` + unpadded base64url of the first 12
+    bytes of SHA-256(envelope). Recorded as ``redactionID`` in the bookkeeping, so a later
+    pass (or process) can drop the key from the redactor when its envelope goes."""
+    digest = hashlib.sha256(envelope.encode()).digest()[:12]
+    return REDACTION_GROUP_PREFIX + base64.urlsafe_b64encode(digest).decode().rstrip("=")
+
+
 async def seal(
     relay: RelaySecrets,
     redactor: Redactor,
@@ -258,7 +270,7 @@ async def seal(
     it; the superseded envelope's group leaves once the new one is written."""
     workspace = ws["metadata"]["name"]
     envelope = sealer.seal(want.credential.api_key.encode())
-    group = group_id(envelope)
+    group = redaction_group(envelope)
     redactor.register(group, want.credential.api_key)  # before anything can echo it
     try:
         await write_envelope(

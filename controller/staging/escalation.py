@@ -32,7 +32,7 @@ from controller.staging.secrets import (
     RelaySecrets,
     parse_hpke_pub,
 )
-from controller.toolkit.clock import format_time, parse_time
+from wspin.core.clock import format_time, parse_time
 from wspin.core.errors import Conflict, KubeAPIError
 from wspin.core.logs import fields
 

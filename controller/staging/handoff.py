@@ -31,8 +31,8 @@ from controller.staging.clients import InternalCallError, MintRequest
 from controller.staging.desired import Bookkeeping, DesiredProvider
 from controller.staging.ownership import owner_labels
 from controller.staging.secrets import secret_value
-from controller.toolkit.clock import format_time, parse_time
 from controller.types import Obj
+from wspin.core.clock import format_time, parse_time
 from wspin.core.kinds import SECRETS, WORKSPACES
 from wspin.core.logs import fields
 from wspin.kube.client import Kube

@@ -114,7 +114,7 @@ class HealthScraper:
 
     def __init__(
         self,
-        registry: CollectorRegistry | None,
+        registry: CollectorRegistry,
         *,
         port: int = DEFAULT_PORT,
         timeout: float = TIMEOUT,

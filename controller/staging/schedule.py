@@ -24,7 +24,7 @@ from datetime import datetime
 from typing import Final
 
 from controller.staging.handoff import HandoffEntry
-from controller.toolkit.clock import parse_time
+from wspin.core.clock import parse_time
 
 DEFAULT_STALENESS_BOUND: Final = 120.0
 RENEWAL_SPREAD: Final = 0.1

@@ -52,7 +52,6 @@ from controller.staging.escalation import Escalation, Result, escalate, lineage_
 from controller.staging.handoff import HandoffWriter, renew, revision
 from controller.staging.health import HealthScraper, mirror_health
 from controller.staging.ownership import WorkspaceNames, staged_for
-from controller.staging.redact import Redactor
 from controller.staging.schedule import DEFAULT_STALENESS_BOUND, next_pass_in, staleness_tick
 from controller.staging.secrets import (
     RelaySecretError,
@@ -60,13 +59,14 @@ from controller.staging.secrets import (
     ensure_mint_key,
     read_hpke_pub,
 )
-from controller.toolkit.clock import Clock, utc_now
 from controller.toolkit.conditions import find_condition
 from controller.toolkit.events import EventRecorder
 from controller.types import Obj, ObjectReader, StagingReport
+from wspin.core.clock import Clock, utc_now
 from wspin.core.errors import KubeAPIError, TransientError
 from wspin.core.kinds import WORKSPACES
 from wspin.core.logs import fields
+from wspin.core.redact import Redactor
 from wspin.kube.client import Kube
 
 log = logging.getLogger("controller.staging")

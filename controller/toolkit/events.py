@@ -19,8 +19,8 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Final, Literal
 
-from controller.toolkit.clock import Clock, format_time, utc_now
 from controller.types import Obj
+from wspin.core.clock import Clock, format_time, utc_now
 from wspin.core.errors import NamespaceTerminating
 from wspin.core.kinds import EVENTS, Resource
 from wspin.core.logs import fields

@@ -14,11 +14,11 @@ limit, so the pod stays valid (a request above its limit is refused by the API s
 
 from __future__ import annotations
 
-import re
-from decimal import Decimal
+from fractions import Fraction
 from typing import Any, Final
 
 from wspin.core.errors import WspinError
+from wspin.core.quantity import QuantityError, multiply, parse_quantity
 from wspin.core.workspace_defaults import (
     DEFAULT_CPU_REQUEST,
     DEFAULT_MEMORY_REQUEST,
@@ -26,24 +26,6 @@ from wspin.core.workspace_defaults import (
 )
 
 Obj = dict[str, Any]
-
-_QUANTITY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$")
-_FACTORS: Final = {
-    "": Decimal(1),
-    "m": Decimal("0.001"),
-    "k": Decimal(10) ** 3,
-    "M": Decimal(10) ** 6,
-    "G": Decimal(10) ** 9,
-    "T": Decimal(10) ** 12,
-    "P": Decimal(10) ** 15,
-    "E": Decimal(10) ** 18,
-    "Ki": Decimal(2) ** 10,
-    "Mi": Decimal(2) ** 20,
-    "Gi": Decimal(2) ** 30,
-    "Ti": Decimal(2) ** 40,
-    "Pi": Decimal(2) ** 50,
-    "Ei": Decimal(2) ** 60,
-}
 
 # (flat field, Kubernetes section, resource name)
 _FIELDS: Final = (
@@ -58,33 +40,14 @@ class ResourcesError(WspinError):
     """``spec.resources`` cannot become container resources; the message names the field."""
 
 
-def _amount(path: str, value: str) -> Decimal:
-    match = _QUANTITY.match(value)
-    if not match:
-        raise ResourcesError(
-            f"{path} {value!r} is not a quantity",
-            "write it like '500m' or '2' (cpu) or '512Mi' (memory)",
-        )
-    return Decimal(match.group(1)) * _FACTORS[match.group(2) or ""]
-
-
-def amount(value: str) -> Decimal:
-    """The quantity ``value`` as a number of base units (cores, bytes); ValueError if it is
-    not one. The API server stores quantities in canonical form ("2.0" → "2"), so compare
-    amounts, not text."""
+def _amount(path: str, value: str) -> Fraction:
+    """The quantity's exact value; ResourcesError naming the field when it is not one."""
     try:
-        return _amount("quantity", value)
-    except ResourcesError as err:
-        raise ValueError(err.message) from None
-
-
-def _times(value: str, factor: int) -> str:
-    """``value`` multiplied, in the same unit (``500m`` → ``2000m``, ``1Gi`` → ``4Gi``)."""
-    match = _QUANTITY.match(value)
-    assert match is not None  # checked by _amount first
-    number = Decimal(match.group(1)) * factor
-    text = format(number.normalize(), "f")
-    return f"{text}{match.group(2) or ''}"
+        return parse_quantity(value)
+    except QuantityError as err:
+        raise ResourcesError(
+            f"{path} {err}", "write it like '500m' or '2' (cpu) or '512Mi' (memory)"
+        ) from None
 
 
 def given_quantities(resources: Obj) -> dict[tuple[str, str], tuple[str, str]]:
@@ -129,7 +92,9 @@ def container_resources(spec: Obj) -> Obj:
             requests[name] = limit[1]
         else:
             requests[name] = default
-        limits[name] = limit[1] if limit is not None else _times(requests[name], LIMIT_BURST_FACTOR)
+        limits[name] = (
+            limit[1] if limit is not None else multiply(requests[name], LIMIT_BURST_FACTOR)
+        )
         if (
             request_amount is not None
             and limit_amount is not None

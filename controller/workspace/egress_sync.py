@@ -11,9 +11,7 @@ within its TTL without any event.
 
 from __future__ import annotations
 
-import time
 from collections import OrderedDict
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
@@ -30,6 +28,7 @@ from controller.workspace.egress import (
     next_resolution,
     policy_name,
 )
+from wspin.core.clock import Monotonic, monotonic
 from wspin.kube.client import Kube
 
 EGRESS_CONDITION: Final = "EgressPolicy"
@@ -56,7 +55,7 @@ class EgressPolicies:
         settings: EgressSettings,
         *,
         cilium: bool,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Monotonic = monotonic,
     ) -> None:
         self.kube = kube
         self.existing = existing

@@ -19,9 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-import time
 from collections import OrderedDict
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
@@ -29,6 +27,8 @@ import aiohttp
 import orjson
 from prometheus_client import CollectorRegistry, Counter
 from yarl import URL
+
+from wspin.core.clock import Monotonic, monotonic
 
 log = logging.getLogger("controller.orgstatus")
 
@@ -78,7 +78,7 @@ class OrgStatusCache:
         ttl: float = 30.0,
         timeout: float = 5.0,
         log_interval: float = 60.0,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Monotonic = monotonic,
     ) -> None:
         self._session = session
         """The HTTP session; None: one of its own, opened on first use and closed by close()."""

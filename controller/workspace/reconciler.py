@@ -28,7 +28,6 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from controller.settings import WorkspaceSettings
-from controller.toolkit.clock import Clock, format_time, utc_now
 from controller.toolkit.conditions import find_condition, remove_conditions, set_conditions
 from controller.toolkit.events import EventRecorder
 from controller.toolkit.finalizers import add_finalizer, has_finalizer, remove_finalizer
@@ -48,6 +47,7 @@ from controller.workspace import status as st
 from controller.workspace.credentials import desired_password_secret
 from controller.workspace.egress_sync import EgressPolicies
 from controller.workspace.metrics import VerifyMetrics
+from wspin.core.clock import Clock, format_time, utc_now
 from wspin.core.contract import ARTIFACTS
 from wspin.core.errors import AlreadyExists, Conflict, Invalid, NamespaceTerminating, NotFound
 from wspin.core.kinds import PODS, PVCS, SECRETS, SERVICE_ACCOUNTS, WORKSPACES

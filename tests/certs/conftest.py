@@ -1,7 +1,6 @@
-"""Certificate test helpers: a fixed and a fake clock, real handshakes, a live HTTPS webhook.
+"""Certificate test helpers: a fixed clock, real handshakes, a live HTTPS webhook.
 
 - ``NOW``: the fixed instant the pure tests build certificates at.
-- ``FakeClock``: a clock tests advance by hand (the sources and the authority take it).
 - ``handshake(port, trust_pem)``: the certificate a fresh TLS connection gets, verified by a
   client that trusts only ``trust_pem`` and checks the Service's DNS name.
 - ``serve(source)``: the real webhook application (``make_app``) served over HTTPS from a
@@ -29,11 +28,12 @@ from typing import Any
 
 import pytest
 from cryptography import x509
+from prometheus_client import CollectorRegistry
 
 from certs.authority import Policy
 from certs.build import service_dns_names
 from certs.cabundle import targets
-from certs.clock import Clock, utc_now
+from certs.metrics import CertificateMetrics
 from certs.reports import ENDPOINT_SLICES, SERVICE_NAME_LABEL, ServingReports, reports_name
 from certs.selfmanaged import SelfManagedSettings, SelfManagedSource
 from certs.source import CertificateSource
@@ -44,30 +44,18 @@ from webhook.demo import DEMO_CONFIG
 from webhook.inject import InjectConfig
 from webhook.protocol import start
 from webhook.validate import ValidatorConfig
+from wspin.core.clock import Clock, utc_now
 from wspin.core.kinds import MUTATING_WEBHOOKS, VALIDATING_WEBHOOKS
 from wspin.core.objects import Obj
 from wspin.http.probes import Readiness
 from wspin.kube.client import Kube
-from wspin.kube.leader import LeaderElector
+from wspin.kube.leader import LeaderElector, LeaseSettings
 
 NOW = datetime.datetime(2026, 3, 1, 12, 0, 0, tzinfo=datetime.UTC)
 SERVICE = "wspin-webhook"
 NAMESPACE = "wspin-system"
 SERVICE_HOST = f"{SERVICE}.{NAMESPACE}.svc"
 CAPTURES = ADMISSION
-
-
-class FakeClock:
-    """A clock that only moves when told to."""
-
-    def __init__(self, now: datetime.datetime) -> None:
-        self.now = now
-
-    def __call__(self) -> datetime.datetime:
-        return self.now
-
-    def advance(self, delta: datetime.timedelta) -> None:
-        self.now += delta
 
 
 def trust(bundle_pem: bytes) -> ssl.SSLContext:
@@ -161,9 +149,11 @@ def replica(
     policy: Policy = TEST_POLICY,
     clock: Clock = utc_now,
     refresh: float = 0.05,
+    metrics: CertificateMetrics | None = None,
 ) -> SelfManagedSource:
-    """One webhook replica's self-managed source, as ``certificate_source_from_args`` builds
-    it but with timings short enough for tests."""
+    """One webhook replica's self-managed source, as ``certs.source.certificate_source``
+    builds it but with timings short enough for tests (``metrics``: on a registry of its own
+    unless given)."""
     settings = SelfManagedSettings(
         secret=SECRET,
         namespace=namespace,
@@ -174,16 +164,23 @@ def replica(
     )
     elector = LeaderElector(
         kube,
-        namespace=namespace,
-        name=f"{SECRET}-authority",
-        identity=identity,
-        lease_duration=2.0,
-        renew_deadline=1.5,
-        retry_period=0.1,
+        LeaseSettings(
+            namespace=namespace,
+            name=f"{SECRET}-authority",
+            identity=identity,
+            lease_duration=2.0,
+            renew_deadline=1.5,
+            retry_period=0.1,
+        ),
     )
     reports = ServingReports(kube, namespace, reports_name(SECRET), SERVICE)
     return SelfManagedSource(
-        SecretStore(kube, namespace, SECRET), settings, elector, reports=reports, clock=clock
+        SecretStore(kube, namespace, SECRET),
+        settings,
+        elector,
+        reports=reports,
+        metrics=metrics or CertificateMetrics(CollectorRegistry()),
+        clock=clock,
     )
 
 

@@ -12,20 +12,22 @@ from typing import Any
 import aiohttp
 import pytest
 from cryptography import x509
-from prometheus_client import REGISTRY
+from prometheus_client import CollectorRegistry
 
 from certs.build import KeyPair, issue_serving, new_ca, service_dns_names
 from certs.files import TOLERATED_FAILURES, FileSource, write_certificates
+from certs.metrics import CertificateMetrics
 from tests.certs.conftest import (
     NAMESPACE,
     SERVICE,
     SERVICE_HOST,
-    FakeClock,
     admission_review,
     handshake,
     serve,
     trust,
 )
+from tests.support.clock import FakeClock
+from tests.support.metrics import count
 from wspin.core.errors import ConfigError
 
 
@@ -52,8 +54,11 @@ def files(tmp_path: Path, ca: KeyPair) -> Path:
     return tmp_path
 
 
-def _source(folder: Path, interval: float = 10.0) -> FileSource:
-    return FileSource(folder / "tls.crt", folder / "tls.key", interval=interval)
+def _source(
+    folder: Path, interval: float = 10.0, registry: CollectorRegistry | None = None
+) -> FileSource:
+    metrics = CertificateMetrics(registry or CollectorRegistry())
+    return FileSource(folder / "tls.crt", folder / "tls.key", metrics=metrics, interval=interval)
 
 
 def test_generated_files_are_the_ca_the_leaf_and_a_private_key(tmp_path: Path) -> None:
@@ -203,11 +208,8 @@ async def test_replaced_files_reach_the_next_handshake_of_a_pooled_client(
 DAY = datetime.timedelta(days=1)
 
 
-def _rejected(reason: str) -> float:
-    value = REGISTRY.get_sample_value(
-        "wspin_webhook_certificate_reload_rejected_total", {"reason": reason}
-    )
-    return value or 0.0
+def _rejected(registry: CollectorRegistry, reason: str) -> float:
+    return count(registry, "wspin_webhook_certificate_reload_rejected_total", reason=reason)
 
 
 def _bad_pair(kind: str, ca: KeyPair) -> tuple[bytes, bytes]:
@@ -237,10 +239,10 @@ async def test_a_reload_to_a_bad_pair_keeps_serving_the_current_one_logs_and_cou
 ) -> None:
     good = _leaf(old_ca)
     write_certificates(tmp_path, old_ca, good)
-    source = _source(tmp_path)
+    registry = CollectorRegistry()
+    source = _source(tmp_path, registry=registry)
     source.load_at_start()
     cert_pem, key_pem = _bad_pair(kind, old_ca)
-    before = _rejected(kind)
     caplog.set_level(logging.INFO, logger="wspin.certs")
     async with serve(source) as port:
         (tmp_path / "tls.crt").write_bytes(cert_pem)
@@ -249,7 +251,7 @@ async def test_a_reload_to_a_bad_pair_keeps_serving_the_current_one_logs_and_cou
             assert await source.reload() is False
         assert await handshake(port, old_ca.cert_pem) == good.cert
     assert source.healthy()
-    assert _rejected(kind) == before + 1  # one bad pair, however many reloads saw it
+    assert _rejected(registry, kind) == 1  # one bad pair, however many reloads saw it
     (last,) = [r for r in caplog.records if "not reloaded" in r.getMessage()][-1:]
     assert last.levelno == logging.WARNING
     assert last.fields["reason"] == kind  # type: ignore[attr-defined]
@@ -299,31 +301,40 @@ def test_readiness_covers_not_before_and_not_after(tmp_path: Path, old_ca: KeyPa
     leaf = _leaf(old_ca)
     write_certificates(tmp_path, old_ca, leaf)
     clock = FakeClock(_now())
-    source = FileSource(tmp_path / "tls.crt", tmp_path / "tls.key", clock=clock)
+    source = FileSource(
+        tmp_path / "tls.crt",
+        tmp_path / "tls.key",
+        metrics=CertificateMetrics(CollectorRegistry()),
+        clock=clock,
+    )
     source.load_at_start()
     assert source.problem() is None and source.healthy()
-    clock.now = leaf.not_before - datetime.timedelta(seconds=1)
+    clock.set(leaf.not_before - datetime.timedelta(seconds=1))
     assert not source.healthy()
     assert "not valid before" in (source.problem() or "")
-    clock.now = leaf.not_after
+    clock.set(leaf.not_after)
     assert not source.healthy()
     assert "expired" in (source.problem() or "")
 
 
 def test_without_a_certificate_the_readiness_reason_says_so() -> None:
-    source = FileSource(Path("/nonexistent/tls.crt"), Path("/nonexistent/tls.key"))
+    source = FileSource(
+        Path("/nonexistent/tls.crt"),
+        Path("/nonexistent/tls.key"),
+        metrics=CertificateMetrics(CollectorRegistry()),
+    )
     assert source.problem() == "no serving certificate loaded"
 
 
 async def test_each_distinct_bad_pair_is_counted_once(tmp_path: Path, old_ca: KeyPair) -> None:
     write_certificates(tmp_path, old_ca, _leaf(old_ca))
-    source = _source(tmp_path)
+    registry = CollectorRegistry()
+    source = _source(tmp_path, registry=registry)
     source.load_at_start()
-    before = _rejected("expired")
     for _ in range(2):
         cert_pem, key_pem = _bad_pair("expired", old_ca)  # a new expired pair each time
         (tmp_path / "tls.crt").write_bytes(cert_pem)
         (tmp_path / "tls.key").write_bytes(key_pem)
         for _ in range(3):
             assert await source.reload() is False
-    assert _rejected("expired") == before + 2
+    assert _rejected(registry, "expired") == 2

@@ -1,4 +1,5 @@
-"""The webhook's certificate flags: every invalid combination names the flag that fixes it."""
+"""The webhook's certificate flags and the source they pick: every invalid combination names
+the flag that fixes it."""
 
 from __future__ import annotations
 
@@ -7,11 +8,14 @@ import asyncio
 from pathlib import Path
 
 import pytest
+from prometheus_client import CollectorRegistry
 
 from certs.build import issue_serving, new_ca, service_dns_names
 from certs.files import FileSource, write_certificates
-from certs.options import add_certificate_flags, certificate_source_from_args
+from certs.metrics import CertificateMetrics
 from certs.selfmanaged import SelfManagedSource
+from certs.settings import add_certificate_flags, certificate_settings_from_args
+from certs.source import CertificateSource, certificate_source
 from tests.certs.conftest import NAMESPACE, NOW, SERVICE, Webhooks
 from wspin.core.errors import ConfigError
 from wspin.core.flags import Parser
@@ -23,6 +27,12 @@ def parse(*argv: str) -> argparse.Namespace:
     parser = Parser()
     add_certificate_flags(parser)
     return parser.parse_args(argv)
+
+
+def source_for(args: argparse.Namespace, kube: Kube | None, namespace: str) -> CertificateSource:
+    """What the webhook does at start: settings from the flags, then the source."""
+    settings = certificate_settings_from_args(args)
+    return certificate_source(settings, kube, namespace, CertificateMetrics(CollectorRegistry()))
 
 
 SELF_MANAGED = (
@@ -64,7 +74,7 @@ def test_invalid_combinations_are_config_errors_naming_the_flag(
 ) -> None:
     kube = Kube(kube_api) if with_api else None  # type: ignore[arg-type]
     with pytest.raises(ConfigError) as caught:
-        certificate_source_from_args(parse(*argv), kube, "ns")
+        source_for(parse(*argv), kube, "ns")
     assert message in caught.value.message
     assert fix in caught.value.fix
 
@@ -84,7 +94,7 @@ def test_file_mode_reads_the_files_at_start(tmp_path: Path) -> None:
     ca = new_ca(NOW)
     leaf = issue_serving(ca, service_dns_names(SERVICE, NAMESPACE), NOW)
     write_certificates(tmp_path, ca, leaf)
-    source = certificate_source_from_args(
+    source = source_for(
         parse(f"--tls-cert-file={tmp_path / 'tls.crt'}", f"--tls-key-file={tmp_path / 'tls.key'}"),
         None,
         "ns",
@@ -103,7 +113,7 @@ async def test_self_managed_mode_campaigns_for_its_own_lease_and_serves(
         f"--mutating-webhook-name={webhooks.mutating}",
         f"--validating-webhook-name={webhooks.validating}",
     )
-    source = certificate_source_from_args(args, kube, namespace)
+    source = source_for(args, kube, namespace)
     assert isinstance(source, SelfManagedSource)
     task = asyncio.create_task(source.run())
     try:

@@ -25,7 +25,6 @@ from certs.build import renew_at, signed_by
 from certs.store import SecretStore, Stored
 from tests.certs.conftest import (
     SECRET,
-    FakeClock,
     Webhooks,
     endpoint_slice,
     handshake,
@@ -33,6 +32,7 @@ from tests.certs.conftest import (
     serve,
 )
 from tests.certs.traffic import DAY, HOUR, POLICY, ApiServerClient, background, until
+from tests.support.clock import FakeClock
 from wspin.kube.client import Kube
 
 
@@ -82,7 +82,7 @@ async def test_leaf_then_ca_rotation_under_load_fails_no_request(
         await until(lambda: progress(0), "requests flow")
 
         # 1. Leaf renewal at two thirds of its lifetime: same CA, new leaf everywhere.
-        clock.now = renew_at(first.serving.cert)
+        clock.set(renew_at(first.serving.cert))
         await until(
             lambda: served_by_all(lambda s: s.serving != first.serving), "the new leaf serves"
         )
@@ -92,7 +92,7 @@ async def test_leaf_then_ca_rotation_under_load_fails_no_request(
         await until(lambda: progress(mark), "requests flow on the renewed leaf")
 
         # 2. CA rotation at two thirds of the CA's lifetime: old + new CA published first.
-        clock.now = renew_at(first.ca.cert)
+        clock.set(renew_at(first.ca.cert))
         await until(
             lambda: served_by_all(lambda s: len(s.bundle) == 2 and s.published),
             "both CAs are published",

@@ -16,15 +16,15 @@ import datetime
 import logging
 
 import pytest
-from prometheus_client import REGISTRY
+from prometheus_client import CollectorRegistry
 
 from certs.build import renew_at, signed_by
+from certs.metrics import CertificateMetrics
 from certs.reports import leaf_fingerprint, reports_name
 from certs.selfmanaged import SelfManagedSource
 from certs.store import SecretStore, Stored
 from tests.certs.conftest import (
     SECRET,
-    FakeClock,
     Webhooks,
     endpoint_slice,
     handshake,
@@ -32,6 +32,8 @@ from tests.certs.conftest import (
     serve,
 )
 from tests.certs.traffic import DAY, HOUR, POLICY, ApiServerClient, background, until
+from tests.support.clock import FakeClock
+from tests.support.metrics import sample
 from wspin.core.kinds import CONFIGMAPS
 from wspin.kube.client import Kube
 
@@ -59,9 +61,10 @@ class Paced:
         assert self.rounds <= seen + 1
 
 
-def gauge(name: str) -> float | None:
-    value: float | None = REGISTRY.get_sample_value(name)
-    return value
+def shared_metrics() -> tuple[CollectorRegistry, CertificateMetrics]:
+    """One registry both replicas report on: the gauges are the Lease holder's."""
+    registry = CollectorRegistry()
+    return registry, CertificateMetrics(registry)
 
 
 async def test_the_old_ca_stays_until_a_lagging_replica_serves_the_new_leaf(
@@ -70,8 +73,9 @@ async def test_the_old_ca_stays_until_a_lagging_replica_serves_the_new_leaf(
     clock = FakeClock(datetime.datetime.now(datetime.UTC) - 90 * DAY)
     await endpoint_slice(kube, namespace, {"a": True, "b": True})
     store = SecretStore(kube, namespace, SECRET)
-    a = replica(kube, namespace, webhooks, "a", policy=POLICY, clock=clock)
-    b = replica(kube, namespace, webhooks, "b", policy=POLICY, clock=clock)
+    registry, metrics = shared_metrics()
+    a = replica(kube, namespace, webhooks, "a", policy=POLICY, clock=clock, metrics=metrics)
+    b = replica(kube, namespace, webhooks, "b", policy=POLICY, clock=clock, metrics=metrics)
     lagging = Paced(b)
     caplog.set_level(logging.INFO, logger="wspin.certs")
 
@@ -107,7 +111,7 @@ async def test_the_old_ca_stays_until_a_lagging_replica_serves_the_new_leaf(
         assert first.ca is not None
 
         # The CA rotation starts: both CAs are published, the client trusts both.
-        clock.now = renew_at(first.ca.cert)
+        clock.set(renew_at(first.ca.cert))
         await until(
             lambda: asyncio.sleep(0, len(client.bundle.split(b"-----BEGIN")) == 3),
             "the client trusts old and new CA",
@@ -135,10 +139,10 @@ async def test_the_old_ca_stays_until_a_lagging_replica_serves_the_new_leaf(
         # Long past propagation: a holds the old CA in, says so in a metric and a log line.
         clock.advance(3 * HOUR)
         await until(
-            lambda: asyncio.sleep(0, gauge("wspin_webhook_ca_rotation_held") == 1.0),
+            lambda: asyncio.sleep(0, sample(registry, "wspin_webhook_ca_rotation_held") == 1.0),
             "the rotation is reported as held",
         )
-        assert gauge("wspin_webhook_ca_rotation_lagging_replicas") == 1.0
+        assert sample(registry, "wspin_webhook_ca_rotation_lagging_replicas") == 1.0
         (held,) = [r for r in caplog.records if "old CA kept" in r.getMessage()]
         assert held.levelno == logging.WARNING
         assert held.fields["lagging"] == ["b"]  # type: ignore[attr-defined]
@@ -169,7 +173,7 @@ async def test_the_old_ca_stays_until_a_lagging_replica_serves_the_new_leaf(
             )
 
         await until(finished, "the old CA leaves the bundle after b catches up")
-        assert gauge("wspin_webhook_ca_rotation_held") == 0.0
+        assert sample(registry, "wspin_webhook_ca_rotation_held") == 0.0
         mark = dict(client.ok_by_port)
         await until(
             lambda: asyncio.sleep(
@@ -194,7 +198,7 @@ async def test_a_replica_that_is_not_ready_does_not_hold_the_rotation(
         await until(lambda: _published(store), "the Secret is published")
         first = await store.read()
         assert first.ca is not None
-        clock.now = renew_at(first.ca.cert)
+        clock.set(renew_at(first.ca.cert))
         await until(lambda: _bundle_size(store, 2), "both CAs are published")
         clock.advance(HOUR)
         await until(lambda: _bundle_size(store, 1), "the rotation finishes without 'gone'")

@@ -13,10 +13,11 @@ from collections.abc import AsyncIterator, Callable
 from typing import cast
 
 import pytest
-from prometheus_client import REGISTRY
+from prometheus_client import CollectorRegistry
 
 from certs.authority import apply_step, next_step
 from certs.build import KeyPair, issue_serving, signed_by
+from certs.metrics import CertificateMetrics
 from certs.reports import ServingReports
 from certs.selfmanaged import SelfManagedSettings, SelfManagedSource
 from certs.store import SecretStore, Stored
@@ -29,6 +30,7 @@ from tests.certs.conftest import (
     serve,
 )
 from tests.kubeapi import KubeServer
+from tests.support.metrics import count
 from wspin.core.errors import Conflict
 from wspin.core.kinds import LEASES, MUTATING_WEBHOOKS, VALIDATING_WEBHOOKS
 from wspin.kube.client import Kube
@@ -243,7 +245,9 @@ async def test_leadership_won_during_a_round_starts_the_next_round_at_once() -> 
     store = CountingStore(stored)
     leadership = WinsDuringTheFirstRound()
     settings = SelfManagedSettings(SECRET, "ns", TEST_POLICY, webhooks=(), refresh=60.0)
-    source = SelfManagedSource(store, settings, leadership, reports=UNUSED_REPORTS)
+    source = SelfManagedSource(
+        store, settings, leadership, reports=UNUSED_REPORTS, metrics=unused_metrics()
+    )
     async with running(source):
         await eventually(lambda: store.reads >= 2, timeout=5.0)
     assert leadership.leading
@@ -273,7 +277,9 @@ class ConflictingStore(CountingStore):
 async def test_a_secret_that_keeps_changing_is_re_read_with_a_growing_pause() -> None:
     store = ConflictingStore(conflicts=7)
     settings = SelfManagedSettings(SECRET, "ns", TEST_POLICY, webhooks=(), refresh=1.0)
-    source = SelfManagedSource(store, settings, AlwaysLeading(), reports=UNUSED_REPORTS)
+    source = SelfManagedSource(
+        store, settings, AlwaysLeading(), reports=UNUSED_REPORTS, metrics=unused_metrics()
+    )
     delays = [await source.round() for _ in range(7)]
     assert delays == [0.0, 0.1, 0.2, 0.4, 0.8, 1.0, 1.0]
     assert await source.round() == 1.0  # the writes went through: settled until refresh
@@ -308,17 +314,16 @@ class RecordingStore(ConflictingStore):
 async def test_a_leader_that_loses_the_lease_mid_round_takes_no_further_step() -> None:
     store = RecordingStore()
     settings = SelfManagedSettings(SECRET, "ns", TEST_POLICY, webhooks=(), refresh=1.0)
-    source = SelfManagedSource(store, settings, LosesAfterFirstCheck(), reports=UNUSED_REPORTS)
+    source = SelfManagedSource(
+        store, settings, LosesAfterFirstCheck(), reports=UNUSED_REPORTS, metrics=unused_metrics()
+    )
     await source.round()
     assert len(store.writes) == 1  # "create"; "publish" needed the Lease it no longer held
     assert store.stored.serving is not None and not store.stored.published
 
 
-def _rejected(reason: str) -> float:
-    value = REGISTRY.get_sample_value(
-        "wspin_webhook_certificate_reload_rejected_total", {"reason": reason}
-    )
-    return value or 0.0
+def unused_metrics() -> CertificateMetrics:
+    return CertificateMetrics(CollectorRegistry())
 
 
 @pytest.mark.parametrize("kind", ["expired", "not-yet-valid", "key-mismatch"])
@@ -332,7 +337,10 @@ async def test_a_replica_keeps_its_certificate_when_the_secret_gets_a_bad_pair(
     """Every replica reads the same Secret: a bad pair there must not reach any of them."""
     day = datetime.timedelta(days=1)
     now = datetime.datetime.now(datetime.UTC)
-    follower = replica(kube, namespace, webhooks, "follower")  # no campaign: never leads
+    registry = CollectorRegistry()
+    metrics = CertificateMetrics(registry)
+    # No campaign: it never leads.
+    follower = replica(kube, namespace, webhooks, "follower", metrics=metrics)
     store = SecretStore(kube, namespace, SECRET)
     good = await store.write(apply_step("create", Stored(), now - 30 * day, TEST_POLICY))
     assert good.ca is not None and good.serving is not None
@@ -348,12 +356,12 @@ async def test_a_replica_keeps_its_certificate_when_the_secret_gets_a_bad_pair(
         await follower.round()
         assert await handshake(port, good.bundle_pem) == good.serving.cert
         await store.write(dataclasses.replace(good, serving=bad))
-        before = _rejected(kind)
         for _ in range(3):
             await follower.round()
         assert await handshake(port, good.bundle_pem) == good.serving.cert
     assert follower.healthy()
-    assert _rejected(kind) == before + 1  # counted once, not once per round
+    rejected = count(registry, "wspin_webhook_certificate_reload_rejected_total", reason=kind)
+    assert rejected == 1  # counted once, not once per round
     lines = [r for r in caplog.records if "not loaded" in r.getMessage()]
     assert len(lines) == 1
     assert lines[0].fields["reason"] == kind  # type: ignore[attr-defined]

@@ -120,15 +120,20 @@ def test_every_webhook_value_reaches_its_setting(full_render: Rendered) -> None:
 async def test_self_managed_certificate_flags_pass_the_certificate_checks(renders: Any) -> None:
     # The same call the webhook makes at start: a Secret or Service name it refuses exits 1.
     from kubernetes_asyncio.client import ApiClient, Configuration
+    from prometheus_client import CollectorRegistry
 
-    from certs.options import certificate_source_from_args
+    from certs.metrics import CertificateMetrics
     from certs.selfmanaged import SelfManagedSource
+    from certs.settings import certificate_settings_from_args
+    from certs.source import certificate_source
     from wspin.kube.client import Kube
 
     rendered = renders["selfManaged"]
     api = ApiClient(Configuration(host="https://127.0.0.1:1"))  # never called here
     try:
-        source = certificate_source_from_args(parse(rendered, "webhook"), Kube(api), NAMESPACE)
+        settings = certificate_settings_from_args(parse(rendered, "webhook"))
+        metrics = CertificateMetrics(CollectorRegistry())
+        source = certificate_source(settings, Kube(api), NAMESPACE, metrics)
     finally:
         await api.close()
     assert isinstance(source, SelfManagedSource)
@@ -146,7 +151,7 @@ async def test_self_managed_certificate_flags_pass_the_certificate_checks(render
         if "leases" in rule["resources"]
         for name in rule.get("resourceNames", [])
     }
-    assert lease_names == {source.leadership.name}  # type: ignore[attr-defined]
+    assert lease_names == {source.leadership.lease.name}  # type: ignore[attr-defined]
 
 
 @pytest.mark.usefixtures("clean_environment")
@@ -159,8 +164,8 @@ def test_both_processes_take_the_namespaces_the_pod_webhook_skips(any_render: Re
     (expression,) = selector["namespaceSelector"]["matchExpressions"]
     skipped = set(expression["values"])
     assert {"kube-system", NAMESPACE} <= skipped
-    webhook = webhook_settings(parse(any_render, "webhook"))
+    environ = {"POD_NAMESPACE": NAMESPACE}  # the chart sets it from the pod's namespace
+    webhook = webhook_settings(parse(any_render, "webhook"), environ=environ)
     assert webhook.validator.excluded_namespaces == skipped
-    environ = {"POD_NAMESPACE": NAMESPACE}
     controller = controller_settings(parse(any_render, "controller"), environ=environ)
     assert controller.workspace.excluded_namespaces == skipped

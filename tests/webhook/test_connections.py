@@ -18,6 +18,7 @@ from collections.abc import AsyncGenerator, AsyncIterator
 from pathlib import Path
 
 import pytest
+from prometheus_client import CollectorRegistry
 
 from certs.build import issue_serving, new_ca, service_dns_names
 from certs.files import write_certificates
@@ -25,6 +26,7 @@ from certs.tls import context_for
 from tests.webhook.conftest import SERVICE_HOST, example_config, load_capture
 from tests.webhook.test_process import PINS, clean_env, free_port
 from webhook.app import make_app
+from webhook.metrics import AdmissionMetrics
 from webhook.protocol import Listener, start
 from webhook.validate import ValidatorConfig
 from wspin.http.probes import Readiness
@@ -48,11 +50,19 @@ def request_bytes(body: bytes = REVIEW) -> bytes:
 
 
 class Server:
-    def __init__(self, port: int, trust: ssl.SSLContext, listener: Listener | None = None) -> None:
+    def __init__(
+        self,
+        port: int,
+        trust: ssl.SSLContext,
+        listener: Listener | None = None,
+        registry: CollectorRegistry | None = None,
+    ) -> None:
         self.port = port
         self.trust = trust
         self.listener = listener
         """The in-process server's listener (None for a server in another process)."""
+        self.registry = registry
+        """The in-process server's metrics registry (None for a server in another process)."""
 
     async def connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         return await asyncio.open_connection(
@@ -64,12 +74,16 @@ async def serve(limits: ConnectionLimits) -> AsyncGenerator[Server, None]:
     now = datetime.datetime.now(datetime.UTC)
     ca = new_ca(now)
     leaf = issue_serving(ca, service_dns_names("wspin-webhook", "wspin-system"), now)
-    app = make_app(example_config(), ValidatorConfig(), Readiness())
+    registry = CollectorRegistry()
+    app = make_app(
+        example_config(), ValidatorConfig(), Readiness(), metrics=AdmissionMetrics(registry)
+    )
     runner, port = await start(
         app, "127.0.0.1", 0, ssl_context=context_for(leaf.cert_pem, leaf.key_pem), limits=limits
     )
     try:
-        yield Server(port, ssl.create_default_context(cadata=ca.cert_pem.decode()), runner)
+        trust = ssl.create_default_context(cadata=ca.cert_pem.decode())
+        yield Server(port, trust, runner, registry)
     finally:
         await runner.cleanup()
 

@@ -35,7 +35,6 @@ from email.utils import parsedate_to_datetime
 from typing import Any
 
 import pytest
-from prometheus_client import REGISTRY
 
 from tests.webhook.conftest import SERVICE_HOST
 from tests.webhook.test_connections import (
@@ -362,9 +361,10 @@ def parse_answers(stream: bytes) -> list[Answer]:
     return answers
 
 
-def reviews_answered() -> float:
-    """The server's own count of mutate-pods reviews answered with a patch (all runs)."""
-    value = REGISTRY.get_sample_value(
+def reviews_answered(server: Server) -> float:
+    """The server's own count of mutate-pods reviews answered with a patch."""
+    assert server.registry is not None
+    value = server.registry.get_sample_value(
         "wspin_webhook_requests_total", {"webhook": "mutate-pods", "outcome": "patched"}
     )
     return value or 0.0
@@ -389,17 +389,17 @@ async def test_a_client_that_reads_nothing_for_a_while_gets_every_answer_in_orde
         reader, writer = await asyncio.open_connection(
             sock=sock, ssl=server.trust, server_hostname=SERVICE_HOST
         )
-        before = reviews_answered()
+        before = reviews_answered(server)
         writer.write(b"".join(requests))
         # The client reads nothing: the server answers until its answers back up, then stops.
-        last, settled = reviews_answered(), time.monotonic()
+        last, settled = reviews_answered(server), time.monotonic()
         while time.monotonic() - settled < 0.5:
             await asyncio.sleep(0.1)
-            if reviews_answered() != last:
-                last, settled = reviews_answered(), time.monotonic()
+            if reviews_answered(server) != last:
+                last, settled = reviews_answered(server), time.monotonic()
         assert last - before < reviews
         stream = await asyncio.wait_for(reader.read(), 60)  # to the close after the last
-        assert reviews_answered() - before == reviews
+        assert reviews_answered(server) - before == reviews
         answers = parse_answers(stream)
         assert len(answers) == len(requests)
         assert all(a.status == 200 for a in answers), {a.status for a in answers}

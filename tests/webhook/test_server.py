@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from prometheus_client import CollectorRegistry
 
 from tests.kubeapi import KubeServer
 from tests.webhook.conftest import AGENTD_IMAGE
@@ -28,7 +29,7 @@ class FakeSleep:
 async def test_readiness_waits_for_the_probe_then_passes_on_a_supporting_cluster(
     kube: Kube, namespace: str
 ) -> None:
-    gate = ImageVolumeGate(required=True)
+    gate = ImageVolumeGate(required=True, registry=CollectorRegistry())
     assert gate.check() == "image-volume support probe has not run yet"
     await gate.run(kube, namespace, AGENTD_IMAGE)
     assert gate.check() is None
@@ -39,7 +40,7 @@ async def test_readiness_stays_failed_naming_the_feature_gate_when_volumes_are_d
 ) -> None:
     kube_server.image_volume_gate = False
     sleep = FakeSleep()
-    gate = ImageVolumeGate(required=True, sleep=sleep)
+    gate = ImageVolumeGate(required=True, registry=CollectorRegistry(), sleep=sleep)
     await gate.run(kube, namespace, AGENTD_IMAGE)
     problem = gate.check()
     assert problem is not None
@@ -56,7 +57,12 @@ async def test_an_api_error_keeps_readiness_failed_and_the_probe_retries_with_ba
         status, method="POST", path=f"/api/v1/namespaces/{namespace}/pods", count=4
     )
     sleep = FakeSleep()
-    gate = ImageVolumeGate(required=True, backoff=Backoff(first=1.0, limit=4.0), sleep=sleep)
+    gate = ImageVolumeGate(
+        required=True,
+        registry=CollectorRegistry(),
+        backoff=Backoff(first=1.0, limit=4.0),
+        sleep=sleep,
+    )
     sleep.gate = gate
     await gate.run(kube, namespace, AGENTD_IMAGE)
     assert sleep.delays == [1.0, 2.0, 4.0, 4.0]
@@ -66,4 +72,4 @@ async def test_an_api_error_keeps_readiness_failed_and_the_probe_retries_with_ba
 
 
 def test_no_probe_is_required_without_api_access() -> None:
-    assert ImageVolumeGate(required=False).check() is None
+    assert ImageVolumeGate(required=False, registry=CollectorRegistry()).check() is None

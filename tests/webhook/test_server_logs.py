@@ -16,6 +16,7 @@ from collections.abc import Iterator
 
 import pytest
 from aiohttp import web
+from prometheus_client import CollectorRegistry
 
 from webhook.app import make_app
 from webhook.demo import DEMO_CONFIG
@@ -84,7 +85,7 @@ async def test_the_admission_port_logs_a_refused_header_line_without_the_header(
 async def test_an_aiohttp_server_logs_a_refused_header_line_without_the_header(
     log_lines: io.StringIO,
 ) -> None:
-    runner, port = await start(probe_app(Readiness()), "127.0.0.1", 0)
+    runner, port = await start(probe_app(Readiness(), CollectorRegistry()), "127.0.0.1", 0)
     try:
         assert (await send_raw(port, REFUSED_HEADER)).startswith(b"HTTP/1.0 400")
         await asyncio.sleep(0.05)

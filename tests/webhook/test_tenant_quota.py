@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from webhook.quantity import byte_count, millicores, parse_quantity
+from tests.support.clock import FakeClock
 from webhook.tenant_quota import (
     LABEL_TENANT,
     RESERVATION_SECONDS,
@@ -15,14 +15,6 @@ from webhook.tenant_quota import (
     pod_requests,
     quota_problem,
 )
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def pod(
@@ -69,40 +61,15 @@ def create(obj: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def synced(*pods: dict[str, Any], clock: Clock | None = None) -> TenantUsage:
-    usage = TenantUsage(clock or Clock())
+def synced(*pods: dict[str, Any], clock: FakeClock | None = None) -> TenantUsage:
+    usage = TenantUsage((clock or FakeClock()).monotonic)
     for p in pods:
         usage.apply("ADDED", p, None)
     usage.synced = True
     return usage
 
 
-class TestQuantities:
-    @pytest.mark.parametrize(
-        ("text", "millis"),
-        [("500m", 500), ("1", 1000), ("1.5", 1500), ("0.001", 1), ("0.0001", 1), (2, 2000)],
-    )
-    def test_cpu_is_whole_millicores_rounded_up(self, text: object, millis: int) -> None:
-        assert millicores(text) == millis
-
-    @pytest.mark.parametrize(
-        ("text", "count"),
-        [
-            ("512Mi", 512 * 2**20),
-            ("1Gi", 2**30),
-            ("1G", 10**9),
-            ("1e3", 1000),
-            ("128974848", 128974848),
-        ],
-    )
-    def test_memory_is_bytes(self, text: str, count: int) -> None:
-        assert byte_count(text) == count
-
-    @pytest.mark.parametrize("text", ["", "1.2.3", "5 Mi", "Mi", "1x", "1" * 65, True, None, [1]])
-    def test_what_is_not_a_quantity_is_refused(self, text: object) -> None:
-        with pytest.raises(ValueError, match="not a quantity"):
-            parse_quantity(text)
-
+class TestRequests:
     def test_init_and_main_container_requests_are_summed(self) -> None:
         assert pod_requests(pod("p", cpu="1", init_cpu="250m")) == (1250, 512 * 2**20)
 
@@ -189,7 +156,7 @@ class TestLimits:
 
 class TestReservations:
     def test_a_burst_faster_than_the_watch_is_held_to_the_limit(self) -> None:
-        clock = Clock()
+        clock = FakeClock()
         usage = synced(clock=clock)
         limits = QuotaLimits(max_workspaces=3)
         admitted = []
@@ -210,19 +177,19 @@ class TestReservations:
         assert usage.usage("ws-a", "acme").pods == 1
 
     def test_a_reservation_the_watch_never_confirms_expires(self) -> None:
-        clock = Clock()
+        clock = FakeClock()
         usage = synced(clock=clock)
         _, share = quota_problem(create(pod("p1")), QuotaLimits(max_workspaces=1), usage)
         assert share is not None
         usage.reserve("p1", share)
         assert quota_problem(create(pod("p2")), QuotaLimits(max_workspaces=1), usage)[0]
-        clock.now += RESERVATION_SECONDS
+        clock.advance(RESERVATION_SECONDS)
         assert quota_problem(create(pod("p2")), QuotaLimits(max_workspaces=1), usage)[0] is None
 
 
 class TestUnknownUsage:
     def test_before_the_cache_syncs_the_configured_answer_is_given(self) -> None:
-        usage = TenantUsage(Clock())
+        usage = TenantUsage(FakeClock().monotonic)
         problem, _ = quota_problem(create(pod("p")), QuotaLimits(max_workspaces=5), usage)
         assert problem is not None and "whenUnknown=allow" in problem
         open_limits = QuotaLimits(max_workspaces=5, when_unknown="allow")

@@ -13,14 +13,12 @@ import yaml
 
 from tests.fixtures import ADMISSION
 from tests.webhook.conftest import LiveWebhook
+from webhook.settings import add_validator_flags, validator_config_from_args
 from webhook.validate import (
     RUNTIME_CLASS_OVERRIDE_ANNOTATION,
     ValidatorConfig,
-    add_validator_flags,
     validate_workspace,
-    validator_config_from_args,
 )
-from webhook.workspace_syntax import parse_cpu_millicores, parse_memory_mi, parse_storage_gi
 from wspin.core.errors import ConfigError
 
 CAPTURES = ADMISSION
@@ -89,7 +87,7 @@ class TestRuntime:
 
     def test_a_prefix_without_trailing_slash_is_normalized_so_lookalikes_fail(self) -> None:
         args = parse(["--allowed-runtime-registries", "ghcr.io/acme, registry.k8s.io/"])
-        cfg = validator_config_from_args(args)
+        cfg = validator_config_from_args(args, "")
         assert cfg.allowed_runtime_registries == ("ghcr.io/acme/", "registry.k8s.io/")
         assert denial(cfg, runtime="ghcr.io/acme/rt:1") is None
         assert denial(cfg, runtime="ghcr.io/acme.evil.com/rt:1") is not None
@@ -122,7 +120,7 @@ class TestRuntime:
 
 
 class TestStorage:
-    @pytest.mark.parametrize("size", ["1Gi", "1024Gi", "256Mi", "1048576Mi"])
+    @pytest.mark.parametrize("size", ["1Gi", "1024Gi", "256Mi", "1048576Mi", "10G", "010Gi"])
     def test_sizes_within_the_cap_are_allowed(self, size: str) -> None:
         assert denial(storage={"size": size}) is None
 
@@ -132,10 +130,11 @@ class TestStorage:
             ("1025Gi", "exceeds the maximum 1024 Gi"),
             ("1048577Mi", "(1025 Gi) exceeds"),
             ("999999Gi", "exceeds"),
-            ("0Gi", "^[1-9]"),
-            ("10G", "^[1-9]"),
-            ("10Ti", "^[1-9]"),
-            ("010Gi", "^[1-9]"),
+            ("0Gi", "'0Gi' must be above zero"),
+            ("-1Gi", "must be above zero"),
+            ("10Ti", "(10240 Gi) exceeds"),
+            ("ten", "'ten' is not a quantity"),
+            ("500m", "is not a whole number of bytes"),
             ("", "required"),
         ],
     )
@@ -171,28 +170,53 @@ class TestStorage:
         assert message and "254 characters" in message
 
 
-class TestCpuParser:
+class TestQuantitiesAsUsersWriteThem:
     @pytest.mark.parametrize(
-        ("text", "millis"),
-        [("500m", 500), ("1.5", 1500), ("0.001", 1), ("2.0", 2000), ("16000m", 16000)],
+        "resources",
+        [
+            {"cpu": "2", "cpuLimit": "2"},
+            {"cpu": "2000m", "cpuLimit": "4"},
+            {"cpu": "1.5", "memory": "1.5Gi"},
+            {"cpu": "0.5", "memory": "512Mi", "cpuLimit": "1e0", "memoryLimit": "1e9"},
+            {"cpu": "100u"},
+            {"memory": "1G", "memoryLimit": "2G"},
+            {"requests": {"cpu": "2"}, "limits": {"cpu": "4", "memory": "2Gi"}},
+        ],
     )
-    def test_valid_cpu_quantities_convert_to_millicores(self, text: str, millis: int) -> None:
-        assert parse_cpu_millicores(text) == millis
+    def test_every_kubernetes_quantity_within_the_caps_is_allowed(
+        self, resources: dict[str, Any]
+    ) -> None:
+        assert denial(resources=resources) is None
 
-    @pytest.mark.parametrize("text", ["0", "0m", "500", "1000M", "-1", "1.5m", "", "0.0", "1e3"])
-    def test_invalid_cpu_quantities_are_rejected(self, text: str) -> None:
-        with pytest.raises(ValueError, match="millicores"):
-            parse_cpu_millicores(text)
+    @pytest.mark.parametrize(
+        ("resources", "fragment"),
+        [
+            ({"cpu": "0"}, "spec.resources.cpu '0' must be above zero"),
+            ({"cpu": "-1"}, "spec.resources.cpu '-1' must be above zero"),
+            ({"cpuLimit": "two"}, "spec.resources.cpuLimit 'two' is not a quantity"),
+            ({"memory": "0Mi"}, "spec.resources.memory '0Mi' must be above zero"),
+            ({"memory": "500m"}, "'500m' is not a whole number of bytes"),
+            ({"memory": "1.5Mi "}, "is not a quantity"),
+        ],
+    )
+    def test_quantities_that_are_not_or_not_above_zero_are_denied_naming_the_field(
+        self, resources: dict[str, Any], fragment: str
+    ) -> None:
+        message = denial(resources=resources)
+        assert message and fragment in message
 
-    def test_memory_and_storage_parsers_round_up(self) -> None:
-        assert parse_memory_mi("1Gi") == 1024
-        assert parse_memory_mi("1Ki") == 1
-        assert parse_memory_mi("1025Ki") == 2
-        assert parse_storage_gi("1Mi") == 1
-        assert parse_storage_gi("1025Mi") == 2
-        for bad in ("1G", "0Mi", "1.5Gi"):
-            with pytest.raises(ValueError):
-                parse_memory_mi(bad)
+    @pytest.mark.parametrize(
+        ("size", "allowed"),
+        [("10Gi", True), ("256Mi", True), ("1.5Gi", True), ("1T", True), ("0Gi", False)],
+    )
+    def test_storage_sizes_are_kubernetes_quantities(self, size: str, allowed: bool) -> None:
+        assert (denial(storage={"size": size}) is None) is allowed
+
+    def test_storage_is_capped_in_whole_gibibytes_rounded_up(self) -> None:
+        cfg = ValidatorConfig(max_storage_gi=2)
+        assert denial(cfg, storage={"size": "2Gi"}) is None
+        message = denial(cfg, storage={"size": "2049Mi"})
+        assert message and "(3 Gi) exceeds the maximum 2 Gi" in message
 
 
 class TestResources:
@@ -206,7 +230,7 @@ class TestResources:
         ("resources", "fragment"),
         [
             ({"cpu": "16001m"}, "spec.resources.cpu '16001m' (16001 millicores) exceeds"),
-            ({"cpu": "500"}, "spec.resources.cpu '500'"),
+            ({"cpu": "500"}, "spec.resources.cpu '500' (500000 millicores) exceeds"),
             ({"memory": "65537Mi"}, "spec.resources.memory '65537Mi' (65537 Mi) exceeds"),
             ({"cpuLimit": "17.0"}, "spec.resources.cpuLimit '17.0' (17000 millicores) exceeds"),
             ({"memoryLimit": "65Gi"}, "spec.resources.memoryLimit '65Gi' (66560 Mi) exceeds"),
@@ -219,7 +243,6 @@ class TestResources:
             ({"memory": "2Gi", "memoryLimit": "1Gi"}, "must be at least the request"),
             ({"requests": {"cpu": "2.0"}, "limits": {"cpu": "500m"}}, "must be at least"),
             ({"cpu": "1.0", "requests": {"cpu": "1.0"}}, "both set the same quantity"),
-            ({"memory": "1G"}, "Ki, Mi or Gi"),
             ({"cpu": 2}, "string quantity"),
         ],
     )
@@ -471,23 +494,23 @@ def parse(argv: list[str]) -> argparse.Namespace:
 
 class TestFlags:
     def test_defaults_match_the_reference(self) -> None:
-        cfg = validator_config_from_args(parse([]))
+        cfg = validator_config_from_args(parse([]), "")
         assert cfg == ValidatorConfig(1024, 16000, 65536, (), ())
 
     def test_flags_come_from_the_environment(self, monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setenv("WSPIN_MAX_WORKSPACE_STORAGE_GI", "50")
         monkeypatch.setenv("WSPIN_ALLOWED_STORAGE_CLASSES", "fast,standard")
-        cfg = validator_config_from_args(parse([]))
+        cfg = validator_config_from_args(parse([]), "")
         assert cfg.max_storage_gi == 50
         assert cfg.allowed_storage_classes == ("fast", "standard")
 
     def test_a_negative_cap_is_a_config_error_naming_the_flag(self) -> None:
         with pytest.raises(ConfigError, match="--max-workspace-cpu-millicores"):
-            validator_config_from_args(parse(["--max-workspace-cpu-millicores", "-1"]))
+            validator_config_from_args(parse(["--max-workspace-cpu-millicores", "-1"]), "")
 
     def test_a_registry_entry_with_bad_characters_is_a_config_error(self) -> None:
         with pytest.raises(ConfigError, match="--allowed-runtime-registries"):
-            validator_config_from_args(parse(["--allowed-runtime-registries", "ghcr.io/a b/"]))
+            validator_config_from_args(parse(["--allowed-runtime-registries", "ghcr.io/a b/"]), "")
 
 
 # Every Workspace capture from a real API server, with the outcome it must get.
@@ -576,13 +599,12 @@ class TestExcludedNamespaces:
     def test_an_existing_workspace_there_can_still_be_updated_and_so_deleted(self) -> None:
         assert validate_workspace(self.request("tools", "UPDATE"), self.EXCLUDED) is None
 
-    def test_the_flag_adds_the_webhooks_own_namespace(
-        self, monkeypatch: pytest.MonkeyPatch
-    ) -> None:
-        monkeypatch.setenv("POD_NAMESPACE", "wspin")
+    def test_the_flag_adds_the_webhooks_own_namespace(self) -> None:
         parser = argparse.ArgumentParser()
         add_validator_flags(parser)
-        cfg = validator_config_from_args(parser.parse_args(["--excluded-namespaces=tools"]))
+        cfg = validator_config_from_args(
+            parser.parse_args(["--excluded-namespaces=tools"]), "wspin"
+        )
         assert cfg.excluded_namespaces == {"kube-system", "wspin", "tools"}
 
 

@@ -15,7 +15,7 @@ from wspin.core.errors import ConfigError
 from wspin.core.kinds import LEASES, Resource
 from wspin.core.objects import Obj
 from wspin.kube.client import Kube
-from wspin.kube.leader import LeaderElector
+from wspin.kube.leader import LeaderElector, LeaseSettings
 
 # Short, but in the production proportions (15 / 10 / 2).
 LEASE, RENEW, RETRY = 1.5, 1.0, 0.2
@@ -24,12 +24,14 @@ LEASE, RENEW, RETRY = 1.5, 1.0, 0.2
 def elector(kube: Kube, namespace: str, identity: str) -> LeaderElector:
     return LeaderElector(
         kube,
-        namespace=namespace,
-        name="test-lease",
-        identity=identity,
-        lease_duration=LEASE,
-        renew_deadline=RENEW,
-        retry_period=RETRY,
+        LeaseSettings(
+            namespace=namespace,
+            name="test-lease",
+            identity=identity,
+            lease_duration=LEASE,
+            renew_deadline=RENEW,
+            retry_period=RETRY,
+        ),
     )
 
 
@@ -247,10 +249,12 @@ def test_timings_out_of_proportion_are_refused(lease: float, renew: float, retry
     with pytest.raises(ConfigError, match="lease duration > renew deadline"):
         LeaderElector(
             Kube(None),  # type: ignore[arg-type]
-            namespace="ns",
-            name="x",
-            identity="me",
-            lease_duration=lease,
-            renew_deadline=renew,
-            retry_period=retry,
+            LeaseSettings(
+                namespace="ns",
+                name="x",
+                identity="me",
+                lease_duration=lease,
+                renew_deadline=renew,
+                retry_period=retry,
+            ),
         )

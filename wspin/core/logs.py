@@ -1,7 +1,7 @@
 """JSON logging: one object per line, fields passed with ``extra={"fields": {...}}``.
 
-Never log a secret: callers pass only what is safe to show; the controller's redactor
-(``controller/staging/redact.py``) additionally scrubs staged keys from every line, and
+Never log a secret: callers pass only what is safe to show; the process's redactor
+(``wspin.core.redact``) additionally scrubs registered secrets from every line, and
 aiohttp's own server records are cut to their fixed text (``HTTP_SERVER_LOGGERS``).
 """
 

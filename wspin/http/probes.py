@@ -11,7 +11,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    GCCollector,
+    PlatformCollector,
+    ProcessCollector,
+    generate_latest,
+)
 
 from wspin.http.server import ConnectionLimits, GuardedSite
 
@@ -54,7 +61,18 @@ def add_probe_routes(app: web.Application, readiness: Readiness) -> None:
     app.router.add_get("/readyz", readyz)
 
 
-def probe_app(readiness: Readiness, registry: CollectorRegistry = REGISTRY) -> web.Application:
+def process_registry() -> CollectorRegistry:
+    """The one registry a process serves on ``/metrics``: built once at start, handed to every
+    part that exports metrics, with the process, platform and garbage-collector collectors
+    already on it."""
+    registry = CollectorRegistry()
+    ProcessCollector(registry=registry)
+    PlatformCollector(registry=registry)
+    GCCollector(registry=registry)
+    return registry
+
+
+def probe_app(readiness: Readiness, registry: CollectorRegistry) -> web.Application:
     """The side server: probes plus the Prometheus exposition of ``registry``."""
     app = web.Application()
     add_probe_routes(app, readiness)

@@ -23,9 +23,10 @@ import logging
 import math
 import random
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
+from dataclasses import dataclass
 from typing import Any
 
+from wspin.core.clock import format_micro_time, utc_now
 from wspin.core.errors import AlreadyExists, ConfigError, Conflict, KubeAPIError
 from wspin.core.kinds import LEASES
 from wspin.core.logs import fields
@@ -41,9 +42,35 @@ Listener = Callable[[bool], None]
 _JITTER = 0.2
 
 
-def _micro_time(moment: datetime) -> str:
-    """A ``MicroTime`` as the API server writes it (RFC 3339, microseconds, UTC)."""
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+@dataclass(frozen=True)
+class LeaseSettings:
+    """Which Lease a candidate campaigns for, as whom, and how fast (client-go's timings)."""
+
+    namespace: str = "llmsafespaces"
+    """Namespace of the Lease: the process's own."""
+    name: str = "wspin-controller"
+    """Name of the Lease object."""
+    identity: str = ""
+    """This candidate's holder identity: pod name (hostname) plus a random suffix, so a
+    restarted container never inherits its predecessor's term."""
+    lease_duration: float = 15.0
+    """Seconds a non-leader waits after the last renewal before taking over (client-go: 15)."""
+    renew_deadline: float = 10.0
+    """Seconds the leader keeps trying to renew before stepping down (client-go: 10); shorter
+    than the lease duration so the old leader stops before a new one can start."""
+    retry_period: float = 2.0
+    """Seconds between acquire/renew attempts (client-go: 2)."""
+
+    def timing_problem(self) -> str | None:
+        """Why the timings cannot give one leader at a time, or None: the lease must outlast
+        the renew deadline, which must outlast a jittered retry."""
+        if self.lease_duration > self.renew_deadline > self.retry_period * (1 + _JITTER) > 0:
+            return None
+        return (
+            "leader election timings out of proportion: lease duration > renew deadline > "
+            f"1.2 x retry period > 0 does not hold (lease {self.lease_duration:g}s, renew "
+            f"{self.renew_deadline:g}s, retry {self.retry_period:g}s)"
+        )
 
 
 class LeaderElector:
@@ -55,32 +82,16 @@ class LeaderElector:
     over at once on a clean shutdown instead of making the successor wait for expiry.
     """
 
-    def __init__(
-        self,
-        kube: Kube,
-        *,
-        namespace: str,
-        name: str,
-        identity: str,
-        lease_duration: float = 15,
-        renew_deadline: float = 10,
-        retry_period: float = 2,
-    ) -> None:
-        if not (lease_duration > renew_deadline > retry_period * (1 + _JITTER) > 0):
+    def __init__(self, kube: Kube, lease: LeaseSettings) -> None:
+        problem = lease.timing_problem()
+        if problem:
             raise ConfigError(
-                "leader election timing must satisfy lease duration > renew deadline > "
-                f"1.2 * retry period > 0 (got {lease_duration}, {renew_deadline}, {retry_period})",
-                "use the defaults 15 s / 10 s / 2 s or keep their proportions",
+                problem, "use the defaults 15 s / 10 s / 2 s or keep their proportions"
             )
-        if not identity:
+        if not lease.identity:
             raise ConfigError("leader election identity is empty", "pass a unique identity")
         self.kube = kube
-        self.namespace = namespace
-        self.name = name
-        self.identity = identity
-        self.lease_duration = lease_duration
-        self.renew_deadline = renew_deadline
-        self.retry_period = retry_period
+        self.lease = lease
         self.lost = asyncio.Event()
         """Set when leadership is lost (after having been held); cleared on re-acquiring."""
         self._leading = asyncio.Event()
@@ -122,7 +133,7 @@ class LeaderElector:
                 log.error(
                     "leader-only work failed",
                     exc_info=task.exception(),
-                    extra=fields(lease=self.name),
+                    extra=fields(lease=self.lease.name),
                 )
             if self.is_leader:  # the work ended by itself: wait for the next term
                 await self.lost.wait()
@@ -149,21 +160,21 @@ class LeaderElector:
         """
         self._set_leading(False)
         try:
-            async with asyncio.timeout(self.renew_deadline):
+            async with asyncio.timeout(self.lease.renew_deadline):
                 return await self._release()
         except TimeoutError:
             log.warning(
                 "releasing the leader lease timed out; it will expire instead",
-                extra=fields(lease=self.name),
+                extra=fields(lease=self.lease.name),
             )
             return False
 
     async def _release(self) -> bool:
         try:
-            lease = await self.kube.get_or_none(LEASES, self.name, self.namespace)
-            if lease is None or lease.get("spec", {}).get("holderIdentity") != self.identity:
+            lease = await self.kube.get_or_none(LEASES, self.lease.name, self.lease.namespace)
+            if lease is None or lease.get("spec", {}).get("holderIdentity") != self.lease.identity:
                 return False
-            now = _micro_time(datetime.now(UTC))
+            now = format_micro_time(utc_now())
             lease["spec"] = {
                 **lease.get("spec", {}),
                 "holderIdentity": None,
@@ -175,24 +186,26 @@ class LeaderElector:
         except KubeAPIError as err:
             log.warning(
                 "could not release the leader lease; it will expire instead",
-                extra=fields(lease=self.name, error=str(err)),
+                extra=fields(lease=self.lease.name, error=str(err)),
             )
             return False
-        log.info("released the leader lease", extra=fields(lease=self.name))
+        log.info("released the leader lease", extra=fields(lease=self.lease.name))
         return True
 
     async def _acquire(self) -> float:
         """Campaign until the lease is ours; returns when the winning write was sent."""
         log.info(
             "waiting to acquire the leader lease",
-            extra=fields(lease=f"{self.namespace}/{self.name}", identity=self.identity),
+            extra=fields(
+                lease=f"{self.lease.namespace}/{self.lease.name}", identity=self.lease.identity
+            ),
         )
         loop = asyncio.get_running_loop()
         while True:
             started = loop.time()
-            if await self._attempt(self.renew_deadline):
+            if await self._attempt(self.lease.renew_deadline):
                 return started
-            await asyncio.sleep(self.retry_period * (1 + random.random() * _JITTER))  # noqa: S311
+            await asyncio.sleep(self.lease.retry_period * (1 + random.random() * _JITTER))  # noqa: S311
 
     async def _renew(self, renewed_at: float) -> None:
         """Renew every retry period; return (leadership lost) once the renew deadline passes
@@ -204,19 +217,19 @@ class LeaderElector:
         """
         loop = asyncio.get_running_loop()
         while True:
-            remaining = self.renew_deadline - (loop.time() - renewed_at)
-            await asyncio.sleep(max(0.0, min(self.retry_period, remaining)))
+            remaining = self.lease.renew_deadline - (loop.time() - renewed_at)
+            await asyncio.sleep(max(0.0, min(self.lease.retry_period, remaining)))
             started = loop.time()
-            remaining = self.renew_deadline - (started - renewed_at)
+            remaining = self.lease.renew_deadline - (started - renewed_at)
             ok = remaining > 0 and await self._attempt(remaining)
             if ok:
                 renewed_at = started
                 continue
-            if self._held_by_other or loop.time() - renewed_at >= self.renew_deadline:
+            if self._held_by_other or loop.time() - renewed_at >= self.lease.renew_deadline:
                 log.warning(
                     "lost the leader lease",
                     extra=fields(
-                        lease=self.name,
+                        lease=self.lease.name,
                         reason="held by another candidate"
                         if self._held_by_other
                         else "renew deadline passed",
@@ -231,37 +244,44 @@ class LeaderElector:
             async with asyncio.timeout(budget):
                 return await self._try_acquire_or_renew()
         except TimeoutError:
-            log.warning("leader lease request timed out", extra=fields(lease=self.name))
+            log.warning("leader lease request timed out", extra=fields(lease=self.lease.name))
             return False
 
     async def _try_acquire_or_renew(self) -> bool:
         loop = asyncio.get_running_loop()
-        now = _micro_time(datetime.now(UTC))
+        now = format_micro_time(utc_now())
         self._held_by_other = False
         spec: Obj = {
-            "holderIdentity": self.identity,
-            "leaseDurationSeconds": max(1, math.ceil(self.lease_duration)),
+            "holderIdentity": self.lease.identity,
+            "leaseDurationSeconds": max(1, math.ceil(self.lease.lease_duration)),
             "acquireTime": now,
             "renewTime": now,
             "leaseTransitions": 0,
         }
         try:
-            lease = await self.kube.get_or_none(LEASES, self.name, self.namespace)
+            lease = await self.kube.get_or_none(LEASES, self.lease.name, self.lease.namespace)
             if lease is None:
                 created = await self.kube.create(
                     LEASES,
-                    {"metadata": {"name": self.name, "namespace": self.namespace}, "spec": spec},
+                    {
+                        "metadata": {"name": self.lease.name, "namespace": self.lease.namespace},
+                        "spec": spec,
+                    },
                 )
                 self._observe(created, loop.time())
                 return True
             current = lease.get("spec") or {}
             self._observe(lease, loop.time())
             holder = current.get("holderIdentity") or ""
-            duration = float(current.get("leaseDurationSeconds") or self.lease_duration)
-            if holder and holder != self.identity and loop.time() < self._observed_at + duration:
+            duration = float(current.get("leaseDurationSeconds") or self.lease.lease_duration)
+            if (
+                holder
+                and holder != self.lease.identity
+                and loop.time() < self._observed_at + duration
+            ):
                 self._held_by_other = True
                 return False
-            if holder == self.identity:
+            if holder == self.lease.identity:
                 spec["acquireTime"] = current.get("acquireTime") or now
                 spec["leaseTransitions"] = int(current.get("leaseTransitions") or 0)
             else:
@@ -272,7 +292,7 @@ class LeaderElector:
             return False  # another candidate wrote first; read again next round
         except KubeAPIError as err:
             log.warning(
-                "leader lease request failed", extra=fields(lease=self.name, error=str(err))
+                "leader lease request failed", extra=fields(lease=self.lease.name, error=str(err))
             )
             return False
         self._observe(updated, loop.time())
@@ -295,7 +315,7 @@ class LeaderElector:
         if leading:
             self.lost.clear()
             self._leading.set()
-            log.info("acquired the leader lease", extra=fields(lease=self.name))
+            log.info("acquired the leader lease", extra=fields(lease=self.lease.name))
         else:
             self._leading.clear()
             self.lost.set()
@@ -303,4 +323,4 @@ class LeaderElector:
             try:
                 listener(leading)
             except Exception:
-                log.exception("leader listener failed", extra=fields(lease=self.name))
+                log.exception("leader listener failed", extra=fields(lease=self.lease.name))

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from wspin.core import imagevolume, rollout
+from wspin.core.clock import parse_time
 from wspin.core.contract import (
     ARTIFACTS,
     DELIVERY_ANNOTATION,
@@ -410,7 +411,7 @@ def lease_problem(lease: Obj | None, now: datetime.datetime) -> tuple[str | None
         return "no Lease: no replica has ever led", ""
     spec = lease.get("spec") or {}
     holder = str(spec.get("holderIdentity") or "")
-    renewed = _timestamp(spec.get("renewTime"))
+    renewed = parse_time(spec.get("renewTime"))
     duration = int(spec.get("leaseDurationSeconds") or 15)
     if not holder:
         return "no holder: the last leader released the Lease and none took over", ""
@@ -421,16 +422,6 @@ def lease_problem(lease: Obj | None, now: datetime.datetime) -> tuple[str | None
     if age > duration:
         return f"expired: {seen}", holder
     return None, seen
-
-
-def _timestamp(value: object) -> datetime.datetime | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        parsed = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=datetime.UTC)
 
 
 async def check_controller_leader(scope: Scope) -> Result:

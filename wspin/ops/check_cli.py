@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import datetime
 import json
 import sys
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
+from wspin.core.clock import utc_now
 from wspin.core.errors import WspinError
 from wspin.core.flags import add_flag
 
@@ -128,7 +128,7 @@ async def _check(args: argparse.Namespace) -> list[Any]:
                 Kube(api),
                 Installation(args.namespace, args.release),
                 probe_namespace=args.probe_namespace,
-                now=datetime.datetime.now(datetime.UTC),
+                now=utc_now(),
             )
     finally:
         await api.close()

@@ -5,7 +5,7 @@ It simulates what the reconciler and orphan detector must survive in a real clou
 separate namespaces, tags, a pending→running delay, a public IP that shows up after the VM
 runs, terminated VMs that keep listing for a while, a listing that lags behind a destroy,
 launches idempotent by client token, and typed errors injected per method, region and call
-number. Time comes from a clock the caller controls (``ManualClock`` in tests), so every
+number. Time comes from the clock the caller passes (a fake clock in tests), so every
 behaviour is deterministic. Several controllers may share one ``FakeCloud`` (two clusters
 in one cloud account).
 """
@@ -16,7 +16,7 @@ import base64
 import itertools
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from controller.relay.drivers.base import (
@@ -31,21 +31,9 @@ from controller.relay.drivers.base import (
     vm_tags,
 )
 from controller.relay.shapes import UnknownShape, arch_for_shape
+from wspin.core.clock import Clock, utc_now
 
 Hook = Callable[[str], Awaitable[None]]
-
-
-class ManualClock:
-    """A clock that moves only when told."""
-
-    def __init__(self, start: datetime | None = None) -> None:
-        self.current = start or datetime(2026, 1, 1, tzinfo=UTC)
-
-    def now(self) -> datetime:
-        return self.current
-
-    def advance(self, seconds: float) -> None:
-        self.current += timedelta(seconds=seconds)
 
 
 @dataclass
@@ -88,7 +76,7 @@ class FakeCloud:
     """One provider's cloud. Implements ``Driver``; every knob is a public field."""
 
     provider: str = "aws"
-    clock: Callable[[], datetime] = field(default_factory=lambda: ManualClock().now)
+    clock: Clock = utc_now
     boot_seconds: float = 0.0
     """Seconds from launch to ``running``."""
     ip_delay_seconds: float = 0.0

@@ -10,7 +10,7 @@ import importlib.util
 
 from controller.relay.drivers.base import Driver
 from controller.relay.drivers.fake import FakeCloud
-from controller.toolkit.clock import utc_now
+from wspin.core.clock import utc_now
 from wspin.core.errors import ConfigError
 from wspin.kube.client import Kube
 

@@ -16,7 +16,7 @@ from prometheus_client import CollectorRegistry
 
 from controller.relay.deps import RelayDeps
 from controller.relay.drivers.base import Driver
-from controller.relay.drivers.fake import FakeCloud, ManualClock
+from controller.relay.drivers.fake import FakeCloud
 from controller.relay.health import RouterHealth
 from controller.relay.identity import ClusterIdentity
 from controller.relay.metrics import RelayMetrics
@@ -24,6 +24,7 @@ from controller.relay.reconciler import InferenceRelayReconciler
 from controller.settings import RelayArtifactConfig
 from controller.types import Obj, ObjectKey, Requeue
 from tests.controller.fakerouter import FakeRouterState, RelayHealthLine, start_fake_router
+from tests.support.clock import FakeClock
 from wspin.core.kinds import INFERENCE_RELAYS
 from wspin.kube.client import Kube
 
@@ -63,22 +64,22 @@ class SnapshotReader:
 
 
 @pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock()
+def clock() -> FakeClock:
+    return FakeClock()
 
 
-def fake_cloud(clock: ManualClock, provider: str, **knobs: Any) -> FakeCloud:
+def fake_cloud(clock: FakeClock, provider: str, **knobs: Any) -> FakeCloud:
     prefix = "i-" if provider == "aws" else f"ocid1.instance.{provider}."
-    return FakeCloud(provider=provider, clock=clock.now, id_prefix=prefix, **knobs)
+    return FakeCloud(provider=provider, clock=clock, id_prefix=prefix, **knobs)
 
 
 @pytest.fixture
-def aws(clock: ManualClock) -> FakeCloud:
+def aws(clock: FakeClock) -> FakeCloud:
     return fake_cloud(clock, "aws")
 
 
 @pytest.fixture
-def oci(clock: ManualClock) -> FakeCloud:
+def oci(clock: FakeClock) -> FakeCloud:
     return fake_cloud(clock, "oci")
 
 
@@ -103,7 +104,7 @@ class Fleet:
 
     kube: Kube
     namespace: str
-    clock: ManualClock
+    clock: FakeClock
     clouds: dict[str, FakeCloud]
     router: FakeRouterState
     deps: RelayDeps
@@ -145,7 +146,7 @@ class Fleet:
 def build_fleet(
     kube: Kube,
     namespace: str,
-    clock: ManualClock,
+    clock: FakeClock,
     clouds: dict[str, FakeCloud],
     router: tuple[FakeRouterState, str],
     metrics: RelayMetrics,
@@ -159,7 +160,7 @@ def build_fleet(
         artifacts=deps_knobs.pop("artifacts", ARTIFACTS),
         metrics=metrics,
         health=RouterHealth(router[1]),
-        clock=clock.now,
+        clock=clock,
         cluster=deps_knobs.pop("cluster", ClusterIdentity(None, CLUSTER)),
         **deps_knobs,
     )
@@ -180,7 +181,7 @@ def build_fleet(
 async def fleet(
     kube: Kube,
     namespace: str,
-    clock: ManualClock,
+    clock: FakeClock,
     aws: FakeCloud,
     oci: FakeCloud,
     router: tuple[FakeRouterState, str],

@@ -14,13 +14,14 @@ import pytest
 from kubernetes_asyncio import client
 from prometheus_client import CollectorRegistry
 
-from controller.relay.drivers.fake import FakeCloud, ManualClock
+from controller.relay.drivers.fake import FakeCloud
 from controller.relay.identity import ClusterIdentity
 from controller.relay.metrics import RelayMetrics
 from controller.relay.orphans import OrphanDetector, OrphanPolicy
 from tests.controller.fakerouter import FakeRouterState
 from tests.controller.relay.conftest import AWS_SLOT, OCI_SLOT, Fleet, build_fleet
 from tests.kubeapi import KubeServer
+from tests.support.clock import FakeClock
 from wspin.core.kinds import INFERENCE_RELAYS, NAMESPACES
 from wspin.kube.client import Kube
 
@@ -45,7 +46,7 @@ def _detector(fleet: Fleet, metrics: RelayMetrics) -> OrphanDetector:
         fleet.deps.cluster,
         policy=OrphanPolicy(grace_seconds=600),
         regions={"aws": ["us-east-1"], "oci": ["us-ashburn-1"]},
-        clock=fleet.clock.now,
+        clock=fleet.clock,
     )
 
 
@@ -53,7 +54,7 @@ async def test_two_clusters_in_one_cloud_never_destroy_each_others_vms(
     kube: Kube,
     namespace: str,
     other_cluster: Kube,
-    clock: ManualClock,
+    clock: FakeClock,
     aws: FakeCloud,
     oci: FakeCloud,
     router: tuple[FakeRouterState, str],

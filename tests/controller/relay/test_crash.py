@@ -81,7 +81,7 @@ def _restart(fleet: Fleet) -> None:
         metrics=fleet.deps.metrics,
         cluster=ClusterIdentity(None, CLUSTER),
         health=fleet.deps.health,
-        clock=fleet.clock.now,
+        clock=fleet.clock,
     )
     fleet.reconciler = InferenceRelayReconciler(fleet.deps, fleet.reader)
 
@@ -93,7 +93,7 @@ def _sweeper(fleet: Fleet, metrics: RelayMetrics) -> OrphanDetector:
         metrics,
         ClusterIdentity(None, CLUSTER),
         policy=OrphanPolicy(grace_seconds=600),
-        clock=fleet.clock.now,
+        clock=fleet.clock,
     )
 
 

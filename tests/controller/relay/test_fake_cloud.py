@@ -16,8 +16,9 @@ from controller.relay.drivers.base import (
     TransientCloudError,
     vm_tags,
 )
-from controller.relay.drivers.fake import FakeCloud, ManualClock
+from controller.relay.drivers.fake import FakeCloud
 from tests.controller.relay.conftest import fake_cloud
+from tests.support.clock import FakeClock
 
 TAGS = vm_tags(cluster="c1", owner_uid="uid-1", provider="aws")
 
@@ -36,7 +37,7 @@ def _request(**changes: Any) -> LaunchRequest:
 
 
 async def test_a_launch_returns_at_once_and_the_vm_runs_and_gets_its_ip_later(
-    clock: ManualClock,
+    clock: FakeClock,
 ) -> None:
     cloud = fake_cloud(clock, "aws", boot_seconds=30, ip_delay_seconds=20)
     instance_id = await cloud.launch(_request())
@@ -84,14 +85,14 @@ async def test_errors_are_injected_per_method_region_and_call_number(aws: FakeCl
     assert await aws.list({}, ["eu-west-1"]) == []
 
 
-async def test_a_region_quota_is_quota_exceeded(clock: ManualClock) -> None:
+async def test_a_region_quota_is_quota_exceeded(clock: FakeClock) -> None:
     cloud = fake_cloud(clock, "aws", region_quota=1)
     await cloud.launch(_request())
     with pytest.raises(QuotaExceeded):
         await cloud.launch(_request(client_token="tok-2"))
 
 
-async def test_destroyed_vms_list_as_terminated_then_are_not_found(clock: ManualClock) -> None:
+async def test_destroyed_vms_list_as_terminated_then_are_not_found(clock: FakeClock) -> None:
     cloud = fake_cloud(clock, "aws", terminated_retention_seconds=60)
     vm = await cloud.launch(_request())
     await cloud.destroy(vm, "us-east-1")
@@ -104,7 +105,7 @@ async def test_destroyed_vms_list_as_terminated_then_are_not_found(clock: Manual
 
 
 async def test_a_lagging_list_shows_a_destroyed_vm_as_running_for_a_while(
-    clock: ManualClock,
+    clock: FakeClock,
 ) -> None:
     cloud = fake_cloud(clock, "aws", list_lag=1)
     vm = await cloud.launch(_request())
@@ -114,7 +115,7 @@ async def test_a_lagging_list_shows_a_destroyed_vm_as_running_for_a_while(
     assert (await cloud.describe(vm, "us-east-1")).state == "terminated"
 
 
-async def test_destroying_an_unknown_id_is_not_an_error(clock: ManualClock) -> None:
+async def test_destroying_an_unknown_id_is_not_an_error(clock: FakeClock) -> None:
     await fake_cloud(clock, "oci").destroy("nope", "r")
 
 

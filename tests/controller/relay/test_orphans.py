@@ -9,11 +9,12 @@ from typing import Any
 import pytest
 
 from controller.relay.drivers.base import TransientCloudError
-from controller.relay.drivers.fake import FakeCloud, ManualClock
+from controller.relay.drivers.fake import FakeCloud
 from controller.relay.identity import ClusterIdentity
 from controller.relay.metrics import RelayMetrics
 from controller.relay.orphans import OrphanDetector, OrphanPolicy
 from tests.controller.relay.conftest import AWS_SLOT, CLUSTER, OCI_SLOT
+from tests.support.clock import FakeClock
 from wspin.core.kinds import INFERENCE_RELAYS
 from wspin.kube.client import Kube
 
@@ -42,18 +43,18 @@ async def _relay(kube: Kube, created: list[dict[str, Any]], *slots: dict[str, An
 def _detector(
     kube: Kube,
     clouds: dict[str, FakeCloud],
-    clock: ManualClock,
+    clock: FakeClock,
     metrics: RelayMetrics,
     **policy: Any,
 ) -> OrphanDetector:
     return OrphanDetector(
         kube, dict(clouds), metrics, ClusterIdentity(None, CLUSTER),
-        policy=OrphanPolicy(**policy), clock=clock.now, regions={"aws": ["us-east-1"]},
+        policy=OrphanPolicy(**policy), clock=clock, regions={"aws": ["us-east-1"]},
     )  # fmt: skip
 
 
 async def test_an_empty_cloud_gives_an_empty_sweep(
-    kube: Kube, aws: FakeCloud, clock: ManualClock, metrics: RelayMetrics
+    kube: Kube, aws: FakeCloud, clock: FakeClock, metrics: RelayMetrics
 ) -> None:
     result = await _detector(kube, {"aws": aws}, clock, metrics).sweep()
     assert result.destroyed == [] and result.skipped == ""
@@ -63,7 +64,7 @@ async def test_an_empty_cloud_gives_an_empty_sweep(
 async def test_only_a_vm_with_an_unknown_owner_is_destroyed(
     kube: Kube,
     aws: FakeCloud,
-    clock: ManualClock,
+    clock: FakeClock,
     metrics: RelayMetrics,
     relays: list[dict[str, Any]],
 ) -> None:
@@ -97,7 +98,7 @@ async def test_only_a_vm_with_an_unknown_owner_is_destroyed(
 
 
 async def test_a_young_orphan_waits_for_the_grace(
-    kube: Kube, aws: FakeCloud, clock: ManualClock, metrics: RelayMetrics
+    kube: Kube, aws: FakeCloud, clock: FakeClock, metrics: RelayMetrics
 ) -> None:
     young = aws.seed("us-east-1", cluster=CLUSTER, owner_uid="gone-uid", age_seconds=60)
     detector = _detector(kube, {"aws": aws}, clock, metrics, grace_seconds=600)
@@ -107,7 +108,7 @@ async def test_a_young_orphan_waits_for_the_grace(
 
 
 async def test_dry_run_reports_without_destroying(
-    kube: Kube, aws: FakeCloud, clock: ManualClock, metrics: RelayMetrics
+    kube: Kube, aws: FakeCloud, clock: FakeClock, metrics: RelayMetrics
 ) -> None:
     orphan = aws.seed("us-east-1", cluster=CLUSTER, owner_uid="gone-uid", age_seconds=OLD)
     result = await _detector(kube, {"aws": aws}, clock, metrics, dry_run=True).sweep()
@@ -116,7 +117,7 @@ async def test_dry_run_reports_without_destroying(
 
 
 async def test_a_sweep_destroys_at_most_its_limit_and_defers_the_rest(
-    kube: Kube, aws: FakeCloud, clock: ManualClock, metrics: RelayMetrics
+    kube: Kube, aws: FakeCloud, clock: FakeClock, metrics: RelayMetrics
 ) -> None:
     for _ in range(5):
         aws.seed("us-east-1", cluster=CLUSTER, owner_uid="gone-uid", age_seconds=OLD)
@@ -130,7 +131,7 @@ async def test_a_list_error_in_one_place_does_not_stop_the_others(
     kube: Kube,
     aws: FakeCloud,
     oci: FakeCloud,
-    clock: ManualClock,
+    clock: FakeClock,
     metrics: RelayMetrics,
     relays: list[dict[str, Any]],
 ) -> None:
@@ -143,7 +144,7 @@ async def test_a_list_error_in_one_place_does_not_stop_the_others(
 
 
 async def test_a_destroy_error_does_not_stop_the_sweep(
-    kube: Kube, aws: FakeCloud, clock: ManualClock, metrics: RelayMetrics
+    kube: Kube, aws: FakeCloud, clock: FakeClock, metrics: RelayMetrics
 ) -> None:
     aws.inject("destroy", TransientCloudError("API down"), times=2)
     first = aws.seed("us-east-1", cluster=CLUSTER, owner_uid="gone-a", age_seconds=OLD)
@@ -157,7 +158,7 @@ async def test_every_region_of_every_relay_and_the_extra_regions_are_swept(
     kube: Kube,
     aws: FakeCloud,
     oci: FakeCloud,
-    clock: ManualClock,
+    clock: FakeClock,
     metrics: RelayMetrics,
     relays: list[dict[str, Any]],
 ) -> None:
@@ -170,7 +171,7 @@ async def test_every_region_of_every_relay_and_the_extra_regions_are_swept(
 async def test_a_relay_created_during_the_sweep_keeps_its_vm(
     kube: Kube,
     aws: FakeCloud,
-    clock: ManualClock,
+    clock: FakeClock,
     metrics: RelayMetrics,
     relays: list[dict[str, Any]],
 ) -> None:
@@ -188,7 +189,7 @@ async def test_a_relay_created_during_the_sweep_keeps_its_vm(
 
 
 async def test_a_failing_relay_list_skips_the_sweep(
-    kube: Kube, aws: FakeCloud, clock: ManualClock, metrics: RelayMetrics, kube_server: Any
+    kube: Kube, aws: FakeCloud, clock: FakeClock, metrics: RelayMetrics, kube_server: Any
 ) -> None:
     aws.seed("us-east-1", cluster=CLUSTER, owner_uid="gone-uid", age_seconds=OLD)
     kube_server.fail_next(
@@ -199,7 +200,7 @@ async def test_a_failing_relay_list_skips_the_sweep(
 
 
 async def test_a_vm_of_another_cluster_is_never_destroyed(
-    kube: Kube, aws: FakeCloud, clock: ManualClock, metrics: RelayMetrics
+    kube: Kube, aws: FakeCloud, clock: FakeClock, metrics: RelayMetrics
 ) -> None:
     """Another cluster's CRs are invisible here, so its VMs' owners always look gone."""
     theirs = aws.seed("us-east-1", cluster="cluster-b", owner_uid="their-uid", age_seconds=OLD)
@@ -211,7 +212,7 @@ async def test_a_vm_of_another_cluster_is_never_destroyed(
 async def test_a_vm_without_a_cluster_tag_is_reported_once_per_sweep_never_destroyed(
     kube: Kube,
     aws: FakeCloud,
-    clock: ManualClock,
+    clock: FakeClock,
     metrics: RelayMetrics,
     relays: list[dict[str, Any]],
     caplog: pytest.LogCaptureFixture,
@@ -228,6 +229,6 @@ async def test_a_vm_without_a_cluster_tag_is_reported_once_per_sweep_never_destr
         assert len(reports) == 1
         assert metrics.registry.get_sample_value("llmsafespaces_relay_unclaimed_vms") == 1
     assert legacy in aws.live_ids() and aws.calls_of("destroy") == []
-    aws.vm(legacy).terminated_at = clock.now()
+    aws.vm(legacy).terminated_at = clock()
     await detector.sweep()
     assert metrics.registry.get_sample_value("llmsafespaces_relay_unclaimed_vms") == 0

@@ -22,7 +22,7 @@ from controller.relay.drivers.base import CloudInstance
 from controller.relay.health import HealthReport, RelayHealth
 from controller.relay.plan import Destroy, FleetPlan, Launch, Observation, plan_fleet
 from controller.relay.spec import parse_spec
-from controller.toolkit.clock import parse_time
+from wspin.core.clock import parse_time
 
 TESTDATA = Path(__file__).parent / "testdata" / "plan"
 REFRESH = os.environ.get("WSPIN_REFRESH_GOLDEN") == "1"

@@ -303,7 +303,7 @@ async def test_a_vm_terminated_outside_the_controller_is_replaced(fleet: Fleet) 
     [first] = await fleet.instances()
     fleet.report(first["id"], healthy=True)
     await fleet.reconcile()
-    fleet.clouds["aws"].vm(first["id"]).terminated_at = fleet.clock.now()
+    fleet.clouds["aws"].vm(first["id"]).terminated_at = fleet.clock()
     await fleet.reconcile()
     [second] = await fleet.instances()
     assert second["id"] != first["id"] and second["id"] in fleet.clouds["aws"].live_ids()
@@ -425,7 +425,7 @@ async def test_a_vm_that_vanished_from_the_cloud_listing_is_replaced(fleet: Flee
     fleet.report(first["id"], healthy=True)
     await fleet.reconcile()
     aws = fleet.clouds["aws"]
-    aws.vm(first["id"]).terminated_at = fleet.clock.now()
+    aws.vm(first["id"]).terminated_at = fleet.clock()
     fleet.clock.advance(aws.terminated_retention_seconds + 1)
     assert first["id"] not in {vm.instance_id for vm in await aws.list({}, ["us-east-1"])}
     await fleet.reconcile()
@@ -492,7 +492,7 @@ async def test_a_vm_that_dies_before_serving_backs_off_before_the_next_launch(
     await fleet.reconcile()
     for expected, wait in ((1, 30), (2, 60)):
         [booting] = await fleet.instances()
-        aws.vm(booting["id"]).terminated_at = fleet.clock.now()
+        aws.vm(booting["id"]).terminated_at = fleet.clock()
         await fleet.reconcile()
         [waiting] = await fleet.instances()
         assert waiting["id"] == "aws-provisioning" and waiting["launchFailures"] == expected

@@ -3,6 +3,8 @@ reconcile outcome switch."""
 
 from __future__ import annotations
 
+from prometheus_client import CollectorRegistry
+
 from controller.runtime.controller import Controller, owner_keys, owner_mapper, reconcile_one
 from controller.runtime.metrics import RuntimeMetrics
 from controller.runtime.queue import WorkQueue
@@ -76,7 +78,7 @@ async def test_a_success_resets_the_backoff_and_the_next_failure_starts_at_5ms()
 
     queue = WorkQueue("scripted")
     controller = Controller(Scripted(), Informer(Kube(None), CONFIGMAPS), queue)  # type: ignore[arg-type]
-    metrics = RuntimeMetrics()
+    metrics = RuntimeMetrics(CollectorRegistry())
     item = ObjectKey("ns", "a")
     for _ in range(2):
         await reconcile_one(controller, queue, item, metrics)

@@ -13,7 +13,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from controller.runtime.manager import Manager
-from controller.runtime.options import LeaderElection, ManagerOptions
+from controller.settings import LeaderElectionSettings, RuntimeSettings
 from controller.types import Obj, ObjectKey, Requeue
 from tests.kubeapi import KubeServer
 from wspin.core.errors import TerminalError, TransientError
@@ -48,16 +48,16 @@ class Recorder:
             self.active.discard(key)
 
 
-def options_for(
+def settings_for(
     namespace: str, *, election: bool = False, identity: str = "me", workers: int = 4
-) -> ManagerOptions:
-    return ManagerOptions(
+) -> RuntimeSettings:
+    return RuntimeSettings(
         health_port=0,
         metrics_port=0,
         bind_host="127.0.0.1",
         max_concurrent_reconciles=workers,
         graceful_shutdown_timeout=5,
-        leader_election=LeaderElection(
+        leader_election=LeaderElectionSettings(
             enabled=election,
             namespace=namespace,
             identity=identity,
@@ -95,7 +95,7 @@ async def make_cm(kube: Kube, namespace: str, name: str) -> Obj:
 
 async def test_every_existing_and_new_object_is_reconciled(kube: Kube, namespace: str) -> None:
     await make_cm(kube, namespace, "before")
-    manager = Manager(kube, options_for(namespace))
+    manager = Manager(kube, settings_for(namespace))
     recorder = Recorder()
     manager.add_controller(recorder, for_=CONFIGMAPS)
     async with running(manager):
@@ -109,7 +109,7 @@ async def test_a_change_to_an_owned_object_reconciles_its_controller_owner(
     kube: Kube, namespace: str
 ) -> None:
     owner = await make_cm(kube, namespace, "owner")
-    manager = Manager(kube, options_for(namespace))
+    manager = Manager(kube, settings_for(namespace))
     recorder = Recorder()
     manager.add_controller(recorder, for_=CONFIGMAPS, owns=[SECRETS])
     async with running(manager):
@@ -131,7 +131,7 @@ async def test_a_watched_object_reconciles_what_its_mapper_returns(
     kube: Kube, namespace: str
 ) -> None:
     await make_cm(kube, namespace, "target")
-    manager = Manager(kube, options_for(namespace))
+    manager = Manager(kube, settings_for(namespace))
     recorder = Recorder()
     manager.add_controller(
         recorder,
@@ -151,7 +151,7 @@ async def test_requeue_after_brings_the_key_back_without_an_event(
         return Requeue(after=0.05) if n < 3 else None
 
     await make_cm(kube, namespace, "a")
-    manager = Manager(kube, options_for(namespace))
+    manager = Manager(kube, settings_for(namespace))
     recorder = Recorder(again)
     manager.add_controller(recorder, for_=CONFIGMAPS)
     async with running(manager):
@@ -167,7 +167,7 @@ async def test_errors_are_retried_with_backoff_until_success(kube: Kube, namespa
         return None
 
     await make_cm(kube, namespace, "a")
-    manager = Manager(kube, options_for(namespace))
+    manager = Manager(kube, settings_for(namespace))
     recorder = Recorder(flaky)
     manager.add_controller(recorder, for_=CONFIGMAPS)
     async with running(manager):
@@ -184,7 +184,7 @@ async def test_a_transient_error_delay_overrides_the_backoff(kube: Kube, namespa
         return None
 
     await make_cm(kube, namespace, "a")
-    manager = Manager(kube, options_for(namespace))
+    manager = Manager(kube, settings_for(namespace))
     recorder = Recorder(later)
     manager.add_controller(recorder, for_=CONFIGMAPS)
     async with running(manager):
@@ -198,7 +198,7 @@ async def test_a_terminal_error_is_not_retried(kube: Kube, namespace: str) -> No
         raise TerminalError("spec can never work")
 
     await make_cm(kube, namespace, "a")
-    manager = Manager(kube, options_for(namespace))
+    manager = Manager(kube, settings_for(namespace))
     recorder = Recorder(hopeless)
     manager.add_controller(recorder, for_=CONFIGMAPS)
     async with running(manager):
@@ -221,7 +221,7 @@ async def test_workers_run_in_parallel_up_to_the_limit_and_never_on_the_same_key
 
     for i in range(6):
         await make_cm(kube, namespace, f"cm{i}")
-    manager = Manager(kube, options_for(namespace, workers=3))
+    manager = Manager(kube, settings_for(namespace, workers=3))
     recorder = Recorder(slow)
     manager.add_controller(recorder, for_=CONFIGMAPS)
     async with running(manager):
@@ -250,7 +250,7 @@ async def test_periodic_tasks_run_at_start_and_on_their_interval(
 
         return run
 
-    manager = Manager(kube, options_for(namespace))
+    manager = Manager(kube, settings_for(namespace))
     manager.add_periodic("fast", 0.05, counting("fast"))
     manager.add_periodic("late", 60, counting("late"), run_at_start=False)
     manager.add_periodic("failing", 0.05, counting("failing"), leader_only=False)
@@ -270,7 +270,7 @@ async def test_a_non_leader_caches_but_neither_reconciles_nor_runs_leader_only_t
         },
     )
     await make_cm(kube, namespace, "a")
-    manager = Manager(kube, options_for(namespace, election=True))
+    manager = Manager(kube, settings_for(namespace, election=True))
     recorder = Recorder()
     everywhere: list[int] = []
     leader_only: list[int] = []
@@ -316,7 +316,7 @@ async def test_a_lost_lease_cancels_in_flight_reconciles_at_once(
         return None
 
     await make_cm(kube, namespace, "a")
-    manager = Manager(kube, options_for(namespace, election=True))
+    manager = Manager(kube, settings_for(namespace, election=True))
     manager.add_controller(Recorder(stuck), for_=CONFIGMAPS)
     async with running(manager):
         await asyncio.wait_for(started.wait(), 5)
@@ -338,7 +338,7 @@ async def test_stop_finishes_in_flight_reconciles_and_releases_the_lease(
         return None
 
     await make_cm(kube, namespace, "a")
-    manager = Manager(kube, options_for(namespace, election=True))
+    manager = Manager(kube, settings_for(namespace, election=True))
     manager.add_controller(Recorder(slow), for_=CONFIGMAPS)
     task = asyncio.create_task(manager.run())
     await asyncio.wait_for(started.wait(), 5)
@@ -369,7 +369,7 @@ async def test_a_lease_lost_during_the_shutdown_grace_cancels_in_flight_reconcil
         return None
 
     await make_cm(kube, namespace, "a")
-    settings = options_for(namespace, election=True)
+    settings = settings_for(namespace, election=True)
     settings = replace(settings, graceful_shutdown_timeout=30)
     manager = Manager(kube, settings)
     manager.add_controller(Recorder(stuck), for_=CONFIGMAPS)
@@ -398,7 +398,7 @@ async def test_readiness_waits_for_the_caches_and_metrics_are_exposed(
 
     await make_cm(kube, namespace, "a")
     kube_server.fail_next(500, method="GET", path="/api/v1/configmaps", count=2)
-    manager = Manager(kube, options_for(namespace))
+    manager = Manager(kube, settings_for(namespace))
     recorder = Recorder(fails_once)
     manager.add_controller(recorder, for_=CONFIGMAPS)
     async with running(manager), aiohttp.ClientSession() as http:
@@ -430,7 +430,7 @@ async def test_readiness_waits_for_the_caches_and_metrics_are_exposed(
 
 @pytest.mark.parametrize("interval", [0, -1])
 def test_a_periodic_task_needs_a_positive_interval(interval: float, kube: Kube) -> None:
-    manager = Manager(kube, ManagerOptions())
+    manager = Manager(kube, RuntimeSettings())
 
     async def noop() -> None:
         return None
@@ -451,7 +451,7 @@ async def test_a_failed_leader_campaign_stops_the_manager_loudly(
             "spec": {"holderIdentity": "", "leaseTransitions": "many"},
         },
     )
-    manager = Manager(kube, options_for(namespace, election=True))
+    manager = Manager(kube, settings_for(namespace, election=True))
     with pytest.raises(ValueError, match="many"):
         await asyncio.wait_for(manager.run(), 10)
 
@@ -460,7 +460,7 @@ async def test_cleanups_run_once_on_shutdown_after_leader_work_stopped(
     kube: Kube, namespace: str
 ) -> None:
     order: list[str] = []
-    manager = Manager(kube, options_for(namespace))
+    manager = Manager(kube, settings_for(namespace))
 
     async def periodic() -> None:
         try:
@@ -483,7 +483,7 @@ async def test_owned_objects_outside_the_label_selector_are_neither_cached_nor_m
     kube: Kube, namespace: str
 ) -> None:
     owner = await make_cm(kube, namespace, "owner")
-    manager = Manager(kube, options_for(namespace))
+    manager = Manager(kube, settings_for(namespace))
     recorder = Recorder()
     manager.add_controller(recorder, for_=CONFIGMAPS, owns=[(SECRETS, "owned=yes")])
     ref = {

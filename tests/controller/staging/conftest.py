@@ -11,7 +11,7 @@ import json
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -21,13 +21,14 @@ from controller.staging.arming import RelayStagingConfig
 from controller.staging.clients import CredentialSource
 from controller.staging.envelopes import envelope_name
 from controller.staging.handoff import handoff_name
-from controller.staging.redact import Redactor
 from controller.staging.secrets import HPKE_PUB_SECRET, RelaySecrets, secret_value
 from controller.staging.staging_pass import RelayStagingPass
 from controller.toolkit import conditions as st
 from controller.types import StagingReport
 from tests.controller.conftest import INTERNAL_TOKEN, FakeRouter
+from tests.support.clock import FakeClock
 from wspin.core.kinds import NAMESPACES, SECRETS, WORKSPACES
+from wspin.core.redact import Redactor
 from wspin.http import probes as serving
 from wspin.kube.client import Kube
 
@@ -64,17 +65,6 @@ def two_providers() -> list[Obj]:
             models=("qwen",),
         ),
     ]
-
-
-@dataclass
-class Clock:
-    now: datetime = START
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, **delta: float) -> None:
-        self.now += timedelta(**delta)
 
 
 @dataclass
@@ -153,7 +143,7 @@ class Stage:
     relay_namespace: str
     router: FakeRouter
     providers: Providers
-    clock: Clock
+    clock: FakeClock
     redactor: Redactor
     staging: RelayStagingPass
     config: RelayStagingConfig
@@ -266,7 +256,7 @@ async def stage(
     router: FakeRouter,
     providers: Providers,
 ) -> AsyncIterator[Stage]:
-    clock = Clock()
+    clock = FakeClock(START)
     router.state.generation = 2
     config = make_config(router.url, relay_namespace, providers.url, HOUR)
     redactor = Redactor()

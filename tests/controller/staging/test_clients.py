@@ -20,15 +20,8 @@ from controller.staging.clients import (
 )
 from tests.controller.conftest import INTERNAL_TOKEN, FakeRouter
 from tests.controller.staging.conftest import OPENAI_KEY, Providers, make_config, provider
+from tests.support.clock import FakeClock
 from wspin.http import probes as serving
-
-
-@dataclass
-class FakeTime:
-    now: float = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class Clients:
@@ -46,7 +39,7 @@ class Clients:
         self, providers: Providers, clock: Callable[[], float] | None = None
     ) -> CredentialSource:
         config = make_config("http://router.invalid", "llm-relay", providers.url, 3600)
-        return self.source(config, clock=clock or FakeTime())
+        return self.source(config, clock=clock or FakeClock().monotonic)
 
     def router(self, url: str) -> RouterClient:
         made = RouterClient(url)
@@ -81,24 +74,24 @@ class TestCredentialSource:
     async def test_a_second_call_within_the_ttl_is_served_from_the_cache(
         self, providers: Providers, clients: Clients
     ) -> None:
-        clock = FakeTime()
-        source = clients.source_for(providers, clock)
+        clock = FakeClock()
+        source = clients.source_for(providers, clock.monotonic)
         await source.providers("ws-a", "u")
-        clock.now += 59
+        clock.advance(59)
         await source.providers("ws-a", "u")
         assert len(providers.requests) == 1
-        clock.now += 2
+        clock.advance(2)
         await source.providers("ws-a", "u")
         assert len(providers.requests) == 2
 
     async def test_failures_are_not_cached_and_nothing_stale_is_served(
         self, providers: Providers, clients: Clients
     ) -> None:
-        clock = FakeTime()
-        source = clients.source_for(providers, clock)
+        clock = FakeClock()
+        source = clients.source_for(providers, clock.monotonic)
         await source.providers("ws-a", "u")
         providers.status = 500
-        clock.now += 61
+        clock.advance(61)
         with pytest.raises(InternalCallError, match="api returned status 500"):
             await source.providers("ws-a", "u")
         with pytest.raises(InternalCallError, match="api returned status 500"):

@@ -14,11 +14,9 @@ import pytest
 
 from controller.runtime.manager import Manager
 from controller.settings import ControllerSettings, RuntimeSettings
-from controller.setup import manager_options
 from controller.staging.clients import CredentialSource
 from controller.staging.envelopes import envelope_name
 from controller.staging.handoff import handoff_name
-from controller.staging.redact import Redactor
 from controller.staging.secrets import RelaySecrets
 from controller.staging.staging_pass import RelayStagingPass
 from controller.workspace import wiring
@@ -33,6 +31,7 @@ from tests.controller.workspace.conftest import SETTINGS
 from tests.controller.workspace.factories import publish_runtime
 from tests.kubeapi import KubeServer
 from wspin.core.kinds import PODS, SECRETS, WORKSPACES
+from wspin.core.redact import Redactor
 from wspin.kube.client import Kube
 
 Obj = dict[str, Any]
@@ -83,7 +82,7 @@ async def armed(
         staleness_bound=STALENESS_BOUND,
     )
     await publish_runtime(kube)
-    manager = Manager(kube, manager_options(CONTROLLER))
+    manager = Manager(kube, CONTROLLER.runtime)
     wiring.register(manager, CONTROLLER, staging=real)
     task = asyncio.create_task(manager.run())
     try:

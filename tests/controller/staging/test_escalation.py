@@ -17,9 +17,9 @@ from controller.staging.desired import (
 )
 from controller.staging.escalation import ESCALATION_ANNOTATION, lineage_intact
 from controller.staging.secrets import MINT_KEY_SECRET
-from controller.toolkit.clock import format_time, parse_time
 from tests.controller.fakerouter import FakeRouterState
 from tests.controller.staging.conftest import Stage, condition, two_providers
+from wspin.core.clock import format_time, parse_time
 from wspin.core.kinds import EVENTS, SECRETS
 
 
@@ -59,7 +59,7 @@ async def test_corruption_with_intact_lineage_rotates_once_and_reseals(stage: St
     assert ws["metadata"]["annotations"][SEALED_GENERATION] == "3"
     mint = await stage.kube.get(SECRETS, MINT_KEY_SECRET, stage.relay_namespace)
     stamp = parse_time(mint["metadata"]["annotations"][ESCALATION_ANNOTATION])
-    assert stamp == stage.clock.now
+    assert stamp == stage.clock()
     (event,) = await events(stage, "RelayRotateEscalated")
     assert "generation 3" in event["message"]
 
@@ -71,7 +71,7 @@ async def test_a_second_workspace_within_ten_minutes_does_not_rotate_again(
     await staged_workspace(stage, "ws-a", degradedReason="credential_stale")
     await stage.run("ws-a")
     await staged_workspace(stage, "ws-b", degradedReason="credential_stale")
-    stage.clock.advance(minutes=9)
+    stage.clock.advance(timedelta(minutes=9))
     await stage.run("ws-b")
     assert stage.rotations() == 1
 
@@ -82,7 +82,7 @@ async def test_the_budget_returns_after_ten_minutes(stage: Stage) -> None:
     assert mint is None
     await staged_workspace(stage, degradedReason="credential_stale")
     mint = await stage.kube.get(SECRETS, MINT_KEY_SECRET, stage.relay_namespace)
-    stale_stamp = format_time(stage.clock.now - timedelta(minutes=11))
+    stale_stamp = format_time(stage.clock() - timedelta(minutes=11))
     mint["metadata"].setdefault("annotations", {})[ESCALATION_ANNOTATION] = stale_stamp
     await stage.kube.replace(SECRETS, mint)
     await stage.run()

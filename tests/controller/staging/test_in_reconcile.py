@@ -5,6 +5,7 @@ cleanup on deletion, and the wiring that builds the pass from the armed config."
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -12,6 +13,7 @@ from prometheus_client import CollectorRegistry
 from controller.settings import ControllerSettings, RuntimeSettings
 from controller.setup import new_manager, setup_controllers
 from controller.staging.desired import ANNOTATIONS
+from controller.staging.envelopes import REDACTION_GROUP_PREFIX
 from controller.staging.handoff import handoff_name
 from tests.controller.staging.conftest import Stage, condition, make_config, two_providers
 from tests.controller.workspace.conftest import SETTINGS, Harness, eventually
@@ -19,9 +21,9 @@ from tests.controller.workspace.conftest import harness as harness
 from tests.controller.workspace.factories import publish_runtime
 from tests.controller.workspace.test_reconciler import ready_status, reconcile_until
 from tests.kubeapi import KubeServer
-from wspin.core import logs
 from wspin.core.errors import TransientError
 from wspin.core.kinds import PODS, SECRETS, WORKSPACES
+from wspin.core.redact import Redactor
 from wspin.kube.client import Kube
 
 
@@ -112,9 +114,8 @@ async def test_an_armed_config_gets_a_staging_pass_wired_in(kube: Kube, stage: S
     stage.providers.bound["ws1"] = two_providers()
     await publish_runtime(kube)
     manager = new_manager(kube, settings, registry=CollectorRegistry())
-    before = list(logs._scrubbers)
-    setup_controllers(manager, settings, relay_staging=config)
-    assert len(logs._scrubbers) == len(before) + 1
+    redactor = Redactor()
+    setup_controllers(manager, settings, relay_staging=config, redactor=redactor)
     running = asyncio.create_task(manager.run())
     try:
         ws = await kube.create(
@@ -141,10 +142,12 @@ async def test_an_armed_config_gets_a_staging_pass_wired_in(kube: Kube, stage: S
             return secret is not None
 
         await eventually(handed_off, "the handoff Secret")
+        # The process's redactor now knows both staged keys.
+        assert len(redactor.groups()) == 2
+        assert all(group.startswith(REDACTION_GROUP_PREFIX) for group in redactor.groups())
     finally:
         manager.stop()
         await asyncio.wait_for(running, 10)
-        logs._scrubbers[:] = before
 
 
 async def test_an_active_workspace_stays_fresh_with_no_event(
@@ -160,14 +163,14 @@ async def test_an_active_workspace_stays_fresh_with_no_event(
     minted = stage.mints()
 
     # Half the one-hour TTL later, plus the widest renewal spread: every token renewed.
-    stage.clock.advance(minutes=30, seconds=6 * 60 + 1)
+    stage.clock.advance(timedelta(minutes=30, seconds=6 * 60 + 1))
     again = await harness.reconcile()
     assert again is not None and again.after <= 120
     assert stage.mints() == minted + 2
 
     # The owner unbinds one credential; the next timed pass revokes it.
     stage.providers.bound["ws1"] = two_providers()[:1]
-    stage.clock.advance(seconds=again.after)
+    stage.clock.advance(timedelta(seconds=again.after))
     await harness.reconcile()
     assert await stage.envelope_secret("local", "ws1") is None
     assert await stage.envelope_secret("openai", "ws1") is not None

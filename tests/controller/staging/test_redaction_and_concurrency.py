@@ -8,11 +8,11 @@ import base64
 import json
 import logging
 from collections.abc import Iterator
+from datetime import timedelta
 
 import pytest
 
 from controller.staging.desired import STAGED_REVISION
-from controller.staging.redact import REPLACEMENT
 from tests.controller.staging.conftest import (
     COMPAT_KEY,
     OPENAI_KEY,
@@ -24,6 +24,7 @@ from tests.controller.staging.conftest import (
 from tests.kubeapi import KubeServer
 from wspin.core.kinds import EVENTS, WORKSPACES
 from wspin.core.logs import JSONFormatter, add_scrubber, remove_scrubber
+from wspin.core.redact import REPLACEMENT
 
 
 def every_form(key: str) -> list[str]:
@@ -83,7 +84,7 @@ async def test_no_key_in_any_form_reaches_a_log_line_event_or_condition(
     stage.router.state.mint_detail = f"bad key {OPENAI_KEY} / {COMPAT_KEY}"
     stage.router.state.rotate_status = 500
     stage.router.state.rotate_detail = f"cannot rotate for {OPENAI_KEY}"
-    stage.clock.advance(hours=2)
+    stage.clock.advance(timedelta(hours=2))
     await stage.run()
     stage.providers.bound["ws-a"] = two_providers()[:1]
     kube_server.fail_next(500, method="DELETE", path=f"/api/v1/namespaces/{stage.relay_namespace}")

@@ -19,7 +19,7 @@ from controller.staging.schedule import (
     renewal_due,
     staleness_tick,
 )
-from controller.toolkit.clock import format_time
+from wspin.core.clock import format_time
 
 NOW = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
 HOUR = 3600.0

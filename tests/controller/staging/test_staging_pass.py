@@ -7,7 +7,7 @@ from __future__ import annotations
 import base64
 import json
 import re
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -334,10 +334,10 @@ class TestKeysAndTokens:
         await stage.workspace()
         await stage.run()
         assert stage.mints() == 1
-        stage.clock.advance(minutes=20)
+        stage.clock.advance(timedelta(minutes=20))
         await stage.run()
         assert stage.mints() == 1
-        stage.clock.advance(minutes=20)
+        stage.clock.advance(timedelta(minutes=20))
         await stage.run()
         assert stage.mints() == 2
         (entry,) = (await stage.handoff())["providers"]
@@ -350,14 +350,14 @@ class TestKeysAndTokens:
         await stage.workspace()
         await stage.run()
         stage.router.state.mint_status = 503
-        stage.clock.advance(minutes=40)
+        stage.clock.advance(timedelta(minutes=40))
 
         await stage.run()
         (entry,) = (await stage.handoff())["providers"]
         assert entry["token"] == "lrt-fake-1"
         assert condition(await stage.get(), "CredentialStale") is None
 
-        stage.clock.advance(hours=2)
+        stage.clock.advance(timedelta(hours=2))
         await stage.run()
         assert (await stage.handoff())["providers"] == []
         ws = await stage.get()

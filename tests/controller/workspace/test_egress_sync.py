@@ -16,7 +16,7 @@ from controller.workspace.egress import NETWORK_POLICIES, Resolution
 from controller.workspace.egress_sync import EGRESS_CONDITION, EgressPolicies
 from controller.workspace.wiring import POLICY_SELECTOR
 from tests.controller.workspace.conftest import Harness
-from tests.controller.workspace.test_orgstatus import Clock
+from tests.support.clock import FakeClock
 from wspin.core.objects import ObjectKey
 from wspin.kube.informer import Informer
 
@@ -36,7 +36,7 @@ class FakeResolver:
 @dataclass
 class Egress:
     resolver: FakeResolver
-    clock: Clock
+    clock: FakeClock
     policies: Informer
 
 
@@ -47,10 +47,10 @@ async def egress(harness: Harness) -> AsyncIterator[Egress]:
     )
     task = asyncio.create_task(policies.run())
     await asyncio.wait_for(policies.wait_synced(), 10)
-    resolver, clock = FakeResolver(), Clock()
+    resolver, clock = FakeResolver(), FakeClock()
     settings = EgressSettings(mode="networkpolicy", platform_namespaces=("llmsafespaces",))
     harness.reconciler.egress = EgressPolicies(
-        harness.kube, policies, resolver, settings, cilium=False, clock=clock
+        harness.kube, policies, resolver, settings, cilium=False, clock=clock.monotonic
     )
     try:
         yield Egress(resolver, clock, policies)
@@ -99,7 +99,7 @@ async def test_the_policy_follows_a_domain_to_its_new_address_within_its_ttl(
     assert unchanged is not None
     assert unchanged["metadata"]["resourceVersion"] == policy["metadata"]["resourceVersion"]  # type: ignore[index]
 
-    egress.clock.now += 60
+    egress.clock.advance(60)
     await harness.reconcile()
     moved = await policy_of(harness, egress)
     assert moved is not None and cidrs(moved) == ["192.0.2.20/32"]

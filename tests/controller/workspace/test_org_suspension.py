@@ -17,7 +17,8 @@ from prometheus_client import CollectorRegistry
 from controller.workspace.orgstatus import OrgStatusCache, OrgStatusMetrics
 from controller.workspace.reconciler import ORG_SUSPENDED
 from tests.controller.workspace.conftest import Harness
-from tests.controller.workspace.test_orgstatus import Clock, FakeApiService
+from tests.controller.workspace.orgs import FakeApiService
+from tests.support.clock import FakeClock
 from wspin.core.kinds import EVENTS, PODS, PVCS
 
 TOKEN = "internal-token-for-org-tests"
@@ -40,12 +41,17 @@ async def service() -> AsyncIterator[tuple[FakeApiService, str]]:
 @pytest.fixture
 async def orgs(
     harness: Harness, service: tuple[FakeApiService, str]
-) -> AsyncIterator[tuple[FakeApiService, Clock]]:
+) -> AsyncIterator[tuple[FakeApiService, FakeClock]]:
     fake, url = service
-    clock = Clock()
+    clock = FakeClock()
     async with aiohttp.ClientSession() as session:
         cache = OrgStatusCache(
-            session, url, TOKEN, OrgStatusMetrics(CollectorRegistry()), timeout=1.0, clock=clock
+            session,
+            url,
+            TOKEN,
+            OrgStatusMetrics(CollectorRegistry()),
+            timeout=1.0,
+            clock=clock.monotonic,
         )
         harness.reconciler.orgs = cache
         yield fake, clock
@@ -65,7 +71,7 @@ async def org_events(harness: Harness) -> int:
 
 
 async def test_a_suspended_org_stops_the_pod_keeps_the_volume_and_resumes(
-    harness: Harness, orgs: tuple[FakeApiService, Clock]
+    harness: Harness, orgs: tuple[FakeApiService, FakeClock]
 ) -> None:
     fake, clock = orgs
     fake.statuses["org-1"] = "active"
@@ -75,7 +81,7 @@ async def test_a_suspended_org_stops_the_pod_keeps_the_volume_and_resumes(
     assert requeue is not None and requeue.after == pytest.approx(30.0)
 
     fake.statuses["org-1"] = "suspended"
-    clock.now += 30
+    clock.advance(30)
     await harness.reconcile()
     await harness.reconcile()
     ws = await harness.workspace()
@@ -89,14 +95,14 @@ async def test_a_suspended_org_stops_the_pod_keeps_the_volume_and_resumes(
     assert TOKEN not in str(ws)
 
     fake.fail = 503  # the API service goes down: the last known status holds
-    clock.now += 30
+    clock.advance(30)
     await harness.reconcile()
     assert (await harness.workspace())["status"]["phase"] == "Suspended"
     assert not await pod_exists(harness)
 
     fake.fail = 0
     fake.statuses["org-1"] = "active"
-    clock.now += 30
+    clock.advance(30)
     await harness.reconcile()
     assert await pod_exists(harness)
     ws = await harness.workspace()
@@ -105,7 +111,7 @@ async def test_a_suspended_org_stops_the_pod_keeps_the_volume_and_resumes(
 
 
 async def test_spec_suspend_keeps_an_active_orgs_workspace_suspended(
-    harness: Harness, orgs: tuple[FakeApiService, Clock]
+    harness: Harness, orgs: tuple[FakeApiService, FakeClock]
 ) -> None:
     fake, _ = orgs
     fake.statuses["org-1"] = "active"
@@ -117,7 +123,7 @@ async def test_spec_suspend_keeps_an_active_orgs_workspace_suspended(
 
 
 async def test_an_unreachable_api_service_with_nothing_known_changes_nothing(
-    harness: Harness, orgs: tuple[FakeApiService, Clock]
+    harness: Harness, orgs: tuple[FakeApiService, FakeClock]
 ) -> None:
     fake, _ = orgs
     fake.fail = 500
@@ -127,7 +133,7 @@ async def test_an_unreachable_api_service_with_nothing_known_changes_nothing(
 
 
 async def test_workspaces_without_an_org_are_never_looked_up(
-    harness: Harness, orgs: tuple[FakeApiService, Clock]
+    harness: Harness, orgs: tuple[FakeApiService, FakeClock]
 ) -> None:
     fake, _ = orgs
     await harness.apply(owner={"userID": "u1"})

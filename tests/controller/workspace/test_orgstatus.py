@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import aiohttp
 import pytest
@@ -13,47 +13,17 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 
 from controller.workspace.orgstatus import OrgStatusCache, OrgStatusMetrics
+from tests.controller.workspace.orgs import FakeApiService
+from tests.support.clock import FakeClock
 
 TOKEN = "internal-token-sekret-123"
-
-
-@dataclass
-class FakeApiService:
-    statuses: dict[str, str] = field(default_factory=dict)
-    calls: list[str] = field(default_factory=list)
-    tokens: list[str | None] = field(default_factory=list)
-    fail: int = 0
-    delay: float = 0.0
-    body: bytes | None = None
-
-    async def handle(self, request: web.Request) -> web.StreamResponse:
-        org = request.match_info["org"]
-        self.calls.append(org)
-        self.tokens.append(request.headers.get("X-Internal-Token"))
-        if self.delay:
-            await asyncio.sleep(self.delay)
-        if self.fail:
-            return web.Response(status=self.fail)
-        if self.body is not None:
-            return web.Response(body=self.body, content_type="application/json")
-        if org not in self.statuses:
-            return web.Response(status=404)
-        return web.json_response({"status": self.statuses[org]})
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @dataclass
 class Harness:
     service: FakeApiService
     cache: OrgStatusCache
-    clock: Clock
+    clock: FakeClock
     registry: CollectorRegistry
 
     def failures(self, reason: str) -> float:
@@ -73,7 +43,7 @@ async def harness() -> AsyncIterator[Harness]:
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
     port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    clock = Clock()
+    clock = FakeClock()
     registry = CollectorRegistry()
     async with aiohttp.ClientSession() as session:
         cache = OrgStatusCache(
@@ -82,7 +52,7 @@ async def harness() -> AsyncIterator[Harness]:
             TOKEN,
             OrgStatusMetrics(registry),
             timeout=0.5,
-            clock=clock,
+            clock=clock.monotonic,
         )
         yield Harness(service, cache, clock, registry)
         await cache.close()
@@ -96,10 +66,10 @@ async def test_the_status_is_fetched_with_the_token_and_cached_for_the_ttl(
     assert await harness.cache.status("org-1") == "suspended"
     assert harness.service.tokens == [TOKEN]
     harness.service.statuses["org-1"] = "active"
-    harness.clock.now += 29
+    harness.clock.advance(29)
     assert await harness.cache.status("org-1") == "suspended"
     assert harness.cache.fresh_for("org-1") == pytest.approx(1.0)
-    harness.clock.now += 1
+    harness.clock.advance(1)
     assert await harness.cache.status("org-1") == "active"
     assert harness.service.calls == ["org-1", "org-1"]
 
@@ -115,7 +85,7 @@ async def test_concurrent_lookups_of_one_org_make_one_request(harness: Harness) 
 async def test_a_failed_refresh_serves_the_last_known_status(harness: Harness) -> None:
     harness.service.statuses["org-1"] = "suspended"
     assert await harness.cache.status("org-1") == "suspended"
-    harness.clock.now += 31
+    harness.clock.advance(31)
     harness.service.fail = 503
     assert await harness.cache.status("org-1") == "suspended"
     assert harness.failures("http-503") == 1

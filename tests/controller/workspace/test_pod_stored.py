@@ -16,12 +16,12 @@ from typing import Any
 import jsonpatch
 import pytest
 
-from controller.workspace.compute import amount
 from controller.workspace.reconciler import WorkspaceReconciler
 from tests.controller.workspace.conftest import Harness
 from tests.webhook.conftest import LiveWebhook, webhook
 from wspin.core.contract import PLATFORM_BOOTSTRAP, PLATFORM_INIT, PLATFORM_MATERIALIZE
 from wspin.core.kinds import PODS
+from wspin.core.quantity import parse_quantity as amount
 
 __all__ = ["webhook"]  # the live HTTPS webhook fixture
 

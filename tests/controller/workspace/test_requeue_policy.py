@@ -15,7 +15,6 @@ import pytest
 
 from controller.runtime.manager import Manager
 from controller.settings import ControllerSettings, RuntimeSettings
-from controller.setup import manager_options
 from controller.types import ObjectKey
 from controller.workspace import wiring
 from controller.workspace.reconciler import FINALIZER
@@ -46,7 +45,7 @@ async def eventually(check: Callable[[], bool], what: str, timeout: float = 30.0
 @contextlib.asynccontextmanager
 async def controller(kube: Kube) -> AsyncIterator[Manager]:
     await publish_runtime(kube)
-    manager = Manager(kube, manager_options(CONTROLLER))
+    manager = Manager(kube, CONTROLLER.runtime)
     wiring.register(manager, CONTROLLER)
     task = asyncio.create_task(manager.run())
     try:

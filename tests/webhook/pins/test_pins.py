@@ -11,7 +11,8 @@ import aiohttp
 import pytest
 
 from tests.webhook.pins.registry_server import OciRegistry
-from webhook.pins import add_pins_flags, insecure_registries_from_args, resolve_artifact
+from webhook.pins import resolve_artifact
+from webhook.settings import add_pins_flags, insecure_registries_from_args
 from wspin.core.delivery import (
     AgentdDelivery,
     ArtifactDelivery,

@@ -6,10 +6,11 @@ import json
 import logging
 
 import pytest
-from prometheus_client import REGISTRY
+from prometheus_client import CollectorRegistry
 
 from tests.kubeapi import KubeServer
 from tests.kubeapi.admission import Denial
+from tests.support.metrics import sample
 from webhook.probe import (
     Backoff,
     ImageVolumeGate,
@@ -24,9 +25,11 @@ IMAGE = "ghcr.io/example/agentd@sha256:" + "0123456789abcdef" * 4
 GAUGE = "wspin_webhook_image_volume_supported"
 
 
-def gauge() -> float | None:
-    value: float | None = REGISTRY.get_sample_value(GAUGE)
-    return value
+async def gate_verdict(kube: Kube, namespace: str) -> float | None:
+    """The gauge a gate sets once the probe gave a definitive answer."""
+    registry = CollectorRegistry()
+    await ImageVolumeGate(required=True, registry=registry).run(kube, namespace, IMAGE)
+    return sample(registry, GAUGE)
 
 
 async def test_a_cluster_that_keeps_image_volumes_is_supported(
@@ -34,7 +37,7 @@ async def test_a_cluster_that_keeps_image_volumes_is_supported(
 ) -> None:
     with caplog.at_level(logging.INFO, logger="webhook.probe"):
         assert (await probe_image_volume_support(kube, namespace, IMAGE)).outcome == "supported"
-    assert gauge() == 1.0
+    assert await gate_verdict(kube, namespace) == 1.0
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
 
 
@@ -52,13 +55,13 @@ async def test_an_api_server_that_drops_image_volumes_is_unsupported_with_one_er
     kube_server.image_volume_gate = False
     with caplog.at_level(logging.INFO, logger="webhook.probe"):
         assert (await probe_image_volume_support(kube, namespace, IMAGE)).outcome == "dropped"
-    assert gauge() == 0.0
     errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
     assert len(errors) == 1
     line = errors[0].getMessage()
     assert "ImageVolume feature gate is off" in line
     assert "1.35" in line
     assert errors[0].fields["feature_gate"] == "ImageVolume"  # type: ignore[attr-defined]
+    assert await gate_verdict(kube, namespace) == 0.0
 
 
 def test_the_probe_pod_carries_an_image_volume_its_container_mounts() -> None:
@@ -117,12 +120,11 @@ async def test_a_policy_that_refuses_the_probe_pod_is_named_not_reported_as_the_
 ) -> None:
     denial.path = f"/api/v1/namespaces/{namespace}/pods"
     kube_server.deny_creates(denial)
-    before = gauge()
     with caplog.at_level(logging.INFO, logger="webhook.probe"):
         result = await probe_image_volume_support(kube, namespace, IMAGE)
     assert result.outcome == "refused-by-policy"
+    assert not result.definitive  # nothing was learnt about the gate: no gauge is set
     assert denial.message in result.detail and denial.name in result.detail
-    assert gauge() == before  # nothing was learnt about the gate
     problem = result.problem or ""
     assert "admission policy refused the image-volume probe pod" in problem
     assert "says nothing about the ImageVolume gate" in problem
@@ -174,7 +176,12 @@ async def test_a_refusing_policy_is_retried_with_backoff_until_it_lets_the_probe
         )
     )
     sleep = FakeSleep()
-    gate = ImageVolumeGate(required=True, backoff=Backoff(first=2.0, limit=10.0), sleep=sleep)
+    gate = ImageVolumeGate(
+        required=True,
+        registry=CollectorRegistry(),
+        backoff=Backoff(first=2.0, limit=10.0),
+        sleep=sleep,
+    )
     sleep.gate = gate
     with caplog.at_level(logging.INFO, logger="webhook.probe"):
         await gate.run(kube, namespace, IMAGE)
@@ -197,7 +204,7 @@ async def test_after_a_refusal_a_dropped_volume_still_reports_the_gate_off(
         Denial("webhook", "policy.example", "not yet", path=f"/api/v1/namespaces/{namespace}/pods")
     )
     sleep = FakeSleep()
-    gate = ImageVolumeGate(required=True, sleep=sleep)
+    gate = ImageVolumeGate(required=True, registry=CollectorRegistry(), sleep=sleep)
     await gate.run(kube, namespace, IMAGE)
     assert sleep.delays == [Backoff().first]
     assert "enable the ImageVolume feature gate" in (gate.check() or "")

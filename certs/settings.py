@@ -1,12 +1,15 @@
-"""The webhook's certificate flags and the one place that turns them into a source.
+"""The webhook's certificate flags, parsed once into ``CertificateSettings``.
 
-Two modes, chosen by flags and checked once at start:
+Two modes, chosen by flags and checked here at start (each error names the flag and the Helm
+value that fix it):
 
 - files (``--tls-cert-file``/``--tls-key-file``): certificates supplied by the user or by
   cert-manager through a mounted Secret, reloaded when the files change;
 - self-managed (``--self-managed-certs --secret NAME``): the replicas keep a CA and serving
   certificate in that Secret, one of them (the Lease holder) renewing and rotating it and
   patching the caBundle of the named webhook configurations.
+
+``certs.source.certificate_source`` turns the settings into the source the server asks.
 """
 
 from __future__ import annotations
@@ -14,20 +17,10 @@ from __future__ import annotations
 import argparse
 import re
 import socket
-import uuid
-from pathlib import Path
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 from wspin.core.errors import ConfigError
 from wspin.core.flags import add_flag
-
-if TYPE_CHECKING:
-    from certs.selfmanaged import SelfManagedSource
-    from certs.source import CertificateSource
-    from wspin.kube.client import Kube
-
-# The certificate machinery (cryptography, the leader elector) is imported by the functions
-# that build a source, not here: `wspin webhook --help` only needs the flags.
 
 _DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -36,6 +29,30 @@ MODE_FIX = (
     "set --tls-cert-file and --tls-key-file (Helm: certificates.mode certManager or provided), "
     "or --self-managed-certs with --secret (Helm: certificates.mode selfManaged)"
 )
+
+
+@dataclass(frozen=True)
+class CertificateSettings:
+    """Where the serving certificate comes from."""
+
+    cert_file: str = ""
+    """``--tls-cert-file``: PEM serving certificate (and chain), re-read when it changes;
+    "" in self-managed mode."""
+    key_file: str = ""
+    """``--tls-key-file``: its unencrypted PEM key."""
+    self_managed: bool = False
+    """``--self-managed-certs``: keep the CA and serving certificate in ``secret``."""
+    secret: str = ""
+    """``--secret``: the Secret (in the webhook's namespace) of self-managed mode."""
+    service_name: str = ""
+    """``--service-name``: the webhook's Service; the certificate's DNS names derive from it."""
+    pod_name: str = ""
+    """``--pod-name`` (``POD_NAME``, default the hostname): this replica, as self-managed mode
+    reports what it serves and finds it in the Service's EndpointSlices."""
+    mutating_webhook_name: str = ""
+    """``--mutating-webhook-name``: the configuration whose caBundle self-managed mode keeps."""
+    validating_webhook_name: str = ""
+    """``--validating-webhook-name``: likewise, for the Workspace validator."""
 
 
 def add_certificate_flags(parser: argparse.ArgumentParser) -> None:
@@ -93,54 +110,25 @@ def add_certificate_flags(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def certificate_source_from_args(
-    args: argparse.Namespace, kube: Kube | None, namespace: str
-) -> CertificateSource:
-    """The source the flags ask for; ``ConfigError`` naming the flag for a bad combination.
-
-    File mode reads and checks the files here, so a broken certificate exits 1 at start.
+def certificate_settings_from_args(args: argparse.Namespace) -> CertificateSettings:
+    """The checked certificate settings; ``ConfigError`` naming the flag for a bad combination
+    or name. (Whether the API can be reached is the source's question, asked when it is built.)
     """
-    from certs.files import FileSource
-
-    cert_file: str | None = args.tls_cert_file or None
-    key_file: str | None = args.tls_key_file or None
-    if args.self_managed_certs:
-        if cert_file or key_file:
-            raise ConfigError(
-                "--self-managed-certs and --tls-cert-file/--tls-key-file both given; "
-                "choose one way to get the serving certificate",
-                MODE_FIX,
-            )
-        return self_managed_source(args, kube, namespace)
-    if not cert_file and not key_file:
-        raise ConfigError("no serving certificate configured", MODE_FIX)
-    if not cert_file or not key_file:
-        missing = "--tls-key-file" if cert_file else "--tls-cert-file"
-        given = "--tls-cert-file" if cert_file else "--tls-key-file"
-        raise ConfigError(f"{given} is set but {missing} is not", f"set {missing} as well")
-    source = FileSource(Path(cert_file), Path(key_file))
-    source.load_at_start()
-    return source
-
-
-def self_managed_source(
-    args: argparse.Namespace, kube: Kube | None, namespace: str
-) -> SelfManagedSource:
-    """The Secret-backed source with its own Lease ``<secret>-authority``."""
-    from certs.authority import Policy
-    from certs.build import service_dns_names
-    from certs.cabundle import targets
-    from certs.reports import ServingReports, reports_name
-    from certs.selfmanaged import SelfManagedSettings, SelfManagedSource
-    from certs.store import SecretStore
-    from wspin.kube.leader import LeaderElector
-
-    if kube is None:
+    cert_file: str = args.tls_cert_file or ""
+    key_file: str = args.tls_key_file or ""
+    if not args.self_managed_certs:
+        if not cert_file and not key_file:
+            raise ConfigError("no serving certificate configured", MODE_FIX)
+        if not cert_file or not key_file:
+            missing = "--tls-key-file" if cert_file else "--tls-cert-file"
+            given = "--tls-cert-file" if cert_file else "--tls-key-file"
+            raise ConfigError(f"{given} is set but {missing} is not", f"set {missing} as well")
+        return CertificateSettings(cert_file=cert_file, key_file=key_file)
+    if cert_file or key_file:
         raise ConfigError(
-            "--self-managed-certs needs access to the Kubernetes API (to keep the Secret and "
-            "patch the caBundle), and none is configured",
-            "run in a pod with a service account, pass --kubeconfig, or use "
-            "--tls-cert-file/--tls-key-file instead",
+            "--self-managed-certs and --tls-cert-file/--tls-key-file both given; "
+            "choose one way to get the serving certificate",
+            MODE_FIX,
         )
     secret = _required(args.secret, "--secret", "certificates.secretName")
     service = _required(args.service_name, "--service-name", "the chart's webhook Service name")
@@ -154,8 +142,7 @@ def self_managed_source(
             f"--service-name {service!r} is not a valid Service name",
             "use at most 63 lowercase letters, digits and '-', starting with a letter",
         )
-    webhooks = targets(args.mutating_webhook_name, args.validating_webhook_name)
-    if not webhooks:
+    if not (args.mutating_webhook_name or args.validating_webhook_name):
         raise ConfigError(
             "--self-managed-certs needs a webhook configuration to publish its CA in",
             "set --mutating-webhook-name and/or --validating-webhook-name",
@@ -166,23 +153,13 @@ def self_managed_source(
             f"--pod-name {pod!r} is not a valid pod name",
             "set --pod-name (the chart sets POD_NAME from metadata.name)",
         )
-    settings = SelfManagedSettings(
+    return CertificateSettings(
+        self_managed=True,
         secret=secret,
-        namespace=namespace,
-        policy=Policy(dns_names=tuple(service_dns_names(service, namespace))),
-        webhooks=tuple(webhooks),
-        pod=pod,
-    )
-    elector = LeaderElector(
-        kube,
-        namespace=namespace,
-        name=f"{secret}-authority",
-        # client-go's convention: the pod name (hostname) plus a suffix unique per process.
-        identity=f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}",
-    )
-    reports = ServingReports(kube, namespace, reports_name(secret), service)
-    return SelfManagedSource(
-        SecretStore(kube, namespace, secret), settings, elector, reports=reports
+        service_name=service,
+        pod_name=pod,
+        mutating_webhook_name=args.mutating_webhook_name or "",
+        validating_webhook_name=args.validating_webhook_name or "",
     )
 
 

@@ -1,10 +1,7 @@
-"""The toolkit's pure parts: the wire time format, conditions and status merge patches."""
+"""The toolkit's pure parts: conditions and status merge patches."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta, timezone
-
-from controller.toolkit.clock import format_time, parse_time
 from controller.toolkit.conditions import (
     condition,
     find_condition,
@@ -14,22 +11,6 @@ from controller.toolkit.conditions import (
     set_conditions,
 )
 from controller.toolkit.status import status_patch
-
-NOW = datetime(2026, 3, 4, 5, 6, 7, tzinfo=UTC)
-
-
-def test_times_are_rfc3339_utc_seconds_with_a_z_and_round_trip() -> None:
-    assert format_time(NOW) == "2026-03-04T05:06:07Z"
-    assert parse_time(format_time(NOW)) == NOW
-    plus_two = NOW.astimezone(timezone(timedelta(hours=2)))
-    assert format_time(plus_two) == "2026-03-04T05:06:07Z"
-    assert format_time(NOW.replace(microsecond=999999)) == "2026-03-04T05:06:07Z"
-
-
-def test_unparseable_or_zoneless_times_are_none_not_an_error() -> None:
-    for text in ("yesterday", "", None, 17, "2026-03-04T05:06:07"):
-        assert parse_time(text) is None
-    assert parse_time("2026-03-04T07:06:07+02:00") == NOW
 
 
 def test_a_bool_status_is_spelled_and_generation_none_is_left_out() -> None:
