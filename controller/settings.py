@@ -19,10 +19,15 @@ import socket
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal, TypeVar
+from typing import TypeVar
 
 from controller.agentd_uploads import UploadStagingConfig, parse_upload_staging
 from controller.durations import format_duration, parse_duration
+from controller.egress_settings import (
+    EgressSettings,
+    add_egress_flags,
+    egress_settings_from_args,
+)
 from wspin.core.delivery import (
     AgentdDelivery,
     ArtifactDelivery,
@@ -36,6 +41,7 @@ from wspin.core.namespaces import (
     add_excluded_namespaces_flag,
     excluded_namespaces_from,
 )
+from wspin.core.tenancy import add_runtime_classes_flag, runtime_classes_from
 from wspin.kube.leader import LeaseSettings
 
 log = logging.getLogger("controller")
@@ -95,26 +101,6 @@ class RuntimeSettings:
     leader_election: LeaderElectionSettings = field(default_factory=LeaderElectionSettings)
 
 
-EgressMode = Literal["off", "networkpolicy", "cilium"]
-DefaultEgress = Literal["deny", "allow"]
-
-
-@dataclass(frozen=True)
-class EgressSettings:
-    """How the controller limits workspace pods' egress (one policy per Workspace)."""
-
-    mode: EgressMode = "off"
-    """``--workspace-egress``: "networkpolicy" (address rules, re-resolved within each
-    record's TTL), "cilium" (a CiliumNetworkPolicy with toFQDNs, where Cilium is installed) or
-    "off" (no policy is written; the chart picks cilium or networkpolicy by itself)."""
-    default: DefaultEgress = "deny"
-    """``--workspace-egress-default``: a Workspace that declares no domains gets DNS and the
-    platform only ("deny"), or no policy of ours at all ("allow")."""
-    platform_namespaces: tuple[str, ...] = ()
-    """``--workspace-egress-namespaces``: namespaces whose pods every workspace pod may reach
-    (the API service, relay routers)."""
-
-
 @dataclass(frozen=True)
 class WorkspaceSettings:
     """What the Workspace reconciler builds pods and status from."""
@@ -149,7 +135,12 @@ class WorkspaceSettings:
     """``--excluded-namespaces`` plus kube-system and the controller's own namespace: the pod
     webhook never sees pods there, so no workspace pod is built there (the Workspace gets a
     Failed phase saying why)."""
-    egress: EgressSettings = EgressSettings()
+    allowed_runtime_classes: frozenset[str] = frozenset()
+    """``--allowed-runtime-classes``: classes any Workspace may name in ``spec.runtimeClass``;
+    any other (and "") is run only in a namespace the platform labelled
+    ``llmsafespaces.dev/allow-runtime-class-override=true`` (the webhook refuses the rest; the
+    controller checks again before it builds a pod)."""
+    egress: EgressSettings = field(default_factory=EgressSettings)
     """Per-Workspace egress policies."""
 
 
@@ -269,26 +260,8 @@ def add_controller_flags(parser: argparse.ArgumentParser) -> None:
     add_flag(workspace, "--default-runtime-class", default=None, help="pod runtimeClassName")
     add_flag(workspace, "--workspace-termination-grace", default="40", help="seconds")
     add_excluded_namespaces_flag(workspace)
-    add_flag(
-        workspace,
-        "--workspace-egress",
-        default="off",
-        choices=["off", "networkpolicy", "cilium"],
-        help="per-Workspace egress policy: NetworkPolicy, CiliumNetworkPolicy (toFQDNs) or off",
-    )
-    add_flag(
-        workspace,
-        "--workspace-egress-default",
-        default="deny",
-        choices=["deny", "allow"],
-        help="egress of a Workspace declaring no domains: deny (DNS, platform only) or allow",
-    )
-    add_flag(
-        workspace,
-        "--workspace-egress-namespaces",
-        default="",
-        help="comma-separated namespaces every workspace pod may reach (API service, routers)",
-    )
+    add_runtime_classes_flag(workspace)
+    add_egress_flags(workspace)
     for flag in (
         "--inference-relay-url",
         "--api-service-url",
@@ -522,13 +495,8 @@ def settings_from_args(
             agentd=agentd,
             opencode=opencode,
             excluded_namespaces=excluded_namespaces_from(args.excluded_namespaces, namespace),
-            egress=EgressSettings(
-                mode=args.workspace_egress,
-                default=args.workspace_egress_default,
-                platform_namespaces=tuple(
-                    n.strip() for n in args.workspace_egress_namespaces.split(",") if n.strip()
-                ),
-            ),
+            allowed_runtime_classes=runtime_classes_from(args.allowed_runtime_classes),
+            egress=egress_settings_from_args(args),
         ),
         relay_staging=RelayStagingSettings(
             enabled=_bool("--relay-only-key-delivery", args.relay_only_key_delivery),

@@ -54,6 +54,7 @@ from wspin.core.kinds import PODS, PVCS, SECRETS, SERVICE_ACCOUNTS, WORKSPACES
 from wspin.core.logs import fields
 from wspin.core.namespaces import excluded_namespace_problem
 from wspin.core.runtimes import Runtime, resolve_runtime
+from wspin.core.tenancy import NamespaceLabels, org_of, runtime_class_problem
 from wspin.kube.client import Kube
 
 log = logging.getLogger("controller.workspace")
@@ -112,6 +113,7 @@ class WorkspaceReconciler:
         orgs: orgstatus.OrgStatusCache | None = None,
         runtimes: Mapping[str, Obj] | None = None,
         egress: EgressPolicies | None = None,
+        namespaces: NamespaceLabels | None = None,
         clock: Clock = utc_now,
         events: EventRecorder | None = None,
     ) -> None:
@@ -124,6 +126,9 @@ class WorkspaceReconciler:
         self.staging = staging
         self.orgs = orgs
         self.runtimes = runtimes
+        self.namespaces = namespaces
+        """The platform's labels on each Namespace (a watch): the runtime-class override and
+        the organisation come from them, never from the Workspace (None: no labels)."""
         """The runtime catalogue (RuntimeEnvironments by name) bare runtime names resolve
         through; None: every ``spec.runtime`` is run as written."""
         self.egress = egress
@@ -185,6 +190,16 @@ class WorkspaceReconciler:
             excluded = excluded_namespace_problem(key.namespace, self.settings.excluded_namespaces)
             if excluded:
                 raise build.PodBuildError(excluded)
+            # The webhook refuses such a Workspace; checked again here, as the label or the
+            # allow list may have changed since it was admitted.
+            gated = runtime_class_problem(
+                (ws.get("spec") or {}).get("runtimeClass"),
+                key.namespace,
+                self._labels(key.namespace),
+                self.settings.allowed_runtime_classes,
+            )
+            if gated:
+                raise build.PodBuildError(gated)
             runtime = self._runtime(ws)
             if isinstance(runtime, str):
                 await self._runtime_missing(ws, runtime, written)
@@ -268,11 +283,15 @@ class WorkspaceReconciler:
         outcome = _Outcome(phase, detail=problem, reason=RUNTIME_NOT_FOUND)
         await self._write_status(ws, outcome, written)
 
+    def _labels(self, namespace: str) -> Mapping[str, str]:
+        return self.namespaces.of(namespace) if self.namespaces is not None else {}
+
     async def _org_suspension(self, ws: Obj) -> orgstatus.OrgVerdict | None:
-        """Whether the Workspace's organisation is suspended, for an org-owned Workspace when
-        the API service is configured; None otherwise. Unknown status never suspends."""
-        org_id = ((ws.get("spec") or {}).get("owner") or {}).get("orgID")
-        if self.orgs is None or not isinstance(org_id, str) or not org_id:
+        """Whether the organisation of the Workspace's namespace (its ``llmsafespaces.dev/org``
+        label: ``spec.owner.orgID`` is the tenant's own word) is suspended, when the API service
+        is configured; None otherwise. Unknown status never suspends."""
+        org_id = org_of(self._labels(str(ws["metadata"].get("namespace", ""))))
+        if self.orgs is None or org_id is None:
             return None
         return await orgstatus.verdict(self.orgs, org_id)
 

@@ -82,6 +82,7 @@ CONTROLLER_CLUSTER_BASE = {
     ("", "secrets", (), verbs("create")),  # each workspace's password Secret, blind create
     ("", "events", (), verbs("create")),
     ("llmsafespaces.dev", "runtimeenvironments", (), verbs("list", "watch")),
+    ("", "namespaces", (), verbs("list", "watch")),  # the platform's labels, read only
     (
         "networking.k8s.io",
         "networkpolicies",

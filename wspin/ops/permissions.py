@@ -53,7 +53,7 @@ def _each(verbs: str, group: str, resource: str, **kw: str) -> list[Call]:
 
 def webhook_calls(args: ProcessArgs, install: Installation) -> list[Call]:
     ns = install.namespace
-    calls: list[Call] = []
+    calls: list[Call] = _each("list watch", "", "namespaces")
     if not args.switch("--skip-image-volume-probe"):
         calls += _each("create", "", "pods", namespace=ns)
     for artifact in ARTIFACTS:
@@ -86,6 +86,7 @@ def controller_calls(args: ProcessArgs, install: Installation) -> list[Call]:
         *_each("list watch create", "", "persistentvolumeclaims"),
         *_each("create", "", "serviceaccounts"),
         *_each("create", "", "events"),
+        *_each("list watch", "", "namespaces"),
     ]
     if args.switch("--enable-leader-election"):
         ns = install.namespace
