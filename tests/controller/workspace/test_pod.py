@@ -300,7 +300,7 @@ def test_the_example_workspace_builds_a_pod_and_a_pvc() -> None:
     assert pod["metadata"]["labels"]["llmsafespaces.dev/tenant"] == "alice"
     assert main_container(pod)["resources"] == {
         "requests": {"cpu": "500m", "memory": "1Gi"},
-        "limits": {"cpu": "2.0", "memory": "4Gi"},
+        "limits": {"cpu": "2", "memory": "4Gi"},
     }
     assert desired_pvc(ws)["spec"]["resources"]["requests"]["storage"] == "10Gi"
 
