@@ -35,6 +35,7 @@ from wspin.core.contract import (
     LABEL_COMPONENT,
     LABEL_COMPONENT_VALUE,
     LABEL_WORKSPACE,
+    LABEL_WORKSPACE_UID,
 )
 from wspin.core.kinds import Resource
 
@@ -121,7 +122,11 @@ def _metadata(ws: Obj) -> Obj:
     return {
         "name": policy_name(meta["name"]),
         "namespace": meta["namespace"],
-        "labels": {LABEL_APP: LABEL_APP_VALUE, LABEL_WORKSPACE: meta["name"]},
+        "labels": {
+            LABEL_APP: LABEL_APP_VALUE,
+            LABEL_WORKSPACE: meta["name"],
+            LABEL_WORKSPACE_UID: meta["uid"],
+        },
         "ownerReferences": [
             {
                 "apiVersion": ws.get("apiVersion", "llmsafespaces.dev/v1"),

@@ -473,7 +473,7 @@ class WorkspaceReconciler:
         AlreadyExists is our own earlier create (the cache lags) or someone else's object at
         our name (the caches hold only labelled objects): it is read live, and
         ``ForeignObject`` raised unless the Workspace controls it."""
-        meta = body["metadata"]
+        meta = ownership.stamp(body, ws)["metadata"]
         try:
             await self.kube.create(resource, body, meta["namespace"])
         except AlreadyExists:
