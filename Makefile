@@ -1,6 +1,7 @@
 # wspin — every target creates the virtual environment it needs; nothing is assumed installed.
-# On Debian/Ubuntu the system packages (python3-venv; docker-registry for the tests) are
-# installed by scripts/system-packages.sh when missing, or it stops with the command to run.
+# On Debian/Ubuntu the system packages (python3-venv; for the tests docker-registry, and
+# prometheus for its promtool) are installed by scripts/system-packages.sh when missing, or it
+# stops with the command to run.
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
@@ -18,7 +19,7 @@ system-packages:
 	@sh scripts/system-packages.sh $(PYTHON)
 
 test-packages:
-	@sh scripts/system-packages.sh $(PYTHON) registry
+	@sh scripts/system-packages.sh $(PYTHON) registry promtool
 
 $(BIN)/.runtime: pyproject.toml | system-packages
 	$(PYTHON) -m venv $(VENV)

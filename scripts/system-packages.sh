@@ -3,23 +3,35 @@
 # root, through apt-get), or the run stops at once with the exact command to type. Nothing is
 # skipped later because a tool is absent.
 #
-#   scripts/system-packages.sh PYTHON [registry]
+#   scripts/system-packages.sh PYTHON [registry] [promtool]
 #
 # - python3.X-venv (always): `python3 -m venv` needs ensurepip, which Debian ships separately;
 # - docker-registry (with `registry`): the real OCI registry (distribution 2.8) the
-#   pin-resolution tests push to.
+#   pin-resolution tests push to;
+# - prometheus (with `promtool`): Prometheus's own `promtool`, which checks the chart's alert
+#   rules, runs their unit tests and parses every dashboard query. The package's service is
+#   not started by the tests (and not by apt-get where no init system runs).
 set -eu
 python=${1:-python3}
-want_registry=${2:-}
+shift || true
 missing=""
 if ! "$python" -c 'import ensurepip, venv' >/dev/null 2>&1; then
     version=$("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
     missing="$missing python$version-venv"
 fi
-if [ "$want_registry" = registry ] && ! command -v docker-registry >/dev/null 2>&1 \
-    && [ ! -x /usr/bin/docker-registry ]; then
-    missing="$missing docker-registry"
-fi
+# want TOOL PACKAGE: the Debian PACKAGE when TOOL is neither on PATH nor in /usr/bin.
+want() {
+    if ! command -v "$1" >/dev/null 2>&1 && [ ! -x "/usr/bin/$1" ]; then
+        missing="$missing $2"
+    fi
+}
+for tool in "$@"; do
+    case "$tool" in
+        registry) want docker-registry docker-registry ;;
+        promtool) want promtool prometheus ;;
+        *) echo "system-packages.sh: unknown tool '$tool'" >&2; exit 2 ;;
+    esac
+done
 [ -z "$missing" ] && exit 0
 
 command="apt-get update && apt-get install -y --no-install-recommends$missing"

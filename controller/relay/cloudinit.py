@@ -6,8 +6,12 @@ mirror tried, so one bad mirror never leaves a unit with an unusable binary; ``F
 non-zero exit come only when every mirror failed, in which case the service is never
 started.
 
-The token goes into a root-only environment file, not the world-readable unit file, and the
-download script never sees it, so cloud-init's output log cannot contain it.
+The token lives in one root-only environment file and nowhere else: not in the
+world-readable unit file, not on relay-proxy's command line (every local user reads argv
+through ``ps`` and ``/proc/<pid>/cmdline``; relay-proxy reads ``RELAY_TOKEN`` from its
+environment), and not in the download script, so cloud-init's output log cannot contain it.
+The service runs as a user of its own (``DynamicUser``), so no other process on the VM shares
+the uid that may read its environment (``/proc/<pid>/environ``).
 """
 
 from __future__ import annotations
@@ -130,7 +134,8 @@ exit 1
 
 
 def _unit(upstream_url: str) -> str:
-    # systemd expands "%x" specifiers in ExecStart; "%%" is a literal percent sign.
+    # systemd expands "%x" specifiers in ExecStart; "%%" is a literal percent sign. The token
+    # stays out of ExecStart, also as ${RELAY_TOKEN}: systemd would expand it into argv.
     upstream = upstream_url.replace("%", "%%")
     return f"""[Unit]
 Description=LLMSafeSpaces inference relay proxy
@@ -140,10 +145,10 @@ ConditionFileIsExecutable={BINARY_PATH}
 
 [Service]
 EnvironmentFile={ENV_PATH}
-ExecStart={BINARY_PATH} --upstream={upstream} --listen={LISTEN} --token=${{RELAY_TOKEN}}
+ExecStart={BINARY_PATH} --upstream={upstream} --listen={LISTEN}
 Restart=always
 RestartSec=5
-User=nobody
+DynamicUser=yes
 
 [Install]
 WantedBy=multi-user.target

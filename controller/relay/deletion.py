@@ -19,6 +19,7 @@ from controller.relay.drivers.base import (
     DriverError,
     truncate,
 )
+from controller.relay.listing import fleet_regions, list_vms
 from controller.relay.peers import sync_peers
 from controller.relay.spec import FINALIZER, RelaySpec, SpecError, has_real_id, parse_spec
 from controller.toolkit.finalizers import has_finalizer, remove_finalizer
@@ -31,21 +32,6 @@ from wspin.core.logs import fields
 log = logging.getLogger(__name__)
 
 RETRY_SECONDS: Final = 30.0
-
-
-def fleet_regions(spec: RelaySpec | None, status: Obj) -> dict[str, list[str]]:
-    """provider → the regions its VMs may run in: the spec's and those status records (a
-    region change leaves the old VM where it was)."""
-    pairs = {(p.provider, p.region) for p in (spec.providers if spec else ())}
-    pairs |= {
-        (str(i.get("provider") or ""), str(i.get("region") or ""))
-        for i in status.get("instances") or []
-    }
-    regions: dict[str, list[str]] = {}
-    for provider, region in sorted(pairs):
-        if provider and region:
-            regions.setdefault(provider, []).append(region)
-    return regions
 
 
 def _spec_or_none(cr: Obj) -> RelaySpec | None:
@@ -71,18 +57,11 @@ async def delete_fleet(deps: RelayDeps, cr: Obj) -> Requeue | None:
     }
     if uid:
         tags = {TAG_MANAGED_BY: MANAGED_BY_VALUE, TAG_OWNER_UID: uid}
-        for provider, regions in fleet_regions(_spec_or_none(cr), status).items():
-            driver = deps.drivers.get(provider)
-            if driver is None:
-                continue
-            try:
-                listed = await driver.list(tags, regions)
-            except DriverError as err:
-                incomplete.append(f"listing {provider} VMs failed: {truncate(str(err))}")
-                continue
-            for vm in listed:
-                if vm.live and vm.owner_uid == uid:
-                    targets.setdefault(vm.instance_id, (provider, vm.region))
+        listing = await list_vms(deps.drivers, tags, fleet_regions(_spec_or_none(cr), status))
+        incomplete += [f"listing {p} VMs failed: {why}" for p, why in listing.failed.items()]
+        for provider, vm in listing.vms:
+            if vm.live and vm.owner_uid == uid:
+                targets.setdefault(vm.instance_id, (provider, vm.region))
     destroyed: set[str] = set()
     for instance_id, (provider, region) in sorted(targets.items()):
         driver = deps.drivers.get(provider)

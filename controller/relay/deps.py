@@ -16,6 +16,7 @@ from controller.relay.health import HealthReport
 from controller.relay.identity import ClusterIdentity
 from controller.relay.metrics import RelayMetrics
 from controller.settings import RelayArtifactConfig
+from controller.toolkit.events import EventRecorder
 from wspin.core.clock import Clock, utc_now
 from wspin.kube.client import Kube
 
@@ -64,3 +65,5 @@ class RelayDeps:
         default_factory=lambda: dict(EXPECTED_CREDENTIALS)
     )
     destroyed: RecentlyDestroyed = field(default_factory=RecentlyDestroyed)
+    events: EventRecorder | None = None
+    """Where replacement Events go; None: a recorder on ``kube`` with ``clock``."""

@@ -1,10 +1,11 @@
 """Carrying out a fleet plan: destroys first, then the VM tokens, then launches.
 
 Each action's outcome lands in the status entries the plan proposed: a launch that returned
-an id becomes the slot's VM; a configuration error becomes a ``provisioning-failed``
-placeholder counting towards the breaker; a retryable error a placeholder that backs off; a
-destroy that failed puts back the entry it would have removed, so nothing is forgotten, and
-holds back the replacement it was making room for.
+an id becomes the slot's VM (or its replacement); a configuration error becomes a
+``provisioning-failed`` placeholder counting towards the breaker; a retryable error a
+placeholder that backs off; a destroy that failed puts back the entry it would have removed,
+so nothing is forgotten, keeps its VM's token, holds back the launch it was making room for,
+and leaves a replacement it was handing the slot to a replacement.
 
 The VM token is stored before the launch that boots with it: a crash between the two leaves
 a token nobody uses, never a VM whose token nobody knows (relay-proxy would answer 401 to
@@ -17,12 +18,12 @@ import logging
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from controller.relay.actions import Destroy, FleetPlan, Launch
 from controller.relay.deps import RelayDeps
 from controller.relay.drivers.base import ConfigurationError, DriverError, truncate
 from controller.relay.entries import failure_entry, launched_entry, retry_entry
-from controller.relay.plan import Destroy, FleetPlan, Launch
 from controller.relay.request import build_request
-from controller.relay.spec import Instance, RelaySpec, has_real_id
+from controller.relay.spec import Instance, RelaySpec, has_real_id, replacement_placeholder_id
 from controller.relay.tokens import generate_token, read_tokens, write_tokens
 from wspin.core.errors import KubeAPIError
 from wspin.core.logs import fields
@@ -39,17 +40,21 @@ class Outcome:
     failures: list[str] = field(default_factory=list)
     """What did not happen this pass (failed destroys): the pass is retried."""
     rotation_failed: bool = False
+    destroyed: list[str] = field(default_factory=list)
+    """VMs destroyed this pass."""
 
 
 async def execute(
     deps: RelayDeps, plan: FleetPlan, *, spec: RelaySpec, uid: str, cluster: str, now: datetime
 ) -> Outcome:
     outcome = Outcome(instances=[dict(i) for i in plan.instances])
-    blocked: set[str] = set()
+    blocked: set[tuple[str, bool]] = set()
+    kept_keys: set[str] = set()
     for destroy in plan.destroys:
         if await destroy_vm(
             deps, destroy.provider, destroy.instance_id, destroy.region, destroy.reason
         ):
+            outcome.destroyed.append(destroy.instance_id)
             if destroy.reason in ROTATION_REASONS:
                 deps.metrics.rotations.labels(
                     provider=destroy.provider, reason=destroy.reason
@@ -57,15 +62,17 @@ async def execute(
             continue
         outcome.failures.append(f"{destroy.instance_id}: destroy failed ({destroy.reason})")
         outcome.rotation_failed |= destroy.reason == "manual"
+        if destroy.token_key:
+            kept_keys.add(destroy.token_key)  # the VM still runs with it
         _keep(outcome, destroy, blocked)
     for provider in plan.replaced:
         log.info("relay VM is gone; launching a replacement", extra=fields(provider=provider))
         deps.metrics.rotations.labels(provider=provider, reason="gone").inc()
     for provider, seconds in plan.provisioned:
         deps.metrics.provision_duration.labels(provider=provider).observe(seconds)
-    launches = [a for a in plan.launches if a.slot.provider not in blocked]
+    launches = [a for a in plan.launches if (a.slot.provider, bool(a.replaces)) not in blocked]
     outcome.tokens = await read_tokens(deps.kube, deps.namespace)
-    stored = await _store_tokens(deps, outcome.tokens, plan.drop_tokens - blocked, launches)
+    stored = await _store_tokens(deps, outcome.tokens, plan.drop_tokens - kept_keys, launches)
     for action in launches:
         entry = await _launch(
             deps, action, outcome.tokens, stored, spec=spec, uid=uid, cluster=cluster, now=now
@@ -74,22 +81,33 @@ async def execute(
     return outcome
 
 
-def _keep(outcome: Outcome, action: Destroy, blocked: set[str]) -> None:
+def _keep(outcome: Outcome, action: Destroy, blocked: set[tuple[str, bool]]) -> None:
+    """Put back what a failed destroy would have removed."""
     if action.keep is None:
         return
+    kept = dict(action.keep)
+    for entry in outcome.instances:
+        if action.promotes and entry.get("id") == action.promotes:
+            entry["replaces"] = action.instance_id  # still the replacement, not the slot's VM
     if action.blocks:
-        blocked.add(action.blocks)
+        role = (action.blocks, bool(kept.get("replaces")))
+        blocked.add(role)
         for index, entry in enumerate(outcome.instances):
-            if entry.get("provider") == action.blocks and not has_real_id(entry):
-                outcome.instances[index] = dict(action.keep)
+            if _role(entry) == role and not has_real_id(entry):
+                outcome.instances[index] = kept
                 return
-    outcome.instances.append(dict(action.keep))
+    outcome.instances.append(kept)
+
+
+def _role(entry: Instance) -> tuple[str, bool]:
+    """(provider, is a replacement): which of its slot's two entries ``entry`` is."""
+    return (str(entry.get("provider") or ""), bool(entry.get("replaces")))
 
 
 def _place(instances: list[Instance], entry: Instance) -> None:
-    """Put ``entry`` where its slot's placeholder is."""
+    """Put ``entry`` where the placeholder of its slot and role is."""
     for index, current in enumerate(instances):
-        if current.get("provider") == entry["provider"] and not has_real_id(current):
+        if _role(current) == _role(entry) and not has_real_id(current):
             instances[index] = entry
             return
     instances.append(entry)
@@ -101,11 +119,11 @@ async def _store_tokens(
     """Drop the tokens of replaced VMs, mint one for each slot about to launch without one,
     and store them; False when the Secret could not be written (nothing may launch then)."""
     changed = False
-    for provider in drop:
-        changed |= tokens.pop(provider, None) is not None
+    for key in drop:
+        changed |= tokens.pop(key, None) is not None
     for action in launches:
-        if action.slot.provider not in tokens:
-            tokens[action.slot.provider] = generate_token()
+        if action.key not in tokens:
+            tokens[action.key] = generate_token()
             changed = True
     if not changed:
         return True
@@ -128,11 +146,36 @@ async def _launch(
     cluster: str,
     now: datetime,
 ) -> Instance:
-    slot = action.slot
     if not stored:
-        return retry_entry(
-            slot, action.attempts, action.launch_failures + 1, "cannot store the VM token", now
+        entry = retry_entry(
+            action.slot,
+            action.attempts,
+            action.launch_failures + 1,
+            "cannot store the VM token",
+            now,
         )
+    else:
+        entry = await _launch_vm(deps, action, tokens, spec=spec, uid=uid, cluster=cluster, now=now)
+    if action.token_key:
+        entry["tokenKey"] = action.token_key
+    if action.replaces:
+        entry["replaces"] = action.replaces
+        if not has_real_id(entry):
+            entry["id"] = replacement_placeholder_id(action.slot.provider)
+    return entry
+
+
+async def _launch_vm(
+    deps: RelayDeps,
+    action: Launch,
+    tokens: dict[str, str],
+    *,
+    spec: RelaySpec,
+    uid: str,
+    cluster: str,
+    now: datetime,
+) -> Instance:
+    slot = action.slot
     driver = deps.drivers[slot.provider]
     try:
         request = build_request(
@@ -140,9 +183,10 @@ async def _launch(
             uid=uid,
             cluster=cluster,
             upstream_url=spec.upstream_url,
-            vm_token=tokens[slot.provider],
+            vm_token=tokens[action.key],
             artifacts=deps.artifacts,
             expected_credentials=deps.expected_credentials,
+            replaces=action.replaces,
         )
         instance_id = await driver.launch(request)
     except ConfigurationError as err:
@@ -167,7 +211,12 @@ async def _launch(
         )
     log.info(
         "relay VM launched",
-        extra=fields(provider=slot.provider, instance=instance_id, region=slot.region),
+        extra=fields(
+            provider=slot.provider,
+            instance=instance_id,
+            region=slot.region,
+            replaces=action.replaces or None,
+        ),
     )
     return launched_entry(slot, instance_id, now, action.launch_failures)
 

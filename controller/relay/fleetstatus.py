@@ -1,6 +1,7 @@
 """The fleet's status after a pass: the conditions and the requeue interval. Pure.
 
-- ``Ready``: at least one relay serves (traffic flows); ``Degraded`` says what is missing.
+- ``Ready``: at least ``minHealthy`` relays serve (one at least: traffic flows);
+  ``Degraded`` says what is missing, and why a due replacement waits.
 - ``FallbackActive``: the router reports that it sends traffic around the relays.
 - ``ProvisioningFailed``: True with ``CircuitBreakerTripped`` once a slot's configuration
   errors reach the breaker's threshold; its ``observedGeneration`` is how the next pass knows
@@ -14,10 +15,9 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from controller.relay.drivers.base import truncate
-from controller.relay.entries import FAILED, PROVISIONING
+from controller.relay.entries import BREAKER_THRESHOLD, FAILED, PROVISIONING
 from controller.relay.health import HealthReport
 from controller.relay.plan import (
-    BREAKER_THRESHOLD,
     REQUEUE_DEGRADED,
     REQUEUE_HEALTHY,
     REQUEUE_PROVISIONING,
@@ -36,14 +36,19 @@ def fleet_status(
     now: datetime,
     generation: int | None,
     rotated: str = "",
+    minimum: int = 1,
+    notes: Sequence[str] = (),
 ) -> Obj:
     """The new status: ``old`` with the pass's instances, counts and conditions.
 
-    ``rotated``: the message of a manual rotation this pass carried out ("" for none).
+    ``rotated``: the message of a manual rotation this pass carried out ("" for none);
+    ``minimum``: the healthy relays Ready needs (``minHealthy``, capped at the slot count);
+    ``notes``: why due replacements wait, for the Degraded message.
     """
     healthy = sum(1 for i in instances if i.get("healthy"))
     new: Obj = {**old, "instances": list(instances), "healthyReplicas": healthy}
-    wanted = _fleet_conditions(instances, healthy, bool(health and health.fallback_active))
+    fallback = bool(health and health.fallback_active)
+    wanted = _fleet_conditions(instances, healthy, fallback, max(1, minimum), notes)
     wanted.append(_breaker(instances, generation))
     current = list(old.get("conditions") or [])
     if rotated:
@@ -64,7 +69,13 @@ def fleet_status(
     return new
 
 
-def _fleet_conditions(instances: Sequence[Instance], healthy: int, fallback: bool) -> list[Obj]:
+def _fleet_conditions(
+    instances: Sequence[Instance],
+    healthy: int,
+    fallback: bool,
+    minimum: int,
+    notes: Sequence[str],
+) -> list[Obj]:
     total = len(instances)
     summary = f"{healthy}/{total} relays healthy"
     if total == 0:
@@ -80,12 +91,18 @@ def _fleet_conditions(instances: Sequence[Instance], healthy: int, fallback: boo
     elif healthy == 0:
         found = [
             condition("Ready", False, "NoHealthyRelays", summary, None),
-            condition("Degraded", True, "AllRelaysUnhealthy", _not_healthy(instances), None),
+            condition("Degraded", True, "AllRelaysUnhealthy", _not_healthy(instances, notes), None),
+        ]
+    elif healthy < minimum:
+        below = f"{summary}, spec.healthCheck.minHealthy is {minimum}"
+        found = [
+            condition("Ready", False, "BelowMinimum", below, None),
+            condition("Degraded", True, "PartialOutage", _not_healthy(instances, notes), None),
         ]
     else:
         found = [
             condition("Ready", True, "PartialFleet", summary, None),
-            condition("Degraded", True, "PartialOutage", _not_healthy(instances), None),
+            condition("Degraded", True, "PartialOutage", _not_healthy(instances, notes), None),
         ]
     if fallback:
         found.append(
@@ -117,14 +134,15 @@ def _breaker(instances: Sequence[Instance], generation: int | None) -> Obj:
     return condition("ProvisioningFailed", False, reason, message, generation)
 
 
-def _not_healthy(instances: Sequence[Instance]) -> str:
+def _not_healthy(instances: Sequence[Instance], notes: Sequence[str] = ()) -> str:
     parts = [
-        f"{i.get('provider')} {i.get('state') or 'unknown'}"
+        f"{i.get('provider')} {'replacement ' if i.get('replaces') else ''}"
+        f"{i.get('state') or 'unknown'}"
         + (f" ({i['lastProvisionError']})" if i.get("lastProvisionError") else "")
         for i in instances
         if not i.get("healthy")
     ]
-    return "not healthy: " + ", ".join(parts)
+    return truncate("; ".join(["not healthy: " + ", ".join(parts), *notes]), 2000)
 
 
 def requeue_seconds(instances: Sequence[Instance], waits: Sequence[float] = ()) -> float:

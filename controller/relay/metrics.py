@@ -24,6 +24,19 @@ class RelayMetrics:
             "Relay VMs the router reports healthy.",
             registry=registry,
         )
+        self.replacing = Gauge(
+            "llmsafespaces_relay_replacing",
+            "1 while the provider's slot runs a replacement beside an unhealthy VM.",
+            ["provider"],
+            registry=registry,
+        )
+        self.replacements = Counter(
+            "llmsafespaces_relay_replacements_total",
+            "Replacements of unhealthy relay VMs started, by mode (surge: launched beside "
+            "the unhealthy VM; in_place: the unhealthy VM destroyed first).",
+            ["provider", "mode"],
+            registry=registry,
+        )
         self.provisioning_failed = Gauge(
             "llmsafespaces_relay_provisioning_failed",
             "1 when the provider's slot is in state provisioning-failed.",
@@ -75,7 +88,9 @@ class RelayMetrics:
         )
 
     def record_fleet(self, instances: Sequence[Instance]) -> None:
-        """Reset the per-provider families, then set one value per instance."""
+        """Reset the per-provider families, then set one value per instance. Each fleet's
+        slots and healthy minimum are the per-relay gauges of ``fleet_metrics``, read from the
+        cache at scrape time."""
         self.healthy_replicas.set(sum(1 for i in instances if i.get("healthy")))
         families = (
             (self.provisioning_failed, "provisioning-failed"),
@@ -84,7 +99,12 @@ class RelayMetrics:
         )
         for gauge, _ in families:
             gauge.clear()
+        self.replacing.clear()
+        replacing = {str(i.get("provider") or "") for i in instances if i.get("replaces")}
         for instance in instances:
             provider = str(instance.get("provider") or "")
+            self.replacing.labels(provider=provider).set(1 if provider in replacing else 0)
+            if instance.get("replaces"):
+                continue  # the slot's state is its current VM's
             for gauge, state in families:
                 gauge.labels(provider=provider).set(1 if instance.get("state") == state else 0)

@@ -10,7 +10,9 @@ account has its own CRs, which this one cannot see, so their VMs would all look 
 A managed VM without a cluster tag (launched by an earlier release) is reported, once per
 sweep, as a metric and a log line, and never destroyed automatically: nothing proves which
 cluster it belongs to. On top of that a VM must have an owner UID, be pending or running,
-and be older than a grace period (cache lag, a CR restored from backup). At most
+and be older than a grace period (cache lag, a CR restored from backup). A VM the cloud
+reports no launch time for gets the same grace, counted from the first sweep of this process
+that saw it (a restart or a new leader starts it over: the safe direction). At most
 ``max_deletions`` VMs go per sweep, so a bug cannot empty a cloud in one tick, and every
 destroy is logged with the evidence that justified it.
 """
@@ -20,7 +22,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from controller.relay.drivers.base import (
@@ -32,6 +34,7 @@ from controller.relay.drivers.base import (
     truncate,
 )
 from controller.relay.identity import ClusterIdentity
+from controller.relay.listing import list_vms
 from controller.relay.metrics import RelayMetrics
 from wspin.core.clock import Clock, format_time, utc_now
 from wspin.core.errors import KubeAPIError, TransientError
@@ -91,6 +94,9 @@ class OrphanDetector:
         """provider → regions swept even when no CR names them (``--orphan-regions``), so
         VMs of a CR deleted while the controller was down are found with no CR left."""
         self.clock = clock
+        self._first_seen: dict[str, datetime] = {}
+        """VM id → when a sweep first saw it live, for VMs without a launch time: their grace
+        starts there. Holds only VMs the latest sweep listed live, so it stays bounded."""
 
     async def sweep(self) -> SweepResult:
         result = SweepResult()
@@ -99,17 +105,14 @@ class OrphanDetector:
             first = await self._list_relays()
         except (KubeAPIError, TransientError) as err:
             return self._skip(result, f"listing InferenceRelays failed: {err}")
-        listed: list[tuple[str, CloudInstance]] = []
-        for provider, regions in self._regions(first).items():
-            try:
-                vms = await self.drivers[provider].list({TAG_MANAGED_BY: MANAGED_BY_VALUE}, regions)
-            except DriverError as err:
-                log.warning(
-                    "orphan sweep: listing VMs failed",
-                    extra=fields(provider=provider, regions=regions, error=truncate(str(err))),
-                )
-                continue
-            listed.extend((provider, vm) for vm in vms)
+        listing = await list_vms(
+            self.drivers, {TAG_MANAGED_BY: MANAGED_BY_VALUE}, self._regions(first)
+        )
+        for provider, error in listing.failed.items():
+            log.warning(
+                "orphan sweep: listing VMs failed", extra=fields(provider=provider, error=error)
+            )
+        listed = listing.vms
         try:
             second = await self._list_relays()
         except KubeAPIError as err:
@@ -118,6 +121,12 @@ class OrphanDetector:
         result.listed = len(listed)
         now = self.clock()
         grace = timedelta(seconds=self.policy.grace_seconds)
+        first_seen = {
+            vm.instance_id: self._first_seen.get(vm.instance_id, now)
+            for _, vm in listed
+            if vm.launched_at is None and vm.live
+        }
+        self._first_seen = first_seen
         for provider, vm in listed:
             if not vm.live or vm.owner_uid in active:
                 continue
@@ -126,13 +135,14 @@ class OrphanDetector:
                 continue
             if vm.cluster != cluster or not vm.owner_uid:
                 continue
-            if vm.launched_at is None or now - vm.launched_at < grace:
+            age = now - (vm.launched_at or first_seen[vm.instance_id])
+            if age < grace:
                 continue
             result.orphans.append(vm)
             if len(result.destroyed) + len(result.failed) >= self.policy.max_deletions:
                 result.deferred.append(vm.instance_id)
                 continue
-            await self._destroy(provider, vm, now - vm.launched_at, len(active), result)
+            await self._destroy(provider, vm, age, len(active), result)
         self._report_unclaimed(result.unclaimed)
         if result.deferred:
             log.warning(
@@ -166,7 +176,7 @@ class OrphanDetector:
             owner_uid=vm.owner_uid,
             cluster=vm.cluster,
             state=vm.state,
-            launched_at=format_time(vm.launched_at) if vm.launched_at else "",
+            launched_at=format_time(vm.launched_at) if vm.launched_at else "unknown",
             age_seconds=int(age.total_seconds()),
             grace_seconds=self.policy.grace_seconds,
             active_relays=active_count,

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Final, TypedDict
 
 from controller.relay.cloudinit import RELAY_PORT
+from controller.relay.entries import token_key
 from controller.relay.spec import Instance
 from controller.toolkit.upserts import upsert_configmap
 from wspin.kube.client import Kube
@@ -29,7 +30,8 @@ class Peer(TypedDict):
 
 
 def peer_entries(instances: Sequence[Instance], tokens: Mapping[str, str]) -> list[Peer]:
-    """One peer per instance, in status order; endpoint ``<ip>:8080`` or empty without an IP."""
+    """One peer per instance, in status order; endpoint ``<ip>:8080`` or empty without an IP;
+    ``tokens`` by token key (the provider's name unless the entry records another)."""
     peers: list[Peer] = []
     for instance in instances:
         ip = str(instance.get("publicIP") or "")
@@ -40,7 +42,7 @@ def peer_entries(instances: Sequence[Instance], tokens: Mapping[str, str]) -> li
                 "endpoint": f"{ip}:{RELAY_PORT}" if ip else "",
                 "provider": provider,
                 "state": str(instance.get("state") or "healthy"),
-                "token": tokens.get(provider, ""),
+                "token": tokens.get(token_key(instance), ""),
             }
         )
     return peers

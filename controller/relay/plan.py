@@ -8,35 +8,49 @@ plan asks for, which is the only delay anywhere in the relay: the work queue wai
 sleeps.
 
 Per spec provider (a *slot*), in order:
-- a VM status names and the cloud still runs is kept: health applied, the public IP filled in,
-  replaced (destroy, then a fresh token and a launch) when it is not healthy within
-  ``replacementTimeout``;
-- a VM that is gone (terminated outside the controller, or unknown to the cloud) is replaced;
+- a VM status names and the cloud still runs is kept, health applied and the public IP
+  filled in; one still booting (never healthy) after ``replacementTimeout`` is destroyed
+  and launched anew in place: it never served;
+- a VM that is gone (terminated outside the controller, or unknown to the cloud) is
+  replaced, by its replacement when one is under way;
+- a VM unhealthy for longer than ``replacementTimeout`` after it served gets a replacement,
+  under the fleet's surge bound and healthy minimum (``replacement``);
 - an empty slot adopts a tagged VM status does not know (a launch whose status write was lost),
   otherwise it launches, unless its breaker tripped (``provisioningAttempts`` configuration
   errors in a row, cleared by a spec change) or its backoff (``lastCheck`` plus 30 s doubling)
   has not passed;
 - further tagged VMs for a slot that has one are duplicates, and are destroyed.
 VMs of providers no longer in the spec are destroyed; a manual rotation destroys the VM the
-annotation names and leaves its slot empty until the next pass.
+annotation names and leaves its slot empty until the next pass. Only VMs tagged with this
+CR's UID are ever adopted or destroyed: another relay's VMs are never touched.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Container, Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from collections.abc import Collection, Sequence
+from datetime import datetime
 from typing import Final
 
+from controller.relay.actions import Destroy, FleetPlan, Launch, Observation
 from controller.relay.drivers.base import CloudInstance
 from controller.relay.entries import (
-    FAILED,
     PROVISIONING,
     failure_entry,
     placeholder,
     retry_entry,
+    token_key,
+    tripped,
+    wait_left,
 )
 from controller.relay.health import HealthReport
+from controller.relay.observed import apply_health, boot_overdue, fill_ip, gone, observed
+from controller.relay.replacement import (
+    SlotView,
+    adopt_lost_replacement,
+    plan_replacements,
+    review_spare,
+    take_over,
+)
 from controller.relay.spec import (
     Instance,
     ProviderSpec,
@@ -52,109 +66,6 @@ REQUEUE_PROVISIONING: Final = 10.0
 REQUEUE_DEGRADED: Final = 15.0
 REQUEUE_HEALTHY: Final = 30.0
 REQUEUE_PAUSED: Final = 300.0
-
-BREAKER_THRESHOLD: Final = 3
-"""Configuration errors in a row after which a slot waits for a spec change."""
-BACKOFF_BASE: Final = 30.0
-BACKOFF_MAX: Final = 600.0
-
-VISIBILITY_GRACE: Final = 300.0
-"""Seconds after a launch during which a VM the cloud does not know yet is waited for: both
-clouds' APIs are eventually consistent, and declaring a fresh VM gone would launch a second."""
-
-_FROZEN_STATES: Final = frozenset({"draining", "terminated", "quota-exhausted", FAILED})
-
-
-@dataclass(frozen=True)
-class Launch:
-    """Launch the slot's VM (the executor ensures its token is stored first)."""
-
-    slot: ProviderSpec
-    attempts: int = 0
-    """Configuration errors so far (carried into the failure placeholder)."""
-    launch_failures: int = 0
-    """Retryable failures so far (the backoff exponent)."""
-
-
-@dataclass(frozen=True)
-class Destroy:
-    provider: str
-    instance_id: str
-    region: str
-    reason: str
-    """Why, for the log line and the rotation metric: ``provider removed``, ``duplicate``,
-    ``gone``, ``unhealthy``, ``manual``."""
-    keep: Instance | None = None
-    """The status entry to keep when the destroy fails (retried next pass, never leaked)."""
-    blocks: str = ""
-    """The provider whose launch waits for this destroy (a replacement)."""
-
-
-@dataclass(frozen=True)
-class Observation:
-    """What one pass saw: the VMs listed under the CR's UID, and what it could not see."""
-
-    vms: Sequence[CloudInstance] = ()
-    unlisted: Collection[str] = ()
-    """Providers whose listing failed: nothing is decided about their VMs."""
-    described: Mapping[str, CloudInstance | None] = field(default_factory=dict)
-    """Status VMs the listing left out, asked of the cloud one by one (None: not found)."""
-    unknown: Collection[str] = ()
-    """Status VMs whose describe failed: nothing is decided about them."""
-    destroyed: Container[str] = ()
-    """VMs this controller destroyed lately (a lagging listing may still show them)."""
-    drivers: Collection[str] = ()
-    """Providers this controller has a driver for."""
-
-
-@dataclass
-class FleetPlan:
-    actions: list[Launch | Destroy] = field(default_factory=list)
-    instances: list[Instance] = field(default_factory=list)
-    """The status entries, in spec order, then kept entries of removed providers."""
-    drop_tokens: set[str] = field(default_factory=set)
-    """Providers whose VM token goes (its VM is replaced or rotated)."""
-    rotated: bool = False
-    waits: list[float] = field(default_factory=list)
-    """Seconds until a backoff ends."""
-    provisioned: list[tuple[str, float]] = field(default_factory=list)
-    """(provider, seconds from launch to running with an IP) for VMs that just got there."""
-    adopted: list[str] = field(default_factory=list)
-    died: dict[str, Instance] = field(default_factory=dict)
-    """provider → the backoff placeholder of a slot whose new VM died before serving."""
-    replaced: list[str] = field(default_factory=list)
-    """Providers whose VM disappeared on its own (counted as a ``gone`` rotation)."""
-
-    @property
-    def launches(self) -> list[Launch]:
-        return [a for a in self.actions if isinstance(a, Launch)]
-
-    @property
-    def destroys(self) -> list[Destroy]:
-        return [a for a in self.actions if isinstance(a, Destroy)]
-
-
-def backoff_seconds(failures: int) -> float:
-    """Delay before retry number ``failures + 1``: 30 s doubling, capped at 10 minutes."""
-    if failures <= 0:
-        return 0.0
-    return float(min(BACKOFF_MAX, BACKOFF_BASE * 2 ** (failures - 1)))
-
-
-def transition(state: str, healthy: bool) -> str:
-    """The next instance state given what the router reports.
-
-    A booting VM (``""`` or ``provisioning``) never drops to ``unhealthy``: the router needs two
-    good probes before it calls a new relay healthy. States the controller does not drive are
-    left alone.
-    """
-    if state in _FROZEN_STATES:
-        return state
-    if healthy:
-        return "healthy"
-    if state in ("", PROVISIONING):
-        return state
-    return "unhealthy"
 
 
 def spec_changed(status: Obj, generation: int | None) -> bool:
@@ -174,6 +85,7 @@ def plan_fleet(
     generation: int | None = None,
     rotate: str = "",
 ) -> FleetPlan:
+    """The actions one pass takes and the status entries they lead to (see the module)."""
     plan = FleetPlan()
     old: list[Instance] = [dict(i) for i in status.get("instances") or []]
     reset = spec_changed(status, generation)
@@ -185,20 +97,57 @@ def plan_fleet(
         if vm.owner_uid == uid and vm.live and vm.instance_id not in seen.destroyed
     ]
     _retire_removed(plan, spec, old, mine, seen)
+    views: list[SlotView] = []
+    extras: list[Instance] = []
     for slot in spec.providers:
-        entry = next((i for i in old if i.get("provider") == slot.provider), None)
+        view = SlotView(slot)
+        views.append(view)
+        mine_of_slot = [i for i in old if i.get("provider") == slot.provider]
+        entry = next((i for i in mine_of_slot if not i.get("replaces")), None)
+        spare = next((i for i in mine_of_slot if i.get("replaces")), None)
+        # More entries than a slot has (a CRD that pruned ``replaces``): kept as they are,
+        # so no VM drops out of status unseen (deletion still destroys them), and the slot
+        # starts no replacement while it cannot tell its VMs apart.
+        unknown = [i for i in mine_of_slot if i is not entry and i is not spare and has_real_id(i)]
+        extras += unknown
+        view.frozen = bool(unknown)
+        if unknown:
+            plan.held.append(
+                f"{len(mine_of_slot)} status entries for {slot.provider} cannot be told apart "
+                "(is the InferenceRelay CRD older than the controller? apply charts/wspin/crds/)"
+            )
+        if spare is not None:
+            view.spare = review_spare(
+                plan, spec, slot, spare, by_id, seen, health, now, rotate=rotate, reset=reset
+            )
         replacing = False
         if entry is not None and has_real_id(entry):
-            vm = _observed(entry, by_id, seen, slot)
             if rotate and entry["id"] == rotate:
                 _rotate(plan, slot, entry)
+                if view.spare is not None and not has_real_id(view.spare):
+                    plan.drop_tokens.add(token_key(view.spare))
+                    view.spare = None  # nothing left for it to replace
                 continue
+            vm = observed(entry, by_id, seen, slot.provider, now)
             entry = _keep(plan, spec, slot, entry, vm, health, now)
             replacing = entry is None
         if entry is not None and has_real_id(entry):
-            plan.instances.append(entry)
-            _destroy_duplicates(plan, slot, mine, known | {entry["id"]}, seen)
+            view.current = entry
+            taken = known | {entry["id"]}
+            if view.spare is not None:
+                taken.add(str(view.spare["id"]))
+            if slot.provider not in seen.unlisted:
+                adopt_lost_replacement(plan, view, mine, taken, health, now)
+                if view.spare is not None:
+                    taken.add(str(view.spare["id"]))
+            _destroy_duplicates(plan, slot, mine, taken, seen)
             continue
+        if view.spare is not None and has_real_id(view.spare):
+            take_over(plan, view)  # the VM it replaced is gone: it is the slot's VM now
+            continue
+        if view.spare is not None:  # a replacement not launched yet has nothing to replace
+            plan.drop_tokens.add(token_key(view.spare))
+            view.spare = None
         # A slot whose VM is being replaced launches anew: a VM the listing still shows
         # for it is the one being destroyed, or a duplicate of it.
         skip = replacing or slot.provider in seen.unlisted
@@ -208,29 +157,18 @@ def plan_fleet(
                 candidates,
                 key=lambda vm: (vm.launched_at is None, vm.launched_at or now, vm.instance_id),
             )
-            plan.instances.append(_apply_health(_adopted(slot, first, now), first, health, now))
+            view.current = apply_health(_adopted(slot, first, now), health, now)
             plan.adopted.append(first.instance_id)
             for vm in rest:
                 plan.actions.append(Destroy(slot.provider, vm.instance_id, vm.region, "duplicate"))
             continue
         previous = plan.died.get(slot.provider, entry)
-        _fill(plan, slot, None if reset else previous, seen, now)
+        view.current = _fill(plan, slot, None if reset else previous, seen, now)
+    plan_replacements(plan, spec, views, health, now, drivers=seen.drivers)
+    for view in views:
+        plan.instances.extend(view.entries)
+    plan.instances.extend(extras)
     return plan
-
-
-def _observed(
-    entry: Instance, by_id: Mapping[str, CloudInstance], seen: Observation, slot: ProviderSpec
-) -> CloudInstance | str | None:
-    """The slot VM as observed: the listing's view, else the describe's; ``"unknown"`` when
-    nothing could be seen (the listing failed): nothing is decided then."""
-    listed = by_id.get(entry["id"])
-    if listed is not None:
-        return listed
-    if entry["id"] in seen.described:
-        return seen.described[entry["id"]]
-    if slot.provider in seen.unlisted or entry["id"] in seen.unknown:
-        return "unknown"
-    return None
 
 
 def _keep(
@@ -244,20 +182,25 @@ def _keep(
 ) -> Instance | None:
     """The slot's VM entry after this pass, or None when it is gone or being replaced."""
     region = str(entry.get("region") or slot.region)
-    launched = parse_time(entry.get("launchedAt"))
-    if vm is None and launched is not None and (now - launched).total_seconds() < VISIBILITY_GRACE:
-        vm = "unknown"
-    if vm is None or (isinstance(vm, CloudInstance) and not vm.live):
+    key = token_key(entry)
+    if gone(vm):
         if isinstance(vm, CloudInstance) and vm.state != "terminated":
             # A stopped VM still costs money: destroyed before its replacement launches.
             plan.actions.append(
                 Destroy(
-                    slot.provider, entry["id"], region, "gone", keep=entry, blocks=slot.provider
+                    slot.provider,
+                    entry["id"],
+                    region,
+                    "gone",
+                    keep=entry,
+                    blocks=slot.provider,
+                    token_key=key,
                 )
             )
         else:
             plan.replaced.append(slot.provider)
-        plan.drop_tokens.add(slot.provider)
+        plan.drop_tokens.add(key)
+        launched = parse_time(entry.get("launchedAt"))
         if entry.get("state") == PROVISIONING and launched is not None:
             # Died before it ever served: a boot that keeps failing must back off, not
             # launch a VM every pass.
@@ -267,59 +210,32 @@ def _keep(
             )
         return None
     listed = vm if isinstance(vm, CloudInstance) else None
-    entry = _apply_health(entry, listed, health, now)
-    if listed is not None and listed.public_ip and not entry.get("publicIP"):
-        entry["publicIP"] = listed.public_ip
-        launched = parse_time(entry.get("launchedAt"))
-        if launched is not None:  # launched by this controller: time it once, now it serves
-            plan.provisioned.append((slot.provider, max((now - launched).total_seconds(), 0.0)))
-    if health is None or entry["state"] != PROVISIONING:
+    entry = apply_health(entry, health, now)
+    fill_ip(plan, slot.provider, entry, listed, now)
+    if health is None or not boot_overdue(entry, listed, spec.replacement_timeout_seconds, now):
         return entry
-    # The clock starts when the VM was both launched and published to the router (the
-    # first lastCheck): a VM adopted long after its launch gets the whole timeout too.
-    starts = [
-        t
-        for t in (listed.launched_at if listed else None, parse_time(entry.get("lastCheck")))
-        if t is not None
-    ]
-    overdue = bool(starts) and now - max(starts) >= timedelta(
-        seconds=spec.replacement_timeout_seconds
-    )
-    if overdue:
-        plan.actions.append(
-            Destroy(
-                slot.provider, entry["id"], region, "unhealthy", keep=entry, blocks=slot.provider
-            )
+    plan.actions.append(
+        Destroy(
+            slot.provider,
+            entry["id"],
+            region,
+            "unhealthy",
+            keep=entry,
+            blocks=slot.provider,
+            token_key=key,
         )
-        plan.drop_tokens.add(slot.provider)
-        return None
-    return entry
-
-
-def _apply_health(
-    entry: Instance, vm: CloudInstance | None, health: HealthReport | None, now: datetime
-) -> Instance:
-    if not entry.get("lastCheck"):
-        entry["lastCheck"] = format_time(now)
-    if health is None:
-        return entry
-    relay = health.relays.get(entry["id"])
-    healthy = relay is not None and relay.healthy
-    if relay is not None:
-        entry["429Count"] = relay.count_429
-        entry["totalRequests"] = relay.requests_total
-        entry["egressBytes"] = relay.egress_bytes
-    entry["healthy"] = healthy
-    entry["state"] = transition(str(entry.get("state") or ""), healthy)
-    if healthy:
-        entry.pop("launchFailures", None)  # it serves: the boot backoff starts over
-    return entry
+    )
+    plan.drop_tokens.add(key)
+    return None
 
 
 def _rotate(plan: FleetPlan, slot: ProviderSpec, entry: Instance) -> None:
     region = str(entry.get("region") or slot.region)
-    plan.actions.append(Destroy(slot.provider, entry["id"], region, "manual", keep=entry))
-    plan.drop_tokens.add(slot.provider)
+    key = token_key(entry)
+    plan.actions.append(
+        Destroy(slot.provider, entry["id"], region, "manual", keep=entry, token_key=key)
+    )
+    plan.drop_tokens.add(key)
     plan.rotated = True
 
 
@@ -363,40 +279,37 @@ def _adopted(slot: ProviderSpec, vm: CloudInstance, now: datetime) -> Instance:
 
 def _fill(
     plan: FleetPlan, slot: ProviderSpec, previous: Instance | None, seen: Observation, now: datetime
-) -> None:
+) -> Instance:
     """An empty slot: wait for its breaker or backoff, or launch."""
     attempts = int((previous or {}).get("provisioningAttempts") or 0)
     failures = int((previous or {}).get("launchFailures") or 0)
-    if previous is not None and previous.get("state") == FAILED and attempts >= BREAKER_THRESHOLD:
-        plan.instances.append(previous)  # tripped: waits for a spec change
-        return
-    if previous is not None and (attempts or failures):
-        last = parse_time(previous.get("lastCheck")) or now
-        due = last + timedelta(seconds=backoff_seconds(max(attempts, failures)))
-        if due > now:
-            plan.waits.append((due - now).total_seconds())
-            plan.instances.append(previous)
-            return
+    if previous is not None and tripped(previous):
+        return previous  # tripped: waits for a spec change
+    if previous is not None:
+        left = wait_left(previous, now)
+        if left > 0:
+            plan.waits.append(left)
+            return previous
     if slot.provider not in seen.drivers:
         drivers = ", ".join(sorted(seen.drivers)) or "none"
-        plan.instances.append(
-            failure_entry(
-                slot,
-                attempts + 1,
-                f"no driver for provider {slot.provider}; this controller runs: {drivers}",
-                now,
-            )
-        )
-        return
-    plan.instances.append(
-        placeholder(
+        return failure_entry(
             slot,
-            attempts=attempts,
-            launch_failures=failures,
-            error=str((previous or {}).get("lastProvisionError") or ""),
+            attempts + 1,
+            f"no driver for provider {slot.provider}; this controller runs: {drivers}",
+            now,
         )
+    key = token_key(previous) if previous is not None else slot.provider
+    action = Launch(slot, attempts, failures, token_key="" if key == slot.provider else key)
+    plan.actions.append(action)
+    entry = placeholder(
+        slot,
+        attempts=attempts,
+        launch_failures=failures,
+        error=str((previous or {}).get("lastProvisionError") or ""),
     )
-    plan.actions.append(Launch(slot, attempts, failures))
+    if action.token_key:
+        entry["tokenKey"] = action.token_key
+    return entry
 
 
 def _retire_removed(

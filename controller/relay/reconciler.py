@@ -14,8 +14,11 @@ from __future__ import annotations
 
 import copy
 import logging
+from typing import Final
 
-from controller.relay.deletion import delete_fleet, fleet_regions
+from controller.relay.actions import Observation
+from controller.relay.announce import announce
+from controller.relay.deletion import delete_fleet
 from controller.relay.deps import RelayDeps
 from controller.relay.drivers.base import (
     MANAGED_BY_VALUE,
@@ -29,8 +32,9 @@ from controller.relay.drivers.base import (
 from controller.relay.execute import execute
 from controller.relay.fleetstatus import fleet_status, requeue_seconds
 from controller.relay.health import HealthReport, HealthScrapeError
+from controller.relay.listing import fleet_regions, list_vms
 from controller.relay.peers import peer_entries, sync_peers
-from controller.relay.plan import REQUEUE_PAUSED, REQUEUE_PROVISIONING, Observation, plan_fleet
+from controller.relay.plan import REQUEUE_PAUSED, REQUEUE_PROVISIONING, plan_fleet
 from controller.relay.spec import (
     FINALIZER,
     PAUSED_ANNOTATION,
@@ -41,6 +45,7 @@ from controller.relay.spec import (
     parse_spec,
 )
 from controller.toolkit.conditions import condition, set_conditions
+from controller.toolkit.events import EventRecorder
 from controller.toolkit.finalizers import add_finalizer
 from controller.toolkit.status import write_status
 from controller.types import Obj, ObjectKey, ObjectReader, Requeue
@@ -60,6 +65,7 @@ class InferenceRelayReconciler:
     def __init__(self, deps: RelayDeps, relays: ObjectReader) -> None:
         self.deps = deps
         self.relays = relays
+        self.events = deps.events or EventRecorder(deps.kube, clock=deps.clock)
 
     async def reconcile(self, key: ObjectKey) -> Requeue | None:
         cached = self.relays.get(key)
@@ -101,11 +107,13 @@ class InferenceRelayReconciler:
                 extra=fields(relay=meta.get("name"), instance=instance_id),
             )
         outcome = await execute(deps, plan, spec=spec, uid=uid, cluster=cluster, now=now)
+        await announce(self.events, deps.metrics, cr, spec, plan, outcome)
         rotated = ""
         if plan.rotated and not outcome.rotation_failed:
             target = next(i for i in status.get("instances") or [] if i.get("id") == rotate)
             rotated = f"rotated {target.get('provider')} relay {rotate}"
             log.info("rotated relay VM", extra=fields(relay=meta.get("name"), instance=rotate))
+        minimum = min(spec.min_healthy, len(spec.providers))
         deps.metrics.record_fleet(outcome.instances)
         try:
             await sync_peers(
@@ -114,9 +122,17 @@ class InferenceRelayReconciler:
         except KubeAPIError as err:  # the router keeps its last list; status still gets written
             log.warning("cannot sync relay-router peers", extra=fields(error=err.message))
         new = fleet_status(
-            status, outcome.instances, health, now=now, generation=generation, rotated=rotated
+            status,
+            outcome.instances,
+            health,
+            now=now,
+            generation=generation,
+            rotated=rotated,
+            minimum=minimum,
+            notes=plan.held,
         )
         written = await write_status(deps.kube, INFERENCE_RELAYS, cr, new)
+        _check_schema(new, written)
         if outcome.rotation_failed:
             # The annotation stays, so the rotation is retried (with the queue's backoff);
             # other failed destroys keep their entry in status and are retried next pass.
@@ -178,6 +194,31 @@ class InferenceRelayReconciler:
         await write_status(self.deps.kube, INFERENCE_RELAYS, cr, status)
 
 
+CRD_RECHECK: Final = 60.0
+"""Seconds between passes while the CRD is out of date (applying it raises no event here)."""
+TRACKING_KEYS: Final = ("replaces", "tokenKey", "unhealthySince", "launchedAt")
+"""Status keys replacement depends on: an InferenceRelay CRD older than the controller
+prunes them, and the controller would lose track of which VM replaces which."""
+
+
+def _check_schema(sent: Obj, written: Obj | None) -> None:
+    """Fail loudly when the API server dropped a status key the controller relies on."""
+    if written is None:
+        return
+    stored = (written.get("status") or {}).get("instances") or []
+    for index, entry in enumerate(sent.get("instances") or []):
+        kept = stored[index] if index < len(stored) else {}
+        lost = [key for key in TRACKING_KEYS if key in entry and key not in kept]
+        if lost:
+            raise TransientError(
+                f"the InferenceRelay CRD in this cluster drops status.instances[]."
+                f"{lost[0]}: it is older than this controller, which cannot track its relay "
+                "VMs' replacements with it",
+                "apply the chart's CRDs: kubectl apply --server-side -f charts/wspin/crds/",
+                delay=CRD_RECHECK,
+            )
+
+
 async def observe(deps: RelayDeps, uid: str, spec: RelaySpec, status: Obj) -> Observation:
     """The VMs tagged with ``uid`` where the spec and the status say they may run, and the
     status VMs the listing left out, asked of the cloud one by one."""
@@ -185,22 +226,13 @@ async def observe(deps: RelayDeps, uid: str, spec: RelaySpec, status: Obj) -> Ob
     unlisted: set[str] = set()
     if uid:
         tags = {TAG_MANAGED_BY: MANAGED_BY_VALUE, TAG_OWNER_UID: uid}
-        for provider, regions in fleet_regions(spec, status).items():
-            driver = deps.drivers.get(provider)
-            if driver is None:
-                continue
-            try:
-                listed = await driver.list(tags, regions)
-            except DriverError as err:
-                unlisted.add(provider)
-                log.debug(
-                    "listing relay VMs failed",
-                    extra=fields(provider=provider, regions=regions, error=truncate(str(err))),
-                )
-                continue
-            # A VM tagged for another provider cannot be this cloud's to manage; one with no
-            # provider tag (older releases) is a candidate for this provider's slot.
-            vms.extend(vm for vm in listed if vm.provider in ("", provider))
+        listing = await list_vms(deps.drivers, tags, fleet_regions(spec, status))
+        for provider, error in listing.failed.items():
+            unlisted.add(provider)
+            log.debug("listing relay VMs failed", extra=fields(provider=provider, error=error))
+        # A VM tagged for another provider cannot be this cloud's to manage; one with no
+        # provider tag (older releases) is a candidate for this provider's slot.
+        vms = [vm for provider, vm in listing.vms if vm.provider in ("", provider)]
     listed_ids = {vm.instance_id for vm in vms}
     described: dict[str, CloudInstance | None] = {}
     unknown: set[str] = set()

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from controller.relay.artifact import SHA_FLAGS, artifact_sha256
 from controller.relay.cloudinit import CloudInitError, CloudInitInput, render
 from controller.relay.drivers.base import TAG_LAUNCH, ConfigurationError, LaunchRequest, vm_tags
+from controller.relay.replacement import TAG_REPLACES
 from controller.relay.shapes import UnknownShape, arch_for_shape, binary_name, default_shape
 from controller.relay.spec import ProviderSpec
 from controller.settings import RelayArtifactConfig
@@ -35,8 +36,10 @@ def build_request(
     vm_token: str,
     artifacts: RelayArtifactConfig,
     expected_credentials: Mapping[str, str],
+    replaces: str = "",
 ) -> LaunchRequest:
-    """The launch request for ``slot``; raises ``ConfigurationError`` naming the fix."""
+    """The launch request for ``slot`` (``replaces``: the VM a replacement launches beside);
+    raises ``ConfigurationError`` naming the fix."""
     expected = expected_credentials.get(slot.provider, "")
     if expected and slot.credentials != expected:
         raise ConfigurationError(
@@ -69,6 +72,8 @@ def build_request(
         raise ConfigurationError(f"cloud-init: {err.message}", err.fix) from err
     token = client_token(uid, slot.provider, vm_token)
     tags = vm_tags(cluster=cluster, owner_uid=uid, provider=slot.provider) | {TAG_LAUNCH: token}
+    if replaces:
+        tags[TAG_REPLACES] = replaces
     return LaunchRequest(
         name=f"relay-{slot.provider}",
         region=slot.region,

@@ -77,7 +77,16 @@ class RelaySpec:
     upstream_url: str
     providers: tuple[ProviderSpec, ...]
     replacement_timeout_seconds: float = 900.0
-    """``healthCheck.replacementTimeout``: a VM not healthy this long after launch is replaced."""
+    """``healthCheck.replacementTimeout``: a VM not healthy this long after its launch, or
+    unhealthy this long after it served, is replaced."""
+    max_surge: int = 1
+    """``healthCheck.maxSurge``: replacement VMs that may run at once beside the VMs they
+    replace (one per slot at most); a replacement beyond it waits for one to finish. 0
+    replaces in place instead: the unhealthy VM goes first, one slot at a time."""
+    min_healthy: int = 1
+    """``healthCheck.minHealthy``: healthy relays the fleet keeps while a replacement is in
+    flight; a healthy VM is never retired if fewer would be left (capped at the slot count).
+    Also the floor below which Ready is False and the "below minimum" alert fires."""
 
     def provider(self, name: str) -> ProviderSpec | None:
         return next((p for p in self.providers if p.provider == name), None)
@@ -119,7 +128,21 @@ def parse_spec(cr: dict[str, Any]) -> RelaySpec:
         upstream_url=str(spec.get("upstreamURL") or DEFAULT_UPSTREAM),
         providers=tuple(providers),
         replacement_timeout_seconds=timeout,
+        max_surge=_count(health, "maxSurge", 1),
+        min_healthy=_count(health, "minHealthy", 1),
     )
+
+
+def _count(health: dict[str, Any], name: str, default: int) -> int:
+    """A non-negative integer field of ``spec.healthCheck`` (the CRD's schema says so too;
+    this catches a CR stored before the field existed in it)."""
+    value = health.get(name, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise SpecError(
+            f"spec.healthCheck.{name} must be a non-negative integer (got {value!r})",
+            f"set spec.healthCheck.{name} to e.g. {default}",
+        )
+    return value
 
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
@@ -177,8 +200,17 @@ def placeholder_id(provider: str) -> str:
     return f"{provider}-provisioning"
 
 
+def replacement_placeholder_id(provider: str) -> str:
+    """The ID of a slot's replacement that has no VM yet (a launch waiting out its backoff);
+    never passed to Destroy."""
+    return f"{provider}-replacement"
+
+
 def has_real_id(instance: Instance) -> bool:
     """True when ``instance`` names a cloud VM (not a placeholder) that Destroy may act on."""
     instance_id = str(instance.get("id") or "")
     provider = str(instance.get("provider") or "")
-    return bool(instance_id) and instance_id != placeholder_id(provider)
+    return bool(instance_id) and instance_id not in (
+        placeholder_id(provider),
+        replacement_placeholder_id(provider),
+    )

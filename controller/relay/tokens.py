@@ -1,9 +1,11 @@
-"""The ``relay-vm-tokens`` Secret: the shared token each relay VM booted with, per provider.
+"""The ``relay-vm-tokens`` Secret: the shared token each relay VM booted with, by token key
+(the provider's name, or ``<provider>.2`` for the second VM a slot runs while one replaces
+the other; ``entries.token_key``).
 
 Tokens must outlive the controller process: a running VM keeps the token it booted with,
 and relay-proxy answers 401 to any other. The token is written here *before* the VM is
 launched, so a crash between launch and the write cannot strand a VM with a token nobody
-knows. A replaced or rotated VM gets a fresh token (its provider's entry is dropped first).
+knows. A replaced or rotated VM's token goes with it, and every new VM gets a fresh one.
 Token values never reach a log line, an event or an error message.
 """
 
@@ -27,7 +29,7 @@ def generate_token() -> str:
 
 
 async def read_tokens(kube: Kube, namespace: str) -> dict[str, str]:
-    """provider → token; empty when the Secret does not exist; empty values are skipped."""
+    """token key → token; empty when the Secret does not exist; empty values are skipped."""
     return decode_secret_data(await kube.get_or_none(SECRETS, TOKENS_SECRET, namespace))
 
 

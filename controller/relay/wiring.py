@@ -9,6 +9,7 @@ from __future__ import annotations
 from controller.relay.artifact import validate_artifacts
 from controller.relay.deps import RelayDeps
 from controller.relay.drivers.select import build_drivers
+from controller.relay.fleet_metrics import RelayFleetCollector
 from controller.relay.health import RouterHealth
 from controller.relay.identity import ClusterIdentity
 from controller.relay.metrics import RelayMetrics
@@ -37,6 +38,8 @@ def register(manager: Manager, settings: ControllerSettings) -> None:
     manager.add_controller(
         InferenceRelayReconciler(deps, manager.cache(INFERENCE_RELAYS)), for_=INFERENCE_RELAYS
     )
+    # Each fleet's desired and healthy VMs, read from the same cache at scrape time.
+    manager.registry.register(RelayFleetCollector(manager.cache(INFERENCE_RELAYS)))
     regions: dict[str, list[str]] = {}
     for provider, region in relay.orphans.regions:
         if provider in drivers:

@@ -232,7 +232,13 @@ class RouterClient:
         self.session = PooledSession(ROUTER_TIMEOUT)
 
     async def mint(self, request: MintRequest, mint_key: str) -> str:
-        """A scoped token; ``InternalCallError`` on any failure."""
+        """A scoped token; ``InternalCallError`` on any failure. A request without a model
+        allowlist is refused here, before the router reads it as "every model"."""
+        if not request["modelAllowlist"]:
+            raise InternalCallError(
+                f"refusing to mint a token for provider {request['providerSlug']} with an "
+                "empty model allowlist (the router would allow every model)"
+            )
         answer = await self._post(TOKENS_PATH, dict(request), mint_key, "token mint")
         token = answer.get("token")
         if not isinstance(token, str) or not token:

@@ -2,7 +2,8 @@
 
 - ``CredentialsStaged``: True with the revision after a completed pass; False with the reason
   of an early exit (which deliberately leaves ``CredentialStale`` alone: an infrastructure
-  blip must not erase a corruption signal).
+  blip must not erase a corruption signal), or with ``ModelListMissing`` after a completed
+  pass that refused a provider without a model list.
 - ``CredentialStale``: why the running pod's relay material is not current, by precedence:
   failed mints, corruption, token expiry, revocation, delivery; removed when nothing is stale.
 - ``CredentialRejected``: the router refused a token for a policy reason.
@@ -34,6 +35,7 @@ REVOKED: Final = "StaleRevoked"
 DELIVERY_DEFERRED: Final = "StaleDeliveryDeferred"
 ROUTER_REJECTED: Final = "CredentialRouterRejected"
 NAME_CONFLICT: Final = "NameConflict"
+MODEL_LIST_MISSING: Final = "ModelListMissing"
 
 # Event reasons: what a human should hear about once, beyond the conditions.
 EVENT_CREDENTIAL_REVOKED: Final = "CredentialRevoked"
@@ -100,6 +102,18 @@ def staged_message(count: int, revision: str, key_id: str, failed: int, skipped:
     if skipped:
         message += f"; {len(skipped)} skipped (not relay-frontable): {', '.join(skipped)}"
     return message
+
+
+def unscoped(refused: list[str], staged_message: str, generation: int) -> Obj:
+    """``CredentialsStaged=False/ModelListMissing``: the providers ``refused`` (described as
+    ``"slug" (kind: why)``) have no model list, so no token was minted for them; the rest
+    was staged as ``staged_message`` says."""
+    message = (
+        f"no token minted for {', '.join(refused)}: the router would read an empty model "
+        "allowlist as every model; give each of these credentials the models this workspace "
+        f"may use (models[].id) in the API; {staged_message}"
+    )
+    return _make(STAGED, "False", MODEL_LIST_MISSING, message, generation)
 
 
 def stale(

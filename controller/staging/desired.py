@@ -3,7 +3,9 @@
 A kind is stageable iff it has a row in ``KIND_UPSTREAMS`` (the router can front it with a
 bearer key); the API's batch builder uses the same predicate, so the staged set and the set it
 rewrites cannot drift. Skipped providers keep the raw-key path and are listed in the
-CredentialsStaged message.
+CredentialsStaged message. A stageable provider without a model list is refused, not staged:
+the router reads an empty allowlist as every model, so no token is minted for it and the
+Workspace reports ``CredentialsStaged=False`` naming it.
 
 What was staged is kept on the Workspace in three annotations and nothing else, because
 envelopes are written blind and never read back (the relay namespace grants no get on them),
@@ -47,6 +49,8 @@ KIND_UPSTREAMS: Final[dict[str, str]] = {
     "openai_compatible": "",
 }
 """Kind → default upstream; "" = stageable only with an explicit base URL."""
+
+NO_MODELS: Final = "no model list"
 
 # A slug becomes part of a Secret name and a label value: lowercase DNS-label characters.
 _SLUG = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
@@ -96,6 +100,9 @@ class Skipped:
     slug: str
     kind: str
     why: str
+    refused: bool = False
+    """Relay-frontable, but a token for it would be wider than its owner asked (no model
+    list): never sealed or minted, and reported as ``CredentialsStaged=False``."""
 
     def describe(self) -> str:
         return f'"{self.slug}" ({self.kind}: {self.why})'
@@ -137,6 +144,11 @@ def desired_set(
             skipped.append(
                 Skipped(credential.slug, credential.kind, "slug is not a lowercase DNS label")
             )
+            continue
+        if not credential.models:
+            # The router reads an empty allowlist as "any model": a token minted from it
+            # would let the workspace call every model the key can reach.
+            skipped.append(Skipped(credential.slug, credential.kind, NO_MODELS, refused=True))
             continue
         desired.append(DesiredProvider(credential, upstream))
     return desired, skipped

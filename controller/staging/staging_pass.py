@@ -164,6 +164,8 @@ class RelayStagingPass:
             return self._report([cond.not_staged(cond.PUB_UNREADABLE, problem, generation)])
 
         desired, skipped = desired_set(credentials)
+        refused = [s.describe() for s in skipped if s.refused]
+        skipped = [s for s in skipped if not s.refused]
         mine = before.get(STAGED_FOR, staged_for(ws))
         if mine != staged_for(ws):
             before = {}  # another Workspace's bookkeeping (a copied manifest): nothing staged
@@ -272,7 +274,11 @@ class RelayStagingPass:
                 len(tokens.failed),
                 [s.describe() for s in skipped],
             )
-            staged = cond.staged(message, generation)
+            staged = (
+                cond.unscoped(refused, message, generation)
+                if refused
+                else cond.staged(message, generation)
+            )
         stale = (
             cond.torn_rotation(generation)
             if torn

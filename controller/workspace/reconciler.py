@@ -47,6 +47,7 @@ from controller.workspace import status as st
 from controller.workspace.credentials import desired_password_secret
 from controller.workspace.egress_sync import EgressPolicies
 from controller.workspace.metrics import VerifyMetrics
+from controller.workspace.staging_phases import stages_in
 from wspin.core.clock import Clock, format_time, utc_now
 from wspin.core.contract import ARTIFACTS
 from wspin.core.errors import AlreadyExists, Conflict, Invalid, NamespaceTerminating, NotFound
@@ -91,6 +92,8 @@ class _Outcome:
     """Raised once the status is written (relay staging incomplete)."""
     staging_due: float | None = None
     """Relay staging's own deadline (seconds)."""
+    staged: bool = False
+    """The staging pass already ran for this reconcile (before the pod was built)."""
     reason: str = ""
     """The Ready reason, when it is not the phase's own (an organisation's suspension)."""
 
@@ -189,7 +192,9 @@ class WorkspaceReconciler:
         try:
             excluded = excluded_namespace_problem(key.namespace, self.settings.excluded_namespaces)
             if excluded:
-                raise build.PodBuildError(excluded)
+                # Not a workspace namespace: nothing is ever staged for it.
+                await _together(self._ensure_finalizer(ws, written))
+                return await self._failed(ws, build.PodBuildError(excluded), written, stage=False)
             # The webhook refuses such a Workspace; checked again here, as the label or the
             # allow list may have changed since it was admitted.
             gated = runtime_class_problem(
@@ -202,14 +207,12 @@ class WorkspaceReconciler:
                 raise build.PodBuildError(gated)
             runtime = self._runtime(ws)
             if isinstance(runtime, str):
-                await self._runtime_missing(ws, runtime, written)
-                return None
+                return await self._runtime_missing(ws, runtime, written)
             pod_body = build.desired_pod(ws, self.settings, runtime=runtime)
             pvc_body = build.desired_pvc(ws)
         except build.PodBuildError as err:
             await _together(self._ensure_finalizer(ws, written))
-            await self._failed(ws, err, written)
-            return None
+            return await self._failed(ws, err, written)
         suspended = bool((ws.get("spec") or {}).get("suspend"))
         org = None if suspended else await self._org_suspension(ws)
 
@@ -228,8 +231,7 @@ class WorkspaceReconciler:
             step = phase() if pvc is not None else self._claim_then(PVCS, pvc_body, ws, phase)
             results = await _together(self._ensure_finalizer(ws, written), step)
         except build.PodBuildError as err:
-            await self._failed(ws, err, written)
-            return None
+            return await self._failed(ws, err, written)
         except ownership.ForeignObject as foreign:
             return await self._conflict(ws, foreign.conflict, written)
         outcome = results[1]
@@ -238,6 +240,7 @@ class WorkspaceReconciler:
             outcome.reason = ORG_SUSPENDED
         if egress is not None:
             outcome.conditions.append(egress.condition)
+        await self._stage(ws, outcome)
         await self._write_status(ws, outcome, written)
         if (
             outcome.reason == ORG_SUSPENDED
@@ -265,7 +268,7 @@ class WorkspaceReconciler:
             return None
         return resolve_runtime(runtime, self.runtimes)
 
-    async def _runtime_missing(self, ws: Obj, problem: str, written: list[str]) -> None:
+    async def _runtime_missing(self, ws: Obj, problem: str, written: list[str]) -> Requeue | None:
         """Ready=False RuntimeNotFound; a running pod is left as it is (it was built from an
         entry that was valid then), no new pod is built. The catalogue's watch brings the
         Workspace back when the entry appears."""
@@ -281,7 +284,9 @@ class WorkspaceReconciler:
         phase = st.running_phase(pod, previous) if pod is not None else "Pending"
         await _together(self._ensure_finalizer(ws, written))
         outcome = _Outcome(phase, detail=problem, reason=RUNTIME_NOT_FOUND)
+        await self._stage(ws, outcome)
         await self._write_status(ws, outcome, written)
+        return _staging_requeue(outcome)
 
     def _labels(self, namespace: str) -> Mapping[str, str]:
         return self.namespaces.of(namespace) if self.namespaces is not None else {}
@@ -295,7 +300,9 @@ class WorkspaceReconciler:
             return None
         return await orgstatus.verdict(self.orgs, org_id)
 
-    async def _failed(self, ws: Obj, err: build.PodBuildError, written: list[str]) -> None:
+    async def _failed(
+        self, ws: Obj, err: build.PodBuildError, written: list[str], *, stage: bool = True
+    ) -> Requeue | None:
         status = ws.get("status") or {}
         # The message carries the fix too (which flag, value or field to change).
         if (status.get("phase"), status.get("message")) != ("Failed", str(err)):
@@ -303,7 +310,10 @@ class WorkspaceReconciler:
                 "workspace pod cannot be built",
                 extra=fields(workspace=str(ObjectKey.of(ws)), error=err.message),
             )
-        await self._write_status(ws, _Outcome("Failed", detail=str(err)), written)
+        outcome = _Outcome("Failed", detail=str(err), staged=not stage)
+        await self._stage(ws, outcome)
+        await self._write_status(ws, outcome, written)
+        return _staging_requeue(outcome)
 
     # -- phases -----------------------------------------------------------------------------
 
@@ -343,14 +353,15 @@ class WorkspaceReconciler:
         failure = await self._verify(ws, pod, phase, outcome)
         if failure is not None:
             outcome.requeue = deadlines.VERIFY_FAILURE_RECHECK
-        if phase in ("Creating", "Active"):
-            await self._stage(ws, outcome)
         return outcome
 
     async def _stage(self, ws: Obj, outcome: _Outcome) -> None:
-        """Run the relay staging pass, when armed, and fold its report into ``outcome``."""
-        if self.staging is None:
+        """Run the relay staging pass, when armed and ``outcome``'s phase stages (every phase
+        that may hold staged material: ``staging_phases``), once per reconcile, and fold its
+        report into ``outcome``."""
+        if self.staging is None or outcome.staged or not stages_in(outcome.phase):
             return
+        outcome.staged = True
         report = await self.staging.run(ws)
         if isinstance(report, list):
             report = StagingReport(report)
@@ -492,7 +503,9 @@ class WorkspaceReconciler:
         await self._create(resource, body, ws)
         return await then()
 
-    async def _conflict(self, ws: Obj, found: ownership.Conflict, written: list[str]) -> Requeue:
+    async def _conflict(
+        self, ws: Obj, found: ownership.Conflict, written: list[str]
+    ) -> Requeue | None:
         """Report a foreign object: phase Pending (never Active), Ready=False PodConflict
         naming it, one Warning Event per episode; the object itself is not touched."""
         if ownership.new_episode((ws.get("status") or {}).get("conditions") or [], found):
@@ -511,8 +524,10 @@ class WorkspaceReconciler:
         generation = int(ws["metadata"].get("generation") or 0)
         outcome = _Outcome("Pending", detail=found.message)
         outcome.conditions.append(ownership.conflict_condition(found, generation))
+        await self._stage(ws, outcome)
         await self._write_status(ws, outcome, written)
-        return Requeue(CONFLICT_REQUEUE)
+        outcome.requeue = CONFLICT_REQUEUE
+        return _staging_requeue(outcome)
 
     async def _delete_pod(self, pod: Obj) -> None:
         meta = pod["metadata"]
@@ -556,6 +571,14 @@ class WorkspaceReconciler:
         updated = await write_status(self.kube, WORKSPACES, ws, new)
         if updated is not None:
             written.append(str(updated["metadata"].get("resourceVersion", "")))
+
+
+def _staging_requeue(outcome: _Outcome) -> Requeue | None:
+    """After a status write: the staging pass's error (retry with backoff), else the earliest
+    of the outcome's own deadline and the pass's."""
+    if outcome.error is not None:
+        raise outcome.error
+    return deadlines.next_requeue(outcome.requeue, outcome.staging_due)
 
 
 async def _together(*writes: Awaitable[object]) -> list[object]:

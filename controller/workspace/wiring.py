@@ -11,6 +11,7 @@ from controller.types import Obj, ObjectKey, StagingPass
 from controller.workspace.dns import DnsResolver
 from controller.workspace.egress import CILIUM_NETWORK_POLICIES, NETWORK_POLICIES
 from controller.workspace.egress_sync import EgressPolicies
+from controller.workspace.fleet_metrics import WorkspaceFleetCollector
 from controller.workspace.metrics import VerifyMetrics
 from controller.workspace.orgstatus import OrgStatusCache, OrgStatusMetrics
 from controller.workspace.reconciler import WorkspaceReconciler
@@ -105,7 +106,7 @@ def register(
         owns=owns,
         watches=((RUNTIME_ENVIRONMENTS, naming), (NAMESPACES, in_namespace)),
     )
-    # The rollout gauge reads the same caches at scrape time.
+    # The rollout and fleet gauges read the same caches at scrape time.
     manager.registry.register(
         WorkspacePodsCollector(
             manager.cache(PODS, labels=OWNED_SELECTOR),
@@ -113,3 +114,4 @@ def register(
             served_digests(settings.workspace),
         )
     )
+    manager.registry.register(WorkspaceFleetCollector(workspaces))

@@ -139,8 +139,9 @@ def render(
     values: Sequence[str] = ("minimal.yaml",),
     sets: Mapping[str, Any] | None = None,
     api_versions: Sequence[str] = (),
+    namespace: str = NAMESPACE,
 ) -> Rendered:
-    result = template(values, sets, api_versions=api_versions)
+    result = template(values, sets, api_versions=api_versions, namespace=namespace)
     if result.returncode != 0:
         raise AssertionError(f"helm template failed: {result.stderr}")
     return Rendered(tuple(parse_documents(result.stdout)))

@@ -86,6 +86,55 @@ def test_the_test_account_may_only_create_pods_in_the_probe_namespace(
     ]
 
 
+def test_without_a_namespace_the_chart_renders_with_its_defaults_and_no_test_hook() -> None:
+    # What a first `helm install` or a GitOps render without -n does: the release lands in
+    # "default", which the webhook then excludes, so no probe namespace can be chosen.
+    from tests.chart.helm import CHART, VALUES, parse_documents, run_helm
+
+    result = run_helm(["template", "wspin", str(CHART), "--values", str(VALUES / "minimal.yaml")])
+    assert result.returncode == 0, result.stderr
+    documents = parse_documents(result.stdout)
+    assert documents
+    assert hooks(Rendered(tuple(documents))) == []
+    namespaced = [doc for doc in documents if "namespace" in doc["metadata"]]
+    assert {doc["metadata"]["namespace"] for doc in namespaced} == {"default"}
+
+
+def test_a_release_in_default_probes_the_namespace_it_is_told(tmp_path: Path) -> None:
+    from tests.chart.helm import render
+    from tests.chart.test_notes import render_notes
+
+    rendered = render(sets={"tests.probeNamespace": "ws-demo"}, namespace="default")
+    assert {d["metadata"]["namespace"] for d in hooks(rendered) if d["kind"] == "Role"} == {
+        "ws-demo"
+    }
+    notes = render_notes(
+        tmp_path, "1.35.0", namespace="default", **{"tests.probeNamespace": "ws-demo"}
+    )
+    assert "a dry-run pod in ws-demo" in notes
+
+
+def test_the_notes_say_how_to_name_a_probe_namespace_when_none_can_be_chosen(
+    tmp_path: Path,
+) -> None:
+    from tests.chart.test_notes import render_notes
+
+    notes = render_notes(tmp_path, "1.35.0", namespace="default")
+    assert "helm test` needs a namespace where the webhook injects" in notes
+    assert "--set tests.probeNamespace=<workspace namespace>" in notes
+    assert "helm test wspin -n default --logs" in notes
+    elsewhere = render_notes(tmp_path / "elsewhere", "1.35.0")
+    assert "a dry-run pod in default" in elsewhere
+    assert "needs a namespace" not in elsewhere
+
+
+def test_default_is_not_probed_when_the_webhook_is_told_to_skip_it() -> None:
+    from tests.chart.helm import render
+
+    rendered = render(sets={"webhook.excludedNamespaces": ["default"]})
+    assert hooks(rendered) == []
+
+
 def test_a_probe_namespace_the_webhook_skips_fails_the_render() -> None:
     from tests.chart.helm import template
 

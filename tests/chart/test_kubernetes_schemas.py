@@ -30,6 +30,7 @@ THIRD_PARTY = {
     ("cert-manager.io/v1", "Issuer"),
     ("monitoring.coreos.com/v1", "ServiceMonitor"),
     ("monitoring.coreos.com/v1", "PrometheusRule"),
+    ("monitoring.coreos.com/v1", "PodMonitor"),
 }
 
 

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import re
+import yaml
 
-from prometheus_client import CollectorRegistry
-
-from tests.chart.helm import NAMESPACE, Rendered
+from tests.chart.helm import NAMESPACE, REPO, Rendered, render
 
 
 def test_monitoring_objects_are_off_by_default(default_render: Rendered) -> None:
@@ -32,59 +30,38 @@ def test_a_service_monitor_per_component_scrapes_its_metrics_service(full_render
         assert "metrics" in {p["name"] for p in services[0]["spec"]["ports"]}
 
 
-def alerts(rendered: Rendered) -> dict[str, dict[str, object]]:
-    (group,) = rendered.one("PrometheusRule")["spec"]["groups"]
-    return {rule["alert"]: rule for rule in group["rules"]}
-
-
-def test_alerts_cover_verify_failures_certificate_expiry_and_webhook_errors(
-    full_render: Rendered,
+def test_the_agentd_pod_monitor_scrapes_the_admin_port_of_every_workspace_pod(
+    full_render: Rendered, default_render: Rendered
 ) -> None:
-    rules = alerts(full_render)
-    assert set(rules) == {
-        "LLMSafeSpacesAgentdVerificationFailed",
-        "LLMSafeSpacesOpencodeVerificationFailed",
-        "WspinWebhookCertificateExpiring",
-        "WspinWebhookInvalidRequests",
-        "WspinWebhookCallsFailing",
-        "WspinWebhookDown",
+    from wspin.core.workspace_pod import SELECTOR
+
+    assert default_render.of_kind("PodMonitor") == []
+    monitor = full_render.one("PodMonitor")
+    assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    spec = monitor["spec"]
+    wanted = dict(pair.split("=") for pair in SELECTOR.split(","))
+    assert spec["selector"] == {"matchLabels": wanted}
+    assert spec["namespaceSelector"] == {"any": True}
+    (endpoint,) = spec["podMetricsEndpoints"]
+    assert (endpoint["port"], endpoint["path"]) == ("agentd-admin", "/metrics")
+    # The port is named on the pod the controller builds (the example is generated from the
+    # pod builder and held current by its own test).
+    pod = yaml.safe_load((REPO / "examples" / "workspace-pod.yaml").read_text())
+    ports = {
+        (port["name"], port["containerPort"])
+        for container in pod["spec"]["containers"]
+        for port in container.get("ports") or []
     }
-    expiry = str(rules["WspinWebhookCertificateExpiring"]["expr"])
-    assert expiry.endswith("< 1209600")  # certificateExpiryDays 14, in seconds
-    for rule in rules.values():
-        assert rule["labels"]["severity"] in {"warning", "critical"}  # type: ignore[index]
-        # Alert templates survive Helm: Prometheus, not Helm, fills in $labels.
-        assert "{{ $labels" in str(rule["annotations"]) or "$labels" not in str(rule["annotations"])
+    assert ("agentd-admin", 4098) in ports
 
 
-def exported_metric_names() -> set[str]:
-    """Sample names the wspin processes really export, from their own metric definitions."""
-    from certs.metrics import CertificateMetrics
-    from controller.workspace.metrics import VerifyMetrics
-    from webhook.metrics import AdmissionMetrics
-
-    registry = CollectorRegistry()
-    CertificateMetrics(registry)
-    AdmissionMetrics(registry)
-    VerifyMetrics(registry)
-    names = set()
-    for family in registry.collect():
-        if family.type == "counter":
-            names.add(family.name + "_total")
-        elif family.type == "histogram":
-            names |= {family.name + suffix for suffix in ("_bucket", "_count", "_sum")}
-        else:
-            names.add(family.name)
-    return names
-
-
-def test_every_wspin_metric_an_alert_uses_is_exported_by_the_processes(
-    full_render: Rendered,
-) -> None:
-    used = {
-        name
-        for rule in alerts(full_render).values()
-        for name in re.findall(r"\bwspin_[a-z0-9_]+", str(rule["expr"]))
+def test_the_agentd_pod_monitor_can_be_limited_to_namespaces() -> None:
+    rendered = render(
+        sets={
+            "monitoring.agentdPodMonitor.enabled": True,
+            "monitoring.agentdPodMonitor.namespaces": ["team-a", "team-b"],
+        }
+    )
+    assert rendered.one("PodMonitor")["spec"]["namespaceSelector"] == {
+        "matchNames": ["team-a", "team-b"]
     }
-    assert used
-    assert used <= exported_metric_names(), used - exported_metric_names()

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.chart.helm import CHART, run_helm, template_args
+from tests.chart.helm import CHART, NAMESPACE, run_helm, template_args
 
 _PROBE = """apiVersion: v1
 kind: ConfigMap
@@ -24,12 +24,14 @@ data:
 """
 
 
-def render_notes(tmp_path: Path, kube_version: str | None) -> str:
+def render_notes(
+    tmp_path: Path, kube_version: str | None, namespace: str = NAMESPACE, **sets: object
+) -> str:
     chart = tmp_path / "wspin"
     shutil.copytree(CHART, chart)
     shutil.copy(chart / "templates" / "NOTES.txt", chart / "files" / "notes-under-test.txt")
     (chart / "templates" / "notes-under-test.yaml").write_text(_PROBE)
-    args = template_args(kube_version=kube_version)
+    args = template_args(kube_version=kube_version, namespace=namespace, sets=sets)
     args[args.index(str(CHART))] = str(chart)
     result = run_helm([*args, "--show-only", "templates/notes-under-test.yaml"])
     assert result.returncode == 0, result.stderr

@@ -1,10 +1,12 @@
-"""``wspin status``: which workspace pods run which release, per namespace.
+"""``wspin status``: which workspace pods run which release, per namespace, and the Workspaces
+by phase.
 
 The release the webhook serves now is read from its Deployment (the ``--agentd-image`` and
 ``--opencode-image`` digests it injects); each workspace pod is classified by
 ``wspin.core.rollout`` from its receipt annotation, its image volumes and its Workspace's
-verification conditions. Reads only: one Deployment, and a list of workspace pods and of
-Workspaces (cluster-wide, or in the namespaces asked for).
+verification conditions. Workspaces are counted by phase with ``wspin.core.fleet``, the
+counting behind the controller's ``llmsafespaces_workspaces`` gauge. Reads only: one Deployment,
+and a list of workspace pods and of Workspaces (cluster-wide, or in the namespaces asked for).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from wspin.core import rollout
+from wspin.core import fleet, rollout
 from wspin.core.contract import (
     ARTIFACTS,
     LABEL_APP,
@@ -33,10 +35,11 @@ COLUMNS: tuple[rollout.State, ...] = ("current", "stale", "not_injected", "faili
 
 @dataclass(frozen=True)
 class Status:
-    """The served release and every workspace pod's."""
+    """The served release, every workspace pod's, and the Workspaces per phase."""
 
     served: dict[str, str]
     pods: list[rollout.PodRelease]
+    phases: dict[str, int]
 
     def by_namespace(self) -> dict[str, list[rollout.PodRelease]]:
         grouped: dict[str, list[rollout.PodRelease]] = {}
@@ -69,7 +72,7 @@ class Status:
                     ],
                 }
             )
-        return {"served": self.served, "namespaces": namespaces}
+        return {"served": self.served, "workspacePhases": self.phases, "namespaces": namespaces}
 
 
 async def read_status(kube: Kube, install: Installation, namespaces: Iterable[str] = ()) -> Status:
@@ -94,7 +97,9 @@ async def read_status(kube: Kube, install: Installation, namespaces: Iterable[st
         workspaces += (await kube.list(WORKSPACES, namespace)).get("items") or []
     for workspace in workspaces:  # list items of a namespaced kind always name their namespace
         workspace.setdefault("metadata", {}).setdefault("namespace", "")
-    return Status(served, rollout.pod_releases(pods, workspaces, served))
+    return Status(
+        served, rollout.pod_releases(pods, workspaces, served), fleet.phase_counts(workspaces)
+    )
 
 
 def _short(digest: str) -> str:
@@ -104,7 +109,9 @@ def _short(digest: str) -> str:
 def render(install: Installation, status: Status) -> str:
     """A table per namespace, then every pod that is not current with what it runs."""
     served = " ".join(f"{name} {_short(d)}" for name, d in status.served.items()) or "unknown"
-    lines = [f"wspin status: release {install.release}; the webhook serves {served}", ""]
+    lines = [f"wspin status: release {install.release}; the webhook serves {served}"]
+    counted = [f"{n} {phase}" for phase, n in status.phases.items() if n]
+    lines += [f"workspaces: {', '.join(counted) or 'none'}", ""]
     if not status.pods:
         lines.append("no workspace pods")
         return "\n".join(lines)

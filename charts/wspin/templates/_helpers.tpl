@@ -37,6 +37,21 @@ Names, labels and shared pod fragments. Delivery and certificate checks live in 
 {{- printf "%s-test" (include "wspin.fullname" . | trunc 52 | trimSuffix "-") }}
 {{- end }}
 
+{{/*
+The namespace of the `helm test` probe's dry-run pod: tests.probeNamespace, or by default
+"default" unless the webhook never sees it (the release lives there, or it is listed in
+webhook.excludedNamespaces); "" when no namespace can be chosen, and then the test hook is not
+rendered and NOTES.txt says how to name one.
+*/}}
+{{- define "wspin.test.probeNamespace" -}}
+{{- $excluded := concat (list "kube-system" .Release.Namespace) .Values.webhook.excludedNamespaces -}}
+{{- if .Values.tests.probeNamespace -}}
+{{- .Values.tests.probeNamespace -}}
+{{- else if not (has "default" $excluded) -}}
+default
+{{- end -}}
+{{- end }}
+
 {{/* Webhook configurations are cluster scoped: the release namespace keeps two installs apart. */}}
 {{- define "wspin.mutatingWebhookName" -}}
 {{- printf "%s-%s" (include "wspin.webhook.name" .) .Release.Namespace | trunc 253 }}

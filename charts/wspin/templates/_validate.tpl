@@ -93,7 +93,7 @@ checks need more than one value or a message the schema cannot give.
 {{- fail (printf "controller.inferenceRelay.orphanDetector.sweepInterval must be positive, got %q (e.g. 5m)" $sweep) -}}
 {{- end -}}
 {{- end -}}
-{{- if .Values.tests.enabled -}}
+{{- if and .Values.tests.enabled .Values.tests.probeNamespace -}}
 {{- $excluded := concat (list "kube-system" .Release.Namespace) .Values.webhook.excludedNamespaces -}}
 {{- if has .Values.tests.probeNamespace $excluded -}}
 {{- fail (printf "tests.probeNamespace %q is excluded from the pod webhook, so the helm test probe would never be injected; pick a workspace namespace" .Values.tests.probeNamespace) -}}

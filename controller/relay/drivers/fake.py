@@ -52,6 +52,8 @@ class FakeVM:
     stale_lists: int = 0
     """A destroyed VM keeps listing as it was for this many more list calls."""
     stopped: bool = False
+    launch_time_known: bool = True
+    """False: the cloud reports no launch time for it (the orphan sweep must still wait)."""
 
 
 @dataclass(frozen=True)
@@ -124,6 +126,7 @@ class FakeCloud:
         public_ip: str | None = None,
         managed: bool = True,
         tags: dict[str, str] | None = None,
+        launch_time_known: bool = True,
     ) -> str:
         """Put a VM straight into the cloud (legacy, foreign or leaked ones); returns its ID."""
         all_tags = dict(tags or {})
@@ -132,6 +135,7 @@ class FakeCloud:
         now = self.clock()
         vm = self._new_vm(region, "seeded", all_tags, now - _secs(age_seconds), "", "")
         vm.running_at = vm.ip_at = vm.launched_at
+        vm.launch_time_known = launch_time_known
         if public_ip is not None:
             vm.public_ip = public_ip
         if state == "terminated":
@@ -230,7 +234,7 @@ class FakeCloud:
             state=state,
             public_ip=self._ip(vm) if state in ("pending", "running") else "",
             tags=dict(vm.tags),
-            launched_at=vm.launched_at,
+            launched_at=vm.launched_at if vm.launch_time_known else None,
         )
 
     def _count(self, method: str) -> int:

@@ -59,7 +59,7 @@ def test_the_document_holds_the_unit_the_script_and_the_pins() -> None:
         "sha256sum",
         "--upstream=https://upstream.example/v1",
         "--listen=0.0.0.0:8080",
-        "--token=${RELAY_TOKEN}",
+        "EnvironmentFile=/etc/relay-proxy/env",
         GOOD_SHA,
         "https://one.example/relay",
         "https://two.example/relay",

@@ -20,6 +20,7 @@ from controller.relay.identity import ClusterIdentity
 from controller.relay.metrics import RelayMetrics
 from controller.relay.orphans import OrphanDetector, OrphanPolicy
 from controller.relay.reconciler import InferenceRelayReconciler
+from controller.relay.tokens import read_tokens
 from controller.types import ObjectKey
 from tests.controller.relay.conftest import AWS_SLOT, CLUSTER, Fleet
 from tests.kubeapi import KubeServer
@@ -197,3 +198,37 @@ async def test_a_relay_deleted_while_the_controller_is_down_loses_its_vms_to_the
         assert [c.args["instance_id"] for c in aws.calls_of("destroy")] == [doomed]
     finally:
         await fleet.kube.delete(INFERENCE_RELAYS, survivor)
+
+
+async def test_a_replacement_whose_status_write_is_lost_is_taken_back_not_launched_again(
+    fleet: Fleet, kube_server: KubeServer
+) -> None:
+    aws = fleet.clouds["aws"]
+    await fleet.create(AWS_SLOT, healthCheck={"replacementTimeout": "10m"})
+    await fleet.reconcile()
+    [old] = aws.live_ids()
+    fleet.report(old, healthy=True)
+    await fleet.reconcile()
+    fleet.report(old, healthy=False)
+    await fleet.reconcile()
+    fleet.clock.advance(11 * 60)
+    kube_server.fail_next(
+        500, method="PATCH", path=f"/apis/llmsafespaces.dev/v1/inferencerelays/{fleet.name}/status"
+    )
+    with pytest.raises(KubeAPIError):
+        await fleet.reconcile()  # the replacement launched; status never heard of it
+    [spare] = aws.live_ids() - {old}
+    assert [i["id"] for i in await fleet.instances()] == [old]
+
+    _restart(fleet)
+    await fleet.reconcile()
+    entries = await fleet.instances()
+    assert [(e["id"], e.get("replaces")) for e in entries] == [(old, None), (spare, old)]
+    assert len(aws.calls_of("launch")) == 2 and aws.live_ids() == {old, spare}
+    tokens = await read_tokens(fleet.kube, fleet.namespace)
+    assert f"RELAY_TOKEN={tokens['aws.2']}" in aws.calls_of("launch")[1].args["user_data_decoded"]
+    fleet.report(spare, healthy=True)
+    await fleet.reconcile()
+    assert aws.live_ids() == {spare}
+    [taken] = await fleet.instances()
+    assert taken["id"] == spare and taken["tokenKey"] == "aws.2"

@@ -6,9 +6,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from controller.relay.entries import backoff_seconds
 from controller.relay.fleetstatus import fleet_status, requeue_seconds
 from controller.relay.health import HealthReport
-from controller.relay.plan import backoff_seconds, transition
+from controller.relay.observed import transition
 from controller.relay.spec import STATES, Instance, new_instance
 from controller.toolkit.conditions import find_condition
 from controller.types import Obj

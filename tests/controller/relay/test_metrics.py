@@ -28,6 +28,19 @@ def test_a_fleet_pass_sets_and_resets_the_per_provider_gauges() -> None:
     assert _value(metrics, "llmsafespaces_relay_healthy_replicas") == 1
 
 
+def test_the_fleet_exposes_its_healthy_count_and_running_replacements() -> None:
+    metrics = RelayMetrics(CollectorRegistry())
+    old = new_instance(instance_id="i-1", provider="aws", region="r", state="unhealthy")
+    spare = new_instance(instance_id="i-2", provider="aws", region="r", replaces="i-1")
+    oci = new_instance(instance_id="o-1", provider="oci", region="r", healthy=True)
+    metrics.record_fleet([old, spare, oci])
+    assert _value(metrics, "llmsafespaces_relay_healthy_replicas") == 1
+    assert _value(metrics, "llmsafespaces_relay_replacing", provider="aws") == 1
+    assert _value(metrics, "llmsafespaces_relay_replacing", provider="oci") == 0
+    metrics.record_fleet([oci])
+    assert _value(metrics, "llmsafespaces_relay_replacing", provider="aws") is None
+
+
 def test_counters_accumulate_per_label_set_and_the_histogram_records() -> None:
     metrics = RelayMetrics(CollectorRegistry())
     metrics.rotations.labels(provider="aws", reason="manual").inc()
@@ -51,6 +64,8 @@ def test_every_metric_name_is_registered_once_with_the_llmsafespaces_relay_prefi
     names = {family.name for family in registry.collect()}
     assert names == {
         "llmsafespaces_relay_healthy_replicas",
+        "llmsafespaces_relay_replacing",
+        "llmsafespaces_relay_replacements",
         "llmsafespaces_relay_provisioning_failed",
         "llmsafespaces_relay_draining",
         "llmsafespaces_relay_quota_exhausted",

@@ -107,6 +107,42 @@ async def test_a_young_orphan_waits_for_the_grace(
     assert (await detector.sweep()).destroyed == [young]
 
 
+async def test_a_vm_whose_launch_time_is_unknown_gets_the_grace_from_its_first_sighting(
+    kube: Kube, aws: FakeCloud, clock: FakeClock, metrics: RelayMetrics
+) -> None:
+    """No launch time is no proof of age: such a VM waits the whole grace from the first
+    sweep that saw it, never destroyed at once."""
+    unknown = aws.seed(
+        "us-east-1", cluster=CLUSTER, owner_uid="gone-uid", age_seconds=OLD,
+        launch_time_known=False,
+    )  # fmt: skip
+    detector = _detector(kube, {"aws": aws}, clock, metrics, grace_seconds=600)
+    assert (await detector.sweep()).destroyed == []
+    clock.advance(599)
+    assert (await detector.sweep()).destroyed == []
+    assert unknown in aws.live_ids()
+    clock.advance(1)
+    assert (await detector.sweep()).destroyed == [unknown]
+
+
+async def test_a_new_detector_starts_the_grace_of_an_unknown_launch_time_over(
+    kube: Kube, aws: FakeCloud, clock: FakeClock, metrics: RelayMetrics
+) -> None:
+    """A restart or a new leader remembers no sighting: the grace starts again (the safe
+    direction), and a VM that left the listing is forgotten."""
+    unknown = aws.seed("us-east-1", cluster=CLUSTER, owner_uid="gone-uid", launch_time_known=False)
+    first = _detector(kube, {"aws": aws}, clock, metrics, grace_seconds=600)
+    await first.sweep()
+    clock.advance(600)
+    assert (
+        await _detector(kube, {"aws": aws}, clock, metrics, grace_seconds=600).sweep()
+    ).destroyed == []
+    aws.vm(unknown).terminated_at = clock()
+    await first.sweep()
+    aws.vm(unknown).terminated_at = None
+    assert (await first.sweep()).destroyed == []
+
+
 async def test_dry_run_reports_without_destroying(
     kube: Kube, aws: FakeCloud, clock: FakeClock, metrics: RelayMetrics
 ) -> None:
@@ -125,6 +161,18 @@ async def test_a_sweep_destroys_at_most_its_limit_and_defers_the_rest(
     first = await detector.sweep()
     assert len(first.destroyed) == 2 and len(first.deferred) == 3
     assert len(aws.live_ids()) == 3
+
+
+async def test_a_failed_destroy_counts_against_the_per_sweep_cap(
+    kube: Kube, aws: FakeCloud, clock: FakeClock, metrics: RelayMetrics
+) -> None:
+    """The cap bounds destroy calls, not successes: a cloud answering errors is not hammered."""
+    aws.inject("destroy", TransientCloudError("API down"), times=10)
+    for _ in range(5):
+        aws.seed("us-east-1", cluster=CLUSTER, owner_uid="gone-uid", age_seconds=OLD)
+    result = await _detector(kube, {"aws": aws}, clock, metrics, max_deletions=2).sweep()
+    assert len(result.failed) == 2 and len(result.deferred) == 3
+    assert len(aws.calls_of("destroy")) == 2
 
 
 async def test_a_list_error_in_one_place_does_not_stop_the_others(

@@ -18,9 +18,10 @@ from typing import Any
 import pytest
 import yaml
 
+from controller.relay.actions import Destroy, FleetPlan, Launch, Observation, Replacing
 from controller.relay.drivers.base import CloudInstance
 from controller.relay.health import HealthReport, RelayHealth
-from controller.relay.plan import Destroy, FleetPlan, Launch, Observation, plan_fleet
+from controller.relay.plan import plan_fleet
 from controller.relay.spec import parse_spec
 from wspin.core.clock import parse_time
 
@@ -85,12 +86,17 @@ def plan_case(case: str) -> FleetPlan:
 
 def _action(action: Launch | Destroy) -> dict[str, Any]:
     if isinstance(action, Launch):
-        return {
+        launch: dict[str, Any] = {
             "launch": action.slot.provider,
             "region": action.slot.region,
             "attempts": action.attempts,
             "launchFailures": action.launch_failures,
         }
+        if action.replaces:
+            launch["replaces"] = action.replaces
+        if action.token_key:
+            launch["tokenKey"] = action.token_key
+        return launch
     shown: dict[str, Any] = {
         "destroy": action.instance_id,
         "provider": action.provider,
@@ -101,6 +107,20 @@ def _action(action: Launch | Destroy) -> dict[str, Any]:
         shown["keepOnFailure"] = action.keep["id"]
     if action.blocks:
         shown["blocksLaunchOf"] = action.blocks
+    if action.promotes:
+        shown["handsSlotTo"] = action.promotes
+    if action.token_key and action.token_key != action.provider:
+        shown["tokenKey"] = action.token_key
+    return shown
+
+
+def _replacing(step: Replacing) -> dict[str, Any]:
+    shown: dict[str, Any] = {"provider": step.provider, "old": step.old}
+    if step.new:
+        shown["new"] = step.new
+    else:
+        shown["unhealthySeconds"] = step.unhealthy_seconds
+        shown["inPlace"] = step.in_place
     return shown
 
 
@@ -114,6 +134,9 @@ def render(plan: FleetPlan) -> str:
         "provisioned": [list(p) for p in plan.provisioned],
         "adopted": plan.adopted,
         "replaced": plan.replaced,
+        "started": [_replacing(r) for r in plan.started],
+        "completed": [_replacing(r) for r in plan.completed],
+        "held": plan.held,
     }
     return yaml.safe_dump(shown, sort_keys=True)
 

@@ -46,7 +46,7 @@ def provider(
     key: str,
     *,
     base_url: str = "",
-    models: tuple[str, ...] = (),
+    models: tuple[str, ...] = ("default-model",),
 ) -> Obj:
     entry: Obj = {"kind": kind, "slug": slug, "apiKey": key, "models": [{"id": m} for m in models]}
     if base_url:

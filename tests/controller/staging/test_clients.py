@@ -203,6 +203,15 @@ class TestRouterClient:
             await clients.router(router.url).mint(mint_request(), "")
         assert router.state.requests == []
 
+    async def test_an_empty_model_allowlist_is_refused_before_calling(
+        self, router: FakeRouter, clients: Clients
+    ) -> None:
+        """The router reads an empty allowlist as every model: no such token is ever asked."""
+        unscoped = mint_request() | {"modelAllowlist": []}
+        with pytest.raises(InternalCallError, match="empty model allowlist"):
+            await clients.router(router.url).mint(unscoped, "k")
+        assert router.state.requests == [] and router.state.minted == 0
+
     async def test_rotate_parses_the_receipt(self, router: FakeRouter, clients: Clients) -> None:
         receipt = await clients.router(router.url).rotate("any")
         assert (receipt.key_id, receipt.generation) == ("hpke-g2", 2)

@@ -25,11 +25,14 @@ class TestDesiredSet:
     def test_stageable_kinds_get_their_upstream_and_others_are_skipped(self) -> None:
         creds = [
             ProviderCredential("openai", "openai", "k1", models=("gpt-4o",)),
-            ProviderCredential("openai_compatible", "local", "k2", base_url="https://l/v1"),
+            ProviderCredential(
+                "openai_compatible", "local", "k2", base_url="https://l/v1", models=("q",)
+            ),
             ProviderCredential("openai_compatible", "bare", "k3"),
             ProviderCredential("bedrock", "aws", "k4"),
             ProviderCredential("openai", "openai", "k5"),  # a later binding of the same slug
             ProviderCredential("groq", "Bad_Slug", "k6"),
+            ProviderCredential("mistral", "open-ended", "k7"),
         ]
         desired, skipped = desired_set(creds)
         assert [(d.slug, d.upstream) for d in desired] == [
@@ -37,10 +40,11 @@ class TestDesiredSet:
             ("local", "https://l/v1"),
         ]
         assert desired[0].credential.api_key == "k1"
-        assert [(s.slug, s.why) for s in skipped] == [
-            ("bare", "no baseURL and no kind default"),
-            ("aws", "not relay-frontable"),
-            ("Bad_Slug", "slug is not a lowercase DNS label"),
+        assert [(s.slug, s.why, s.refused) for s in skipped] == [
+            ("bare", "no baseURL and no kind default", False),
+            ("aws", "not relay-frontable", False),
+            ("Bad_Slug", "slug is not a lowercase DNS label", False),
+            ("open-ended", "no model list", True),
         ]
 
     def test_a_credential_repr_never_shows_the_key(self) -> None:

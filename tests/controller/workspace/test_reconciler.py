@@ -446,7 +446,7 @@ class RecordingStaging:
         ]
 
 
-async def test_the_staging_pass_runs_before_the_pod_is_built_and_in_active(
+async def test_the_staging_pass_runs_before_the_pod_is_built_and_in_every_phase_after(
     harness: Harness,
 ) -> None:
     staging = RecordingStaging()
@@ -454,11 +454,11 @@ async def test_the_staging_pass_runs_before_the_pod_is_built_and_in_active(
     await harness.apply()
     await harness.reconcile()  # stages, then creates the pod: its first start finds the handoff
     assert staging.seen == ["ws1"]
-    await harness.reconcile()  # pod not scheduled: still Pending, nothing new to stage
-    assert staging.seen == ["ws1"]
+    await harness.reconcile()  # pod not scheduled: Pending, and revocation must not wait
+    assert staging.seen == ["ws1", "ws1"]
     await harness.set_pod_status(await harness.pod_name(), ready_status())
     await harness.reconcile()
-    assert staging.seen == ["ws1", "ws1"]
+    assert staging.seen == ["ws1", "ws1", "ws1"]
     ws = await harness.workspace()
     assert ws["status"]["phase"] == "Active"
     staged = condition(ws, "RelayStaged")

@@ -1,0 +1,120 @@
+"""The Workspace lifecycle as counters and histograms, under the names LLMSafeSpaces dashboards
+and alert routes use. The Workspace reconciler calls this API where a Workspace changes phase;
+nothing here reads a cache or a clock.
+
+- ``llmsafespaces_workspaces_created_total{runtime,security_level}``: a Workspace became Active
+  (every activation, as LLMSafeSpaces counts it, not only the first);
+- ``llmsafespaces_workspaces_deleted_total{runtime,security_level}``: a Workspace's deletion
+  finished (its finalizer removed);
+- ``llmsafespaces_workspace_phase_transitions_total{from_phase,to_phase}``;
+- ``llmsafespaces_workspace_create_duration_seconds{has_packages,has_init_script}``: from the
+  request to the first time Active;
+- ``llmsafespaces_workspace_resume_duration_seconds{resume_type}``: from the resume request to
+  Active again (``first_resume`` or ``subsequent_resume``).
+
+Labels are drawn from bounded sets (``wspin.core.fleet``'s runtime and security level, the phase
+enum, booleans): never a Workspace's name or owner, so no counter gains a series per Workspace.
+Unlike LLMSafeSpaces, a creation or resume slower than 10 minutes is observed too (in the
+``+Inf`` bucket): a dropped observation would hide exactly the slowness its alert looks for.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Final
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+
+from wspin.core import fleet
+
+Obj = dict[str, object]
+
+DURATION_BUCKETS: Final = (1, 3, 5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 300)
+"""Seconds; the buckets LLMSafeSpaces' creation-time panels and alerts were written for."""
+
+
+def _phase(value: str) -> str:
+    return value if value in fleet.PHASES else fleet.UNKNOWN
+
+
+def _flag(value: object) -> str:
+    return "true" if value else "false"
+
+
+class LifecycleMetrics:
+    """Records phase transitions, activations and deletions of Workspaces."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        kinds = ["runtime", "security_level"]
+        self.created = Counter(
+            "llmsafespaces_workspaces_created_total",
+            "Workspaces that became Active (every activation), by runtime and security level.",
+            kinds,
+            registry=registry,
+        )
+        self.deleted = Counter(
+            "llmsafespaces_workspaces_deleted_total",
+            "Workspaces whose deletion finished, by runtime and security level.",
+            kinds,
+            registry=registry,
+        )
+        self.transitions = Counter(
+            "llmsafespaces_workspace_phase_transitions_total",
+            "Workspace phase changes, by the phase left and the phase entered.",
+            ["from_phase", "to_phase"],
+            registry=registry,
+        )
+        self.create_duration = Histogram(
+            "llmsafespaces_workspace_create_duration_seconds",
+            "Seconds from a Workspace's request to its first time Active.",
+            ["has_packages", "has_init_script"],
+            buckets=DURATION_BUCKETS,
+            registry=registry,
+        )
+        self.resume_duration = Histogram(
+            "llmsafespaces_workspace_resume_duration_seconds",
+            "Seconds from a resume request to the Workspace being Active again.",
+            ["resume_type"],
+            buckets=DURATION_BUCKETS,
+            registry=registry,
+        )
+
+    def transition(self, workspace: Obj, from_phase: str, to_phase: str) -> None:
+        """The status write moved ``workspace`` from ``from_phase`` ("" when it had none) to
+        ``to_phase``; an Active arrival also counts as created."""
+        if from_phase == to_phase:
+            return
+        self.transitions.labels(_phase(from_phase or "Pending"), _phase(to_phase)).inc()
+        if to_phase == fleet.ACTIVE:
+            self.created.labels(*_kind(workspace)).inc()
+
+    def first_active(
+        self, workspace: Obj, requested: datetime.datetime, now: datetime.datetime
+    ) -> None:
+        """``workspace`` is Active for the first time; ``requested`` is when it was asked for
+        (its creation, or the API's request time when that is earlier and plausible)."""
+        spec = workspace.get("spec")
+        spec = spec if isinstance(spec, dict) else {}
+        labels = (_flag(spec.get("packages")), _flag(spec.get("initScript")))
+        self.create_duration.labels(*labels).observe(max(0.0, (now - requested).total_seconds()))
+
+    def resumed(
+        self,
+        requested: datetime.datetime,
+        now: datetime.datetime,
+        *,
+        first: bool,
+    ) -> None:
+        """A resumed Workspace is Active again; ``first``: its first resume."""
+        resume_type = "first_resume" if first else "subsequent_resume"
+        self.resume_duration.labels(resume_type).observe(
+            max(0.0, (now - requested).total_seconds())
+        )
+
+    def deletion_finished(self, workspace: Obj) -> None:
+        """``workspace``'s finalizer was removed: it is gone."""
+        self.deleted.labels(*_kind(workspace)).inc()
+
+
+def _kind(workspace: Obj) -> tuple[str, str]:
+    return fleet.runtime_label(workspace), fleet.security_level_label(workspace)

@@ -1,0 +1,79 @@
+"""The lifecycle metrics' API: what each call records, under which bounded labels."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from controller.workspace.lifecycle_metrics import DURATION_BUCKETS, LifecycleMetrics
+
+T0 = datetime.datetime(2026, 12, 1, 10, 0, tzinfo=datetime.UTC)
+
+
+def samples(registry: CollectorRegistry) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    found = {}
+    for family in text_string_to_metric_families(generate_latest(registry).decode()):
+        for sample in family.samples:
+            if not sample.name.endswith("_created"):
+                found[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return found
+
+
+def workspace(runtime: str = "python", **spec: Any) -> dict[str, object]:
+    return {"metadata": {"name": "ws-of-someone"}, "spec": {"runtime": runtime, **spec}}
+
+
+def test_an_activation_counts_a_transition_and_a_creation_by_bounded_kind() -> None:
+    registry = CollectorRegistry()
+    metrics = LifecycleMetrics(registry)
+    metrics.transition(workspace(), "", "Creating")
+    metrics.transition(workspace(), "Creating", "Active")
+    metrics.transition(workspace("ghcr.io/acme/x@sha256:" + "a" * 64), "Creating", "Active")
+    metrics.transition(workspace(), "Active", "Active")  # no change: nothing counted
+    found = samples(registry)
+    created = "llmsafespaces_workspaces_created_total"
+    assert found[(created, (("runtime", "python"), ("security_level", "none")))] == 1
+    assert found[(created, (("runtime", "image"), ("security_level", "none")))] == 1
+    moves = "llmsafespaces_workspace_phase_transitions_total"
+    assert found[(moves, (("from_phase", "Pending"), ("to_phase", "Creating")))] == 1
+    assert found[(moves, (("from_phase", "Creating"), ("to_phase", "Active")))] == 2
+    assert not any("ws-of-someone" in str(labels) for _, labels in found)
+
+
+def test_a_phase_outside_the_enum_is_counted_as_unknown() -> None:
+    registry = CollectorRegistry()
+    LifecycleMetrics(registry).transition(workspace(), "Active", "x" * 300)
+    moves = "llmsafespaces_workspace_phase_transitions_total"
+    assert samples(registry)[(moves, (("from_phase", "Active"), ("to_phase", "Unknown")))] == 1
+
+
+def test_creation_and_resume_times_land_in_their_buckets_even_past_ten_minutes() -> None:
+    registry = CollectorRegistry()
+    metrics = LifecycleMetrics(registry)
+    metrics.first_active(workspace(packages=["numpy"]), T0, T0 + datetime.timedelta(seconds=42))
+    metrics.first_active(workspace(), T0, T0 + datetime.timedelta(minutes=30))
+    metrics.resumed(T0, T0 + datetime.timedelta(seconds=8), first=True)
+    metrics.resumed(T0 + datetime.timedelta(seconds=5), T0, first=False)  # clock skew: 0
+    found = samples(registry)
+    create = "llmsafespaces_workspace_create_duration_seconds"
+    packages = (("has_init_script", "false"), ("has_packages", "true"))
+    assert found[(f"{create}_bucket", (*packages, ("le", "30.0")))] == 0
+    assert found[(f"{create}_bucket", (*packages, ("le", "45.0")))] == 1
+    plain = (("has_init_script", "false"), ("has_packages", "false"))
+    assert found[(f"{create}_bucket", (*plain, ("le", "300.0")))] == 0
+    assert found[(f"{create}_count", plain)] == 1
+    resume = "llmsafespaces_workspace_resume_duration_seconds"
+    assert found[(f"{resume}_sum", (("resume_type", "first_resume"),))] == 8
+    assert found[(f"{resume}_sum", (("resume_type", "subsequent_resume"),))] == 0
+    assert DURATION_BUCKETS[-1] == 300
+
+
+def test_a_finished_deletion_is_counted_once() -> None:
+    registry = CollectorRegistry()
+    LifecycleMetrics(registry).deletion_finished(workspace(securityLevel="high"))
+    deleted = "llmsafespaces_workspaces_deleted_total"
+    key = (deleted, (("runtime", "python"), ("security_level", "high")))
+    assert samples(registry)[key] == 1
