@@ -49,12 +49,12 @@ def rendered(namespace: str, *, narrowed: bool = True) -> list[tuple[Resource, O
 
 
 @pytest.fixture
-async def policies(kube: Kube, namespace: str) -> AsyncIterator[None]:
+async def policies(kube: Kube, tenant: Kube, namespace: str) -> AsyncIterator[None]:
     installed = rendered(namespace)
     for resource, obj in installed:
         await kube.create(resource, obj)
     try:
-        await wait_until_enforced(kube, namespace)
+        await wait_until_enforced(tenant, namespace)
         yield
     finally:
         for resource, obj in reversed(installed):
@@ -146,6 +146,18 @@ async def test_a_tenant_cannot_label_its_own_object_as_the_controllers(
 
 
 @pytest.mark.usefixtures("policies")
+async def test_a_cluster_admin_may_label_as_the_controller_does(
+    kube: Kube, tenant: Kube, namespace: str
+) -> None:
+    """The one-off labelling after an upgrade, or a controller run with an admin's config."""
+    await tenant.create(SECRETS, secret("old", {}), namespace)
+    labelled = await kube.patch(
+        SECRETS, "old", {"metadata": {"labels": {LABEL_WORKSPACE_UID: UID}}}, namespace
+    )
+    assert labelled["metadata"]["labels"][LABEL_WORKSPACE_UID] == UID
+
+
+@pytest.mark.usefixtures("policies")
 async def test_the_controllers_secret_is_its_own_to_change(
     controller: Kube, tenant: Kube, namespace: str
 ) -> None:
@@ -191,7 +203,10 @@ def test_only_the_controllers_own_service_account_is_exempt() -> None:
     policies, _ = owned_policies()
     for policy in policies:
         (condition,) = policy["spec"]["matchConditions"]
-        assert condition["expression"] == f"request.userInfo.username != '{username}'"
+        assert condition["expression"] == (
+            f"request.userInfo.username != '{username}' && !(has(request.userInfo.groups) && "
+            "'system:masters' in request.userInfo.groups)"
+        )
         selector = policy["spec"]["matchConstraints"]["objectSelector"]
         assert selector["matchExpressions"][0]["key"] == LABEL_WORKSPACE_UID
 

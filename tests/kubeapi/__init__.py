@@ -11,7 +11,9 @@ ValidatingAdmissionPolicies (CEL, ``policies``) on every create and update, the
 through the stored webhook configurations over verified HTTPS (``admission``);
 SubjectAccessReview decided by the stored RBAC objects (``authorization``); the chart's CRDs
 as Established objects. It is not a full API server: no server-side apply, no authentication
-or enforcement of RBAC on its own requests, no defaulting beyond what ``defaults`` lists.
+(a request is the cluster admin's, or the user it impersonates with ``Impersonate-User``, as
+admission policies see it) or enforcement of RBAC on its own requests, no defaulting beyond
+what ``defaults`` lists.
 
 Modules: ``kinds`` (what is served), ``selectors``, ``patch``, ``defaults`` (per-kind
 strategies), ``policies`` and ``review`` (admission policies), ``admission`` (mutating
