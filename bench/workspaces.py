@@ -41,8 +41,11 @@ from bench.table import Row
 from controller.settings import ControllerSettings, RuntimeSettings, WorkspaceSettings
 from controller.setup import new_manager
 from controller.workspace import wiring
-from controller.workspace.pod import desired_pod, desired_pvc, desired_service_account
-from tests.controller.workspace.factories import publish_runtime
+from controller.workspace.credential_keys import load_credential_keys
+from controller.workspace.owned import desired_service_account
+from controller.workspace.pod import desired_pod
+from controller.workspace.storage import desired_pvc
+from tests.controller.workspace.factories import credentials, publish_runtime
 from tests.kubeapi import KubeServer
 from wspin.core.delivery import AgentdDelivery
 from wspin.core.kinds import NAMESPACES, PODS, PVCS, SERVICE_ACCOUNTS, WORKSPACES
@@ -93,7 +96,7 @@ async def _direct(kube: Kube, namespace: str) -> float:
         bodies += [
             (PVCS, desired_pvc(ws)),
             (SERVICE_ACCOUNTS, desired_service_account(ws)),
-            (PODS, desired_pod(ws, SETTINGS)),
+            (PODS, desired_pod(ws, SETTINGS, credentials=credentials(ws))),
         ]
 
     async def create(i: int) -> None:
@@ -129,7 +132,10 @@ async def _via_reconciler(
     )
     await publish_runtime(kube)
     manager = new_manager(kube, settings)
-    wiring.register(manager, settings)
+    # The key the restarted `wspin controller` reads too (the same namespace): a controller
+    # with another key would replace every pod it finds.
+    keys = await load_credential_keys(kube, settings.namespace)
+    wiring.register(manager, settings, keys=keys)
     started = time.perf_counter()
     running = asyncio.create_task(manager.run())
     try:
@@ -338,7 +344,7 @@ async def _run() -> dict[str, float]:
         configuration.host = server.url
         async with client.ApiClient(configuration) as api:
             kube = Kube(api)
-            for name in ("bench-direct", "bench-workspaces"):
+            for name in ("bench-direct", "bench-workspaces", ControllerSettings().namespace):
                 await kube.create(NAMESPACES, {"metadata": {"name": name}})
             direct = await _direct(kube, "bench-direct")
             await kube.delete(NAMESPACES, "bench-direct")

@@ -62,6 +62,7 @@ async def serve(settings: ControllerSettings, redactor: Redactor | None = None) 
     is the process's, already on the log path (None: a private one)."""
     # Imported here so `wspin webhook` and `wspin inject` never load the controller runtime.
     from controller.setup import (
+        load_credential_keys,
         new_manager,
         relay_staging_exit_code_for,
         setup_controllers,
@@ -94,7 +95,14 @@ async def serve(settings: ControllerSettings, redactor: Redactor | None = None) 
             log.error(REFUSED_MESSAGE, extra=fields(reason=str(err)))
             return relay_staging_exit_code_for(err)
         try:
-            setup_controllers(manager, settings, relay_staging=relay_staging, redactor=redactor)
+            keys = await load_credential_keys(manager.kube, settings.namespace)
+            setup_controllers(
+                manager,
+                settings,
+                credential_keys=keys,
+                relay_staging=relay_staging,
+                redactor=redactor,
+            )
             setup_relay_controller(manager, settings)
         except ConfigError as err:
             log.error("invalid configuration", extra=fields(error=str(err)))

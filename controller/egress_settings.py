@@ -1,4 +1,5 @@
-"""``EgressSettings``: how the controller limits workspace pods' egress, and its flags.
+"""``EgressSettings``: how the controller limits workspace pods' egress, and the checks of its
+flags' values (the flags are declared in ``controller.settings``).
 
 The operator, never a tenant, decides which addresses and ports a declared domain may open: a
 tenant chooses the domain, and so whatever it resolves to. ``--workspace-egress-allowed-cidrs``
@@ -9,13 +10,11 @@ dropped, and ``--workspace-egress-ports`` lists the ports a Workspace may ask fo
 
 from __future__ import annotations
 
-import argparse
 import ipaddress
 from dataclasses import dataclass
 from typing import Final, Literal
 
 from wspin.core.errors import ConfigError
-from wspin.core.flags import add_flag
 
 EgressMode = Literal["off", "networkpolicy", "cilium"]
 DefaultEgress = Literal["deny", "allow"]
@@ -49,49 +48,6 @@ class EgressSettings:
     allowed_ports: tuple[int, ...] = DEFAULT_ALLOWED_PORTS
     """``--workspace-egress-ports``: the ports a declared domain may be reached on (a
     Workspace's ``ports`` outside it are refused and reported). Default 443 and 80."""
-
-
-def add_egress_flags(group: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
-    add_flag(
-        group,
-        "--workspace-egress",
-        default="off",
-        choices=["off", "networkpolicy", "cilium"],
-        help="per-Workspace egress policy: NetworkPolicy, CiliumNetworkPolicy (toFQDNs) or off",
-    )
-    add_flag(
-        group,
-        "--workspace-egress-default",
-        default="deny",
-        choices=["deny", "allow"],
-        help="egress of a Workspace declaring no domains: deny (DNS, platform only) or allow",
-    )
-    add_flag(
-        group,
-        "--workspace-egress-namespaces",
-        default="",
-        help="comma-separated namespaces every workspace pod may reach (API service, routers)",
-    )
-    add_flag(
-        group,
-        "--workspace-egress-allowed-cidrs",
-        default="",
-        help="comma-separated CIDRs a declared domain may resolve to although they are "
-        "private, loopback, link-local, carrier-grade or the cluster's",
-    )
-    add_flag(
-        group,
-        "--workspace-egress-cluster-cidrs",
-        default="",
-        help="comma-separated Service and Pod CIDRs of the cluster: addresses a declared "
-        "domain resolves to there are dropped",
-    )
-    add_flag(
-        group,
-        "--workspace-egress-ports",
-        default=",".join(str(p) for p in DEFAULT_ALLOWED_PORTS),
-        help="comma-separated ports a declared domain may be reached on",
-    )
 
 
 def _items(value: str | None) -> list[str]:
@@ -128,17 +84,22 @@ def _ports(value: str | None) -> tuple[int, ...]:
     return tuple(dict.fromkeys(ports))
 
 
-def egress_settings_from_args(args: argparse.Namespace) -> EgressSettings:
-    """The egress flags, checked; ConfigError names the flag and the Helm value."""
+def egress_settings_from(
+    *,
+    mode: EgressMode,
+    default: DefaultEgress,
+    namespaces: str,
+    allowed_cidrs: str,
+    cluster_cidrs: str,
+    ports: str,
+) -> EgressSettings:
+    """The egress flags' values (comma lists as given), checked; ConfigError names the flag
+    and the Helm value."""
     return EgressSettings(
-        mode=args.workspace_egress,
-        default=args.workspace_egress_default,
-        platform_namespaces=tuple(_items(args.workspace_egress_namespaces)),
-        allowed_cidrs=_networks(
-            "--workspace-egress-allowed-cidrs", args.workspace_egress_allowed_cidrs, "allowedCIDRs"
-        ),
-        cluster_cidrs=_networks(
-            "--workspace-egress-cluster-cidrs", args.workspace_egress_cluster_cidrs, "clusterCIDRs"
-        ),
-        allowed_ports=_ports(args.workspace_egress_ports),
+        mode=mode,
+        default=default,
+        platform_namespaces=tuple(_items(namespaces)),
+        allowed_cidrs=_networks("--workspace-egress-allowed-cidrs", allowed_cidrs, "allowedCIDRs"),
+        cluster_cidrs=_networks("--workspace-egress-cluster-cidrs", cluster_cidrs, "clusterCIDRs"),
+        allowed_ports=_ports(ports),
     )

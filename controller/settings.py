@@ -24,24 +24,31 @@ from typing import TypeVar
 from controller.agentd_uploads import UploadStagingConfig, parse_upload_staging
 from controller.durations import format_duration, parse_duration
 from controller.egress_settings import (
+    DEFAULT_ALLOWED_PORTS,
     EgressSettings,
-    add_egress_flags,
-    egress_settings_from_args,
+    egress_settings_from,
 )
 from wspin.core.delivery import (
     AgentdDelivery,
     ArtifactDelivery,
     OpencodeDelivery,
-    add_delivery_flags,
 )
 from wspin.core.errors import ConfigError
-from wspin.core.flags import add_flag, env_name, parse_bool
+from wspin.core.flags import (
+    add_delivery_flags,
+    add_excluded_namespaces_flag,
+    add_flag,
+    add_kubeconfig_flag,
+    add_runtime_classes_flag,
+    env_name,
+    parse_bool,
+)
 from wspin.core.namespaces import (
     ALWAYS_EXCLUDED,
-    add_excluded_namespaces_flag,
+    DEFAULT_NAMESPACE,
     excluded_namespaces_from,
 )
-from wspin.core.tenancy import add_runtime_classes_flag, runtime_classes_from
+from wspin.core.tenancy import runtime_classes_from
 from wspin.kube.leader import LeaseSettings
 
 log = logging.getLogger("controller")
@@ -65,6 +72,12 @@ RELAY_CLOUDS = ("", "fake")
 
 _D = TypeVar("_D", bound=ArtifactDelivery)
 MAX_CONCURRENT_RECONCILES = (1, 64)
+MIN_TERMINATION_GRACE = 36
+"""Seconds: agentd's shutdown (HTTP drain, background work, children) takes 35 s; less cuts
+sessions off mid-write."""
+TERMINATION_GRACE_FLAG = "--workspace-termination-grace-seconds"
+TERMINATION_GRACE_ALIAS = "--workspace-termination-grace"
+"""The flag's former name, still accepted (the new name wins when both are given)."""
 
 
 @dataclass(frozen=True)
@@ -112,7 +125,8 @@ class WorkspaceSettings:
     """``--api-service-url``: root URL of the in-cluster API (also relay staging's credential
     source)."""
     api_public_url: str = ""
-    """``--api-public-url``: the API's public URL as workspaces should reach it."""
+    """``--api-public-url``: the API's public URL as workspaces should reach it; "" =
+    ``https://api.<preview base domain>`` when that is set, else none."""
     default_runtime_class: str | None = None
     """``--default-runtime-class``: None = flag not given; "" = explicitly no runtime class."""
     preview_origin_base_domain: str = ""
@@ -125,8 +139,9 @@ class WorkspaceSettings:
     """``--agentd-sidecar``: run agentd as a native sidecar (uid 2000) next to the workspace
     container instead of as its supervisor's in-process half. Needs ``--agentd-image``."""
     termination_grace: int = 40
-    """``--workspace-termination-grace``: seconds a workspace pod gets to stop (40 leaves
-    agentd time to flush sessions after the default 30 s)."""
+    """``--workspace-termination-grace-seconds``: seconds a workspace pod gets to stop, at
+    least ``MIN_TERMINATION_GRACE``. agentd's shutdown is serial: 25 s of HTTP drain, 5 s for
+    background work, 5 s from SIGTERM to SIGKILL of its children; 40 adds a margin."""
     agentd: AgentdDelivery | None = None
     """agentd delivery flags when given (validated); used to label events and metrics."""
     opencode: OpencodeDelivery | None = None
@@ -227,7 +242,7 @@ class ControllerSettings:
     """``--kubeconfig``; None = ``$KUBECONFIG``, else the in-cluster service account."""
     log_level: str = "info"
     """``--log-level``: debug, info, warning or error."""
-    namespace: str = "llmsafespaces"
+    namespace: str = DEFAULT_NAMESPACE
     """The controller's own namespace (``POD_NAMESPACE``)."""
     api_internal_token: str = field(default="", repr=False)
     """From ``LLMSAFESPACES_INTERNAL_TOKEN`` only; never logged, never in a repr."""
@@ -246,10 +261,54 @@ def _bool_flag(group: argparse._ArgumentGroup, flag: str, help: str) -> None:
     add_flag(group, flag, default="false", nargs="?", const="true", help=help)
 
 
+def add_egress_flags(group: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """The per-Workspace egress policy's flags (checked by ``egress_settings_from``)."""
+    add_flag(
+        group,
+        "--workspace-egress",
+        default="off",
+        choices=["off", "networkpolicy", "cilium"],
+        help="per-Workspace egress policy: NetworkPolicy, CiliumNetworkPolicy (toFQDNs) or off",
+    )
+    add_flag(
+        group,
+        "--workspace-egress-default",
+        default="deny",
+        choices=["deny", "allow"],
+        help="egress of a Workspace declaring no domains: deny (DNS, platform only) or allow",
+    )
+    add_flag(
+        group,
+        "--workspace-egress-namespaces",
+        default="",
+        help="comma-separated namespaces every workspace pod may reach (API service, routers)",
+    )
+    add_flag(
+        group,
+        "--workspace-egress-allowed-cidrs",
+        default="",
+        help="comma-separated CIDRs a declared domain may resolve to although they are "
+        "private, loopback, link-local, carrier-grade or the cluster's",
+    )
+    add_flag(
+        group,
+        "--workspace-egress-cluster-cidrs",
+        default="",
+        help="comma-separated Service and Pod CIDRs of the cluster: addresses a declared "
+        "domain resolves to there are dropped",
+    )
+    add_flag(
+        group,
+        "--workspace-egress-ports",
+        default=",".join(str(p) for p in DEFAULT_ALLOWED_PORTS),
+        help="comma-separated ports a declared domain may be reached on",
+    )
+
+
 def add_controller_flags(parser: argparse.ArgumentParser) -> None:
     """Every ``wspin controller`` flag; each also reads ``WSPIN_<FLAG>``."""
     process = parser.add_argument_group("process")
-    add_flag(process, "--kubeconfig", default=None, help="kubeconfig path (else KUBECONFIG)")
+    add_kubeconfig_flag(process)
     add_flag(process, "--health-port", default="8081", help="port of /healthz and /readyz")
     add_flag(process, "--metrics-port", default="8080", help="port of /metrics")
     add_flag(process, "--log-level", default="info", help="debug, info, warning or error")
@@ -258,7 +317,18 @@ def add_controller_flags(parser: argparse.ArgumentParser) -> None:
 
     workspace = parser.add_argument_group("workspace")
     add_flag(workspace, "--default-runtime-class", default=None, help="pod runtimeClassName")
-    add_flag(workspace, "--workspace-termination-grace", default="40", help="seconds")
+    add_flag(
+        workspace,
+        TERMINATION_GRACE_FLAG,
+        default=None,
+        help=f"seconds a workspace pod gets to stop, {MIN_TERMINATION_GRACE}..86400 (default 40)",
+    )
+    add_flag(
+        workspace,
+        TERMINATION_GRACE_ALIAS,
+        default=None,
+        help=f"old name of {TERMINATION_GRACE_FLAG}",
+    )
     add_excluded_namespaces_flag(workspace)
     add_runtime_classes_flag(workspace)
     add_egress_flags(workspace)
@@ -429,7 +499,7 @@ def settings_from_args(
             "--max-concurrent-reconciles clamped",
             extra={"fields": {"requested": requested, "used": workers}},
         )
-    namespace = environ.get("POD_NAMESPACE") or "llmsafespaces"
+    namespace = environ.get("POD_NAMESPACE") or DEFAULT_NAMESPACE
     lease_duration, renew_deadline, retry_period = _lease_timings(environ)
     identity = f"{environ.get('POD_NAME') or socket.gethostname()}_{uuid.uuid4().hex[:8]}"
 
@@ -489,14 +559,19 @@ def settings_from_args(
             preview_origin_base_domain=args.preview_origin_base_domain.strip(),
             upload_staging=upload_staging,
             agentd_sidecar=sidecar,
-            termination_grace=_int(
-                "--workspace-termination-grace", args.workspace_termination_grace, 0, 86400
-            ),
+            termination_grace=_termination_grace(args),
             agentd=agentd,
             opencode=opencode,
             excluded_namespaces=excluded_namespaces_from(args.excluded_namespaces, namespace),
             allowed_runtime_classes=runtime_classes_from(args.allowed_runtime_classes),
-            egress=egress_settings_from_args(args),
+            egress=egress_settings_from(
+                mode=args.workspace_egress,
+                default=args.workspace_egress_default,
+                namespaces=args.workspace_egress_namespaces,
+                allowed_cidrs=args.workspace_egress_allowed_cidrs,
+                cluster_cidrs=args.workspace_egress_cluster_cidrs,
+                ports=args.workspace_egress_ports,
+            ),
         ),
         relay_staging=RelayStagingSettings(
             enabled=_bool("--relay-only-key-delivery", args.relay_only_key_delivery),
@@ -535,6 +610,26 @@ def settings_from_args(
             cluster_id=args.relay_cluster_id.strip(),
         ),
     )
+
+
+def _termination_grace(args: argparse.Namespace) -> int:
+    """``--workspace-termination-grace-seconds`` (or its former name), 36..86400."""
+    given = args.workspace_termination_grace_seconds
+    flag = TERMINATION_GRACE_FLAG
+    if given is None and args.workspace_termination_grace is not None:
+        given, flag = args.workspace_termination_grace, TERMINATION_GRACE_ALIAS
+    if given is None:
+        return WorkspaceSettings().termination_grace
+    seconds = _int(flag, given, 0, 86400)
+    if seconds < MIN_TERMINATION_GRACE:
+        raise _flag_error(
+            flag,
+            f"{seconds} s is too short: agentd needs {MIN_TERMINATION_GRACE - 1} s to drain its "
+            "sessions and stop",
+            f"pass at least {MIN_TERMINATION_GRACE} (Helm value "
+            "controller.workspaces.terminationGraceSeconds; default 40)",
+        )
+    return seconds
 
 
 def _orphan_regions(text: str) -> tuple[tuple[str, str], ...]:

@@ -23,6 +23,7 @@ from controller.staging.arming import (
     relay_staging_exit_code_for,
     setup_relay_staging,
 )
+from controller.workspace.credential_keys import CredentialKeys, load_credential_keys
 from wspin.core.delivery import AgentdDelivery, OpencodeDelivery
 from wspin.core.kinds import PODS, WORKSPACES
 from wspin.core.redact import Redactor
@@ -35,6 +36,7 @@ __all__ = [
     "OpencodeDelivery",
     "RelayArtifactConfig",
     "RelayStagingConfig",
+    "load_credential_keys",
     "new_manager",
     "relay_staging_exit_code_for",
     "setup_controllers",
@@ -56,10 +58,15 @@ def setup_controllers(
     manager: Manager,
     settings: ControllerSettings,
     *,
+    credential_keys: CredentialKeys,
     relay_staging: RelayStagingConfig | None = None,
     redactor: Redactor | None = None,
 ) -> None:
     """Register the Workspace reconciler (and what it owns) with ``manager``.
+
+    ``credential_keys`` is what every workspace's credentials are derived from
+    (``load_credential_keys``, read at start: generated on first start, ``ConfigError`` when
+    malformed or unreadable, and the process exits 1).
 
     ``relay_staging`` is the armed staging config (None: staging off); when armed, the
     per-workspace staging pass is built here and handed to the Workspace reconciler. It
@@ -69,7 +76,7 @@ def setup_controllers(
     from controller.workspace import wiring
 
     if relay_staging is None:
-        wiring.register(manager, settings)
+        wiring.register(manager, settings, keys=credential_keys)
         return
     from controller.staging.health import HealthScraper
     from controller.staging.ownership import WorkspaceNames
@@ -89,7 +96,7 @@ def setup_controllers(
         staleness_bound=settings.relay_staging.revocation_staleness_bound,
     )
     manager.add_cleanup(staging.close)
-    wiring.register(manager, settings, staging=staging)
+    wiring.register(manager, settings, keys=credential_keys, staging=staging)
 
 
 def setup_relay_controller(manager: Manager, settings: ControllerSettings) -> None:

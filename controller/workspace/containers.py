@@ -46,6 +46,10 @@ XDG_DATA_HOME: Final = "/workspace/.local"
 RESTART_MARKER_PATH: Final = "/sandbox-runtime/last-restart-reason.json"
 """One marker file both halves write in sidecar mode (0640, shared gid 1000)."""
 AGENT_CONFIG_FILE: Final = f"{vol.AGENTD_CONFIG_PATH}/agent-config.json"
+ADMIN_TOKEN_FILE_ENV: Final = "AGENTD_ADMIN_TOKEN_FILE"  # noqa: S105 - a variable name
+ADMIN_TOKEN_FILE: Final = f"{vol.SANDBOX_CFG_PATH}/admin-token"
+"""Where ``platform-init`` installs the admin token (mode 0400, uid 1000) in single-container
+mode, from the ``admin-token`` key of the password Secret volume."""
 
 # The runtime image's former ENV block: tool homes on the PVC, the git credential store and
 # the PATH order (PVC-installed tools first). Platform contract, so the builder sets it on
@@ -89,6 +93,16 @@ class PodInputs:
     def password_secret(self) -> str:
         return vol.password_secret_name(self.ws_name)
 
+    @property
+    def public_api_url(self) -> str:
+        """The API's public origin as workspaces should reach it (the dev-preview tool builds
+        its links from it): ``--api-public-url``, else ``https://api.<preview base
+        domain>``, else "" (no variable is set)."""
+        if self.api_public_url:
+            return self.api_public_url
+        base = self.preview_origin_base_domain
+        return f"https://api.{base}" if base else ""
+
 
 def hardened(uid: int | None = None, gid: int | None = None) -> Obj:
     """Read-only root, non-root, no privilege escalation, every capability dropped."""
@@ -117,12 +131,25 @@ def _optional(*pairs: tuple[str, str]) -> list[Obj]:
     return [_value(name, value) for name, value in pairs if value]
 
 
+def _preview_env(inputs: PodInputs) -> list[Obj]:
+    return _optional(
+        ("LLMSAFESPACE_API_PUBLIC_URL", inputs.public_api_url),
+        ("PREVIEW_ORIGIN_BASE_DOMAIN", inputs.preview_origin_base_domain),
+    )
+
+
 def workspace_container(inputs: PodInputs) -> Obj:
-    """The main container (index 0, named ``workspace``)."""
+    """The main container (index 0, named ``workspace``).
+
+    In single-container mode agentd (the supervisor here) reads its admin token from the
+    0400 file ``platform-init`` installs; the token is never in this container's env, which
+    opencode and its tools inherit. In sidecar mode the sidecar holds the token and this
+    container gets neither the file's path nor the token."""
+    token_file = [] if inputs.sidecar else [_value(ADMIN_TOKEN_FILE_ENV, ADMIN_TOKEN_FILE)]
     env = [
         _value("WORKSPACE_ID", inputs.ws_name),
         _value("WORKSPACE_DIR", vol.WORKSPACE_PATH),
-        _secret("AGENTD_ADMIN_TOKEN", inputs.password_secret, "admin-token"),
+        *token_file,
         *(_value(name, value) for name, value in BASE_ENV),
         # Go sizes its scheduler from the host's cores otherwise; the limit, rounded up to
         # whole cores, is what the container may use.
@@ -138,7 +165,7 @@ def workspace_container(inputs: PodInputs) -> Obj:
         },
         *_optional(
             ("LLMSAFESPACE_API_URL", inputs.api_service_url),
-            ("LLMSAFESPACE_API_PUBLIC_URL", inputs.api_public_url),
+            ("LLMSAFESPACE_API_PUBLIC_URL", inputs.public_api_url),
             ("INFERENCE_RELAY_BASEURL", inputs.inference_relay_url),
             ("PREVIEW_ORIGIN_BASE_DOMAIN", inputs.preview_origin_base_domain),
         ),
@@ -195,7 +222,9 @@ def _platform(
 
 def platform_init(inputs: PodInputs) -> Obj:
     """``init-fs``: creates the subPath roots on the PVC root, the credential symlink farm
-    into tmpfs, and installs the password file with mode 0600."""
+    into tmpfs, and installs the password file (0600) and, in single-container mode, the
+    admin token file (0400) from the password Secret volume (which carries the token only
+    in that mode: ``volumes.base_volumes``)."""
     mounts = [
         vol.mount(vol.WORKSPACE_VOLUME, "/pvc"),
         vol.mount(vol.SANDBOX_CFG, vol.SANDBOX_CFG_PATH),
@@ -280,6 +309,8 @@ def agentd_sidecar(inputs: PodInputs) -> Obj:
         # Files it re-materializes land 0640 / dirs 0770 so uid-1000 tools still read them.
         _value("LLMSAFESPACES_CROSS_UID_FILES", "1"),
         *_optional(("LLMSAFESPACE_API_URL", inputs.api_service_url)),
+        # The dev-preview tool runs here in this mode: it needs the public origin too.
+        *_preview_env(inputs),
         # A writable cache outside the PVC home, which the sidecar does not mount.
         _value("LLMSAFESPACES_ENRICHER_CACHE_DIR", f"{vol.SANDBOX_RUNTIME_PATH}/enricher-cache"),
         *_optional(("INFERENCE_RELAY_BASEURL", inputs.inference_relay_url)),

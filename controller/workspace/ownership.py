@@ -1,7 +1,7 @@
 """Which objects a Workspace owns: the pod, PVC, ServiceAccount and egress policy at its
 names. Pure.
 
-The names are predictable (``<ws>-<uid[:8]>``, ``<ws>-workspace``, ``workspace-<ws>``), so a
+The names are predictable (``<ws>-<uid[:8]>``, ``workspace-<ws>``), so a
 tenant with create rights in the namespace can put an object there first: a pod with the
 workspace labels, an attacker's image and no delivery would otherwise be read as the
 Workspace's pod and the Workspace reported Active. An owner reference proves nothing (its

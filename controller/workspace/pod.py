@@ -1,4 +1,5 @@
-"""The objects a Workspace owns, built from the Workspace alone (pure: no I/O, no clock).
+"""The workspace pod, built from the Workspace, its credentials and the settings (pure: no
+I/O, no clock).
 
 The pod is created *without* delivery wiring; the admission webhook injects the agentd and
 opencode image volumes, their read-only mounts and the sha256 pins on CREATE. Everything else
@@ -11,7 +12,6 @@ init, the agentd native sidecar in sidecar mode, probes, resources and the pod's
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Final
 
 from controller.settings import WorkspaceSettings
@@ -26,12 +26,19 @@ from controller.workspace.containers import (
     workspace_container,
     workspace_setup,
 )
+from controller.workspace.credentials import ANNOTATION_CREDENTIALS_KEY, WorkspaceCredentials
+from controller.workspace.owned import (
+    PodBuildError,
+    names,
+    owned_metadata,
+    selector_labels,
+)
 from controller.workspace.packages import PackagesError, needs_setup, setup_script
 from controller.workspace.volumes import base_volumes, sidecar_volumes
-from wspin.core.contract import API_GROUP, API_VERSION, ARCHES, LABEL_WORKSPACE
-from wspin.core.errors import WspinError
+from wspin.core.contract import ARCHES, LABEL_WORKSPACE
 from wspin.core.runtimes import Runtime
-from wspin.core.workspace_pod import SELECTOR_LABELS
+
+__all__ = ["PodBuildError", "desired_pod", "names", "pod_is_stale", "sanitize_label"]
 
 LABEL_RUNTIME: Final = "runtime"
 ANNOTATION_RUNTIME_ENV: Final = "llmsafespaces.dev/runtime-env"
@@ -51,31 +58,6 @@ DEFAULT_ARCH: Final = "amd64"
 _MAX_LABEL_VALUE: Final = 63
 _MAX_NAME: Final = 253
 _LABEL_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
-
-
-class PodBuildError(WspinError):
-    """The Workspace cannot become a pod; the message names the field (phase Failed)."""
-
-
-@dataclass(frozen=True)
-class Names:
-    """The names of everything one Workspace owns."""
-
-    pod: str
-    pvc: str
-    service_account: str
-
-
-def names(ws: Obj) -> Names:
-    """``<ws>-<first 8 chars of uid>`` for the pod: a recreated Workspace of the same name gets a
-    new pod name, so a slow-terminating old pod never blocks the new one."""
-    meta = ws.get("metadata") or {}
-    name, uid = str(meta.get("name", "")), str(meta.get("uid", ""))
-    if not uid:
-        raise PodBuildError(f"Workspace {name!r} has no metadata.uid yet")
-    return Names(
-        pod=f"{name}-{uid[:8]}", pvc=f"{name}-workspace", service_account=f"workspace-{name}"
-    )
 
 
 def sanitize_label(value: str) -> str:
@@ -100,23 +82,6 @@ def tenant_of(spec: Obj) -> str:
     return sanitize_label(tenant)
 
 
-def selector_labels(ws_name: str) -> dict[str, str]:
-    """The labels that make a pod a workspace pod (the webhook's objectSelector keys on them)."""
-    return {**SELECTOR_LABELS, LABEL_WORKSPACE: ws_name}
-
-
-def owner_reference(ws: Obj) -> Obj:
-    meta = ws["metadata"]
-    return {
-        "apiVersion": f"{API_GROUP}/{API_VERSION}",
-        "kind": "Workspace",
-        "name": meta["name"],
-        "uid": meta["uid"],
-        "controller": True,
-        "blockOwnerDeletion": True,
-    }
-
-
 def _spec(ws: Obj) -> Obj:
     spec = ws.get("spec")
     return spec if isinstance(spec, dict) else {}
@@ -136,46 +101,6 @@ def restart_generation_of(ws: Obj) -> str:
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
         raise PodBuildError(f"spec.restartGeneration must be a whole number >= 0 (got {value!r})")
     return str(value)
-
-
-def _metadata(ws: Obj, name: str, labels: dict[str, str]) -> Obj:
-    return {
-        "name": name,
-        "namespace": ws["metadata"].get("namespace", ""),
-        "labels": labels,
-        "ownerReferences": [owner_reference(ws)],
-    }
-
-
-def desired_pvc(ws: Obj) -> Obj:
-    """The workspace volume; it outlives suspend and goes with the Workspace (owner GC)."""
-    spec = _spec(ws)
-    storage = spec.get("storage") or {}
-    size = storage.get("size") if isinstance(storage, dict) else None
-    if not isinstance(size, str) or not size:
-        raise PodBuildError("spec.storage.size is required, like '10Gi'")
-    name = ws["metadata"]["name"]
-    pvc_spec: Obj = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": size}}}
-    storage_class = storage.get("storageClassName")
-    if storage_class:
-        pvc_spec["storageClassName"] = storage_class
-    return {
-        "apiVersion": "v1",
-        "kind": "PersistentVolumeClaim",
-        "metadata": _metadata(ws, names(ws).pvc, selector_labels(name)),
-        "spec": pvc_spec,
-    }
-
-
-def desired_service_account(ws: Obj) -> Obj:
-    """``workspace-<ws>``: the pod's identity, with no API token mounted."""
-    name = ws["metadata"]["name"]
-    return {
-        "apiVersion": "v1",
-        "kind": "ServiceAccount",
-        "metadata": _metadata(ws, names(ws).service_account, selector_labels(name)),
-        "automountServiceAccountToken": False,
-    }
 
 
 def runtime_image(spec: Obj) -> str:
@@ -226,13 +151,19 @@ def _agentd_image(settings: WorkspaceSettings) -> str:
 
 
 def desired_pod(
-    ws: Obj, settings: WorkspaceSettings, *, admin_token: str = "", runtime: Runtime | None = None
+    ws: Obj,
+    settings: WorkspaceSettings,
+    *,
+    credentials: WorkspaceCredentials,
+    runtime: Runtime | None = None,
+    claim: str | None = None,
 ) -> Obj:
     """The workspace pod for ``ws``; raises PodBuildError naming the field that prevents it.
 
-    ``admin_token`` is the workspace's agentd admin token when the caller has it: the
-    readiness and startup probes of ``/v1/readyz`` then carry it as a bearer (agentd gates
-    readyz on it). Without it the probes go unauthenticated.
+    ``credentials`` are the Workspace's derived values: the readiness and startup probes of
+    agentd's ``/v1/readyz`` carry its admin token as a bearer (agentd refuses readyz
+    without it), and the pod records the key they came from. ``claim`` is the PVC to mount
+    (``storage.claim_name``; ``workspace-<ws>`` by default).
 
     Order of the pieces (stable, so a golden diff shows only what changed): main
     container, the pod's own volumes, init containers, then the sidecar mutation last (the
@@ -267,14 +198,19 @@ def desired_pod(
         inference_relay_url=settings.inference_relay_url,
         preview_origin_base_domain=settings.preview_origin_base_domain,
         upload_staging=settings.upload_staging,
-        admin_token=admin_token,
+        admin_token=credentials.admin_token,
     )
     labels = {
         **selector_labels(ws_name),
         LABEL_RUNTIME: sanitize_label(str(spec.get("runtime") or "")),
         LABEL_TENANT: tenant_of(spec),
     }
-    volumes = base_volumes(pod_names.pvc, ws_name, relay=bool(settings.inference_relay_url))
+    volumes = base_volumes(
+        claim or pod_names.pvc,
+        ws_name,
+        relay=bool(settings.inference_relay_url),
+        sidecar=settings.agentd_sidecar,
+    )
     init_containers = [platform_init(inputs)]
     if script is not None:
         init_containers.append(workspace_setup(inputs, script))
@@ -305,10 +241,11 @@ def desired_pod(
     runtime_class = runtime_class_of(spec, settings)
     if runtime_class:
         pod_spec["runtimeClassName"] = runtime_class
-    metadata = _metadata(ws, pod_names.pod, labels)
+    metadata = owned_metadata(ws, pod_names.pod, labels)
     metadata["annotations"] = {
         ANNOTATION_CREATED_BY: "controller",
         ANNOTATION_RESTART_GENERATION: restart_generation_of(ws),
+        ANNOTATION_CREDENTIALS_KEY: credentials.key_id,
     }
     if runtime is not None:
         metadata["annotations"][ANNOTATION_RUNTIME_ENV] = runtime.name
@@ -318,8 +255,9 @@ def desired_pod(
 def pod_is_stale(pod: Obj, ws: Obj) -> str | None:
     """Why an existing pod no longer matches its Workspace (so it must be recreated), or None.
 
-    Only a new ``restartGeneration`` or ``architecture`` recreates a pod: pod specs are
-    immutable, and nothing else justifies interrupting a running workspace.
+    Only a new ``restartGeneration`` or ``architecture`` recreates a pod here: pod specs are
+    immutable, and nothing else justifies interrupting a running workspace (the reconciler
+    also replaces a pod whose credentials it cannot vouch for, ``credentials.pod_credentials``).
     """
     annotations = (pod.get("metadata") or {}).get("annotations") or {}
     wanted_generation = restart_generation_of(ws)

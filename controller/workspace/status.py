@@ -1,68 +1,146 @@
-"""Workspace status: phases, conditions and the pod facts they come from. Pure.
+"""The Workspace status a pass writes: phase, Ready, and the fields the API routes by. Pure.
 
-Conditions are the toolkit's (``controller.toolkit.conditions``): re-stating one is a no-op
-and never causes a status write.
+One function, ``next_status``, turns the status found and a pass's ``Outcome`` into the status
+to write; the reconciler sends the difference as one merge patch (nothing when equal). The
+fields and when they change:
+
+- ``podName``/``podNamespace``: the pod that exists or was created; gone when Suspended,
+  Failed or Terminated.
+- ``podIP``/``endpoint`` (``http://<podIP>:4096``, opencode's port): only while Active,
+  withdrawn on every other phase, so a reader that sees them may route to the pod.
+- ``imageTag``: the workspace image's tag, set while Active, never cleared.
+- ``startTime``: when the Workspace became Active on its current pod; a pod that is unready
+  for a while and ready again keeps it, a new pod gets a new one.
+- ``restartCount``: +1 each time the controller replaces the pod (a new ``restartGeneration``,
+  credentials it cannot vouch for); ``observedRestartGeneration`` the generation built for.
+- ``suspendedAt``: when the Workspace became Suspended; cleared when it leaves Suspended.
+- ``failureReason``: why the pod was lost or cannot be built (``lifecycle``); cleared once the
+  Workspace is Active, suspended or deleted again.
+- ``reason``/``message``: a cause the user should read (a suspended organisation, a missing
+  runtime, a pod that cannot be built).
+
+Conditions are the toolkit's: re-stating one is a no-op and never causes a write.
 """
 
 from __future__ import annotations
 
-from typing import Final, Literal
+from datetime import datetime
+from typing import Final
 
-from controller.toolkit.conditions import condition, find_condition
+from controller.toolkit.conditions import condition, remove_conditions, set_conditions
 from controller.types import Obj
-
-Phase = Literal["Pending", "Creating", "Active", "Suspending", "Suspended", "Terminating", "Failed"]
+from controller.workspace.lifecycle import POD_BUILD_FAILED, Phase, served_before
+from controller.workspace.outcome import Outcome
+from controller.workspace.probes import OPENCODE_PORT
+from wspin.core.clock import format_time
 
 READY: Final = "Ready"
 
-
-def pod_ready(pod: Obj) -> bool:
-    """Running with the Ready condition True (the kubelet's view, probes included)."""
-    status = pod.get("status") or {}
-    if status.get("phase") != "Running":
-        return False
-    ready = find_condition(status.get("conditions") or [], "Ready")
-    return ready is not None and ready.get("status") == "True"
-
-
-def pod_terminal(pod: Obj) -> bool:
-    """Succeeded or Failed: a workspace pod (restartPolicy Always) only gets here by eviction
-    or node loss, and never comes back; it has to be replaced."""
-    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
-
-
-def pod_deleting(pod: Obj) -> bool:
-    return bool((pod.get("metadata") or {}).get("deletionTimestamp"))
-
-
-def running_phase(pod: Obj | None, previous: str) -> Phase:
-    """Pending until the pod is scheduled, Creating while it starts, Active once ready.
-
-    A pod that stops being ready (a restart, a failed probe) keeps an Active workspace
-    Active, and a pod being replaced keeps the workspace Creating rather than Pending, also
-    while the replacement waits to be scheduled: the phase never moves backwards.
-    """
-    if pod is None or pod_deleting(pod):
-        return "Creating" if previous in ("Creating", "Active") else "Pending"
-    if pod_ready(pod) or previous == "Active":
-        return "Active"
-    if (pod.get("spec") or {}).get("nodeName") or previous == "Creating":
-        return "Creating"
-    return "Pending"
+_READY: Final[dict[str, tuple[str, str]]] = {
+    "Pending": ("PodPending", "waiting for the workspace pod to be scheduled"),
+    "Creating": ("PodStarting", "workspace pod is starting"),
+    "Active": ("PodReady", "workspace pod is ready"),
+    "Suspending": ("Suspending", "stopping the workspace pod; the volume is kept"),
+    "Suspended": ("Suspended", "suspended: no pod, the volume is kept"),
+    "Resuming": ("Resuming", "resuming: a new workspace pod is being created"),
+    "Terminating": ("Terminating", "workspace is being deleted"),
+    "Terminated": ("Terminated", "the workspace pod is gone"),
+    "Failed": (POD_BUILD_FAILED, "the workspace pod cannot be built"),
+}
+_WITHOUT_POD: Final = ("Suspended", "Failed", "Terminated")
+_FAILURE_SETTLED: Final = (
+    "Active",
+    "Suspending",
+    "Suspended",
+    "Resuming",
+    "Terminating",
+    "Terminated",
+)
 
 
-def ready_condition(phase: Phase, generation: int, detail: str = "", reason: str = "") -> Obj:
-    """The Ready condition each phase implies."""
-    if phase == "Active" and not reason:
-        return condition(READY, "True", "PodReady", "workspace pod is ready", generation)
-    reasons: dict[str, tuple[str, str]] = {
-        "Pending": ("PodPending", "waiting for the workspace pod to be scheduled"),
-        "Creating": ("PodStarting", "workspace pod is starting"),
-        "Suspending": ("Suspending", "stopping the workspace pod; the volume is kept"),
-        "Suspended": ("Suspended", "suspended: no pod, the volume is kept"),
-        "Terminating": ("Terminating", "workspace is being deleted"),
-        "Failed": ("PodBuildFailed", "the workspace pod cannot be built"),
-        "Active": ("PodReady", "workspace pod is ready"),
+def ready_condition(outcome: Outcome, generation: int) -> Obj:
+    """The Ready condition: True only while Active (the pod Running, on its IP, every
+    container ready) with no cause to report."""
+    default_reason, default_message = _READY[outcome.phase]
+    if outcome.phase == "Active" and not outcome.reason:
+        return condition(
+            READY, "True", default_reason, outcome.detail or default_message, generation
+        )
+    reason = outcome.reason or outcome.ready_reason or default_reason
+    return condition(READY, "False", reason, outcome.detail or default_message, generation)
+
+
+def endpoint(ip: str) -> str:
+    """opencode's URL on the pod IP (bracketed for IPv6)."""
+    host = f"[{ip}]" if ":" in ip else ip
+    return f"http://{host}:{OPENCODE_PORT}"
+
+
+def next_status(old: Obj, outcome: Outcome, ws: Obj, now: datetime) -> Obj:
+    """The status to write after a pass that decided ``outcome``."""
+    meta = ws["metadata"]
+    generation = int(meta.get("generation") or 0)
+    phase: Phase = outcome.phase
+    conditions = set_conditions(
+        old.get("conditions") or [],
+        [ready_condition(outcome, generation), *outcome.conditions],
+        format_time(now),
+    )
+    new: Obj = {
+        **old,
+        "phase": phase,
+        "observedGeneration": generation,
+        "conditions": remove_conditions(conditions, outcome.remove),
     }
-    default_reason, message = reasons[phase]
-    return condition(READY, "False", reason or default_reason, detail or message, generation)
+    for key in ("reason", "message", "podIP", "endpoint"):
+        new.pop(key, None)
+    if outcome.reason:
+        new["reason"], new["message"] = outcome.reason, outcome.detail
+    if outcome.claim:
+        new["pvcName"] = outcome.claim
+    if phase in _WITHOUT_POD:
+        new.pop("podName", None)
+        new.pop("podNamespace", None)
+    elif outcome.pod_name:
+        new["podName"], new["podNamespace"] = outcome.pod_name, meta.get("namespace", "")
+    pod = outcome.pod
+    if phase == "Active" and pod is not None and pod.ip:
+        new["podIP"], new["endpoint"] = pod.ip, endpoint(pod.ip)
+        if pod.image_tag:
+            new["imageTag"] = pod.image_tag
+        if old.get("phase") != "Active" and not served_before(old, pod):
+            new["startTime"] = format_time(now)
+    _restarts(old, outcome, new)
+    if phase != "Suspended":
+        new.pop("suspendedAt", None)
+    elif old.get("phase") != "Suspended" or "suspendedAt" not in old:
+        new["suspendedAt"] = format_time(now)
+    failure = _failure_reason(str(old.get("failureReason") or ""), outcome)
+    if failure:
+        new["failureReason"] = failure
+    else:
+        new.pop("failureReason", None)
+    return new
+
+
+def _restarts(old: Obj, outcome: Outcome, new: Obj) -> None:
+    count = old.get("restartCount")
+    count = count if isinstance(count, int) and not isinstance(count, bool) else 0
+    recorded = old.get("observedRestartGeneration")
+    if outcome.restart_generation is not None:
+        new["observedRestartGeneration"] = outcome.restart_generation
+        if isinstance(recorded, int) and recorded != outcome.restart_generation:
+            count += 1
+    if outcome.restarted:
+        count += 1
+    new["restartCount"] = count
+
+
+def _failure_reason(old: str, outcome: Outcome) -> str:
+    if outcome.failure_reason:
+        return outcome.failure_reason
+    if outcome.phase in _FAILURE_SETTLED:
+        return ""
+    if old == POD_BUILD_FAILED and outcome.phase != "Failed":
+        return ""
+    return old

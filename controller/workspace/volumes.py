@@ -56,7 +56,22 @@ def _memory_dir(name: str, size: str) -> Obj:
     return {"name": name, "emptyDir": {"medium": "Memory", "sizeLimit": size}}
 
 
-def base_volumes(pvc_name: str, ws_name: str, *, relay: bool) -> list[Obj]:
+def password_secret_volume(ws_name: str, *, sidecar: bool) -> Obj:
+    """The password Secret, as only ``platform-init`` mounts it: the password, and the admin
+    token only in single-container mode. In sidecar mode the token is the sidecar's alone
+    (uid 2000, from env); leaving it out of this volume means no uid-1000 container of the
+    pod ever has a copy. ``agentdPassword`` is never projected here."""
+    keys = ("password",) if sidecar else ("password", "admin-token")
+    return {
+        "name": PASSWORD_SECRET_VOLUME,
+        "secret": {
+            "secretName": password_secret_name(ws_name),
+            "items": [{"key": key, "path": key} for key in keys],
+        },
+    }
+
+
+def base_volumes(pvc_name: str, ws_name: str, *, relay: bool, sidecar: bool = False) -> list[Obj]:
     """PVC, the two tmpfs stores, the password Secret, the bootstrap token and, with a relay
     configured, the optional free-models catalogue."""
     volumes = [
@@ -65,7 +80,7 @@ def base_volumes(pvc_name: str, ws_name: str, *, relay: bool) -> list[Obj]:
         _memory_dir(SANDBOX_CFG, "32Mi"),
         # 96Mi: credential output files and the symlink targets of $HOME credential paths.
         _memory_dir(SANDBOX_RUNTIME, "96Mi"),
-        {"name": PASSWORD_SECRET_VOLUME, "secret": {"secretName": password_secret_name(ws_name)}},
+        password_secret_volume(ws_name, sidecar=sidecar),
         {
             "name": BOOTSTRAP_TOKEN,
             "projected": {

@@ -8,6 +8,7 @@ from typing import Final
 from controller.runtime.manager import Manager
 from controller.settings import ControllerSettings
 from controller.types import Obj, ObjectKey, StagingPass
+from controller.workspace.credential_keys import CredentialKeys
 from controller.workspace.dns import DnsResolver
 from controller.workspace.egress import CILIUM_NETWORK_POLICIES, NETWORK_POLICIES
 from controller.workspace.egress_sync import EgressPolicies
@@ -35,9 +36,13 @@ def register(
     manager: Manager,
     settings: ControllerSettings,
     *,
+    keys: CredentialKeys,
     staging: StagingPass | None = None,
 ) -> None:
     """Add the Workspace reconciler over shared caches of Workspaces, pods and PVCs.
+
+    ``keys`` is the workspace credentials key (``credential_keys.load_credential_keys``, read
+    at start).
 
     The pod and PVC caches are the ones ``add_controller`` keeps for ``owns``, so each kind is
     watched once: a change to an owned object queues its Workspace, and the reconciler reads
@@ -93,6 +98,7 @@ def register(
         manager.cache(PODS, labels=OWNED_SELECTOR),
         manager.cache(PVCS, labels=OWNED_SELECTOR),
         settings.workspace,
+        keys=keys,
         metrics=metrics,
         staging=staging,
         orgs=orgs,

@@ -10,12 +10,13 @@ from __future__ import annotations
 import copy
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import jsonschema
 import pytest
 import yaml
 
+from controller.workspace.lifecycle import Phase
 from tests.chart.helm import CHART, REPO, Rendered
 from tests.fixtures import MANIFESTS
 
@@ -99,7 +100,7 @@ WORKSPACE: Obj = {
     "spec": {
         "runtime": "python",
         "architecture": "arm64",
-        "storage": {"size": "10Gi", "storageClassName": "fast-ssd"},
+        "storage": {"size": "10Gi", "storageClassName": "fast-ssd", "accessMode": "ReadWriteMany"},
         "resources": {
             "requests": {"cpu": "500m", "memory": "1Gi"},
             "limits": {"cpu": 2, "memory": "4Gi"},
@@ -118,9 +119,24 @@ WORKSPACE: Obj = {
         "reason": "PodRunning",
         "message": "workspace pod is running",
         "podName": "ws1-b8985526",
-        "pvcName": "ws1-workspace",
+        "podNamespace": "ws-demo",
+        "podIP": "10.0.0.7",
+        "endpoint": "http://10.0.0.7:4096",
+        "imageTag": "3.12",
+        "startTime": "2026-11-29T09:00:00Z",
+        "restartCount": 2,
+        "observedRestartGeneration": 3,
+        "pvcName": "workspace-ws1",
         "observedGeneration": 4,
         "conditions": [
+            {
+                "type": "Ready",
+                "status": "True",
+                "reason": "PodReady",
+                "message": "workspace pod is ready",
+                "lastTransitionTime": "2026-11-29T09:00:00Z",
+                "observedGeneration": 4,
+            },
             {
                 "type": "AgentdVerified",
                 "status": "False",
@@ -128,7 +144,7 @@ WORKSPACE: Obj = {
                 "message": "sha256 mismatch",
                 "lastTransitionTime": "2026-11-29T10:00:00Z",
                 "observedGeneration": 4,
-            }
+            },
         ],
         "secretsDelivery": {"relayRevision": "r0123456789ab", "degradedReason": ""},
     },
@@ -297,9 +313,12 @@ def test_workspace_phases_are_exactly_the_controllers() -> None:
         "Active",
         "Suspending",
         "Suspended",
+        "Resuming",
         "Terminating",
+        "Terminated",
         "Failed",
     ]
+    assert tuple(status["properties"]["phase"]["enum"]) == get_args(Phase)
 
 
 def test_an_inference_relay_using_every_field_matches_the_schema() -> None:
@@ -328,11 +347,20 @@ def test_an_inference_relay_with_a_wrong_field_is_rejected(mutate: Any, field: s
     assert any(e.startswith(field) for e in found), found
 
 
-def test_workspace_printer_columns_show_phase_runtime_storage_age() -> None:
+def test_workspace_printer_columns_show_phase_ready_endpoint_runtime_storage_age() -> None:
     columns = version_v1(load_crd("workspaces"))["additionalPrinterColumns"]
-    assert [c["name"] for c in columns] == ["Phase", "Runtime", "Storage", "Age"]
-    shown = [json_path(WORKSPACE, c["jsonPath"]) for c in columns[:3]]
-    assert shown == ["Active", "python", "10Gi"]
+    assert [c["name"] for c in columns] == [
+        "Phase",
+        "Ready",
+        "Endpoint",
+        "Runtime",
+        "Storage",
+        "Age",
+    ]
+    shown = [json_path(WORKSPACE, c["jsonPath"]) for c in columns[:5]]
+    assert shown == ["Active", "True", "http://10.0.0.7:4096", "python", "10Gi"]
+    # The endpoint only with -o wide: the default view stays narrow.
+    assert [c.get("priority", 0) for c in columns] == [0, 0, 1, 0, 0, 0]
 
 
 def test_inference_relay_printer_columns_resolve_on_a_real_status() -> None:

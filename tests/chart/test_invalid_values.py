@@ -18,6 +18,8 @@ from tests.chart.helm import Rendered, render, template
         # The controller would clamp it to 64 with only a log line: not what was asked for.
         ({"controller.maxConcurrentReconciles": 65}, "maxConcurrentReconciles"),
         ({"controller.workspaces.terminationGraceSeconds": 86401}, "terminationGraceSeconds"),
+        # agentd needs 35 s to drain; the controller would refuse to start.
+        ({"controller.workspaces.terminationGraceSeconds": 30}, "terminationGraceSeconds"),
         (
             {"controller.inferenceRelay.orphanDetector.maxDeletionsPerSweep": 10001},
             "maxDeletionsPerSweep",

@@ -17,8 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.chart.helm import parse_documents, template
-from tests.chart.test_admission_policies import PINS
+from tests.chart.helm import PINS, parse_documents, template
 from tests.chart.test_admission_policies_api import BINDINGS, POLICIES
 from wspin.core.contract import LABEL_WORKSPACE_UID
 from wspin.core.errors import Forbidden

@@ -79,7 +79,8 @@ CONTROLLER_CLUSTER_BASE = {
     ("", "pods", (), verbs("get", "list", "watch", "create", "delete")),
     ("", "persistentvolumeclaims", (), verbs("get", "list", "watch", "create")),
     ("", "serviceaccounts", (), verbs("get", "create")),
-    ("", "secrets", (), verbs("create")),  # each workspace's password Secret, blind create
+    # Each workspace's password Secret, written blind (created or replaced whole, never read).
+    ("", "secrets", (), verbs("create", "update")),
     ("", "events", (), verbs("create")),
     ("llmsafespaces.dev", "runtimeenvironments", (), verbs("list", "watch")),
     ("", "namespaces", (), verbs("list", "watch")),  # the platform's labels, read only
@@ -96,15 +97,20 @@ CONTROLLER_CLUSTER_FULL = CONTROLLER_CLUSTER_BASE | {
     ("", "namespaces", ("kube-system",), verbs("get")),
     ("", "secrets", (), verbs("get", "create", "update")),
 }
+CREDENTIALS_KEY = {
+    ("", "secrets", ("wspin-workspace-credentials",), verbs("get")),
+    ("", "secrets", (), verbs("create")),
+}
+"""The workspace credentials key in the release namespace: read by name, created once."""
 LEADER_LEASE = {
     ("coordination.k8s.io", "leases", ("wspin-controller",), verbs("get", "update")),
     ("coordination.k8s.io", "leases", (), verbs("create")),
 }
-CONTROLLER_ROLE_FULL = LEADER_LEASE | {
+CONTROLLER_ROLE_BASE = CREDENTIALS_KEY | LEADER_LEASE
+CONTROLLER_ROLE_FULL = CONTROLLER_ROLE_BASE | {
     ("", "configmaps", ("relay-router-peers",), verbs("get", "update")),
     ("", "secrets", ("relay-vm-tokens",), verbs("get", "update")),
     ("", "configmaps", (), verbs("create")),
-    ("", "secrets", (), verbs("create")),
 }
 CLOUD_CREDENTIALS = ("", "secrets", ("aws-relay-irwa", "oci-credentials"), verbs("get"))
 RELAY_STAGING_ROLE = {
@@ -190,7 +196,7 @@ def test_the_helm_test_account_is_held_to_dry_runs_even_without_the_webhook_prob
 
 def test_controller_grants_by_default(default_render: Rendered) -> None:
     assert role(default_render, "ClusterRole", "wspin-controller-wspin") == CONTROLLER_CLUSTER_BASE
-    assert role(default_render, "Role", "wspin-controller") == LEADER_LEASE
+    assert role(default_render, "Role", "wspin-controller") == CONTROLLER_ROLE_BASE
     names = {d["metadata"]["name"] for d in default_render.of_kind("Role")}
     assert "wspin-controller-relay-staging" not in names
 
@@ -324,9 +330,9 @@ def test_known_workspace_namespaces_get_handoff_secret_roles_instead_of_a_cluste
         {"controller.relayStaging.workspaceNamespaces": ["team-a", "team-b"]},
     )
     cluster = role(rendered, "ClusterRole", "wspin-controller-wspin")
-    # Only the blind create of password Secrets stays cluster-wide; no read or update.
+    # Only the blind writes of password Secrets stay cluster-wide; no read.
     assert [rule for rule in cluster if rule[1] == "secrets"] == [
-        ("", "secrets", (), verbs("create"))
+        ("", "secrets", (), verbs("create", "update"))
     ]
     handoff = ("", "secrets", (), verbs("get", "create", "update"))
     roles = [d for d in rendered.of_kind("Role") if d["metadata"]["name"].endswith("-handoff")]

@@ -17,12 +17,12 @@ from typing import Any
 
 import pytest
 
-from controller.relay.drivers.aws import SECRET_NAME as AWS_CREDENTIALS
-from controller.relay.drivers.oci import SECRET_NAME as OCI_CREDENTIALS
 from controller.relay.peers import PEERS_CONFIGMAP
+from controller.relay.providers import PROVIDERS
 from controller.relay.tokens import TOKENS_SECRET
 from controller.settings import LeaderElectionSettings
 from controller.staging.secrets import HPKE_PUB_SECRET, MINT_KEY_SECRET
+from controller.workspace.credential_keys import KEY_SECRET
 from tests.chart.helm import NAMESPACE, REPO, Rendered, render
 from wspin.core.contract import AGENTD, OPENCODE
 
@@ -84,7 +84,7 @@ LEDGER = (
         ),
     ),
     Use(  # the image-volume probe: a server-side dry-run pod in the own namespace
-        "webhook/probe.py",
+        "webhook/imagevolume_probe.py",
         {"create": 1},
         webhook=grant("release", "pods", ["create"]),
     ),
@@ -178,20 +178,40 @@ LEDGER = (
         ),
     ),
     # -- the controller: Workspaces ---------------------------------------------------------
-    Use(
+    Use(  # the pod, read live before the finalizer is released
         "controller/workspace/reconciler.py",
-        # get_or_none: the pod before releasing the finalizer, the live Workspace before an
-        # Event, and the PVC/ServiceAccount/pod a create found already there (its owner is
-        # checked); create: PVC, ServiceAccount, password Secret and pod (one helper); delete:
-        # the pod. The
-        # finalizer, /status and Event writes go through the toolkit (below).
-        {"get_or_none": 3, "create": 1, "delete": 1},
+        {"get_or_none": 1},
+        controller=grant("cluster", "pods", ["get"]),
+    ),
+    Use(  # the live Workspace before a verify-failure Event
+        "controller/workspace/verify_report.py",
+        {"get_or_none": 1},
+        controller=grant("cluster", "workspaces", ["get"], group=CRD_GROUP),
+    ),
+    Use(  # the owned objects: PVC, ServiceAccount and pod created (one helper; a create
+        # answered AlreadyExists is read back for its owner), the password Secret created or
+        # replaced whole (never read), the pod deleted
+        "controller/workspace/writes.py",
+        {"create": 2, "replace": 1, "get_or_none": 1, "delete": 1},
         controller=union(
             grant("cluster", "pods", ["get", "create", "delete"]),
-            grant("cluster", "workspaces", ["get"], group=CRD_GROUP),
             grant("cluster", "persistentvolumeclaims", ["get", "create"]),
             grant("cluster", "serviceaccounts", ["get", "create"]),
-            grant("cluster", "secrets", ["create"]),
+            grant("cluster", "secrets", ["create", "update"]),
+        ),
+    ),
+    Use(  # the consumed spec.suspend request, removed by a JSON patch that tests its value
+        "controller/workspace/suspension.py",
+        {"patch": 1},
+        controller=grant("cluster", "workspaces", ["patch"], group=CRD_GROUP),
+    ),
+    Use(  # the workspace credentials key in the controller's namespace: read by name,
+        # created on first start (a create cannot be name-restricted)
+        "controller/workspace/credential_keys.py",
+        {"get_or_none": 2, "create": 1},
+        controller=union(
+            grant("release", "secrets", ["get"], [KEY_SECRET]),
+            grant("release", "secrets", ["create"]),
         ),
     ),
     Use(  # each Workspace's egress policy: created, replaced on change, deleted when unneeded
@@ -281,12 +301,12 @@ LEDGER = (
     Use(
         "controller/relay/drivers/aws.py",
         {"get_or_none": 1},
-        controller=grant("release", "secrets", ["get"], [AWS_CREDENTIALS]),
+        controller=grant("release", "secrets", ["get"], [PROVIDERS["aws"].credentials_secret]),
     ),
     Use(
         "controller/relay/drivers/oci.py",
         {"get_or_none": 1},
-        controller=grant("release", "secrets", ["get"], [OCI_CREDENTIALS]),
+        controller=grant("release", "secrets", ["get"], [PROVIDERS["oci"].credentials_secret]),
     ),
 )
 
@@ -383,7 +403,7 @@ def test_no_values_set_grants_anything_the_code_does_not_use(
 
 
 def test_the_finalizers_grant_is_needed_because_owned_objects_block_owner_deletion() -> None:
-    from controller.workspace.pod import owner_reference
+    from controller.workspace.owned import owner_reference
 
     reference = owner_reference({"metadata": {"name": "ws", "uid": "u-1"}})
     assert reference["blockOwnerDeletion"] is True

@@ -8,6 +8,7 @@ import shlex
 
 import pytest
 
+from controller.workspace.credential_keys import KEY_SECRET
 from tests.chart.helm import CHART, REPO, VALUES, Rendered, run_helm
 
 README = (CHART / "README.md").read_text()
@@ -76,6 +77,7 @@ def test_the_runtime_objects_the_readme_cleans_up_are_the_ones_the_processes_use
         secret,
         f"{secret}-authority",
         "wspin-controller",
+        KEY_SECRET,
         "llmsafespaces-agentd-pins",
         "llmsafespaces-opencode-pins",
     ):

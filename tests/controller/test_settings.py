@@ -172,6 +172,7 @@ def test_delivery_flags_are_optional_but_validated_when_given() -> None:
         (["--orphan-grace=soon"], "--orphan-grace"),
         (["--orphan-max-deletions-per-sweep=-1"], "--orphan-max-deletions-per-sweep"),
         (["--workspace-termination-grace=forever"], "--workspace-termination-grace"),
+        (["--workspace-termination-grace-seconds=35"], "--workspace-termination-grace-seconds"),
     ],
 )
 def test_invalid_values_raise_a_config_error_naming_the_flag_and_its_env(
@@ -305,3 +306,33 @@ def test_bad_upload_staging_knobs_are_a_config_error_naming_the_flag(
     with pytest.raises(ConfigError) as caught:
         parse(f"--upload-staging={value}")
     assert "--upload-staging" in str(caught.value) and fragment in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("argv", "grace"),
+    [
+        ([], 40),
+        (["--workspace-termination-grace-seconds=120"], 120),
+        (["--workspace-termination-grace=90"], 90),  # the former name still works
+        (["--workspace-termination-grace=90", "--workspace-termination-grace-seconds=60"], 60),
+        (["--workspace-termination-grace-seconds=36"], 36),
+    ],
+)
+def test_the_termination_grace_is_40_by_default_and_takes_either_name(
+    argv: list[str], grace: int
+) -> None:
+    assert parse(*argv).workspace.termination_grace == grace
+
+
+@pytest.mark.parametrize(
+    "flag", ["--workspace-termination-grace-seconds", "--workspace-termination-grace"]
+)
+@pytest.mark.parametrize("value", ["30", "0"])
+def test_a_termination_grace_too_short_for_agentd_is_refused_naming_the_flag_and_value(
+    flag: str, value: str
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse(f"{flag}={value}")
+    text = str(caught.value)
+    assert text.startswith(flag) and "at least 36" in text
+    assert "controller.workspaces.terminationGraceSeconds" in text

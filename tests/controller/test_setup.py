@@ -11,6 +11,7 @@ from prometheus_client import generate_latest
 import controller.setup as setup
 from controller.runtime.manager import Manager
 from controller.settings import ControllerSettings, InferenceRelaySettings, RelayArtifactConfig
+from tests.controller.workspace.factories import TEST_KEYS
 from wspin.core.errors import ConfigError
 from wspin.kube.client import Kube
 
@@ -48,7 +49,7 @@ def test_the_entry_point_names_are_all_importable_from_setup() -> None:
 
 def test_setup_controllers_registers_the_workspace_controller(kube: Kube) -> None:
     manager = setup.new_manager(kube, ControllerSettings())
-    setup.setup_controllers(manager, ControllerSettings())
+    setup.setup_controllers(manager, ControllerSettings(), credential_keys=TEST_KEYS)
     assert registered(manager) == {"workspace"}
 
 

@@ -1,7 +1,8 @@
 """What kube-apiserver's registry strategies do to built-in kinds on create and update.
 
 Only the behaviour the product can observe is emulated: the initial status of pods,
-namespaces and PVCs, Secret ``stringData``, pod spec immutability, and the ImageVolume
+namespaces and PVCs, Secret ``stringData`` and update rules (type and ``immutable``), pod spec
+immutability, and the ImageVolume
 feature gate being off (the pod strategy then drops image volumes and the mounts that use
 them, and keeps env, exactly as recorded on v1.32 in the admission fixtures' README).
 """
@@ -57,6 +58,8 @@ def label_namespace(obj: Obj) -> None:
 def prepare_update(kind: Kind, old: Obj, new: Obj) -> None:
     """Apply the kind's update-time strategy and validation to ``new`` in place."""
     fold_string_data(kind, new)
+    if kind.plural == "secrets" and not kind.group:
+        _validate_secret_update(old, new)
     if kind.plural == "namespaces" and not kind.group:
         label_namespace(new)
     if kind.plural == "pods" and not kind.group:
@@ -70,6 +73,25 @@ def prepare_update(kind: Kind, old: Obj, new: Obj) -> None:
                 "`spec.containers[*].image`, `spec.initContainers[*].image`, "
                 "`spec.activeDeadlineSeconds`, `spec.tolerations` (only additions to "
                 "existing tolerations) or `spec.terminationGracePeriodSeconds`",
+            )
+
+
+def _validate_secret_update(old: Obj, new: Obj) -> None:
+    """core/v1 ValidateSecretUpdate: the type never changes (an update without one is
+    defaulted to Opaque first), and a Secret marked ``immutable`` keeps its data and the
+    mark."""
+    name = new["metadata"]["name"]
+    new.setdefault("type", "Opaque")
+    if new["type"] != old.get("type", "Opaque"):
+        raise invalid("Secret", name, "type", f'Invalid value: "{new["type"]}": field is immutable')
+    if old.get("immutable") is True:
+        if new.get("immutable") is not True:
+            raise invalid(
+                "Secret", name, "immutable", "Forbidden: field is immutable when `immutable` is set"
+            )
+        if (new.get("data") or {}) != (old.get("data") or {}):
+            raise invalid(
+                "Secret", name, "data", "Forbidden: field is immutable when `immutable` is set"
             )
 
 

@@ -76,10 +76,12 @@ class _Fault:
     remaining: int
     message: str
     query: str = ""
+    exact: bool = False
 
     def matches(self, method: str, path: str, query: Mapping[str, str]) -> bool:
         wanted = not self.query or self.query in query
-        return (self.method in (None, method)) and path.startswith(self.path) and wanted
+        where = path == self.path if self.exact else path.startswith(self.path)
+        return (self.method in (None, method)) and where and wanted
 
 
 class KubeServer:
@@ -206,13 +208,15 @@ class KubeServer:
         count: int = 1,
         message: str = "injected failure",
         query: str = "",
+        exact: bool = False,
     ) -> None:
-        """Answer the next ``count`` requests matching method and path prefix (and carrying
-        the query parameter ``query``, when given) with ``status``.
+        """Answer the next ``count`` requests matching method and path prefix (the whole path
+        with ``exact``, so an object's subresources are spared), carrying the query parameter
+        ``query`` when given, with ``status``.
 
         The failed requests change nothing (they are still recorded in ``writes``).
         """
-        fault = _Fault(status, method and method.upper(), path, count, message, query)
+        fault = _Fault(status, method and method.upper(), path, count, message, query, exact)
         self._faults.append(fault)
 
     def deny_creates(self, denial: Denial) -> None:

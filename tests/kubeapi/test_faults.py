@@ -70,6 +70,22 @@ async def test_injected_failures_count_down_and_match_only_their_method(
     assert patched["data"] == {"k": "v"}
 
 
+async def test_an_exact_fault_spares_the_objects_subresources(
+    kube_server: KubeServer, kube: Kube, namespace: str
+) -> None:
+    await kube.create(
+        PODS,
+        {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "i"}]}},
+        namespace,
+    )
+    path = f"/api/v1/namespaces/{namespace}/pods/p"
+    kube_server.fail_next(500, method="PATCH", path=path, exact=True)
+    status = await kube.patch(PODS, "p", {"status": {"phase": "Running"}}, namespace, sub="status")
+    assert status["status"]["phase"] == "Running"
+    with pytest.raises(KubeAPIError):
+        await kube.patch(PODS, "p", {"metadata": {"labels": {"a": "b"}}}, namespace)
+
+
 async def test_write_log_records_every_write_and_no_read(
     kube_server: KubeServer, kube: Kube, namespace: str
 ) -> None:

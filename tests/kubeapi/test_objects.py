@@ -190,6 +190,48 @@ async def test_secret_string_data_is_folded_into_base64_data(kube: Kube, namespa
     assert secret["type"] == "Opaque"
 
 
+async def test_a_secret_is_replaced_whole_without_a_resource_version(
+    kube: Kube, namespace: str
+) -> None:
+    await kube.create(
+        SECRETS,
+        {"metadata": {"name": "s", "labels": {"a": "b"}}, "data": {"old": "eA=="}},
+        namespace,
+    )
+    body = {"metadata": {"name": "s", "namespace": namespace}, "stringData": {"new": "abc"}}
+    replaced = await kube.replace(SECRETS, body)
+    assert replaced["data"] == {"new": "YWJj"} and "labels" not in replaced["metadata"]
+
+
+async def test_a_secret_keeps_its_type(kube: Kube, namespace: str) -> None:
+    tls = {
+        "metadata": {"name": "t"},
+        "type": "kubernetes.io/tls",
+        "data": {"tls.crt": "", "tls.key": ""},
+    }
+    await kube.create(SECRETS, tls, namespace)
+    body = {"metadata": {"name": "t", "namespace": namespace}, "type": "Opaque", "data": {}}
+    with pytest.raises(Invalid, match=r'type: Invalid value: "Opaque": field is immutable'):
+        await kube.replace(SECRETS, body)
+    untyped = {"metadata": {"name": "t", "namespace": namespace}, "data": {}}
+    with pytest.raises(Invalid, match="field is immutable"):
+        await kube.replace(SECRETS, untyped)
+
+
+async def test_an_immutable_secret_keeps_its_data_and_its_mark(kube: Kube, namespace: str) -> None:
+    await kube.create(
+        SECRETS, {"metadata": {"name": "i"}, "immutable": True, "data": {"k": "eA=="}}, namespace
+    )
+    changed = {"metadata": {"name": "i", "namespace": namespace}, "immutable": True, "data": {}}
+    with pytest.raises(
+        Invalid, match="data: Forbidden: field is immutable when `immutable` is set"
+    ):
+        await kube.replace(SECRETS, changed)
+    unmarked = {"metadata": {"name": "i", "namespace": namespace}, "data": {"k": "eA=="}}
+    with pytest.raises(Invalid, match="immutable: Forbidden"):
+        await kube.replace(SECRETS, unmarked)
+
+
 async def test_generated_client_round_trips_typed_objects(
     kube_api: client.ApiClient, namespace: str
 ) -> None:

@@ -39,7 +39,7 @@ async def test_undeclared_nested_fields_are_pruned_and_declared_ones_kept(
     )
     spec = stored["spec"]
     assert spec["resources"] == {"cpu": "1", "memoryLimit": "2Gi"}
-    assert spec["storage"] == {"size": "1Gi"}
+    assert spec["storage"] == {"size": "1Gi", "accessMode": "ReadWriteOnce"}  # defaulted
     assert spec["owner"] == {"userID": "alice", "orgID": "acme"}
     assert (await kube.get(WORKSPACES, "w", namespace))["spec"] == spec
 

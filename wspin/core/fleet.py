@@ -27,7 +27,9 @@ PHASES: Final[tuple[str, ...]] = (
     "Active",
     "Suspending",
     "Suspended",
+    "Resuming",
     "Terminating",
+    "Terminated",
     "Failed",
 )
 """The Workspace CRD's ``status.phase`` enum, in lifecycle order."""

@@ -20,14 +20,12 @@ Namespaces; the chart documents them for the platform that creates workspace nam
 
 from __future__ import annotations
 
-import argparse
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
 from wspin.core.errors import ConfigError
-from wspin.core.flags import add_flag
 from wspin.core.objects import ObjectKey
 
 LABEL_TENANT: Final = "llmsafespaces.dev/tenant"
@@ -50,19 +48,9 @@ Labels = Mapping[str, str]
 # -- the operator's allow list ----------------------------------------------------------------
 
 
-def add_runtime_classes_flag(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
-    add_flag(
-        parser,
-        RUNTIME_CLASSES_FLAG,
-        default="",
-        help="comma-separated RuntimeClass names any Workspace may set in spec.runtimeClass; "
-        'others (and "") only in namespaces labelled '
-        f"{LABEL_RUNTIME_CLASS_OVERRIDE}=true",
-    )
-
-
 def runtime_classes_from(value: str | None) -> frozenset[str]:
-    """The flag's names; ConfigError naming the flag and value for one that is no name."""
+    """``--allowed-runtime-classes`` (declared in ``wspin.core.flags``) as names; ConfigError
+    naming the flag and value for one that is no name."""
     names = {item.strip() for item in (value or "").split(",") if item.strip()}
     for name in sorted(names):
         if not _RUNTIME_CLASS.match(name):

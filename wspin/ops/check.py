@@ -463,30 +463,18 @@ def check_pod(namespace: str) -> Obj:
                 LABEL_WORKSPACE: CHECK_POD_LABEL,
             },
         },
-        "spec": {
-            "automountServiceAccountToken": False,
-            "restartPolicy": "Never",
-            "securityContext": {
-                "runAsNonRoot": True,
-                "runAsUser": 65532,
-                "seccompProfile": {"type": "RuntimeDefault"},
-            },
-            "containers": [
+        # A workspace pod runs the delivered supervisor (the injector and the delivery policy
+        # refuse anything else); a dry run never starts it.
+        "spec": imagevolume.dry_run_pod_spec(
+            [
                 {
                     "name": MAIN_CONTAINER,
                     "image": "registry.k8s.io/pause:3.10",
-                    # A workspace pod runs the delivered supervisor (the injector and the
-                    # delivery policy refuse anything else); a dry run never starts it.
                     "command": list(WORKSPACE_COMMAND),
                     "args": list(WORKSPACE_ARGS[0]),
-                    "securityContext": {
-                        "allowPrivilegeEscalation": False,
-                        "capabilities": {"drop": ["ALL"]},
-                        "readOnlyRootFilesystem": True,
-                    },
                 }
-            ],
-        },
+            ]
+        ),
     }
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from controller.workspace.credential_keys import KEY_SECRET as CREDENTIALS_KEY_SECRET
 from wspin.core.contract import ARTIFACTS
 from wspin.ops.install import LEADER_LEASE, Installation, ProcessArgs
 
@@ -85,8 +86,11 @@ def controller_calls(args: ProcessArgs, install: Installation) -> list[Call]:
         *_each("get list watch create delete", "", "pods"),
         *_each("list watch create", "", "persistentvolumeclaims"),
         *_each("create", "", "serviceaccounts"),
+        *_each("create update", "", "secrets"),
         *_each("create", "", "events"),
         *_each("list watch", "", "namespaces"),
+        *_each("get", "", "secrets", namespace=install.namespace, name=CREDENTIALS_KEY_SECRET),
+        *_each("create", "", "secrets", namespace=install.namespace),
     ]
     if args.switch("--enable-leader-election"):
         ns = install.namespace

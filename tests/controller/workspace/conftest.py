@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -19,7 +19,8 @@ from controller.settings import WorkspaceSettings
 from controller.types import ObjectKey, Requeue
 from controller.workspace.metrics import VerifyMetrics
 from controller.workspace.reconciler import WorkspaceReconciler
-from tests.controller.workspace.factories import AGENTD_IMAGE, OPENCODE_IMAGE
+from tests.controller.workspace.factories import AGENTD_IMAGE, OPENCODE_IMAGE, TEST_KEYS
+from tests.support.waiting import eventually
 from webhook.inject import InjectConfig, inject
 from wspin.core.contract import (
     AGENTD,
@@ -46,18 +47,6 @@ INJECT = InjectConfig(
     agentd=ResolvedArtifact(AGENTD, AGENTD_IMAGE, PinSet("a" * 64, "b" * 64)),
     opencode=ResolvedArtifact(OPENCODE, OPENCODE_IMAGE, PinSet("c" * 64, "d" * 64)),
 )
-
-
-async def eventually(check: Callable[[], Awaitable[bool] | bool], what: str) -> None:
-    """Poll ``check`` until true; fail naming ``what`` after 10 s (a bound, not a speed test)."""
-    for _ in range(400):
-        result = check()
-        if isinstance(result, Awaitable):
-            result = await result
-        if result:
-            return
-        await asyncio.sleep(0.025)
-    pytest.fail(f"timed out waiting for {what}")
 
 
 def injected(pod: Obj) -> Obj:
@@ -161,6 +150,7 @@ async def harness(kube: Kube, namespace: str) -> AsyncIterator[Harness]:
         pods,
         pvcs,
         SETTINGS,
+        keys=TEST_KEYS,
         metrics=VerifyMetrics(registry),
         namespaces=NamespaceLabels(namespaces),
         clock=lambda: datetime(2026, 11, 29, 12, 0, tzinfo=UTC),

@@ -5,16 +5,33 @@ from __future__ import annotations
 import contextlib
 import copy
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from controller.workspace.credential_keys import CredentialKeys
+from controller.workspace.credentials import WorkspaceCredentials, derive_credentials
+from tests.support.waiting import eventually
 from wspin.core.contract import AGENTD, DELIVERY_ANNOTATION, OPENCODE
 from wspin.core.errors import AlreadyExists
 from wspin.core.runtimes import RUNTIME_ENVIRONMENTS
 from wspin.kube.client import Kube
 
+if TYPE_CHECKING:
+    from tests.controller.workspace.conftest import Harness
+
 UID = "b8985526-5983-4ade-9338-3b5f9fd93057"
 AGENTD_IMAGE = "ghcr.io/lenaxia/llmsafespaces/agentd@sha256:" + "0123456789abcdef" * 4
 OPENCODE_IMAGE = "ghcr.io/lenaxia/llmsafespaces/opencode@sha256:" + "fedcba9876543210" * 4
+
+
+TEST_KEYS = CredentialKeys("t1", {"t1": bytes(range(32)), "t0": bytes(range(32, 64))})
+"""A fixed credentials key (and a second, older one) so derived values are reproducible."""
+
+
+def credentials(
+    ws: dict[str, Any] | None = None, key_id: str | None = None
+) -> WorkspaceCredentials:
+    """The values ``ws`` (the factory Workspace by default) derives from ``TEST_KEYS``."""
+    return derive_credentials(TEST_KEYS, ws if ws is not None else workspace(), key_id)
 
 
 RUNTIME_IMAGE = "ghcr.io/example/runtime-python:3.12@sha256:" + "ab" * 32
@@ -103,3 +120,29 @@ def with_status(
         "containerStatuses": [container],
     }
     return pod
+
+
+def ready_pod_status(ip: str = "10.0.0.7") -> dict[str, Any]:
+    """A Running pod on ``ip`` with every container ready, as the kubelet reports it."""
+    return {
+        "phase": "Running",
+        "podIP": ip,
+        "podIPs": [{"ip": ip}],
+        "conditions": [{"type": "Ready", "status": "True"}],
+        "containerStatuses": [
+            {"name": "workspace", "ready": True, "restartCount": 0, "state": {"running": {}}}
+        ],
+    }
+
+
+async def reconcile_until(h: Harness, phase: str, name: str = "ws1") -> dict[str, Any]:
+    """Reconcile until the Workspace reports ``phase`` (pods take their grace on a cluster)."""
+    seen: dict[str, Any] = {}
+
+    async def reached() -> bool:
+        await h.reconcile(name)
+        seen.update(await h.workspace(name))
+        return bool(seen.get("status", {}).get("phase") == phase)
+
+    await eventually(reached, f"{name} to reach {phase}")
+    return seen

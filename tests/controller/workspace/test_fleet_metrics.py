@@ -43,7 +43,9 @@ def test_an_empty_cache_reports_every_phase_at_zero() -> None:
             "Active",
             "Suspending",
             "Suspended",
+            "Resuming",
             "Terminating",
+            "Terminated",
             "Failed",
         )
     }

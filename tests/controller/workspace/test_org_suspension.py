@@ -108,6 +108,8 @@ async def test_a_suspended_org_stops_the_pod_keeps_the_volume_and_resumes(
     fake.statuses["org-1"] = "active"
     clock.advance(30)
     await harness.reconcile()
+    assert (await harness.workspace())["status"]["phase"] == "Resuming"
+    await harness.reconcile()
     assert await pod_exists(harness)
     ws = await harness.workspace()
     assert ws["status"]["phase"] != "Suspended" and "reason" not in ws["status"]

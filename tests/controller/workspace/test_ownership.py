@@ -19,7 +19,7 @@ from controller.workspace.ownership import (
 )
 from controller.workspace.reconciler import WorkspaceReconciler
 from tests.controller.workspace.conftest import SETTINGS, Harness
-from tests.controller.workspace.factories import UID, workspace
+from tests.controller.workspace.factories import TEST_KEYS, UID, workspace
 from wspin.core.contract import LABEL_WORKSPACE_UID
 from wspin.core.kinds import EVENTS, PODS, PVCS, SERVICE_ACCOUNTS, WORKSPACES
 
@@ -193,7 +193,7 @@ async def test_a_foreign_pvc_blocks_the_pod_and_is_named(harness: Harness) -> No
     h = harness
     await h.apply()
     pvc = {
-        "metadata": {"name": "ws1-workspace", "namespace": h.namespace},
+        "metadata": {"name": "workspace-ws1", "namespace": h.namespace},
         "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
     }
     await h.kube.create(PVCS, pvc, h.namespace)
@@ -201,7 +201,7 @@ async def test_a_foreign_pvc_blocks_the_pod_and_is_named(harness: Harness) -> No
     ws = await h.workspace()
     condition = ready(ws)
     assert condition["reason"] == "PodConflict"
-    assert "PersistentVolumeClaim 'ws1-workspace'" in condition["message"]
+    assert "PersistentVolumeClaim 'workspace-ws1'" in condition["message"]
     assert await h.kube.get_or_none(PODS, await h.pod_name(), h.namespace) is None
     assert len(await events(h)) == 1
 
@@ -263,7 +263,13 @@ async def test_no_pod_is_built_for_a_workspace_in_an_excluded_namespace(harness:
         SETTINGS, excluded_namespaces=frozenset({"kube-system", h.namespace})
     )
     reconciler = WorkspaceReconciler(
-        h.kube, h.workspaces, h.pods, h.pvcs, settings, metrics=VerifyMetrics(CollectorRegistry())
+        h.kube,
+        h.workspaces,
+        h.pods,
+        h.pvcs,
+        settings,
+        keys=TEST_KEYS,
+        metrics=VerifyMetrics(CollectorRegistry()),
     )
     await h.apply()
     await reconciler.reconcile(h.key())
@@ -273,4 +279,4 @@ async def test_no_pod_is_built_for_a_workspace_in_an_excluded_namespace(harness:
     assert condition["status"] == "False"
     assert f"namespace {h.namespace!r} is excluded" in condition["message"]
     assert await h.kube.get_or_none(PODS, await h.pod_name(), h.namespace) is None
-    assert await h.kube.get_or_none(PVCS, "ws1-workspace", h.namespace) is None
+    assert await h.kube.get_or_none(PVCS, "workspace-ws1", h.namespace) is None

@@ -10,16 +10,16 @@ import pytest
 import yaml
 
 from controller.settings import WorkspaceSettings
+from controller.workspace.owned import desired_service_account
 from controller.workspace.pod import (
     ANNOTATION_RESTART_GENERATION,
     PodBuildError,
     desired_pod,
-    desired_pvc,
-    desired_service_account,
     pod_is_stale,
     sanitize_label,
 )
-from tests.controller.workspace.factories import AGENTD_IMAGE, UID, workspace
+from controller.workspace.storage import claim_name, desired_pvc
+from tests.controller.workspace.factories import AGENTD_IMAGE, UID, credentials, workspace
 from wspin.core.contract import AGENTD, ARTIFACTS
 from wspin.core.delivery import AgentdDelivery
 from wspin.core.workspace_pod import WORKSPACE_COMMAND, entrypoint_problem
@@ -30,7 +30,7 @@ SETTINGS = WorkspaceSettings(
 
 
 def pod_for(**spec: Any) -> dict[str, Any]:
-    return desired_pod(workspace(**spec), SETTINGS)
+    return desired_pod(workspace(**spec), SETTINGS, credentials=credentials())
 
 
 def main_container(pod: dict[str, Any]) -> dict[str, Any]:
@@ -86,11 +86,11 @@ class TestIdentity:
         ws = workspace()
         del ws["metadata"]["uid"]
         with pytest.raises(PodBuildError, match="uid"):
-            desired_pod(ws, SETTINGS)
+            desired_pod(ws, SETTINGS, credentials=credentials())
 
     def test_a_name_too_long_for_a_label_fails_with_the_reason(self) -> None:
         with pytest.raises(PodBuildError, match="63 characters"):
-            desired_pod(workspace(name="w" * 64), SETTINGS)
+            desired_pod(workspace(name="w" * 64), SETTINGS, credentials=credentials())
 
 
 class TestTenantLabel:
@@ -174,7 +174,12 @@ class TestSecurity:
     def test_the_termination_grace_comes_from_the_settings(self) -> None:
         ws = workspace()
         grace = dataclasses.replace(SETTINGS, termination_grace=7)
-        assert desired_pod(ws, grace)["spec"]["terminationGracePeriodSeconds"] == 7
+        assert (
+            desired_pod(ws, grace, credentials=credentials())["spec"][
+                "terminationGracePeriodSeconds"
+            ]
+            == 7
+        )
         assert pod_for()["spec"]["terminationGracePeriodSeconds"] == 40
 
 
@@ -185,7 +190,10 @@ class TestRuntimeClassAndArch:
     def test_no_default_configured_leaves_the_field_unset(self) -> None:
         for default in (None, ""):
             settings = dataclasses.replace(SETTINGS, default_runtime_class=default)
-            assert "runtimeClassName" not in desired_pod(workspace(), settings)["spec"]
+            assert (
+                "runtimeClassName"
+                not in desired_pod(workspace(), settings, credentials=credentials())["spec"]
+            )
 
     def test_an_override_is_applied(self) -> None:
         assert pod_for(runtimeClass="runc")["spec"]["runtimeClassName"] == "runc"
@@ -219,7 +227,9 @@ class TestEnvAndResources:
         )
         env = {
             e["name"]: e.get("value")
-            for e in main_container(desired_pod(workspace(), settings))["env"]
+            for e in main_container(desired_pod(workspace(), settings, credentials=credentials()))[
+                "env"
+            ]
         }
         assert env["LLMSAFESPACE_API_URL"] == "http://api.svc:8080"
         assert env["INFERENCE_RELAY_BASEURL"] == "http://relay"
@@ -248,7 +258,7 @@ class TestEnvAndResources:
         pod = pod_for()
         assert {
             "name": "workspace",
-            "persistentVolumeClaim": {"claimName": "ws1-workspace"},
+            "persistentVolumeClaim": {"claimName": "workspace-ws1"},
         } in pod["spec"]["volumes"]
         assert {
             "name": "workspace",
@@ -260,13 +270,52 @@ class TestEnvAndResources:
 class TestOwnedObjects:
     def test_the_pvc_asks_for_the_size_and_class_and_is_owned(self) -> None:
         pvc = desired_pvc(workspace(storage={"size": "20Gi", "storageClassName": "fast"}))
-        assert pvc["metadata"]["name"] == "ws1-workspace"
+        assert pvc["metadata"]["name"] == "workspace-ws1"
         assert pvc["metadata"]["ownerReferences"][0]["uid"] == UID
         assert pvc["spec"] == {
             "accessModes": ["ReadWriteOnce"],
             "resources": {"requests": {"storage": "20Gi"}},
             "storageClassName": "fast",
         }
+
+    @pytest.mark.parametrize(
+        ("asked", "modes"),
+        [
+            ("ReadWriteMany", ["ReadWriteMany"]),
+            ("ReadWriteOnce", ["ReadWriteOnce"]),
+            (None, ["ReadWriteOnce"]),
+            ("ReadOnlyMany", ["ReadWriteOnce"]),
+        ],
+    )
+    def test_the_access_mode_is_read_write_many_only_when_asked_for(
+        self, asked: str | None, modes: list[str]
+    ) -> None:
+        storage: dict[str, Any] = {"size": "1Gi"}
+        if asked is not None:
+            storage["accessMode"] = asked
+        assert desired_pvc(workspace(storage=storage))["spec"]["accessModes"] == modes
+
+    def test_an_owned_pvc_of_the_former_name_keeps_being_used(self) -> None:
+        ws = workspace()
+        legacy = desired_pvc(ws, "ws1-workspace")
+        assert claim_name(ws, None) == "workspace-ws1"
+        assert claim_name(ws, legacy) == "ws1-workspace"
+        pod = desired_pod(ws, SETTINGS, credentials=credentials(), claim="ws1-workspace")
+        assert {
+            "name": "workspace",
+            "persistentVolumeClaim": {"claimName": "ws1-workspace"},
+        } in pod["spec"]["volumes"]
+
+    def test_a_former_name_pvc_that_is_not_the_workspaces_is_never_used(self) -> None:
+        ws = workspace()
+        foreign = desired_pvc(ws, "ws1-workspace")
+        foreign["metadata"]["ownerReferences"][0]["uid"] = "someone-else"
+        deleting = desired_pvc(ws, "ws1-workspace")
+        deleting["metadata"]["deletionTimestamp"] = "2026-11-29T12:00:00Z"
+        unowned = desired_pvc(ws, "ws1-workspace")
+        del unowned["metadata"]["ownerReferences"]
+        for legacy in (foreign, deleting, unowned):
+            assert claim_name(ws, legacy) == "workspace-ws1"
 
     def test_a_pvc_without_a_size_fails_naming_the_field(self) -> None:
         with pytest.raises(PodBuildError, match=r"spec\.storage\.size"):
@@ -281,7 +330,7 @@ class TestOwnedObjects:
 class TestStaleness:
     def test_a_pod_for_the_current_spec_is_not_stale(self) -> None:
         ws = workspace(restartGeneration=3)
-        assert pod_is_stale(desired_pod(ws, SETTINGS), ws) is None
+        assert pod_is_stale(desired_pod(ws, SETTINGS, credentials=credentials()), ws) is None
 
     def test_a_new_restart_generation_makes_the_pod_stale(self) -> None:
         pod = pod_for()
@@ -296,7 +345,7 @@ def test_the_example_workspace_builds_a_pod_and_a_pvc() -> None:
     example = Path(__file__).resolve().parents[3] / "examples" / "workspace.yaml"
     ws = yaml.safe_load(example.read_text())
     ws["metadata"]["uid"] = UID
-    pod = desired_pod(ws, SETTINGS)
+    pod = desired_pod(ws, SETTINGS, credentials=credentials())
     assert pod["metadata"]["labels"]["llmsafespaces.dev/tenant"] == "alice"
     assert main_container(pod)["resources"] == {
         "requests": {"cpu": "500m", "memory": "1Gi"},
@@ -309,6 +358,7 @@ def test_the_example_workspace_builds_a_pod_and_a_pvc() -> None:
 def test_the_built_pod_runs_the_entry_point_the_injector_and_the_policy_require(
     sidecar: bool,
 ) -> None:
-    pod = desired_pod(workspace(), dataclasses.replace(SETTINGS, agentd_sidecar=sidecar))
+    settings = dataclasses.replace(SETTINGS, agentd_sidecar=sidecar)
+    pod = desired_pod(workspace(), settings, credentials=credentials())
     assert entrypoint_problem(pod) is None
     assert main_container(pod)["command"] == list(WORKSPACE_COMMAND)

@@ -25,6 +25,7 @@ import yaml
 from controller.agentd_uploads import parse_upload_staging
 from controller.settings import WorkspaceSettings
 from controller.workspace.pod import desired_pod
+from tests.controller.workspace.factories import credentials
 from tests.webhook.conftest import example_config
 from webhook.inject import inject
 from wspin.core.delivery import AgentdDelivery, OpencodeDelivery
@@ -78,7 +79,7 @@ def compare_golden(golden: Path, obj: dict[str, Any]) -> None:
 
 def built(case: str) -> dict[str, Any]:
     ws, settings = load(case)
-    return desired_pod(ws, settings)
+    return desired_pod(ws, settings, credentials=credentials(ws))
 
 
 def test_every_golden_has_an_input_case() -> None:

@@ -33,7 +33,13 @@ async def created_pod(harness: Harness, *, sidecar: bool) -> Obj:
     base = harness.reconciler
     settings = dataclasses.replace(base.settings, agentd_sidecar=sidecar)
     harness.reconciler = WorkspaceReconciler(
-        base.kube, base.workspaces, base.pods, base.pvcs, settings, metrics=base.metrics
+        base.kube,
+        base.workspaces,
+        base.pods,
+        base.pvcs,
+        settings,
+        keys=base.keys,
+        metrics=base.verifier.metrics,
     )
     await harness.apply(resources=RESOURCES, packages=[{"requirements": ["requests"]}])
     await harness.reconcile()

@@ -14,7 +14,12 @@ import pytest
 
 from controller.settings import WorkspaceSettings
 from controller.workspace.pod import PodBuildError, desired_pod
-from tests.controller.workspace.factories import AGENTD_IMAGE, OPENCODE_IMAGE, workspace
+from tests.controller.workspace.factories import (
+    AGENTD_IMAGE,
+    OPENCODE_IMAGE,
+    credentials,
+    workspace,
+)
 from webhook.inject import InjectConfig, inject
 from wspin.core.contract import (
     AGENTD,
@@ -42,7 +47,7 @@ PLATFORM = (PLATFORM_INIT, PLATFORM_BOOTSTRAP, PLATFORM_MATERIALIZE)
 
 
 def stored(settings: WorkspaceSettings = SINGLE, **spec: Any) -> Obj:
-    pod = desired_pod(workspace(**spec), settings)
+    pod = desired_pod(workspace(**spec), settings, credentials=credentials())
     result: Obj = jsonpatch.apply_patch(pod, list(inject(pod, RELEASE).patch))
     return result
 
@@ -189,7 +194,7 @@ class TestBothModes:
         volumes = {v["name"]: v for v in stored(settings)["spec"]["volumes"]}
         assert volumes["sandbox-cfg"]["emptyDir"] == {"medium": "Memory", "sizeLimit": "32Mi"}
         assert volumes["sandbox-runtime"]["emptyDir"] == {"medium": "Memory", "sizeLimit": "96Mi"}
-        assert volumes["pw-secret"]["secret"] == {"secretName": "workspace-pw-ws1"}
+        assert volumes["pw-secret"]["secret"]["secretName"] == "workspace-pw-ws1"
         assert volumes["free-models"]["configMap"]["optional"] is True
 
     def test_opencode_runtime_env_is_never_in_the_single_container_spec(
@@ -221,8 +226,13 @@ class TestSingleContainerMode:
     def test_liveness_is_agentd_healthz_and_readiness_its_readyz(self) -> None:
         container = main(stored())
         assert container["livenessProbe"]["httpGet"] == {"path": "/v1/healthz", "port": 4098}
-        assert container["readinessProbe"]["httpGet"] == {"path": "/v1/readyz", "port": 4098}
-        assert container["startupProbe"]["httpGet"] == {"path": "/v1/readyz", "port": 4098}
+        bearer = [{"name": "Authorization", "value": f"Bearer {credentials().admin_token}"}]
+        for probe in ("readinessProbe", "startupProbe"):
+            assert container[probe]["httpGet"] == {
+                "path": "/v1/readyz",
+                "port": 4098,
+                "httpHeaders": bearer,
+            }
 
     def test_no_sidecar_and_no_sidecar_stores(self) -> None:
         pod = stored()
@@ -276,15 +286,19 @@ class TestSidecarMode:
         assert sidecar["startupProbe"]["httpGet"] == {"path": "/v1/healthz", "port": 4098}
         assert sidecar["readinessProbe"]["httpGet"]["path"] == "/v1/readyz"
 
-    def test_an_admin_token_goes_to_readyz_as_a_bearer_never_to_healthz(self) -> None:
-        pod = desired_pod(workspace(), SIDECAR, admin_token="t0k3n")
+    def test_the_admin_token_goes_to_readyz_as_a_bearer_never_to_healthz(self) -> None:
+        token = credentials().admin_token
+        pod = stored(SIDECAR)
         sidecar = pod["spec"]["initContainers"][-1]
         assert "httpHeaders" not in sidecar["startupProbe"]["httpGet"]
+        assert "httpHeaders" not in sidecar["livenessProbe"]["httpGet"]
         assert sidecar["readinessProbe"]["httpGet"]["httpHeaders"] == [
-            {"name": "Authorization", "value": "Bearer t0k3n"}
+            {"name": "Authorization", "value": f"Bearer {token}"}
         ]
         container = main(pod)
-        assert container["readinessProbe"]["httpGet"]["httpHeaders"][0]["value"] == "Bearer t0k3n"
+        assert container["readinessProbe"]["httpGet"]["httpHeaders"][0]["value"] == (
+            f"Bearer {token}"
+        )
 
     def test_the_workspace_container_switches_to_supervise_opencode(self) -> None:
         container = main(stored(SIDECAR))
@@ -311,7 +325,7 @@ class TestBuildFailures:
     def test_without_an_agentd_image_the_pod_build_fails_naming_the_value(self) -> None:
         for settings in (WorkspaceSettings(), WorkspaceSettings(agentd_sidecar=True)):
             with pytest.raises(PodBuildError) as caught:
-                desired_pod(workspace(), settings)
+                desired_pod(workspace(), settings, credentials=credentials())
             assert "agentdDelivery.image" in str(caught.value)
             assert "--agentd-image" in str(caught.value)
 
@@ -347,4 +361,8 @@ class TestSetupInit:
 
     def test_an_unknown_package_manager_fails_naming_the_field(self) -> None:
         with pytest.raises(PodBuildError, match=r"spec\.packages\[0\]\.manager 'cargo'"):
-            desired_pod(workspace(packages=[{"manager": "cargo", "requirements": ["x"]}]), SINGLE)
+            desired_pod(
+                workspace(packages=[{"manager": "cargo", "requirements": ["x"]}]),
+                SINGLE,
+                credentials=credentials(),
+            )

@@ -12,6 +12,7 @@ from controller.workspace import ownership
 from controller.workspace.pod import desired_pod
 from controller.workspace.reconciler import FINALIZER, VERIFY_FAILURE_REQUEUE
 from tests.controller.workspace.conftest import SETTINGS, Harness, injected
+from tests.controller.workspace.factories import credentials, ready_pod_status, reconcile_until
 from tests.kubeapi import KubeServer
 from wspin.core.contract import LABEL_WORKSPACE_UID
 from wspin.core.kinds import EVENTS, PODS, PVCS, SERVICE_ACCOUNTS, WORKSPACES
@@ -24,27 +25,6 @@ MISMATCH = (
 
 def condition(ws: Obj, type_: str) -> Obj | None:
     return next((c for c in ws.get("status", {}).get("conditions", []) if c["type"] == type_), None)
-
-
-async def reconcile_until(h: Harness, phase: str, name: str = "ws1") -> Obj:
-    """Reconcile until the Workspace reports ``phase`` (pods take their grace on a cluster)."""
-    for _ in range(100):
-        await h.reconcile(name)
-        ws = await h.workspace(name)
-        if ws.get("status", {}).get("phase") == phase:
-            return ws
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"{name} never reached {phase}: {ws.get('status')}")
-
-
-def ready_status() -> Obj:
-    return {
-        "phase": "Running",
-        "conditions": [{"type": "Ready", "status": "True"}],
-        "containerStatuses": [
-            {"name": "workspace", "ready": True, "restartCount": 0, "state": {"running": {}}}
-        ],
-    }
 
 
 def crashed_status(exit_code: int, message: str, restarts: int = 1) -> Obj:
@@ -67,7 +47,7 @@ async def create_injected_pod(h: Harness, *, inject: bool = True) -> str:
     """Play the controller and the admission webhook: create the reconciler's pod, labelled as
     the controller's, with delivery injected."""
     ws = await h.workspace()
-    pod = ownership.stamp(desired_pod(ws, SETTINGS), ws)
+    pod = ownership.stamp(desired_pod(ws, SETTINGS, credentials=credentials(ws)), ws)
     if inject:
         pod = injected(pod)
     pod["spec"]["nodeName"] = "node-a"
@@ -100,7 +80,7 @@ class TestApply:
         assert pod["spec"]["runtimeClassName"] == "gvisor"
         assert pod["spec"]["terminationGracePeriodSeconds"] == SETTINGS.termination_grace
 
-        pvc = await harness.kube.get(PVCS, "ws1-workspace", harness.namespace)
+        pvc = await harness.kube.get(PVCS, "workspace-ws1", harness.namespace)
         assert pvc["metadata"]["ownerReferences"][0]["uid"] == uid
         assert pvc["spec"]["resources"]["requests"]["storage"] == "10Gi"
         account = await harness.kube.get(SERVICE_ACCOUNTS, "workspace-ws1", harness.namespace)
@@ -112,20 +92,30 @@ class TestApply:
         assert FINALIZER in ws["metadata"]["finalizers"]
         assert ws["status"]["phase"] == "Pending"  # nothing schedules pods on the test server
         assert ws["status"]["podName"] == f"ws1-{uid[:8]}"
-        assert ws["status"]["pvcName"] == "ws1-workspace"
+        assert ws["status"]["pvcName"] == "workspace-ws1"
+        assert ws["status"]["podNamespace"] == harness.namespace
+        assert "podIP" not in ws["status"] and "endpoint" not in ws["status"]
         assert ws["status"]["observedGeneration"] == 1
         assert condition(ws, "Ready")["reason"] == "PodPending"  # type: ignore[index]
+        version = ws["metadata"]["resourceVersion"]
+        await harness.reconcile()  # the new pod, unscheduled: nothing new to write
+        assert (await harness.workspace())["metadata"]["resourceVersion"] == version
 
     async def test_a_ready_pod_makes_the_workspace_active_and_a_rerun_writes_nothing(
         self, harness: Harness
     ) -> None:
         await harness.apply()
         await harness.reconcile()
-        await harness.set_pod_status(await harness.pod_name(), ready_status())
+        await harness.set_pod_status(await harness.pod_name(), ready_pod_status())
         assert await harness.reconcile() is None
         ws = await harness.workspace()
         assert ws["status"]["phase"] == "Active"
         assert condition(ws, "Ready")["status"] == "True"  # type: ignore[index]
+        assert ws["status"]["podIP"] == "10.0.0.7"
+        assert ws["status"]["endpoint"] == "http://10.0.0.7:4096"
+        assert ws["status"]["startTime"] == "2026-11-29T12:00:00Z"
+        assert ws["status"]["imageTag"] == "python"  # an image without a tag: the image
+        assert ws["status"]["restartCount"] == 0
 
         version = ws["metadata"]["resourceVersion"]
         assert await harness.reconcile() is None
@@ -189,14 +179,21 @@ class TestLifecycle:
         await harness.kube.patch(WORKSPACES, "ws1", {"spec": {"suspend": True}}, harness.namespace)
         ws = await reconcile_until(harness, "Suspended")
         assert "podName" not in ws["status"]
+        assert "suspend" not in ws["spec"]  # the request is consumed
+        assert ws["status"]["suspendedAt"] == "2026-11-29T12:00:00Z"
         assert (
             await harness.kube.get_or_none(PODS, await harness.pod_name(), harness.namespace)
             is None
         )
-        assert await harness.kube.get_or_none(PVCS, "ws1-workspace", harness.namespace) is not None
+        assert await harness.kube.get_or_none(PVCS, "workspace-ws1", harness.namespace) is not None
 
         await harness.kube.patch(WORKSPACES, "ws1", {"spec": {"suspend": False}}, harness.namespace)
-        ws = await reconcile_until(harness, "Pending")
+        await harness.settle()
+        await harness.reconcile()
+        ws = await harness.workspace()
+        assert ws["status"]["phase"] == "Resuming"
+        assert "suspend" not in ws["spec"] and "suspendedAt" not in ws["status"]
+        ws = await reconcile_until(harness, "Creating")
         second = await harness.kube.get(PODS, await harness.pod_name(), harness.namespace)
         assert second["metadata"]["uid"] != first["metadata"]["uid"]
         assert ws["status"]["podName"] == second["metadata"]["name"]
@@ -223,6 +220,37 @@ class TestLifecycle:
             await asyncio.sleep(0.1)
         assert await _gone(harness, WORKSPACES, "ws1")
         assert await _gone(harness, PODS, pod_name)
+
+    async def test_deletion_ends_terminated_with_no_pod_fields_before_the_workspace_goes(
+        self, harness: Harness, kube_server: KubeServer
+    ) -> None:
+        await harness.apply()
+        await harness.reconcile()
+        pod_name = await harness.pod_name()
+        await harness.kube.delete(PODS, pod_name, harness.namespace, grace_seconds=0)
+        await harness.synced(harness.pods, pod_name, None)
+        await harness.kube.delete(WORKSPACES, "ws1", harness.namespace)
+        await harness.settle()
+        kube_server.writes.clear()
+        await harness.reconciler.reconcile(harness.key())
+        status_writes = [w for w in kube_server.writes if w.path.endswith("/ws1/status")]
+        assert len(status_writes) == 1  # Terminated, then the finalizer goes
+        assert await _gone(harness, WORKSPACES, "ws1")
+
+    async def test_a_terminated_workspace_that_was_not_deleted_keeps_no_pod(
+        self, harness: Harness
+    ) -> None:
+        await harness.apply()
+        await harness.reconcile()
+        live = await harness.kube.patch(
+            WORKSPACES, "ws1", {"status": {"phase": "Terminated"}}, harness.namespace, sub="status"
+        )
+        await harness.synced(harness.workspaces, "ws1", live)
+        await harness.reconcile()
+        assert (await harness.workspace())["status"]["phase"] == "Terminating"
+        ws = await reconcile_until(harness, "Terminated")
+        assert "podName" not in ws["status"]
+        assert await _gone(harness, PODS, await harness.pod_name())
 
     async def test_a_new_restart_generation_recreates_the_pod(self, harness: Harness) -> None:
         await harness.apply()
@@ -349,17 +377,19 @@ class TestVerifyFailureDetection:
         assert self.metric(harness, "opencode", "verify_failed", "fedcba987654") == 1.0
         assert self.metric(harness, "agentd", "verify_failed", "0123456789ab") == 0.0
 
-    async def test_an_active_workspace_stays_active_on_a_verify_failure(
+    async def test_an_active_workspace_whose_pod_fails_verification_is_no_longer_active(
         self, harness: Harness
     ) -> None:
         await harness.apply()
         pod_name = await create_injected_pod(harness)
-        await harness.set_pod_status(pod_name, ready_status())
+        await harness.set_pod_status(pod_name, ready_pod_status())
         await harness.reconcile()
         await harness.set_pod_status(pod_name, crashed_status(84, "OpencodeOverlayMissing: b"))
         assert await harness.reconcile() == Requeue(VERIFY_FAILURE_REQUEUE)
         ws = await harness.workspace()
-        assert ws["status"]["phase"] == "Active"
+        assert ws["status"]["phase"] == "Creating"
+        assert "podIP" not in ws["status"]
+        assert condition(ws, "Ready")["reason"] == "PodNotReady"  # type: ignore[index]
         assert condition(ws, "OpencodeVerified")["status"] == "False"  # type: ignore[index]
 
     async def test_a_healthy_injected_pod_is_marked_verified_for_both_artifacts(
@@ -367,7 +397,7 @@ class TestVerifyFailureDetection:
     ) -> None:
         await harness.apply()
         pod_name = await create_injected_pod(harness)
-        await harness.set_pod_status(pod_name, ready_status())
+        await harness.set_pod_status(pod_name, ready_pod_status())
         await harness.reconcile()
         ws = await harness.workspace()
         for type_ in ("AgentdVerified", "OpencodeVerified"):
@@ -392,7 +422,7 @@ class TestVerifyFailureDetection:
         pod_name = await create_injected_pod(harness, inject=False)
         await harness.set_pod_status(pod_name, crashed_status(81, MISMATCH))
         await harness.reconcile()
-        await harness.set_pod_status(pod_name, ready_status())
+        await harness.set_pod_status(pod_name, ready_pod_status())
         await harness.reconcile()
         ws = await harness.workspace()
         assert ws["status"]["phase"] == "Active"
@@ -404,7 +434,7 @@ class TestVerifyFailureDetection:
     ) -> None:
         await harness.apply()
         pod_name = await create_injected_pod(harness)
-        await harness.set_pod_status(pod_name, ready_status())
+        await harness.set_pod_status(pod_name, ready_pod_status())
         await harness.reconcile()
         assert condition(await harness.workspace(), "AgentdVerified") is not None
 
@@ -415,7 +445,7 @@ class TestVerifyFailureDetection:
         assert not any(
             e["name"] == "AGENTD_IMAGE_VOLUME" for e in replacement["spec"]["containers"][0]["env"]
         )
-        await harness.set_pod_status(pod_name, ready_status())
+        await harness.set_pod_status(pod_name, ready_pod_status())
         await harness.reconcile()
         ws = await harness.workspace()
         assert ws["status"]["phase"] == "Active"
@@ -427,7 +457,7 @@ class TestVerifyFailureDetection:
         pod_name = await create_injected_pod(harness)
         await harness.set_pod_status(pod_name, crashed_status(81, MISMATCH))
         await harness.reconcile()
-        await harness.set_pod_status(pod_name, ready_status())
+        await harness.set_pod_status(pod_name, ready_pod_status())
         await harness.reconcile()
         verified = condition(await harness.workspace(), "AgentdVerified")
         assert verified is not None and verified["status"] == "True"
@@ -456,7 +486,7 @@ async def test_the_staging_pass_runs_before_the_pod_is_built_and_in_every_phase_
     assert staging.seen == ["ws1"]
     await harness.reconcile()  # pod not scheduled: Pending, and revocation must not wait
     assert staging.seen == ["ws1", "ws1"]
-    await harness.set_pod_status(await harness.pod_name(), ready_status())
+    await harness.set_pod_status(await harness.pod_name(), ready_pod_status())
     await harness.reconcile()
     assert staging.seen == ["ws1", "ws1", "ws1"]
     ws = await harness.workspace()

@@ -1,4 +1,4 @@
-"""Verify-failure detection, pure level (reference §8 "Controller detection")."""
+"""Verify-failure detection, pure level: exit codes 81-84 to conditions, Events and metrics."""
 
 from __future__ import annotations
 
@@ -16,11 +16,21 @@ from controller.workspace.verify import (
     has_marker,
     termination_of,
 )
-from tests.controller.workspace.factories import AGENTD_IMAGE, injected, with_status, workspace
+from tests.controller.workspace.factories import (
+    AGENTD_IMAGE,
+    credentials,
+    injected,
+    with_status,
+    workspace,
+)
 from wspin.core.contract import AGENTD, OPENCODE, Artifact
 from wspin.core.delivery import AgentdDelivery
 
-BASE = desired_pod(workspace(), WorkspaceSettings(agentd=AgentdDelivery(AGENTD_IMAGE)))
+BASE = desired_pod(
+    workspace(),
+    WorkspaceSettings(agentd=AgentdDelivery(AGENTD_IMAGE)),
+    credentials=credentials(),
+)
 POD = injected(BASE)
 EXPECTED = "expected=" + "a" * 64 + " got=" + "f" * 64
 

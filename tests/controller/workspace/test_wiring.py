@@ -9,8 +9,9 @@ from prometheus_client import CollectorRegistry
 from controller.settings import ControllerSettings, RuntimeSettings
 from controller.setup import new_manager
 from controller.workspace import wiring
-from tests.controller.workspace.conftest import SETTINGS, eventually
-from tests.controller.workspace.factories import publish_runtime
+from tests.controller.workspace.conftest import SETTINGS
+from tests.controller.workspace.factories import TEST_KEYS, publish_runtime
+from tests.support.waiting import eventually
 from wspin.core.kinds import PODS, WORKSPACES
 from wspin.kube.client import Kube
 
@@ -25,7 +26,7 @@ async def test_a_registered_controller_turns_an_applied_workspace_into_a_pod(
     await publish_runtime(kube)
     registry = CollectorRegistry()
     manager = new_manager(kube, settings, registry=registry)
-    wiring.register(manager, settings)
+    wiring.register(manager, settings, keys=TEST_KEYS)
     assert (
         registry.get_sample_value(
             "llmsafespaces_workspace_agentd_verify_failures_total",

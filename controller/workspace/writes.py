@@ -1,0 +1,85 @@
+"""The writes of the objects a Workspace owns: create (checked for a foreign owner), the
+password Secret written whole, and the pod's deletion with the termination grace.
+
+Expected answers are not failures: AlreadyExists is our own earlier create (the cache lags) or
+someone else's object at our name, read back and reported; a 422 on a create means the same
+body is refused every time, so it becomes ``PodBuildError`` (phase Failed with the API
+server's words) instead of a retry with backoff.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from controller.types import Obj
+from controller.workspace import ownership
+from controller.workspace.credentials import WorkspaceCredentials, desired_password_secret
+from controller.workspace.owned import PodBuildError, desired_service_account
+from wspin.core.errors import AlreadyExists, Invalid
+from wspin.core.kinds import PODS, SECRETS, SERVICE_ACCOUNTS
+from wspin.kube.client import Kube
+
+
+class OwnedWrites:
+    """Writes through the API for one controller process."""
+
+    def __init__(self, kube: Kube, termination_grace: int) -> None:
+        self.kube = kube
+        self.termination_grace = termination_grace
+
+    async def create(
+        self, resource: Any, body: Obj, ws: Obj, *, redact: WorkspaceCredentials | None = None
+    ) -> None:
+        """Create ``body``; ``ForeignObject`` when something that is not the Workspace's is
+        at its name, ``PodBuildError`` when the API server refuses it (its message with
+        ``redact``'s values blanked: a refusal may quote the body)."""
+        meta = ownership.stamp(body, ws)["metadata"]
+        try:
+            await self.kube.create(resource, body, meta["namespace"])
+        except AlreadyExists:
+            live = await self.kube.get_or_none(resource, meta["name"], meta["namespace"])
+            ownership.check_owned(live, ws, str(body.get("kind") or resource.kind))
+        except Invalid as err:
+            message = redact.redact(err.message) if redact is not None else err.message
+            raise PodBuildError(
+                f"the API server rejected the {body.get('kind', 'object')}: {message}"
+            ) from None
+
+    async def write_secret(self, ws: Obj, credentials: WorkspaceCredentials) -> None:
+        """Put ``credentials`` in ``workspace-pw-<ws>``: created, or, when a Secret is already
+        at the name, replaced whole without reading it (its keys, labels and owner become
+        ours; an unconditional update needs no resourceVersion). A Secret that cannot take
+        our values (another type, or marked immutable) is reported as a foreign object and
+        no pod is built on it."""
+        body = ownership.stamp(desired_password_secret(ws, credentials), ws)
+        meta = body["metadata"]
+        try:
+            await self.kube.create(SECRETS, body, meta["namespace"])
+            return
+        except AlreadyExists:
+            pass
+        try:
+            await self.kube.replace(SECRETS, body)
+        except Invalid as err:
+            raise ownership.ForeignObject(
+                ownership.Conflict(
+                    "Secret",
+                    meta["name"],
+                    f"it cannot hold the workspace credentials ({credentials.redact(err.message)})",
+                )
+            ) from None
+
+    async def start_pod(self, ws: Obj, pod: Obj, credentials: WorkspaceCredentials) -> None:
+        """The pod and what it needs first, in order: its service account (the API server
+        refuses a pod whose account is missing), its credentials (the kubelet holds a pod
+        whose Secret is missing), then the pod."""
+        await self.create(SERVICE_ACCOUNTS, desired_service_account(ws), ws)
+        await self.write_secret(ws, credentials)
+        await self.create(PODS, pod, ws, redact=credentials)
+
+    async def delete_pod(self, pod: Obj) -> None:
+        """Delete the pod with the termination grace (agentd drains its sessions)."""
+        meta = pod["metadata"]
+        await self.kube.delete(
+            PODS, meta["name"], meta.get("namespace"), grace_seconds=self.termination_grace
+        )

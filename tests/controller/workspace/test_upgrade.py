@@ -1,0 +1,69 @@
+"""Upgrading from a release that named the PVC ``<ws>-workspace`` and put the admin token in
+the workspace container's env: the Workspace keeps its volume (no data loss), and its pod,
+whose token the controller cannot know, is replaced once by one built the current way."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from controller.workspace.credentials import ANNOTATION_CREDENTIALS_KEY
+from controller.workspace.pod import desired_pod
+from controller.workspace.storage import desired_pvc
+from tests.controller.workspace.conftest import SETTINGS, Harness
+from tests.controller.workspace.factories import credentials, ready_pod_status
+from wspin.core.kinds import PODS, PVCS
+
+Obj = dict[str, Any]
+LEGACY_PVC = "ws1-workspace"
+
+
+def pod_of_the_former_release(ws: Obj) -> Obj:
+    """The pod the former release built: the old claim name, the token as plain env, no
+    bearer on the probes and no credentials key."""
+    pod = copy.deepcopy(desired_pod(ws, SETTINGS, credentials=credentials(ws), claim=LEGACY_PVC))
+    del pod["metadata"]["annotations"][ANNOTATION_CREDENTIALS_KEY]
+    main = pod["spec"]["containers"][0]
+    for probe in ("startupProbe", "readinessProbe"):
+        main[probe]["httpGet"].pop("httpHeaders")
+    main["env"] = [e for e in main["env"] if e["name"] != "AGENTD_ADMIN_TOKEN_FILE"]
+    main["env"].append(
+        {
+            "name": "AGENTD_ADMIN_TOKEN",
+            "valueFrom": {"secretKeyRef": {"name": "workspace-pw-ws1", "key": "admin-token"}},
+        }
+    )
+    return pod
+
+
+async def test_an_owned_volume_of_the_former_name_is_kept_and_the_old_pod_replaced(
+    harness: Harness,
+) -> None:
+    ws = await harness.apply()
+    pvc = await harness.kube.create(PVCS, desired_pvc(ws, LEGACY_PVC), harness.namespace)
+    await harness.synced(harness.pvcs, LEGACY_PVC, pvc)
+    old = await harness.kube.create(PODS, pod_of_the_former_release(ws), harness.namespace)
+    await harness.synced(harness.pods, old["metadata"]["name"], old)
+    await harness.set_pod_status(old["metadata"]["name"], ready_pod_status())
+
+    await harness.reconcile()
+    status = (await harness.workspace())["status"]
+    assert status["pvcName"] == LEGACY_PVC
+    assert status["restartCount"] == 1
+    await harness.synced(harness.pods, old["metadata"]["name"], None)
+    await harness.reconcile()
+
+    new = await harness.kube.get(PODS, old["metadata"]["name"], harness.namespace)
+    assert new["metadata"]["uid"] != old["metadata"]["uid"]
+    assert new["metadata"]["annotations"][ANNOTATION_CREDENTIALS_KEY] == "t1"
+    (volume,) = [v for v in new["spec"]["volumes"] if v["name"] == "workspace"]
+    assert volume["persistentVolumeClaim"]["claimName"] == LEGACY_PVC
+    assert await harness.kube.get_or_none(PVCS, "workspace-ws1", harness.namespace) is None
+    assert (await harness.workspace())["status"]["pvcName"] == LEGACY_PVC
+
+
+async def test_a_workspace_without_a_former_volume_gets_the_new_name(harness: Harness) -> None:
+    await harness.apply()
+    await harness.reconcile()
+    assert (await harness.workspace())["status"]["pvcName"] == "workspace-ws1"
+    assert await harness.kube.get_or_none(PVCS, LEGACY_PVC, harness.namespace) is None
