@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from controller.settings import WorkspaceSettings
+from controller.workspace import ownership
 from controller.workspace.owned import desired_service_account
 from controller.workspace.pod import (
     ANNOTATION_RESTART_GENERATION,
@@ -297,7 +298,7 @@ class TestOwnedObjects:
 
     def test_an_owned_pvc_of_the_former_name_keeps_being_used(self) -> None:
         ws = workspace()
-        legacy = desired_pvc(ws, "ws1-workspace")
+        legacy = ownership.stamp(desired_pvc(ws, "ws1-workspace"), ws)
         assert claim_name(ws, None) == "workspace-ws1"
         assert claim_name(ws, legacy) == "ws1-workspace"
         pod = desired_pod(ws, SETTINGS, credentials=credentials(), claim="ws1-workspace")
@@ -308,13 +309,15 @@ class TestOwnedObjects:
 
     def test_a_former_name_pvc_that_is_not_the_workspaces_is_never_used(self) -> None:
         ws = workspace()
-        foreign = desired_pvc(ws, "ws1-workspace")
+        foreign = ownership.stamp(desired_pvc(ws, "ws1-workspace"), ws)
         foreign["metadata"]["ownerReferences"][0]["uid"] = "someone-else"
-        deleting = desired_pvc(ws, "ws1-workspace")
+        deleting = ownership.stamp(desired_pvc(ws, "ws1-workspace"), ws)
         deleting["metadata"]["deletionTimestamp"] = "2026-11-29T12:00:00Z"
-        unowned = desired_pvc(ws, "ws1-workspace")
+        unowned = ownership.stamp(desired_pvc(ws, "ws1-workspace"), ws)
         del unowned["metadata"]["ownerReferences"]
-        for legacy in (foreign, deleting, unowned):
+        # An owner reference anyone could write, without the label only the controller sets.
+        unlabelled = desired_pvc(ws, "ws1-workspace")
+        for legacy in (foreign, deleting, unowned, unlabelled):
             assert claim_name(ws, legacy) == "workspace-ws1"
 
     def test_a_pvc_without_a_size_fails_naming_the_field(self) -> None:
