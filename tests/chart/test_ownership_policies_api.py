@@ -71,12 +71,12 @@ def secret(name: str, labels: dict[str, str], value: str = "ours") -> Obj:
 async def wait_until_enforced(kube: Kube, namespace: str) -> None:
     """A real API server takes a moment to load new policies (the test server: none)."""
     probe = secret("probe", {LABEL_WORKSPACE_UID: UID})
-    for _ in range(120):
+    for _ in range(600):
         try:
             await kube.create(SECRETS, probe, namespace, dry_run=True)
         except Forbidden:
             return
-        await asyncio.sleep(0.5)
+        await asyncio.sleep(0.1)
     pytest.fail("the ownership policies were not enforced within 60 s")
 
 
