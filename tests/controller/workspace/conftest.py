@@ -31,7 +31,8 @@ from wspin.core.contract import (
     OPENCODE,
 )
 from wspin.core.delivery import AgentdDelivery, OpencodeDelivery, PinSet, ResolvedArtifact
-from wspin.core.kinds import PODS, PVCS, WORKSPACES
+from wspin.core.kinds import NAMESPACES, PODS, PVCS, WORKSPACES
+from wspin.core.tenancy import NamespaceLabels, namespace_view
 from wspin.kube.client import Kube
 from wspin.kube.informer import Informer
 
@@ -64,9 +65,24 @@ class Harness:
     pods: Informer
     pvcs: Informer
     registry: CollectorRegistry
+    namespaces: Informer
 
     def key(self, name: str = "ws1") -> ObjectKey:
         return ObjectKey(self.namespace, name)
+
+    async def label_namespace(self, labels: dict[str, str | None]) -> None:
+        """Set (None: remove) labels on the test's namespace, as the platform would, and wait
+        until the reconciler's Namespace cache shows them."""
+        patched = await self.kube.patch(
+            NAMESPACES, self.namespace, {"metadata": {"labels": labels}}
+        )
+        version = patched["metadata"]["resourceVersion"]
+
+        def caught_up() -> bool:
+            cached = self.namespaces.get(ObjectKey("", self.namespace))
+            return cached is not None and cached["metadata"]["resourceVersion"] == version
+
+        await eventually(caught_up, f"namespace {self.namespace} labelled in the cache")
 
     async def apply(self, name: str = "ws1", **spec: Any) -> Obj:
         body: Obj = {"runtime": "python", "storage": {"size": "10Gi"}}
@@ -124,7 +140,9 @@ async def harness(kube: Kube, namespace: str) -> AsyncIterator[Harness]:
     workspaces = Informer(kube, WORKSPACES, namespace=namespace)
     pods = Informer(kube, PODS, namespace=namespace, labels=selector)
     pvcs = Informer(kube, PVCS, namespace=namespace)
-    tasks = [asyncio.create_task(i.run()) for i in (workspaces, pods, pvcs)]
+    namespaces = Informer(kube, NAMESPACES, transform=namespace_view)
+    informers = (workspaces, pods, pvcs, namespaces)
+    tasks = [asyncio.create_task(i.run()) for i in informers]
     registry = CollectorRegistry()
     reconciler = WorkspaceReconciler(
         kube,
@@ -134,12 +152,13 @@ async def harness(kube: Kube, namespace: str) -> AsyncIterator[Harness]:
         SETTINGS,
         keys=TEST_KEYS,
         metrics=VerifyMetrics(registry),
+        namespaces=NamespaceLabels(namespaces),
         clock=lambda: datetime(2026, 11, 29, 12, 0, tzinfo=UTC),
     )
     try:
-        for informer in (workspaces, pods, pvcs):
+        for informer in informers:
             await asyncio.wait_for(informer.wait_synced(), 10)
-        yield Harness(kube, namespace, reconciler, workspaces, pods, pvcs, registry)
+        yield Harness(kube, namespace, reconciler, workspaces, pods, pvcs, registry, namespaces)
     finally:
         for task in tasks:
             task.cancel()

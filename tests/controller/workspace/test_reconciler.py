@@ -8,11 +8,13 @@ import copy
 from typing import Any
 
 from controller.types import ObjectKey, ObjectReader, Requeue
+from controller.workspace import ownership
 from controller.workspace.pod import desired_pod
 from controller.workspace.reconciler import FINALIZER, VERIFY_FAILURE_REQUEUE
 from tests.controller.workspace.conftest import SETTINGS, Harness, injected
 from tests.controller.workspace.factories import credentials, ready_pod_status, reconcile_until
 from tests.kubeapi import KubeServer
+from wspin.core.contract import LABEL_WORKSPACE_UID
 from wspin.core.kinds import EVENTS, PODS, PVCS, SERVICE_ACCOUNTS, WORKSPACES
 
 Obj = dict[str, Any]
@@ -42,9 +44,10 @@ def crashed_status(exit_code: int, message: str, restarts: int = 1) -> Obj:
 
 
 async def create_injected_pod(h: Harness, *, inject: bool = True) -> str:
-    """Play the admission webhook: create the reconciler's pod with delivery injected."""
+    """Play the controller and the admission webhook: create the reconciler's pod, labelled as
+    the controller's, with delivery injected."""
     ws = await h.workspace()
-    pod = desired_pod(ws, SETTINGS, credentials=credentials(ws))
+    pod = ownership.stamp(desired_pod(ws, SETTINGS, credentials=credentials(ws)), ws)
     if inject:
         pod = injected(pod)
     pod["spec"]["nodeName"] = "node-a"
@@ -82,6 +85,8 @@ class TestApply:
         assert pvc["spec"]["resources"]["requests"]["storage"] == "10Gi"
         account = await harness.kube.get(SERVICE_ACCOUNTS, "workspace-ws1", harness.namespace)
         assert account["automountServiceAccountToken"] is False
+        for created in (pod, pvc, account):  # what the controller creates, it labels as its own
+            assert created["metadata"]["labels"][LABEL_WORKSPACE_UID] == uid
 
         ws = await harness.workspace()
         assert FINALIZER in ws["metadata"]["finalizers"]
