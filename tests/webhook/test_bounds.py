@@ -123,13 +123,16 @@ async def test_shutdown_answers_a_body_still_arriving_and_cuts_one_that_never_co
         arriving.write(whole[:half])
         stalled.write(request_bytes()[:half])
         await asyncio.gather(arriving.drain(), stalled.drain())
-        await asyncio.sleep(0.1)  # both bodies are half in
-
         assert server.http is not None
+        http = server.http
+        await until(lambda: len(http.bodies) == 2)  # both bodies are half in
+
         started = time.monotonic()
-        cleanup = asyncio.ensure_future(server.http.shutdown())
-        await asyncio.sleep(0.3)
+        cleanup = asyncio.ensure_future(http.shutdown())
+        await until(lambda: http.draining)
+        await asyncio.sleep(0)  # shutdown has closed what it closes at once, and waits
         assert not cleanup.done()
+        assert len(http.connections) == 2  # the two with a body arriving are kept
         arriving.write(whole[half:])
         answer = await read_answer(arriving_reader)
         assert answer.status == 200
