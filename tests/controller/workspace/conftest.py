@@ -20,6 +20,7 @@ from controller.types import ObjectKey, Requeue
 from controller.workspace.metrics import VerifyMetrics
 from controller.workspace.reconciler import WorkspaceReconciler
 from tests.controller.workspace.factories import AGENTD_IMAGE, OPENCODE_IMAGE, TEST_KEYS
+from tests.support.clock import FakeClock
 from webhook.inject import InjectConfig, inject
 from wspin.core.contract import (
     AGENTD,
@@ -75,6 +76,8 @@ class Harness:
     pods: Informer
     pvcs: Informer
     registry: CollectorRegistry
+    clock: FakeClock
+    """The reconciler's clock (2026-11-29 12:00 UTC until a test moves it)."""
 
     def key(self, name: str = "ws1") -> ObjectKey:
         return ObjectKey(self.namespace, name)
@@ -137,6 +140,7 @@ async def harness(kube: Kube, namespace: str) -> AsyncIterator[Harness]:
     pvcs = Informer(kube, PVCS, namespace=namespace)
     tasks = [asyncio.create_task(i.run()) for i in (workspaces, pods, pvcs)]
     registry = CollectorRegistry()
+    clock = FakeClock(datetime(2026, 11, 29, 12, 0, tzinfo=UTC))
     reconciler = WorkspaceReconciler(
         kube,
         workspaces,
@@ -145,12 +149,12 @@ async def harness(kube: Kube, namespace: str) -> AsyncIterator[Harness]:
         SETTINGS,
         keys=TEST_KEYS,
         metrics=VerifyMetrics(registry),
-        clock=lambda: datetime(2026, 11, 29, 12, 0, tzinfo=UTC),
+        clock=clock,
     )
     try:
         for informer in (workspaces, pods, pvcs):
             await asyncio.wait_for(informer.wait_synced(), 10)
-        yield Harness(kube, namespace, reconciler, workspaces, pods, pvcs, registry)
+        yield Harness(kube, namespace, reconciler, workspaces, pods, pvcs, registry, clock)
     finally:
         for task in tasks:
             task.cancel()

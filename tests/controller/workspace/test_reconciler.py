@@ -448,9 +448,12 @@ class TestVerifyFailureDetection:
         await harness.reconcile()
         assert condition(await harness.workspace(), "AgentdVerified") is not None
 
-        # The pod goes; its replacement is admitted without delivery (no webhook here).
+        # The pod goes (a loss: its replacement waits the first Infrastructure backoff) and
+        # is admitted without delivery (no webhook here).
         await harness.kube.delete(PODS, pod_name, harness.namespace, grace_seconds=0)
         await reconcile_until(harness, "Creating")
+        harness.clock.advance(5)
+        await harness.reconcile()
         replacement = await harness.kube.get(PODS, pod_name, harness.namespace)
         assert not any(
             e["name"] == "AGENTD_IMAGE_VOLUME" for e in replacement["spec"]["containers"][0]["env"]
