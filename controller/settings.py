@@ -27,13 +27,19 @@ from wspin.core.delivery import (
     AgentdDelivery,
     ArtifactDelivery,
     OpencodeDelivery,
-    add_delivery_flags,
 )
 from wspin.core.errors import ConfigError
-from wspin.core.flags import add_flag, env_name, parse_bool
+from wspin.core.flags import (
+    add_delivery_flags,
+    add_excluded_namespaces_flag,
+    add_flag,
+    add_kubeconfig_flag,
+    env_name,
+    parse_bool,
+)
 from wspin.core.namespaces import (
     ALWAYS_EXCLUDED,
-    add_excluded_namespaces_flag,
+    DEFAULT_NAMESPACE,
     excluded_namespaces_from,
 )
 from wspin.kube.leader import LeaseSettings
@@ -244,7 +250,7 @@ class ControllerSettings:
     """``--kubeconfig``; None = ``$KUBECONFIG``, else the in-cluster service account."""
     log_level: str = "info"
     """``--log-level``: debug, info, warning or error."""
-    namespace: str = "llmsafespaces"
+    namespace: str = DEFAULT_NAMESPACE
     """The controller's own namespace (``POD_NAMESPACE``)."""
     api_internal_token: str = field(default="", repr=False)
     """From ``LLMSAFESPACES_INTERNAL_TOKEN`` only; never logged, never in a repr."""
@@ -266,7 +272,7 @@ def _bool_flag(group: argparse._ArgumentGroup, flag: str, help: str) -> None:
 def add_controller_flags(parser: argparse.ArgumentParser) -> None:
     """Every ``wspin controller`` flag; each also reads ``WSPIN_<FLAG>``."""
     process = parser.add_argument_group("process")
-    add_flag(process, "--kubeconfig", default=None, help="kubeconfig path (else KUBECONFIG)")
+    add_kubeconfig_flag(process)
     add_flag(process, "--health-port", default="8081", help="port of /healthz and /readyz")
     add_flag(process, "--metrics-port", default="8080", help="port of /metrics")
     add_flag(process, "--log-level", default="info", help="debug, info, warning or error")
@@ -475,7 +481,7 @@ def settings_from_args(
             "--max-concurrent-reconciles clamped",
             extra={"fields": {"requested": requested, "used": workers}},
         )
-    namespace = environ.get("POD_NAMESPACE") or "llmsafespaces"
+    namespace = environ.get("POD_NAMESPACE") or DEFAULT_NAMESPACE
     lease_duration, renew_deadline, retry_period = _lease_timings(environ)
     identity = f"{environ.get('POD_NAME') or socket.gethostname()}_{uuid.uuid4().hex[:8]}"
 

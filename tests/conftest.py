@@ -98,7 +98,8 @@ def _no_asyncio_pending_tasks(request: pytest.FixtureRequest) -> Iterator[None]:
 
 @pytest.fixture
 async def _asyncio_task_leak_check() -> AsyncIterator[None]:
-    """Set up before, torn down after, every other fixture of the test (STYLE.md §12)."""
+    """Set up before, torn down after, every other fixture of the test, so tasks those
+    fixtures leave behind count too."""
     before = asyncio.all_tasks()
     yield
     # Let tasks cancelled by other fixtures' teardown run their last callbacks.

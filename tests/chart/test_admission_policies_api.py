@@ -9,7 +9,6 @@ The workspace pod is a real capture run through the real injector.
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import json
 from collections.abc import AsyncIterator
@@ -18,10 +17,10 @@ from typing import Any
 import jsonpatch
 import pytest
 
-from tests.chart.helm import parse_documents, template
-from tests.chart.test_admission_policies import PINS
+from tests.chart.helm import PINS, parse_documents, template
 from tests.fixtures import ADMISSION
 from tests.kubeapi import KubeServer
+from tests.support.waiting import eventually
 from webhook.demo import DEMO_CONFIG
 from webhook.inject import inject
 from wspin.core.errors import Forbidden
@@ -78,13 +77,15 @@ async def wait_until_enforced(kube: Kube, namespace: str) -> None:
     """A real API server takes a moment to load new policies: dry-run an unwired workspace pod
     until it is refused (the test server refuses it at once)."""
     probe = workspace_pod(namespace, injected=False)
-    for _ in range(120):
+
+    async def enforced() -> bool:
         try:
             await kube.create(PODS, probe, namespace, dry_run=True)
         except Forbidden:
-            return
-        await asyncio.sleep(0.5)
-    pytest.fail("the workspace-pod policies were not enforced within 60 s")
+            return True
+        return False
+
+    await eventually(enforced, "the workspace-pod policies to be enforced", timeout=60)
 
 
 @pytest.fixture

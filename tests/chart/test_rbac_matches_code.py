@@ -17,9 +17,8 @@ from typing import Any
 
 import pytest
 
-from controller.relay.drivers.aws import SECRET_NAME as AWS_CREDENTIALS
-from controller.relay.drivers.oci import SECRET_NAME as OCI_CREDENTIALS
 from controller.relay.peers import PEERS_CONFIGMAP
+from controller.relay.providers import PROVIDERS
 from controller.relay.tokens import TOKENS_SECRET
 from controller.settings import LeaderElectionSettings
 from controller.staging.secrets import HPKE_PUB_SECRET, MINT_KEY_SECRET
@@ -85,7 +84,7 @@ LEDGER = (
         ),
     ),
     Use(  # the image-volume probe: a server-side dry-run pod in the own namespace
-        "webhook/probe.py",
+        "webhook/imagevolume_probe.py",
         {"create": 1},
         webhook=grant("release", "pods", ["create"]),
     ),
@@ -300,12 +299,12 @@ LEDGER = (
     Use(
         "controller/relay/drivers/aws.py",
         {"get_or_none": 1},
-        controller=grant("release", "secrets", ["get"], [AWS_CREDENTIALS]),
+        controller=grant("release", "secrets", ["get"], [PROVIDERS["aws"].credentials_secret]),
     ),
     Use(
         "controller/relay/drivers/oci.py",
         {"get_or_none": 1},
-        controller=grant("release", "secrets", ["get"], [OCI_CREDENTIALS]),
+        controller=grant("release", "secrets", ["get"], [PROVIDERS["oci"].credentials_secret]),
     ),
 )
 

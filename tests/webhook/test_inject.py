@@ -1,4 +1,4 @@
-"""The injector against golden files (Istio's shape, STYLE.md §2).
+"""The injector against golden files, one input pod and its expected result per case.
 
 Each ``testdata/inject/<case>.yaml`` is a pod; ``<case>.yaml.injected`` is the pod after the
 patch, keys sorted. Cases are found by listing the folder; a golden without an input fails

@@ -1,4 +1,5 @@
-"""The Workspace validator: reference §6/§8 cases, the cpu parser table, and real captures."""
+"""The Workspace validator: every check with the field it names, Kubernetes quantities as
+users write them, the flags, and real captures."""
 
 from __future__ import annotations
 

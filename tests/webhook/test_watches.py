@@ -6,11 +6,12 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
+from tests.support.waiting import eventually
 from webhook.admission import review_tenant_quota, review_workspace
 from webhook.tenant_quota import LABEL_TENANT, QuotaLimits
 from webhook.validate import ValidatorConfig
@@ -21,13 +22,6 @@ from wspin.kube.client import Kube
 
 DIGEST = "sha256:" + "cd" * 32
 VALIDATOR = ValidatorConfig(allowed_runtime_registries=("ghcr.io/acme/",))
-
-
-async def eventually(condition: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        await asyncio.sleep(0.02)
 
 
 async def running(views: WatchedViews) -> AsyncIterator[WatchedViews]:

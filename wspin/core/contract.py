@@ -1,6 +1,7 @@
 """The external contract: names real agentd/opencode binaries and manifests depend on.
 
-Pure data, no I/O. Values here are exact (DESIGN.md §2); changing one breaks deployed pods.
+Pure data, no I/O. Values here are exact: released agentd/opencode binaries, manifests and
+the chart read them, so changing one breaks deployed pods.
 """
 
 from __future__ import annotations

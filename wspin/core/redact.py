@@ -6,7 +6,7 @@ token, each staged provider key), and ``redact(text)`` replaces every occurrence
 them with ``REPLACEMENT``. A secret is found in every form our output can carry it:
 
 - as written, and in base64 (standard and URL-safe, padded or not): keys travel encoded;
-- JSON-escaped once or twice, as we write it (non-ASCII as ``\\uXXXX``) and as Go's
+- JSON-escaped once or twice, as we write it (non-ASCII as ``\\u00fc``) and as Go's
   encoding/json writes it (non-ASCII raw, ``<>&`` as ``\\u003c``...): a router's JSON error
   body quoted inside a JSON log line is escaped twice;
 - percent-encoded, character by character in any mix, either hex case, ``+`` for a space,
@@ -296,7 +296,8 @@ def _escape_units(text: str, position: int) -> list[tuple[str, int]]:
 
 
 def _unicode_escape(text: str, position: int, marker: str) -> list[tuple[str, int]]:
-    """A ``\\uXXXX`` escape (with ``marker`` as its lead-in), a surrogate pair as one char."""
+    """A ``\\u`` escape of four hex digits (``marker`` is its lead-in); a surrogate pair is
+    one character."""
     digits = text[position + len(marker) : position + len(marker) + 4]
     if not text.startswith(marker, position) or len(digits) != 4 or not set(digits) <= _HEX:
         return []

@@ -463,26 +463,9 @@ def check_pod(namespace: str) -> Obj:
                 LABEL_WORKSPACE: CHECK_POD_LABEL,
             },
         },
-        "spec": {
-            "automountServiceAccountToken": False,
-            "restartPolicy": "Never",
-            "securityContext": {
-                "runAsNonRoot": True,
-                "runAsUser": 65532,
-                "seccompProfile": {"type": "RuntimeDefault"},
-            },
-            "containers": [
-                {
-                    "name": MAIN_CONTAINER,
-                    "image": "registry.k8s.io/pause:3.10",
-                    "securityContext": {
-                        "allowPrivilegeEscalation": False,
-                        "capabilities": {"drop": ["ALL"]},
-                        "readOnlyRootFilesystem": True,
-                    },
-                }
-            ],
-        },
+        "spec": imagevolume.dry_run_pod_spec(
+            [{"name": MAIN_CONTAINER, "image": "registry.k8s.io/pause:3.10"}]
+        ),
     }
 
 

@@ -27,8 +27,8 @@ from controller.staging.health import (
 from controller.staging.staging_pass import RelayStagingPass
 from controller.types import ObjectKey
 from tests.controller.staging.conftest import Stage, condition, two_providers
-from tests.controller.staging.test_escalation import events, publish_on_rotate
-from tests.controller.workspace.conftest import eventually
+from tests.controller.staging.support import events, publish_on_rotate
+from tests.support.waiting import eventually
 from wspin.core.contract import AGENTD, LABEL_APP, LABEL_APP_VALUE, MAIN_CONTAINER
 from wspin.core.kinds import PODS
 from wspin.http import probes as serving
@@ -47,7 +47,8 @@ class FakeAgentd:
     report: Obj = field(default_factory=dict)
     raw: bytes | None = None
     requests: int = 0
-    delay: float = 0.0
+    gate: asyncio.Event | None = None
+    """Set: every answer waits for it, so a test sees how many requests are open at once."""
     in_flight: int = 0
     most_in_flight: int = 0
 
@@ -61,8 +62,8 @@ async def agentd() -> AsyncIterator[FakeAgentd]:
         fake.in_flight += 1
         fake.most_in_flight = max(fake.most_in_flight, fake.in_flight)
         try:
-            if fake.delay:
-                await asyncio.sleep(fake.delay)
+            if fake.gate is not None:
+                await fake.gate.wait()
             body = fake.raw if fake.raw is not None else json.dumps(fake.report).encode()
             return web.Response(body=body, status=fake.status, content_type="application/json")
         finally:
@@ -232,8 +233,13 @@ async def test_scrapes_across_passes_are_bounded(scraped: Scraped) -> None:
     names = [f"ws-{i}" for i in range(5)]
     for name in names:
         await scraped.workspace(name)
-    scraped.agentd.delay = 0.2
-    await asyncio.gather(*(stage.run(name) for name in names))
+    gate = scraped.agentd.gate = asyncio.Event()
+    passes = asyncio.gather(*(stage.run(name) for name in names))
+    await eventually(lambda: scraped.agentd.in_flight == 2, "two scrapes open")
+    await asyncio.sleep(0.05)  # the other three passes are held back, not on their way
+    assert scraped.agentd.in_flight == 2 and scraped.agentd.requests == 2
+    gate.set()
+    await passes
     assert scraped.agentd.requests == 5
     assert scraped.agentd.most_in_flight == 2
 

@@ -23,8 +23,7 @@ from controller.workspace.reconciler import WorkspaceReconciler
 from tests.controller.staging.conftest import Stage, two_providers
 from tests.controller.workspace.conftest import SETTINGS, Harness, injected
 from tests.controller.workspace.conftest import harness as harness
-from tests.controller.workspace.factories import TEST_KEYS
-from tests.controller.workspace.test_reconciler import ready_status
+from tests.controller.workspace.factories import TEST_KEYS, ready_pod_status
 from wspin.core.kinds import PODS, WORKSPACES, Resource
 from wspin.http import probes as serving
 from wspin.kube.client import Kube
@@ -145,9 +144,7 @@ async def test_every_status_field_the_controller_writes_is_in_the_crd(
         await harness.synced(harness.pods, pod_name, None)
         del wired["metadata"]["resourceVersion"], wired["metadata"]["uid"]
         await harness.kube.create(PODS, wired, harness.namespace)
-        await harness.set_pod_status(
-            pod_name, {**ready_status(), "podIP": "127.0.0.1", "podIPs": [{"ip": "127.0.0.1"}]}
-        )
+        await harness.set_pod_status(pod_name, ready_pod_status("127.0.0.1"))
         for _ in range(2):
             await harness.reconcile()
         revision = (await harness.workspace())["metadata"]["annotations"][

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -21,6 +21,7 @@ from controller.workspace.metrics import VerifyMetrics
 from controller.workspace.reconciler import WorkspaceReconciler
 from tests.controller.workspace.factories import AGENTD_IMAGE, OPENCODE_IMAGE, TEST_KEYS
 from tests.support.clock import FakeClock
+from tests.support.waiting import eventually
 from webhook.inject import InjectConfig, inject
 from wspin.core.contract import (
     AGENTD,
@@ -46,18 +47,6 @@ INJECT = InjectConfig(
     agentd=ResolvedArtifact(AGENTD, AGENTD_IMAGE, PinSet("a" * 64, "b" * 64)),
     opencode=ResolvedArtifact(OPENCODE, OPENCODE_IMAGE, PinSet("c" * 64, "d" * 64)),
 )
-
-
-async def eventually(check: Callable[[], Awaitable[bool] | bool], what: str) -> None:
-    """Poll ``check`` until true; fail naming ``what`` after 10 s (a bound, not a speed test)."""
-    for _ in range(400):
-        result = check()
-        if isinstance(result, Awaitable):
-            result = await result
-        if result:
-            return
-        await asyncio.sleep(0.025)
-    pytest.fail(f"timed out waiting for {what}")
 
 
 def injected(pod: Obj) -> Obj:
