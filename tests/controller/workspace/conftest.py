@@ -17,9 +17,17 @@ from prometheus_client import CollectorRegistry
 
 from controller.settings import WorkspaceSettings
 from controller.types import ObjectKey, Requeue
+from controller.workspace.lifecycle_metrics import LifecycleMetrics
 from controller.workspace.metrics import VerifyMetrics
+from controller.workspace.pod import desired_pod
 from controller.workspace.reconciler import WorkspaceReconciler
-from tests.controller.workspace.factories import AGENTD_IMAGE, OPENCODE_IMAGE, TEST_KEYS
+from controller.workspace.recovery_metrics import RecoveryMetrics
+from tests.controller.workspace.factories import (
+    AGENTD_IMAGE,
+    OPENCODE_IMAGE,
+    TEST_KEYS,
+    credentials,
+)
 from tests.support.clock import FakeClock
 from tests.support.waiting import eventually
 from webhook.inject import InjectConfig, inject
@@ -114,6 +122,18 @@ class Harness:
         uid = (await self.workspace(name))["metadata"]["uid"]
         return f"{name}-{uid[:8]}"
 
+    async def create_pod(self, *, inject: bool = True) -> str:
+        """Play the admission webhook: create the reconciler's pod (on ``node-a``) with
+        delivery injected (``inject``), before the reconciler does."""
+        ws = await self.workspace()
+        pod = desired_pod(ws, SETTINGS, credentials=credentials(ws))
+        if inject:
+            pod = injected(pod)
+        pod["spec"]["nodeName"] = "node-a"
+        created = await self.kube.create(PODS, pod, self.namespace)
+        await self.synced(self.pods, created["metadata"]["name"], created)
+        return str(created["metadata"]["name"])
+
     async def set_pod_status(self, pod_name: str, status: Obj) -> None:
         pod = await self.kube.patch(
             PODS, pod_name, {"status": status}, self.namespace, sub="status"
@@ -139,6 +159,8 @@ async def harness(kube: Kube, namespace: str) -> AsyncIterator[Harness]:
         keys=TEST_KEYS,
         metrics=VerifyMetrics(registry),
         clock=clock,
+        recovery=RecoveryMetrics(registry),
+        lifecycle=LifecycleMetrics(registry),
     )
     try:
         for informer in (workspaces, pods, pvcs):

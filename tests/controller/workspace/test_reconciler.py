@@ -8,10 +8,9 @@ import copy
 from typing import Any
 
 from controller.types import ObjectKey, ObjectReader, Requeue
-from controller.workspace.pod import desired_pod
 from controller.workspace.reconciler import FINALIZER, VERIFY_FAILURE_REQUEUE
-from tests.controller.workspace.conftest import SETTINGS, Harness, injected
-from tests.controller.workspace.factories import credentials, ready_pod_status, reconcile_until
+from tests.controller.workspace.conftest import SETTINGS, Harness
+from tests.controller.workspace.factories import ready_pod_status, reconcile_until
 from tests.kubeapi import KubeServer
 from wspin.core.kinds import EVENTS, PODS, PVCS, SERVICE_ACCOUNTS, WORKSPACES
 
@@ -43,14 +42,7 @@ def crashed_status(exit_code: int, message: str, restarts: int = 1) -> Obj:
 
 async def create_injected_pod(h: Harness, *, inject: bool = True) -> str:
     """Play the admission webhook: create the reconciler's pod with delivery injected."""
-    ws = await h.workspace()
-    pod = desired_pod(ws, SETTINGS, credentials=credentials(ws))
-    if inject:
-        pod = injected(pod)
-    pod["spec"]["nodeName"] = "node-a"
-    created = await h.kube.create(PODS, pod, h.namespace)
-    await h.synced(h.pods, created["metadata"]["name"], created)
-    return str(created["metadata"]["name"])
+    return await h.create_pod(inject=inject)
 
 
 async def events_for(h: Harness, name: str = "ws1") -> list[Obj]:
