@@ -14,7 +14,7 @@ from typing import Any
 from controller.types import ObjectKey, Requeue
 from controller.workspace.credentials import PASSWORD
 from tests.controller.workspace.conftest import Harness
-from tests.controller.workspace.factories import credentials
+from tests.controller.workspace.factories import credentials, reconcile_until
 from tests.kubeapi import KubeServer
 from wspin.core.clock import format_time, parse_time
 from wspin.core.kinds import EVENTS, PODS, SECRETS, WORKSPACES
@@ -182,8 +182,32 @@ class TestCrashLoop:
         assert "consecutiveFailures" not in ws["status"] and "nextRetryAt" not in ws["status"]
         assert condition(ws, "RecoveryExhausted") is None
         assert ws["status"]["recoveryAttempts"] == 7  # over its life
+        assert ws["status"]["restartCount"] == 1 and ws["status"]["observedRestartGeneration"] == 1
         rebuilt = await harness.kube.get(PODS, pod_name, harness.namespace)
         assert rebuilt["metadata"]["uid"] != uid
+
+    async def test_suspend_halts_the_retries_and_ends_the_episode(self, harness: Harness) -> None:
+        pod_name = await start(harness)
+        for restarts in range(3):
+            await harness.set_pod_status(pod_name, crash_loop(restarts, code=2))
+            await harness.reconcile()
+        live = await harness.kube.patch(
+            WORKSPACES,
+            "ws1",
+            {"status": {"controllerRestartCount": 2}},
+            harness.namespace,
+            sub="status",
+        )  # two health restarts on record as well
+        await harness.synced(harness.workspaces, "ws1", live)
+        await harness.kube.patch(WORKSPACES, "ws1", {"spec": {"suspend": True}}, harness.namespace)
+        await harness.settle()
+        ws = await reconcile_until(harness, "Suspended")
+        assert await harness.kube.get_or_none(PODS, pod_name, harness.namespace) is None
+        for field in ("consecutiveFailures", "lastFailureClass", "nextRetryAt", "lastFailureAt"):
+            assert field not in ws["status"], field
+        assert ws["status"]["controllerRestartCount"] == 0
+        assert ws["status"]["recoveryAttempts"] == 3
+        assert await harness.reconcile() is None  # nothing is retried while suspended
 
     async def test_an_oom_crash_loop_is_a_resource_failure_and_active_again_clears_it(
         self, harness: Harness
