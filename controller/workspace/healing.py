@@ -126,7 +126,6 @@ class PodView:
     now: datetime
     verify_failed: bool = False
     events: Sequence[PodEvent] = ()
-    claim: str = ""
     redact: Callable[[str], str] = lambda text: text
 
 
@@ -196,7 +195,6 @@ def _pod_failure(view: PodView, result: Assessment) -> fl.Failure | None:
         created=created,
         now=view.now,
         events=view.events,
-        claim=view.claim,
         redact=view.redact,
     )
     if found is None:
@@ -276,6 +274,8 @@ def assess_pod(view: PodView) -> Assessment:
         _count(result, view.status, view.generation, view.now, whole, 1, pod_level=True)
     state = result.state
     if view.phase == "Active":
+        # Serving again: whatever retry was pending has happened.
+        state = replace(state, next_retry_at=None)
         result.reason = result.message = ""
         result.conditions.append(boot.ready_condition(view.generation))
         if view.previous != "Active" and state.failures and state.last_failure_at is not None:

@@ -95,7 +95,6 @@ class RecoveryReporter:
                 now=now,
                 verify_failed=verify_failed,
                 events=events,
-                claim=outcome.claim,
                 redact=self._redactor(credentials),
             )
         )

@@ -194,7 +194,6 @@ def detect(
     created: datetime,
     now: datetime,
     events: Sequence[PodEvent] = (),
-    claim: str = "",
     redact: Redact = lambda text: text,
 ) -> Stuck | None:
     """Why ``pod`` (created at ``created``) is not starting, or None."""
@@ -202,7 +201,7 @@ def detect(
     if refusal is not None:
         return Stuck(
             UNSCHEDULABLE,
-            unschedulable_message(pod, refusal, claim, now - created, redact),
+            unschedulable_message(pod, refusal, now - created, redact),
             fl.INFRASTRUCTURE,
             created,
             UNSCHEDULABLE_AFTER,
@@ -399,10 +398,16 @@ def _volume_source(pod: Obj, volume: str) -> str:
     return ""
 
 
-def unschedulable_message(
-    pod: Obj, said: str, claim: str, waited: timedelta, redact: Redact
-) -> str:
+def unschedulable_message(pod: Obj, said: str, waited: timedelta, redact: Redact) -> str:
     """No node fits: what the pod asks for that no node offers, and what to change."""
+    claim = next(
+        (
+            str(volume["persistentVolumeClaim"].get("claimName") or "")
+            for volume in _dicts(_spec(pod).get("volumes"))
+            if isinstance(volume.get("persistentVolumeClaim"), dict)
+        ),
+        "",
+    )
     hints = []
     if "Insufficient" in said or "Too many pods" in said:
         hints.append(

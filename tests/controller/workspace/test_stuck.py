@@ -32,7 +32,7 @@ def at(seconds: float) -> datetime:
 def detect(
     p: dict[str, Any], seconds: float, events: tuple[PodEvent, ...] = ()
 ) -> stuck.Stuck | None:
-    return stuck.detect(p, created=CREATED, now=at(seconds), events=events, claim="workspace-ws1")
+    return stuck.detect(p, created=CREATED, now=at(seconds), events=events)
 
 
 class TestUnschedulable:
