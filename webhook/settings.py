@@ -32,9 +32,11 @@ from wspin.core.flags import (
     add_excluded_namespaces_flag,
     add_flag,
     add_kubeconfig_flag,
+    add_runtime_classes_flag,
     deliveries_from_args,
 )
 from wspin.core.namespaces import DEFAULT_NAMESPACE, excluded_namespaces_from
+from wspin.core.tenancy import runtime_classes_from
 from wspin.http.limits import API_SERVER_IDLE_TIMEOUT, ConnectionLimits
 
 DEFAULT_LIMITS = ConnectionLimits()
@@ -246,6 +248,7 @@ def add_validator_flags(parser: argparse.ArgumentParser | argparse._ArgumentGrou
         help="comma-separated StorageClass names a Workspace may use; empty allows any",
     )
     add_excluded_namespaces_flag(parser)
+    add_runtime_classes_flag(parser)
 
 
 def _check_cap(flag: str, value: object, fix: str) -> None:
@@ -287,6 +290,7 @@ def validator_config_from_args(args: argparse.Namespace, own_namespace: str) -> 
         allowed_runtime_registries=tuple(normalize_registry_prefix(p) for p in registries),
         allowed_storage_classes=_comma_list(args.allowed_storage_classes),
         excluded_namespaces=excluded_namespaces_from(args.excluded_namespaces, own_namespace),
+        allowed_runtime_classes=runtime_classes_from(args.allowed_runtime_classes),
     )
 
 
@@ -304,14 +308,15 @@ def add_tenant_quota_flags(parser: argparse.ArgumentParser | argparse._ArgumentG
         "--max-workspaces-per-tenant",
         type=int,
         default=0,
-        help="workspace pods one tenant may run in a namespace; 0 disables the limit",
+        help="workspace pods one tenant (a namespace's llmsafespaces.dev/tenant label, else the "
+        "namespace) may run; 0 disables the limit",
     )
     add_flag(
         parser,
         "--max-cpu-millis-per-tenant",
         type=int,
         default=0,
-        help="summed CPU requests (millicores) of one tenant's workspace pods in a namespace; "
+        help="summed CPU requests (millicores) of one tenant's workspace pods; "
         "0 disables the limit",
     )
     add_flag(
@@ -319,8 +324,7 @@ def add_tenant_quota_flags(parser: argparse.ArgumentParser | argparse._ArgumentG
         "--max-memory-mi-per-tenant",
         type=int,
         default=0,
-        help="summed memory requests (MiB) of one tenant's workspace pods in a namespace; "
-        "0 disables the limit",
+        help="summed memory requests (MiB) of one tenant's workspace pods; 0 disables the limit",
     )
     add_flag(
         parser,

@@ -21,8 +21,9 @@ from controller.workspace.reconciler import WorkspaceReconciler
 from controller.workspace.recovery_metrics import InRecoveryCollector, RecoveryMetrics
 from controller.workspace.rollout_metrics import WorkspacePodsCollector, served_digests
 from wspin.core.contract import LABEL_APP, LABEL_APP_VALUE, LABEL_WORKSPACE
-from wspin.core.kinds import PODS, PVCS, WORKSPACES, Resource
+from wspin.core.kinds import NAMESPACES, PODS, PVCS, WORKSPACES, Resource
 from wspin.core.runtimes import RUNTIME_ENVIRONMENTS, RuntimeCatalogue
+from wspin.core.tenancy import NamespaceLabels
 from wspin.core.workspace_pod import SELECTOR
 
 OWNED_SELECTOR: Final = SELECTOR
@@ -92,6 +93,10 @@ def register(
             if (ws.get("spec") or {}).get("runtime") == name
         ]
 
+    def in_namespace(namespace: Obj) -> list[ObjectKey]:
+        """The Workspaces of a Namespace whose labels changed (the org, the override)."""
+        return [ObjectKey.of(ws) for ws in workspaces.list(namespace["metadata"]["name"])]
+
     runtimes = RuntimeCatalogue(manager.cache(RUNTIME_ENVIRONMENTS))
     reconciler = WorkspaceReconciler(
         manager.kube,
@@ -108,9 +113,13 @@ def register(
         recovery=RecoveryMetrics(manager.registry),
         lifecycle=LifecycleMetrics(manager.registry),
         redact=redact,
+        namespaces=NamespaceLabels(manager.cache(NAMESPACES)),
     )
     manager.add_controller(
-        reconciler, for_=WORKSPACES, owns=owns, watches=((RUNTIME_ENVIRONMENTS, naming),)
+        reconciler,
+        for_=WORKSPACES,
+        owns=owns,
+        watches=((RUNTIME_ENVIRONMENTS, naming), (NAMESPACES, in_namespace)),
     )
     # The rollout and fleet gauges read the same caches at scrape time.
     manager.registry.register(

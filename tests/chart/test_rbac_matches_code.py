@@ -158,12 +158,13 @@ LEDGER = (
     ),
     # -- the controller: caches -------------------------------------------------------------
     Use(  # list-then-watch: the controller's caches of Workspaces, their pods and PVCs, and
-        # InferenceRelays; the webhook's runtime catalogue and (with a tenant quota) the
-        # workspace pods it counts
+        # InferenceRelays; the webhook's runtime catalogue, the Namespaces' labels and (with a
+        # tenant quota) the workspace pods it counts
         "wspin/kube/informer.py",
         {"list_pages": 1, "watch": 1},
         webhook=union(
             grant("cluster", "runtimeenvironments", ["list", "watch"], group=CRD_GROUP),
+            grant("cluster", "namespaces", ["list", "watch"]),
             grant("cluster", "pods", ["list", "watch"]),
         ),
         controller=union(
@@ -173,6 +174,7 @@ LEDGER = (
             grant("cluster", "pods", ["list", "watch"]),
             grant("cluster", "persistentvolumeclaims", ["list", "watch"]),
             grant("cluster", "inferencerelays", ["list", "watch"], group=CRD_GROUP),
+            grant("cluster", "namespaces", ["list", "watch"]),
         ),
     ),
     # -- the controller: Workspaces ---------------------------------------------------------

@@ -38,6 +38,15 @@ DENIED = {
         r"init container 'platform-init' mounts volume 'bin-overlay' at '//opencode/.' "
         r"\(that is '/opencode'\), at or under /opencode"
     ),
+    "conflict-workspace-runs-a-shell": (
+        r"container 'workspace' must run the delivered agentd: command "
+        r"\[/agentd/usr/local/bin/workspace-agentd\] with args \[--supervise\] or args "
+        r'\[supervise-opencode\] \(got command \["sh"\]'
+    ),
+    "conflict-sidecar-extra-args": (
+        r"the 'agentd' sidecar must run the delivered agentd: command "
+        r"\[/agentd/usr/local/bin/workspace-agentd, --sidecar\] and no args"
+    ),
     "conflict-agentd-subpath": (
         "container 'workspace' mounts volume 'agentd' at '/agentd' with subPath "
         "'usr/local/bin'; the agentd image volume may only be mounted whole"

@@ -18,6 +18,7 @@ from typing import Any, NoReturn
 from wspin.core.delivery import AgentdDelivery, OpencodeDelivery
 from wspin.core.errors import ConfigError
 from wspin.core.namespaces import FLAG as EXCLUDED_NAMESPACES_FLAG
+from wspin.core.tenancy import LABEL_RUNTIME_CLASS_OVERRIDE, RUNTIME_CLASSES_FLAG
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
@@ -205,6 +206,18 @@ def add_excluded_namespaces_flag(parser: argparse.ArgumentParser | argparse._Arg
         default="",
         help="comma-separated namespaces the pod webhook never sees (kube-system and this "
         "process's own namespace are always included); no workspace may run there",
+    )
+
+
+def add_runtime_classes_flag(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """``--allowed-runtime-classes``: the webhook refuses, and the controller builds no pod
+    for, any other ``spec.runtimeClass`` outside a namespace the platform labelled."""
+    add_flag(
+        parser,
+        RUNTIME_CLASSES_FLAG,
+        default="",
+        help="comma-separated RuntimeClass names any Workspace may set in spec.runtimeClass; "
+        f'others (and "") only in namespaces labelled {LABEL_RUNTIME_CLASS_OVERRIDE}=true',
     )
 
 

@@ -317,8 +317,10 @@ def _unicode_escape(text: str, position: int, marker: str) -> list[tuple[str, in
 
 # -- credentials in URLs ---------------------------------------------------------------------
 
+# The userinfo runs to the last "@" before the authority ends (the first "/", "?", "#",
+# whitespace or quote): a password with a raw "@" is taken whole, as URL parsers take it.
 _URL_USERINFO = re.compile(
-    r"(?P<scheme>\b[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<userinfo>[^\s/?#@'\"<>]*)@", re.ASCII
+    r"(?P<scheme>\b[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<userinfo>[^\s/?#'\"<>\\]*)@", re.ASCII
 )
 
 
@@ -329,4 +331,6 @@ def strip_url_credentials(text: str) -> str:
     For values a tenant wrote (``spec.packages``, registry URLs) on their way into a log line,
     an Event or a condition; the rest of the text is kept so the message still says which
     source was meant."""
+    if "://" not in text:
+        return text  # most text: no URL at all, no regex walk
     return _URL_USERINFO.sub(lambda m: f"{m.group('scheme')}***@", text)

@@ -17,6 +17,7 @@ from prometheus_client import CollectorRegistry
 
 from controller.settings import WorkspaceSettings
 from controller.types import ObjectKey, Requeue
+from controller.workspace import ownership
 from controller.workspace.lifecycle_metrics import LifecycleMetrics
 from controller.workspace.metrics import VerifyMetrics
 from controller.workspace.pod import desired_pod
@@ -40,7 +41,8 @@ from wspin.core.contract import (
     OPENCODE,
 )
 from wspin.core.delivery import AgentdDelivery, OpencodeDelivery, PinSet, ResolvedArtifact
-from wspin.core.kinds import PODS, PVCS, WORKSPACES
+from wspin.core.kinds import NAMESPACES, PODS, PVCS, WORKSPACES
+from wspin.core.tenancy import NamespaceLabels, namespace_view
 from wspin.kube.client import Kube
 from wspin.kube.informer import Informer
 
@@ -75,9 +77,24 @@ class Harness:
     registry: CollectorRegistry
     clock: FakeClock
     """The reconciler's clock (2026-11-29 12:00 UTC until a test moves it)."""
+    namespaces: Informer
 
     def key(self, name: str = "ws1") -> ObjectKey:
         return ObjectKey(self.namespace, name)
+
+    async def label_namespace(self, labels: dict[str, str | None]) -> None:
+        """Set (None: remove) labels on the test's namespace, as the platform would, and wait
+        until the reconciler's Namespace cache shows them."""
+        patched = await self.kube.patch(
+            NAMESPACES, self.namespace, {"metadata": {"labels": labels}}
+        )
+        version = patched["metadata"]["resourceVersion"]
+
+        def caught_up() -> bool:
+            cached = self.namespaces.get(ObjectKey("", self.namespace))
+            return cached is not None and cached["metadata"]["resourceVersion"] == version
+
+        await eventually(caught_up, f"namespace {self.namespace} labelled in the cache")
 
     async def apply(self, name: str = "ws1", **spec: Any) -> Obj:
         body: Obj = {"runtime": "python", "storage": {"size": "10Gi"}}
@@ -123,10 +140,11 @@ class Harness:
         return f"{name}-{uid[:8]}"
 
     async def create_pod(self, *, inject: bool = True) -> str:
-        """Play the admission webhook: create the reconciler's pod (on ``node-a``) with
-        delivery injected (``inject``), before the reconciler does."""
+        """Play the controller and the admission webhook: create the reconciler's pod (on
+        ``node-a``), labelled as the controller's, with delivery injected (``inject``), before
+        the reconciler does."""
         ws = await self.workspace()
-        pod = desired_pod(ws, SETTINGS, credentials=credentials(ws))
+        pod = ownership.stamp(desired_pod(ws, SETTINGS, credentials=credentials(ws)), ws)
         if inject:
             pod = injected(pod)
         pod["spec"]["nodeName"] = "node-a"
@@ -147,7 +165,9 @@ async def harness(kube: Kube, namespace: str) -> AsyncIterator[Harness]:
     workspaces = Informer(kube, WORKSPACES, namespace=namespace)
     pods = Informer(kube, PODS, namespace=namespace, labels=selector)
     pvcs = Informer(kube, PVCS, namespace=namespace)
-    tasks = [asyncio.create_task(i.run()) for i in (workspaces, pods, pvcs)]
+    namespaces = Informer(kube, NAMESPACES, transform=namespace_view)
+    informers = (workspaces, pods, pvcs, namespaces)
+    tasks = [asyncio.create_task(i.run()) for i in informers]
     registry = CollectorRegistry()
     clock = FakeClock(datetime(2026, 11, 29, 12, 0, tzinfo=UTC))
     reconciler = WorkspaceReconciler(
@@ -158,14 +178,17 @@ async def harness(kube: Kube, namespace: str) -> AsyncIterator[Harness]:
         SETTINGS,
         keys=TEST_KEYS,
         metrics=VerifyMetrics(registry),
+        namespaces=NamespaceLabels(namespaces),
         clock=clock,
         recovery=RecoveryMetrics(registry),
         lifecycle=LifecycleMetrics(registry),
     )
     try:
-        for informer in (workspaces, pods, pvcs):
+        for informer in informers:
             await asyncio.wait_for(informer.wait_synced(), 10)
-        yield Harness(kube, namespace, reconciler, workspaces, pods, pvcs, registry, clock)
+        yield Harness(
+            kube, namespace, reconciler, workspaces, pods, pvcs, registry, clock, namespaces
+        )
     finally:
         for task in tasks:
             task.cancel()

@@ -12,6 +12,7 @@ from controller.workspace.reconciler import FINALIZER, VERIFY_FAILURE_REQUEUE
 from tests.controller.workspace.conftest import SETTINGS, Harness
 from tests.controller.workspace.factories import ready_pod_status, reconcile_until
 from tests.kubeapi import KubeServer
+from wspin.core.contract import LABEL_WORKSPACE_UID
 from wspin.core.kinds import EVENTS, PODS, PVCS, SERVICE_ACCOUNTS, WORKSPACES
 
 Obj = dict[str, Any]
@@ -74,6 +75,8 @@ class TestApply:
         assert pvc["spec"]["resources"]["requests"]["storage"] == "10Gi"
         account = await harness.kube.get(SERVICE_ACCOUNTS, "workspace-ws1", harness.namespace)
         assert account["automountServiceAccountToken"] is False
+        for created in (pod, pvc, account):  # what the controller creates, it labels as its own
+            assert created["metadata"]["labels"][LABEL_WORKSPACE_UID] == uid
 
         ws = await harness.workspace()
         assert FINALIZER in ws["metadata"]["finalizers"]
