@@ -6,7 +6,8 @@ Pure: ``pod`` assembles the pod from ``containers``, ``volumes``, ``probes``, ``
 the Secret), ``podfacts`` (a pod's status read once), ``lifecycle`` (phases from pod facts),
 ``status`` (the status to write), ``suspension`` (the ``spec.suspend`` request), ``verify``
 (exit codes 81 to 84 → conditions), ``failures`` (why a pod failed: four classes),
-``stuck`` (a pod that does not start), ``boot`` (the platform's boot failing), ``recovery``
+``stuck`` (a pod that does not start, and when that counts) and ``stuck_causes`` (why, in
+words a user can act on), ``boot`` (the platform's boot failing), ``recovery``
 (the backoff policy and the status record), ``healing`` (one pass's recovery decision) and
 ``anchors`` (what creation and resume times are measured from). I/O: ``credential_keys``
 (the controller's key, read at start), ``writes`` (owned objects), ``pod_events`` (a stuck

@@ -109,8 +109,14 @@ def _obj(value: object) -> Obj:
     return value if isinstance(value, dict) else {}
 
 
-def _dicts(value: object) -> list[Obj]:
+def dicts(value: object) -> list[Obj]:
+    """The dicts of a list field (none when it is not a list)."""
     return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
+
+
+def spec_of(pod: Obj) -> Obj:
+    """The pod's ``spec`` ({} when it is not an object)."""
+    return _obj(pod.get("spec"))
 
 
 def _count(value: object) -> int:
@@ -119,7 +125,7 @@ def _count(value: object) -> int:
 
 def statuses(pod: Obj, key: str) -> list[Obj]:
     """``status.<key>`` (``initContainerStatuses`` or ``containerStatuses``), type-checked."""
-    return _dicts(_obj(pod.get("status")).get(key))
+    return dicts(_obj(pod.get("status")).get(key))
 
 
 def condition(pod: Obj, type_: str) -> Obj:

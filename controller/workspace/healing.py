@@ -31,7 +31,7 @@ from typing import Final
 
 from controller.toolkit.conditions import is_true
 from controller.types import Obj
-from controller.workspace import boot, stuck
+from controller.workspace import boot, stuck, stuck_causes
 from controller.workspace import failures as fl
 from controller.workspace.lifecycle import Phase
 from controller.workspace.pod_events import PodEvent
@@ -171,7 +171,7 @@ def _pod_failure(view: PodView, result: Assessment) -> fl.Failure | None:
     facts = view.facts
     if facts.terminal or (facts.deleting and fl.disruption(view.pod) is not None):
         failure = fl.classify(view.pod)
-        said = stuck.quote(failure.message, view.redact) if failure.message else ""
+        said = stuck_causes.quote(failure.message, view.redact) if failure.message else ""
         if not facts.terminal:
             result.reason = POD_DISRUPTED
         else:
@@ -183,7 +183,7 @@ def _pod_failure(view: PodView, result: Assessment) -> fl.Failure | None:
         return None
     found_boot = boot.boot_failure(view.pod)
     if found_boot is not None:
-        described = stuck.quote(found_boot.describe(), view.redact)
+        described = stuck_causes.quote(found_boot.describe(), view.redact)
         result.conditions.append(boot.failed_condition(found_boot, view.generation, described))
         result.reason, result.message = boot.PLATFORM_BOOT_FAILED, described
         if not boot.reported(view.status.get("conditions") or [], found_boot.container):
@@ -233,7 +233,7 @@ def _crash_message(pod: Obj, crash: fl.Crash, redact: Callable[[str], str]) -> t
             f"({_memory_limit(pod, crash.container) or 'none set'}): raise spec.memoryLimit "
             f"(or spec.memory); its log: {log}"
         )
-    said = f"; it said: {stuck.quote(crash.message, redact)}" if crash.message else ""
+    said = f"; it said: {stuck_causes.quote(crash.message, redact)}" if crash.message else ""
     ended = f"exit {crash.exit_code}" + (f", {crash.reason}" if crash.reason else "")
     return CRASH_LOOP, (
         f"container {crash.container} keeps exiting ({ended}; {crash.restarts} restarts): "

@@ -34,7 +34,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from controller.workspace import boot, healing, stuck
+from controller.workspace import boot, healing, stuck_causes
 from controller.workspace import failures as fl
 
 BACKOFF_BUCKETS: Final = (5, 10, 20, 30, 40, 60, 80, 120, 160, 240, 300, 600, 1800)
@@ -45,7 +45,7 @@ OTHER: Final = "Other"
 IN_RECOVERY: Final = "llmsafespaces_workspaces_in_recovery"
 POD_REASONS: Final = frozenset(
     {
-        *stuck.REASONS,
+        *stuck_causes.REASONS,
         *fl.INFRASTRUCTURE_REASONS,
         fl.POD_LOST,
         fl.OOM_KILLED,

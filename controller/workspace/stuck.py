@@ -16,14 +16,13 @@ its threshold: the pod is deleted and replaced with the recovery backoff of its 
   for memory).
 
 The platform's own init containers and the agentd sidecar are not here: their failures are
-boot failures (``boot``), reported and never answered by replacing the pod. The text the
-kubelet or the scheduler wrote is quoted after our own sentence, redacted and cut short.
+boot failures (``boot``), reported and never answered by replacing the pod. What the
+user reads about each is ``stuck_causes``'.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Final
@@ -31,8 +30,15 @@ from typing import Final
 from controller.types import Obj
 from controller.workspace import failures as fl
 from controller.workspace.pod_events import PodEvent
+from controller.workspace.stuck_causes import (
+    Cause,
+    Redact,
+    init_crash,
+    not_started,
+    unschedulable,
+)
 from wspin.core.clock import parse_time
-from wspin.core.contract import MAIN_CONTAINER, PLATFORM_INIT_PREFIX
+from wspin.core.contract import PLATFORM_INIT_PREFIX
 
 UNSCHEDULABLE_AFTER: Final = 300.0
 """Seconds a pod may wait for a node before it is replaced (a node may be added meanwhile)."""
@@ -42,39 +48,11 @@ INIT_CRASH_AFTER: Final = 600.0
 """Seconds an init container may keep crashing before the pod is replaced."""
 EVENTS_AFTER: Final = 60.0
 """Seconds a container may wait to start before the pod's Events are read for the cause."""
-QUOTE_LIMIT: Final = 512
-"""Characters of the kubelet's or the scheduler's own text kept in a message."""
-
-UNSCHEDULABLE: Final = "Unschedulable"
-IMAGE_PULL_FAILED: Final = "ImagePullFailed"
-PLATFORM_IMAGE_PULL_FAILED: Final = "PlatformImagePullFailed"
-CONTAINER_CONFIG_ERROR: Final = "ContainerConfigError"
-VOLUME_MOUNT_FAILED: Final = "VolumeMountFailed"
-NOT_STARTED: Final = "PodNotStarted"
-INIT_CONTAINER_FAILING: Final = "InitContainerFailing"
-REASONS: Final = (
-    UNSCHEDULABLE,
-    IMAGE_PULL_FAILED,
-    PLATFORM_IMAGE_PULL_FAILED,
-    CONTAINER_CONFIG_ERROR,
-    VOLUME_MOUNT_FAILED,
-    NOT_STARTED,
-    INIT_CONTAINER_FAILING,
-)
-"""Every reason this module reports (the Ready reason and the metric's ``reason`` label)."""
-
-_MOUNT_REASONS: Final = ("FailedMount", "FailedAttachVolume", "FailedMapVolume")
-_MISSING = re.compile(r'\b(secret|configmap) "([^"]{1,253})" not found', re.I)
-_MISSING_KEY = re.compile(r"couldn't find key (\S{1,253}) in (Secret|ConfigMap) ([^\s/]+)/(\S+)")
-_VOLUME = re.compile(r'volume "([^"]{1,253})"')
-_PULLED_IMAGE = re.compile(r'image "([^"]{1,1024})"')
-
-Redact = Callable[[str], str]
 
 
 @dataclass(frozen=True)
 class Stuck:
-    """A pod that is not starting: the reason, a message a user can act on, and when it counts."""
+    """A pod that is not starting: why (``stuck_causes``), and when it counts."""
 
     reason: str
     message: str
@@ -85,6 +63,18 @@ class Stuck:
     container: str = ""
     missing_secret: str = ""
     """A Secret the kubelet reports missing or lacking a key (the controller restores its own)."""
+
+    @classmethod
+    def of(cls, cause: Cause, since: datetime, after: float) -> Stuck:
+        return cls(
+            cause.reason,
+            cause.message,
+            cause.failure_class,
+            since,
+            after,
+            cause.container,
+            cause.missing_secret,
+        )
 
     @property
     def due(self) -> datetime:
@@ -97,25 +87,6 @@ class Stuck:
         return fl.Failure(self.failure_class, self.reason, self.message, self.container)
 
 
-def _dicts(value: object) -> list[Obj]:
-    return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
-
-
-def _spec(pod: Obj) -> Obj:
-    spec = pod.get("spec")
-    return spec if isinstance(spec, dict) else {}
-
-
-def quote(text: str, redact: Redact) -> str:
-    """The other party's text, redacted, on one line and cut to ``QUOTE_LIMIT``."""
-    flat = " ".join(redact(text).split())
-    return flat if len(flat) <= QUOTE_LIMIT else flat[: QUOTE_LIMIT - 1] + "…"
-
-
-def _minutes(seconds: float) -> str:
-    return f"{max(1, round(seconds / 60))} min"
-
-
 def _platform(name: str) -> bool:
     return name.startswith(PLATFORM_INIT_PREFIX)
 
@@ -123,7 +94,7 @@ def _platform(name: str) -> bool:
 def _sidecars(pod: Obj) -> set[str]:
     return {
         str(c.get("name"))
-        for c in _dicts(_spec(pod).get("initContainers"))
+        for c in fl.dicts(fl.spec_of(pod).get("initContainers"))
         if c.get("restartPolicy") == "Always"
     }
 
@@ -145,7 +116,7 @@ def blocked(pod: Obj, created: datetime) -> tuple[str, Obj, datetime] | None:
     since = created
     # Main containers start only once every init container is done: one that ran says so.
     main_ran = any(_ever_ran(status) for status in main.values())
-    for container in [] if main_ran else _dicts(_spec(pod).get("initContainers")):
+    for container in [] if main_ran else fl.dicts(fl.spec_of(pod).get("initContainers")):
         name = str(container.get("name"))
         status = init.get(name, {})
         if not _ever_ran(status):
@@ -160,7 +131,7 @@ def blocked(pod: Obj, created: datetime) -> tuple[str, Obj, datetime] | None:
         if done is None or fl.exit_code(done) != 0:
             return None  # running, or failing: not a start that never happened
         since = max(since, parse_time(done.get("finishedAt")) or since)
-    for container in _dicts(_spec(pod).get("containers")):
+    for container in fl.dicts(fl.spec_of(pod).get("containers")):
         name = str(container.get("name"))
         status = main.get(name, {})
         if not _ever_ran(status):
@@ -183,7 +154,7 @@ def needs_events(pod: Obj, created: datetime, now: datetime) -> datetime | None:
 
 def _scheduled(pod: Obj) -> bool:
     return (
-        bool(_spec(pod).get("nodeName"))
+        bool(fl.spec_of(pod).get("nodeName"))
         or fl.condition(pod, "PodScheduled").get("status") == "True"
     )
 
@@ -196,266 +167,21 @@ def detect(
     events: Sequence[PodEvent] = (),
     redact: Redact = lambda text: text,
 ) -> Stuck | None:
-    """Why ``pod`` (created at ``created``) is not starting, or None."""
+    """Why ``pod`` (created at ``created``) is not starting, and when it counts; or None."""
     refusal = fl.unschedulable(pod)
     if refusal is not None:
-        return Stuck(
-            UNSCHEDULABLE,
-            unschedulable_message(pod, refusal, now - created, redact),
-            fl.INFRASTRUCTURE,
-            created,
-            UNSCHEDULABLE_AFTER,
-        )
-    failing = _init_crash(pod, created, redact)
-    if failing is not None:
-        return failing
+        waited = (now - created).total_seconds()
+        cause = unschedulable(pod, refusal, waited, redact)
+        return Stuck.of(cause, created, UNSCHEDULABLE_AFTER)
+    sidecars = _sidecars(pod)
+    for status in fl.statuses(pod, "initContainerStatuses"):
+        name = str(status.get("name"))
+        crashing = (fl.waiting(status) or {}).get("reason") == "CrashLoopBackOff"
+        if crashing and not _platform(name) and name not in sidecars:
+            return Stuck.of(init_crash(pod, status, redact), created, INIT_CRASH_AFTER)
     found = blocked(pod, created)
     if found is None or not _scheduled(pod):
         return None
     name, status, since = found
-    return _not_started(pod, name, status, since, now, events, redact)
-
-
-def _init_crash(pod: Obj, created: datetime, redact: Redact) -> Stuck | None:
-    sidecars = _sidecars(pod)
-    for status in fl.statuses(pod, "initContainerStatuses"):
-        name = str(status.get("name"))
-        pending = fl.waiting(status)
-        if _platform(name) or name in sidecars or pending is None:
-            continue
-        if pending.get("reason") != "CrashLoopBackOff":
-            continue
-        last = fl.terminated(status, "lastState") or {}
-        oom = last.get("reason") == fl.OOM_KILLED
-        said = str(last.get("message") or "").strip()
-        message = (
-            f"init container {name} keeps failing (exit {fl.exit_code(last)}"
-            f"{', killed for using more memory than its limit' if oom else ''}; "
-            f"{status.get('restartCount', 0)} restarts): check spec.packages and spec.initScript"
-            f"{' or raise spec.memoryLimit' if oom else ''}; its log: kubectl logs -n "
-            f"{_namespace(pod)} {_name(pod)} -c {name} --previous"
-        )
-        if said:
-            message += f"; it said: {quote(said, redact)}"
-        klass: fl.FailureClass = fl.RESOURCE if oom else fl.PROCESS
-        return Stuck(INIT_CONTAINER_FAILING, message, klass, created, INIT_CRASH_AFTER, name)
-    return None
-
-
-def _not_started(
-    pod: Obj,
-    name: str,
-    status: Obj,
-    since: datetime,
-    now: datetime,
-    events: Sequence[PodEvent],
-    redact: Redact,
-) -> Stuck:
-    pending = fl.waiting(status) or {}
-    reason = str(pending.get("reason") or "")
-    said = str(pending.get("message") or "")
-    waited = _minutes((now - since).total_seconds())
-    if reason in fl.IMAGE_REASONS:
-        return _image(pod, name, said, since, redact)
-    if reason in fl.CONFIG_REASONS:
-        return _config(pod, name, said, since, redact)
-    for event in events:
-        if event.reason in _MOUNT_REASONS:
-            return _mount(pod, event, since, redact)
-        if event.reason == "Failed" and "pull" in event.message.lower():
-            image = _PULLED_IMAGE.search(event.message)
-            return _image(pod, name, event.message, since, redact, image.group(1) if image else "")
-        if event.reason == "FailedCreatePodSandBox":
-            runtime_class = str(_spec(pod).get("runtimeClassName") or "")
-            hint = (
-                f"check that RuntimeClass {runtime_class} is installed on the node"
-                if runtime_class
-                else "ask the platform team to check the node's container runtime"
-            )
-            return Stuck(
-                NOT_STARTED,
-                f"the node cannot create the workspace pod's sandbox for {waited}: {hint}; "
-                f"kubelet: {quote(event.message, redact)}",
-                fl.INFRASTRUCTURE,
-                since,
-                NOT_STARTED_AFTER,
-                name,
-            )
-    return Stuck(
-        NOT_STARTED,
-        f"container {name} has not started after {waited} (waiting: {reason or 'not created'})",
-        fl.INFRASTRUCTURE,
-        since,
-        NOT_STARTED_AFTER,
-        name,
-    )
-
-
-def _container(pod: Obj, name: str) -> Obj:
-    for key in ("initContainers", "containers"):
-        for container in _dicts(_spec(pod).get(key)):
-            if container.get("name") == name:
-                return container
-    return {}
-
-
-def _runtime_image(pod: Obj) -> str:
-    return str(_container(pod, MAIN_CONTAINER).get("image") or "")
-
-
-def _image(
-    pod: Obj, name: str, said: str, since: datetime, redact: Redact, image: str = ""
-) -> Stuck:
-    image = image or str(_container(pod, name).get("image") or "")
-    if image and image == _runtime_image(pod):
-        return Stuck(
-            IMAGE_PULL_FAILED,
-            f"the workspace image {quote(image, redact)} cannot be pulled for container {name}: "
-            "check that spec.runtime (or its RuntimeEnvironment) names an image that exists and "
-            f"that the cluster may pull it; kubelet: {quote(said, redact)}",
-            fl.CONFIGURATION,
-            since,
-            NOT_STARTED_AFTER,
-            name,
-        )
-    return Stuck(
-        PLATFORM_IMAGE_PULL_FAILED,
-        f"the platform image {quote(image or 'of ' + name, redact)} cannot be pulled for "
-        f"container {name}: the platform team must make it available to the cluster "
-        f"(the controller's --agentd-image, or the webhook's delivery images); "
-        f"kubelet: {quote(said, redact)}",
-        fl.CONFIGURATION,
-        since,
-        NOT_STARTED_AFTER,
-        name,
-    )
-
-
-def _config(pod: Obj, name: str, said: str, since: datetime, redact: Redact) -> Stuck:
-    namespace = _namespace(pod)
-    missing = _MISSING.search(said)
-    key = _MISSING_KEY.search(said)
-    secret = ""
-    if missing is not None:
-        kind = "Secret" if missing.group(1).lower() == "secret" else "ConfigMap"
-        secret = missing.group(2) if kind == "Secret" else ""
-        what = f"{kind} {namespace}/{missing.group(2)} does not exist"
-    elif key is not None:
-        secret = key.group(4) if key.group(2) == "Secret" else ""
-        what = f"{key.group(2)} {key.group(3)}/{key.group(4)} has no key {key.group(1)}"
-    elif "runAsNonRoot" in said:
-        what = "its image runs as root, which workspace pods refuse: use an image with a USER"
-    else:
-        what = "the kubelet cannot create it"
-    return Stuck(
-        CONTAINER_CONFIG_ERROR,
-        f"container {name} cannot start: {what}; kubelet: {quote(said, redact)}",
-        fl.CONFIGURATION,
-        since,
-        NOT_STARTED_AFTER,
-        name,
-        secret,
-    )
-
-
-def _mount(pod: Obj, event: PodEvent, since: datetime, redact: Redact) -> Stuck:
-    named = _VOLUME.search(event.message)
-    volume = named.group(1) if named else ""
-    source = _volume_source(pod, volume)
-    missing = _MISSING.search(event.message)
-    if missing is not None:
-        kind = "Secret" if missing.group(1).lower() == "secret" else "ConfigMap"
-        what = f"{kind} {_namespace(pod)}/{missing.group(2)} does not exist"
-        klass: fl.FailureClass = fl.CONFIGURATION
-        secret = missing.group(2) if kind == "Secret" else ""
-    else:
-        what = f"check {source} and its storage" if source else "ask the platform team"
-        klass, secret = fl.INFRASTRUCTURE, ""
-    label = f"volume {volume}" + (f" ({source})" if source else "") if volume else "a volume"
-    return Stuck(
-        VOLUME_MOUNT_FAILED,
-        f"{label} cannot be mounted: {what}; {event.reason}: {quote(event.message, redact)}",
-        klass,
-        since,
-        NOT_STARTED_AFTER,
-        missing_secret=secret,
-    )
-
-
-def _volume_source(pod: Obj, volume: str) -> str:
-    for item in _dicts(_spec(pod).get("volumes")):
-        if item.get("name") != volume:
-            continue
-        for key, label, field in (
-            ("persistentVolumeClaim", "PersistentVolumeClaim", "claimName"),
-            ("secret", "Secret", "secretName"),
-            ("configMap", "ConfigMap", "name"),
-            ("image", "image", "reference"),
-        ):
-            source = item.get(key)
-            if isinstance(source, dict) and source.get(field):
-                return f"{label} {source[field]}"
-    return ""
-
-
-def unschedulable_message(pod: Obj, said: str, waited: timedelta, redact: Redact) -> str:
-    """No node fits: what the pod asks for that no node offers, and what to change."""
-    claim = next(
-        (
-            str(volume["persistentVolumeClaim"].get("claimName") or "")
-            for volume in _dicts(_spec(pod).get("volumes"))
-            if isinstance(volume.get("persistentVolumeClaim"), dict)
-        ),
-        "",
-    )
-    hints = []
-    if "Insufficient" in said or "Too many pods" in said:
-        hints.append(
-            f"no node has room for its requests ({_requests(pod)}): lower spec.cpu or "
-            "spec.memory, or ask the platform team for capacity"
-        )
-    if "node affinity/selector" in said or "didn't match node selector" in said:
-        selector = _spec(pod).get("nodeSelector")
-        shown = ", ".join(f"{k}={v}" for k, v in sorted(selector.items())) if selector else ""
-        hints.append(
-            f"no node matches its node selector ({shown or 'none'}): set spec.architecture "
-            "to an architecture the cluster has nodes for"
-        )
-    volume = f"PersistentVolumeClaim {claim}" if claim else "its PersistentVolumeClaim"
-    if "unbound immediate PersistentVolumeClaims" in said:
-        hints.append(
-            f"{volume} is not bound yet: kubectl describe pvc -n {_namespace(pod)} {claim} "
-            "shows why (its StorageClass, quota or provisioner)"
-        )
-    if "volume node affinity conflict" in said:
-        hints.append(
-            f"{volume} is bound to a volume no fitting node can reach (another zone): ask "
-            "the platform team"
-        )
-    if "untolerated taint" in said:
-        hints.append("the nodes that would fit are tainted for other work: ask the platform team")
-    if not hints:
-        hints.append("ask the platform team")
-    return (
-        f"no node can run the workspace pod ({_minutes(waited.total_seconds())} so far): "
-        + "; ".join(hints)
-        + f"; scheduler: {quote(said or 'no node fits the pod', redact)}"
-    )
-
-
-def _requests(pod: Obj) -> str:
-    resources = _container(pod, MAIN_CONTAINER).get("resources")
-    requests = resources.get("requests") if isinstance(resources, dict) else None
-    if not isinstance(requests, dict) or not requests:
-        return "none set"
-    return ", ".join(f"{k}={v}" for k, v in sorted(requests.items()) if isinstance(v, str))
-
-
-def _namespace(pod: Obj) -> str:
-    meta = pod.get("metadata")
-    return str(meta.get("namespace") or "") if isinstance(meta, dict) else ""
-
-
-def _name(pod: Obj) -> str:
-    meta = pod.get("metadata")
-    return str(meta.get("name") or "") if isinstance(meta, dict) else ""
+    cause = not_started(pod, name, status, (now - since).total_seconds(), events, redact)
+    return Stuck.of(cause, since, NOT_STARTED_AFTER)
