@@ -10,7 +10,8 @@
    threshold has passed: the pod is deleted and replaced after the class's backoff;
 4. the exits of its main containers (``failures.crash_count``) are failures, except while the
    workspace container reports a verification failure (exit 81 to 84: a verification episode,
-   never a crash);
+   never a crash) or the boot fails; a pod seen for the first time counts only the exit it is
+   failing from now, never its whole restart history;
 5. every failure not counted before is counted (``recovery``); crossing the class's threshold
    starts a ``RecoveryExhausted`` episode;
 6. once the Workspace is Active again its record clears after the stability window.
@@ -209,10 +210,9 @@ def _pod_failure(view: PodView, result: Assessment) -> fl.Failure | None:
     return found.failure()
 
 
-def _crash(view: PodView, result: Assessment) -> fl.Failure | None:
-    """The failure of the latest main-container exit (its message reported while the container
-    waits to restart), or None."""
-    crash = fl.last_crash(view.pod)
+def _crash(view: PodView, result: Assessment, crash: fl.Crash | None) -> fl.Failure | None:
+    """The failure of the latest main-container exit ``crash`` (its message reported while the
+    container waits to restart), or None."""
     if crash is None:
         return None
     if crash.waiting and not result.reason:
@@ -262,7 +262,13 @@ def assess_pod(view: PodView) -> Assessment:
         # containers did meanwhile is passed over, never counted later.
         result.state = result.state.seen(uid, max(counted, exits), failed)
     elif not stopping:
-        crash = _crash(view, result)
+        last = fl.last_crash(view.pod)
+        crash = _crash(view, result, last)
+        if result.state.pod != uid and last is not None:
+            # A pod seen for the first time (one that ran before this controller, an upgrade)
+            # counts only the exit it is failing from now: its older restarts are history,
+            # not a crash loop this record has watched.
+            counted = max(0, exits - (1 if last.waiting else 0))
         if crash is not None and exits > counted:
             result.state = result.state.seen(uid, exits, failed)
             _count(
@@ -273,7 +279,11 @@ def assess_pod(view: PodView) -> Assessment:
         result.state = result.state.seen(uid, max(counted, result.state.exits(uid)), True)
         _count(result, view.status, view.generation, view.now, whole, 1, pod_level=True)
     state = result.state
-    if view.phase == "Active":
+    if view.facts.deleting and not result.reason and state.failed(uid):
+        # Replaced after a failure: the pod says why while it stops, as the wait after it will.
+        result.reason = str(view.status.get("reason") or "")
+        result.message = str(view.status.get("message") or "")
+    elif view.phase == "Active":
         # Serving again: whatever retry was pending has happened.
         state = replace(state, next_retry_at=None)
         result.reason = result.message = ""

@@ -10,7 +10,7 @@ from controller.workspace import healing
 from controller.workspace.healing import BootFailed, Counted, Exhausted, PodView, Recovered
 from controller.workspace.lifecycle import observe
 from controller.workspace.podfacts import pod_facts
-from controller.workspace.recovery import RECOVERY_EXHAUSTED, apply
+from controller.workspace.recovery import RECOVERY_EXHAUSTED, RecoveryState, apply
 from tests.controller.workspace.podstates import (
     booted,
     exited,
@@ -72,6 +72,16 @@ def test_a_crash_loop_counts_each_exit_once_with_its_backoff() -> None:
     assert decided.message.endswith("the next try is due at 2026-11-29T12:03:40Z")
 
 
+def test_a_pod_first_seen_counts_its_current_exit_and_never_its_history() -> None:
+    long_lived = pod(inits=booted(), main={**running(), "restartCount": 30}, phase="Running")
+    long_lived["status"]["containerStatuses"][0]["lastState"] = {"terminated": exited(137)}
+    decided = assess(long_lived, {"observedGeneration": 1}, previous="Active")
+    assert decided.state == RecoveryState() and not decided.notices  # nothing to write
+    crashing_now = assess(crashing(5), {"observedGeneration": 1})
+    assert crashing_now.state.failures == 1
+    assert crashing_now.notices == [Counted("Process", (10.0,))]
+
+
 def test_the_sixth_process_failure_exhausts_recovery_once() -> None:
     status: Obj = {"observedGeneration": 1}
     crossings = []
@@ -87,7 +97,7 @@ def test_the_sixth_process_failure_exhausts_recovery_once() -> None:
 
 def test_an_oom_crash_loop_is_a_resource_failure_naming_the_limit() -> None:
     decided = assess(crashing(2, 137, "OOMKilled"), {"observedGeneration": 1})
-    assert decided.state.failure_class == "Resource" and decided.state.failures == 3
+    assert decided.state.failure_class == "Resource" and decided.state.failures == 1
     assert decided.reason == "OOMKilled"
     assert "limit (2Gi)" in decided.message and "spec.memoryLimit" in decided.message
 
@@ -145,6 +155,13 @@ def test_a_stuck_pod_is_reported_before_its_threshold_and_replaced_at_it() -> No
     late = assess(p, {"observedGeneration": 1}, seconds=301, previous="Pending")
     assert late.delete_pod and late.notices == [Counted("Infrastructure", (5.0,), "Unschedulable")]
     assert "the pod is replaced" in late.message
+    # While the replaced pod stops it keeps saying why, and nothing is counted again.
+    status = written({"observedGeneration": 1}, late)
+    status.update(reason=late.reason, message=late.message)
+    stopping = pod(inits=booted(), main=waiting("ContainerCreating"), phase="Pending")
+    stopping["metadata"]["deletionTimestamp"] = "2026-11-29T12:05:02Z"
+    again = assess(stopping, status, seconds=302, previous="Pending")
+    assert (again.reason, again.message) == (late.reason, late.message) and not again.notices
 
 
 def test_a_platform_boot_failure_is_reported_and_never_a_recovery() -> None:
