@@ -85,6 +85,8 @@ class BootFailed:
 
     failure: boot.BootFailure
     described: str
+    pod: str = ""
+    """The uid of the pod it happened in (one episode per pod and container)."""
 
 
 Notice = Counted | Exhausted | Recovered | BootFailed
@@ -178,7 +180,8 @@ def _pod_failure(view: PodView, result: Assessment) -> fl.Failure | None:
         else:
             result.reason = POD_EVICTED if failure.reason == fl.EVICTED else POD_ENDED
         said = f": {said}" if said else ""
-        result.message = f"the workspace pod was stopped ({failure.reason}{said})"
+        why = stuck_causes.quote(failure.reason, view.redact)
+        result.message = f"the workspace pod was stopped ({why}{said})"
         return failure
     if facts.deleting:
         return None

@@ -105,7 +105,8 @@ class RecoveryReporter:
             described = next(
                 str(c["message"]) for c in decided.conditions if c["type"] == boot.BOOT_READY
             )
-            decided.notices.append(healing.BootFailed(failing, described))
+            uid = str((pod.get("metadata") or {}).get("uid") or "")
+            decided.notices.append(healing.BootFailed(failing, described, uid))
         if decided.missing_secret and decided.missing_secret == names(ws).secret:
             log.info(
                 "restoring the workspace credentials secret the kubelet reports missing",
@@ -174,7 +175,7 @@ class RecoveryReporter:
                     "Warning",
                     boot.PLATFORM_BOOT_FAILED,
                     boot.event_message(failure, notice.described),
-                    episode=f"{boot.PLATFORM_BOOT_FAILED}/{failure.container}/{failure.node}",
+                    episode=f"{boot.PLATFORM_BOOT_FAILED}/{notice.pod}/{failure.container}",
                 )
 
 
