@@ -26,12 +26,12 @@ from controller.staging.health import (
 )
 from controller.staging.staging_pass import RelayStagingPass
 from controller.types import ObjectKey
+from tests import stub_http as serving
 from tests.controller.staging.conftest import Stage, condition, two_providers
 from tests.controller.staging.support import events, publish_on_rotate
 from tests.support.waiting import eventually
 from wspin.core.contract import AGENTD, LABEL_APP, LABEL_APP_VALUE, MAIN_CONTAINER
 from wspin.core.kinds import PODS
-from wspin.http import probes as serving
 from wspin.kube.client import Kube
 from wspin.kube.informer import Informer
 

@@ -20,12 +20,12 @@ from controller.staging.ownership import WorkspaceNames
 from controller.staging.staging_pass import RelayStagingPass
 from controller.workspace.metrics import VerifyMetrics
 from controller.workspace.reconciler import WorkspaceReconciler
+from tests import stub_http as serving
 from tests.controller.staging.conftest import Stage, two_providers
 from tests.controller.workspace.conftest import SETTINGS, Harness, injected
 from tests.controller.workspace.conftest import harness as harness
 from tests.controller.workspace.factories import TEST_KEYS, ready_pod_status
 from wspin.core.kinds import PODS, WORKSPACES, Resource
-from wspin.http import probes as serving
 from wspin.kube.client import Kube
 
 Obj = dict[str, Any]
