@@ -75,8 +75,9 @@ def setup_controllers(
     """
     from controller.workspace import wiring
 
+    redactor = redactor if redactor is not None else Redactor()
     if relay_staging is None:
-        wiring.register(manager, settings, keys=credential_keys)
+        wiring.register(manager, settings, keys=credential_keys, redact=redactor.redact)
         return
     from controller.staging.health import HealthScraper
     from controller.staging.ownership import WorkspaceNames
@@ -89,14 +90,16 @@ def setup_controllers(
     staging = RelayStagingPass(
         relay_staging,
         manager.kube,
-        redactor=redactor if redactor is not None else Redactor(),
+        redactor=redactor,
         names=names,
         pods=manager.cache(PODS, labels=wiring.OWNED_SELECTOR),
         health=HealthScraper(manager.registry, port=settings.relay_staging.agentd_health_port),
         staleness_bound=settings.relay_staging.revocation_staleness_bound,
     )
     manager.add_cleanup(staging.close)
-    wiring.register(manager, settings, keys=credential_keys, staging=staging)
+    wiring.register(
+        manager, settings, keys=credential_keys, staging=staging, redact=redactor.redact
+    )
 
 
 def setup_relay_controller(manager: Manager, settings: ControllerSettings) -> None:

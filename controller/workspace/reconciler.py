@@ -22,8 +22,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Final
+
+from prometheus_client import CollectorRegistry
 
 from controller.settings import WorkspaceSettings
 from controller.toolkit.events import EventRecorder
@@ -40,11 +42,14 @@ from controller.types import (
 from controller.workspace import deadlines, orgstatus, ownership
 from controller.workspace.credential_keys import CredentialKeys
 from controller.workspace.egress_sync import EgressPolicies
+from controller.workspace.lifecycle_metrics import LifecycleMetrics
 from controller.workspace.metrics import VerifyMetrics
 from controller.workspace.outcome import Outcome
 from controller.workspace.owned import PodBuildError, names
 from controller.workspace.phases import ORG_SUSPENDED, RUNTIME_NOT_FOUND, WorkspacePhases
 from controller.workspace.podfacts import pod_facts
+from controller.workspace.recovery_metrics import RecoveryMetrics
+from controller.workspace.recovery_report import RecoveryReporter
 from controller.workspace.status import next_status
 from controller.workspace.suspension import clear_request
 from controller.workspace.verify_report import VerifyReporter
@@ -99,6 +104,9 @@ class WorkspaceReconciler(WorkspacePhases):
         namespaces: NamespaceLabels | None = None,
         clock: Clock = utc_now,
         events: EventRecorder | None = None,
+        recovery: RecoveryMetrics | None = None,
+        lifecycle: LifecycleMetrics | None = None,
+        redact: Callable[[str], str] = lambda text: text,
     ) -> None:
         self.kube = kube
         self.workspaces = workspaces
@@ -120,9 +128,23 @@ class WorkspaceReconciler(WorkspacePhases):
         """The platform's labels on each Namespace (a watch): the runtime-class override and
         the organisation come from them, never from the Workspace (None: no labels)."""
         self.clock = clock
-        self.events = events or EventRecorder(kube, clock=clock)
+        self.events = events or EventRecorder(kube, clock=clock, redact=redact)
         self.writes = OwnedWrites(kube, settings.termination_grace)
         self.verifier = VerifyReporter(kube, metrics, self.events)
+        self.recovery = RecoveryReporter(
+            kube,
+            self.writes,
+            recovery if recovery is not None else RecoveryMetrics(CollectorRegistry()),
+            self.events,
+            clock=clock,
+            redact=redact,
+        )
+        """Failures counted and retried, pods that do not start, boot failures."""
+        self.lifecycle = (
+            lifecycle if lifecycle is not None else LifecycleMetrics(CollectorRegistry())
+        )
+        """Phase changes, creation and resume times, deletions (``recovery`` and
+        ``lifecycle``: None gives each a private registry, for tests)."""
         self._superseded: dict[ObjectKey, tuple[str, set[str]]] = {}
         """Per Workspace (its uid, and the cached versions this controller's own writes
         replaced): a reconcile that finds one in the cache would act on what it already
@@ -213,6 +235,7 @@ class WorkspaceReconciler(WorkspacePhases):
         # that finds the episode unrecorded, never a second Event for the same one.
         for failure, episode in outcome.failures:
             await self.verifier.report(ws, failure, episode)
+        await self.recovery.report(ws, outcome)
         if outcome.error is not None:
             raise outcome.error
         return deadlines.next_requeue(outcome.requeue, outcome.staging_due)
@@ -240,6 +263,7 @@ class WorkspaceReconciler(WorkspacePhases):
         updated = await self._write_status(ws, Outcome("Terminated"), written)
         if not await remove_finalizer(self.kube, WORKSPACES, updated or ws, FINALIZER):
             return
+        self.lifecycle.deletion_finished(ws)
         log.info("workspace deleted", extra=fields(workspace=str(ObjectKey.of(ws))))
 
     async def _ensure_finalizer(self, ws: Obj, written: list[str]) -> None:
@@ -277,10 +301,12 @@ class WorkspaceReconciler(WorkspacePhases):
 
     async def _write_status(self, ws: Obj, outcome: Outcome, written: list[str]) -> Obj | None:
         """Write ``/status`` when, and only when, something changed; the written object."""
-        new = next_status(dict(ws.get("status") or {}), outcome, ws, self.clock())
+        old, now = dict(ws.get("status") or {}), self.clock()
+        new = next_status(old, outcome, ws, now)
         updated = await write_status(self.kube, WORKSPACES, ws, new)
         if updated is not None:
             written.append(str(updated["metadata"].get("resourceVersion", "")))
+            self.lifecycle.status_written(ws, old, new, now)
         return updated
 
 
