@@ -25,7 +25,7 @@ from typing import Final
 
 from controller.settings import WorkspaceSettings
 from controller.types import Obj, ObjectKey, ObjectReader, StagingPass, StagingReport
-from controller.workspace import orgstatus, ownership
+from controller.workspace import agent_status, idle, orgstatus, ownership
 from controller.workspace.credential_keys import CredentialKeys
 from controller.workspace.credentials import (
     WorkspaceCredentials,
@@ -47,6 +47,7 @@ from controller.workspace.podfacts import pod_facts
 from controller.workspace.staging_phases import stages_in
 from controller.workspace.storage import claim_name, desired_pvc
 from controller.workspace.suspension import consumed, suspend_request
+from controller.workspace.upkeep import Gate, WorkspaceUpkeep, kept_reason
 from controller.workspace.verify_report import VerifyReporter
 from controller.workspace.writes import OwnedWrites
 from wspin.core.kinds import PVCS
@@ -64,7 +65,7 @@ ORG_SUSPENDED: Final = "OrgSuspended"
 Handler = Callable[[Obj], Awaitable[Outcome]]
 
 
-class WorkspacePhases:
+class WorkspacePhases(WorkspaceUpkeep):
     """The per-phase handlers; the reconciler adds the reconcile loop and the status write."""
 
     settings: WorkspaceSettings
@@ -115,6 +116,9 @@ class WorkspacePhases:
         status = ws.get("status") or {}
         if status.get("reason") == ORG_SUSPENDED and suspend_request(ws) is not True:
             return await self._stop(ws, ORG_SUSPENDED, str(status.get("message") or ""))
+        kept = kept_reason(status)
+        if kept is not None and suspend_request(ws) is not True:
+            return await self._stop(ws, *kept)
         return await self._stop(ws)
 
     async def suspended(self, ws: Obj) -> Outcome:
@@ -124,7 +128,10 @@ class WorkspacePhases:
         request = suspend_request(ws)
         by_org = (ws.get("status") or {}).get("reason") == ORG_SUSPENDED
         if request is True or not (request is False or by_org):
-            return Outcome("Suspended")
+            kept = kept_reason(ws.get("status") or {}) if request is None else None
+            stay = Outcome("Suspended", reason=kept[0], detail=kept[1]) if kept else None
+            stay = stay or Outcome("Suspended")
+            return await self.expire(ws, stay)
         org = await self._org_verdict(ws)
         if org is not None and org.suspended:
             outcome = Outcome("Suspended", reason=ORG_SUSPENDED, detail=org.detail)
@@ -168,18 +175,24 @@ class WorkspacePhases:
             await self.writes.create(PVCS, desired_pvc(ws, claim), ws)
         outcome = await self._pod(ws, body, credentials)
         outcome.claim = claim
-        outcome.restart_generation = int(restart_generation_of(ws))
+        if outcome.restart_generation is None:  # else: a drain holds the pod it was built for
+            outcome.restart_generation = int(restart_generation_of(ws))
         return outcome
 
     async def _pod(self, ws: Obj, body: Obj, credentials: WorkspaceCredentials) -> Outcome:
         previous = str((ws.get("status") or {}).get("phase") or "")
         pod = self._own_pod(ws, strict=True)
         facts = pod_facts(pod) if pod is not None else None
+        gate, held = Gate(), None
         if pod is not None and facts is not None and not facts.deleting:
             stale = pod_is_stale(pod, ws)
             held = pod_credentials(pod, ws, self.keys) if stale is None else None
             untrusted = held if isinstance(held, str) else None
             why = stale or untrusted
+            if why is not None and not facts.terminal:
+                # A recycle the controller starts waits for the agent's sessions (drain).
+                gate = await self.hold_recycle(ws, pod, facts, previous, untrusted=bool(untrusted))
+                why = None if gate.hold else why
             if why is not None or facts.terminal:
                 log.info(
                     "recreating workspace pod",
@@ -188,9 +201,11 @@ class WorkspacePhases:
                 await self.writes.delete_pod(pod)
                 if why is None:
                     return Outcome.observed(observe(facts, previous), pod_name=facts.name)
-                return Outcome.observed(
+                recycled = Outcome.observed(
                     recycling(previous, why), pod_name=facts.name, restarted=bool(untrusted)
                 )
+                recycled.notices += gate.notices
+                return recycled
         if pod is None:
             outcome = Outcome.observed(observe(None, previous))
             # Staged before the pod is built, so its first start finds its relay handoff.
@@ -207,7 +222,12 @@ class WorkspacePhases:
             return outcome
         if await self.verifier.check(ws, pod, outcome.phase, outcome) is not None:
             outcome.due(VERIFY_FAILURE_RECHECK)
-        return outcome
+        kept = await self.upkeep(ws, pod, facts, outcome, held, gate)
+        if isinstance(kept, idle.AutoSuspend):
+            stopped = await self._stop(ws, kept.reason, kept.message)
+            stopped.notices.append(self.suspended_notice(kept))
+            return stopped
+        return kept
 
     async def _stop(self, ws: Obj, reason: str = "", detail: str = "") -> Outcome:
         """Delete the pod (no drain: the termination grace bounds it); Suspended once gone."""
@@ -238,7 +258,8 @@ class WorkspacePhases:
         if self.staging is None or outcome.staged or not stages_in(outcome.phase):
             return
         outcome.staged = True
-        report = await self.staging.run(ws)
+        # Staging decides on what the pod applied: agentd's latest report, before it is written.
+        report = await self.staging.run(agent_status.with_delivery(ws, outcome.agent))
         if isinstance(report, list):
             report = StagingReport(report)
         outcome.conditions += report.conditions

@@ -37,8 +37,11 @@ from controller.types import (
     StagingCleanup,
     StagingPass,
 )
-from controller.workspace import deadlines, orgstatus, ownership
+from controller.workspace import agent_status, deadlines, orgstatus, ownership
+from controller.workspace.agent_metrics import AgentMetrics
+from controller.workspace.agent_scheduler import AgentScheduler
 from controller.workspace.credential_keys import CredentialKeys
+from controller.workspace.drain import DrainWindows
 from controller.workspace.egress_sync import EgressPolicies
 from controller.workspace.metrics import VerifyMetrics
 from controller.workspace.outcome import Outcome
@@ -49,7 +52,7 @@ from controller.workspace.status import next_status
 from controller.workspace.suspension import clear_request
 from controller.workspace.verify_report import VerifyReporter
 from controller.workspace.writes import OwnedWrites
-from wspin.core.clock import Clock, utc_now
+from wspin.core.clock import Clock, format_time, utc_now
 from wspin.core.errors import Conflict, KubeAPIError, NamespaceTerminating, NotFound
 from wspin.core.kinds import PODS, WORKSPACES
 from wspin.core.logs import fields
@@ -97,6 +100,8 @@ class WorkspaceReconciler(WorkspacePhases):
         egress: EgressPolicies | None = None,
         clock: Clock = utc_now,
         events: EventRecorder | None = None,
+        agents: AgentScheduler | None = None,
+        agent_metrics: AgentMetrics | None = None,
     ) -> None:
         self.kube = kube
         self.workspaces = workspaces
@@ -118,6 +123,10 @@ class WorkspaceReconciler(WorkspacePhases):
         self.events = events or EventRecorder(kube, clock=clock)
         self.writes = OwnedWrites(kube, settings.termination_grace)
         self.verifier = VerifyReporter(kube, metrics, self.events)
+        self.agents = agents
+        """The fleet's agent scheduler (None: agentd is not read; recycles never wait)."""
+        self.agent_metrics = agent_metrics
+        self.drains = DrainWindows()
         self._superseded: dict[ObjectKey, tuple[str, set[str]]] = {}
         """Per Workspace (its uid, and the cached versions this controller's own writes
         replaced): a reconcile that finds one in the cache would act on what it already
@@ -208,6 +217,9 @@ class WorkspaceReconciler(WorkspacePhases):
         # that finds the episode unrecorded, never a second Event for the same one.
         for failure, episode in outcome.failures:
             await self.verifier.report(ws, failure, episode)
+        for notice in outcome.notices:
+            await self.events.emit(ws, WORKSPACES, notice.type, notice.reason, notice.message)
+        await self.clear_spent_marker(ws, outcome.restart_generation)
         if outcome.error is not None:
             raise outcome.error
         return deadlines.next_requeue(outcome.requeue, outcome.staging_due)
@@ -272,7 +284,15 @@ class WorkspaceReconciler(WorkspacePhases):
 
     async def _write_status(self, ws: Obj, outcome: Outcome, written: list[str]) -> Obj | None:
         """Write ``/status`` when, and only when, something changed; the written object."""
-        new = next_status(dict(ws.get("status") or {}), outcome, ws, self.clock())
+        old, now = dict(ws.get("status") or {}), self.clock()
+        new = agent_status.apply(
+            old,
+            next_status(old, outcome, ws, now),
+            outcome.agent,
+            outcome.phase,
+            int(ws["metadata"].get("generation") or 0),
+            format_time(now),
+        )
         updated = await write_status(self.kube, WORKSPACES, ws, new)
         if updated is not None:
             written.append(str(updated["metadata"].get("resourceVersion", "")))
