@@ -90,6 +90,8 @@ class StubAgentd:
         self.served = 0
         self.arrivals: list[float] = []
         """Loop time of every request's arrival."""
+        self.latency = 0.0
+        """Seconds each answer takes (an agentd answers in milliseconds; requests overlap)."""
         self._runner: web.AppRunner | None = None
         self._sites: dict[str, web.TCPSite] = {}
         self._released = asyncio.Event()
@@ -146,6 +148,8 @@ class StubAgentd:
         try:
             if agent.hang:
                 await self._released.wait()
+            if self.latency:
+                await asyncio.sleep(self.latency)
             if statusz:
                 if agent.token and auth != f"Bearer {agent.token}":
                     return web.Response(
