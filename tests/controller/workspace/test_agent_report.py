@@ -93,7 +93,7 @@ def test_a_pod_cannot_put_unbounded_text_or_lists_into_status() -> None:
     health = parse_health(body({"relayRevision": huge, "warnings": [huge] * 100}))
     assert len(health.delivery.relay_revision) == TEXT_MAX
     assert len(health.warnings) == 8 and all(len(w) == TEXT_MAX for w in health.warnings)
-    sessions = [{"id": f"s{i}", "title": huge, "status": "idle"} for i in range(500)]
+    sessions: list[Obj] = [{"id": f"s{i}", "title": huge, "status": "idle"} for i in range(500)]
     sessions.append({"id": "busy-one", "status": "busy", "contextUsed": 5})
     sessions += [{"id": f"t{i}", "status": "busy"} for i in range(100_000)]  # past the scan
     status = parse_status(body(healthy_status(sessions=sessions)))

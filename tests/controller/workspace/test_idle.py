@@ -26,7 +26,7 @@ def ws(
     activity: datetime | None = None,
     started: datetime | None = None,
     status_activity: datetime | None = None,
-    **spec: Any,
+    spec: Obj | None = None,
 ) -> Obj:
     annotations = {idle.LAST_ACTIVITY: format_time(activity)} if activity else {}
     status: Obj = {"phase": "Active"}
@@ -34,7 +34,7 @@ def ws(
         status["startTime"] = format_time(started)
     if status_activity is not None:
         status["lastActivityAt"] = format_time(status_activity)
-    return {"metadata": {"annotations": annotations}, "spec": spec, "status": status}
+    return {"metadata": {"annotations": annotations}, "spec": spec or {}, "status": status}
 
 
 def ago(seconds: float) -> datetime:
@@ -58,44 +58,44 @@ def ago(seconds: float) -> datetime:
 )
 def test_the_idle_timeout(auto: Obj | None, expected: int | None) -> None:
     spec = {} if auto is None else {"autoSuspend": auto}
-    assert idle.idle_timeout(ws(**spec)) == expected
+    assert idle.idle_timeout(ws(spec=spec)) == expected
 
 
-AUTO = {"autoSuspend": {"enabled": True, "idleTimeoutSeconds": 3600}}
+AUTO: Obj = {"autoSuspend": {"enabled": True, "idleTimeoutSeconds": 3600}}
 
 
 def test_idle_past_the_timeout_suspends() -> None:
-    due = idle.active_deadline(ws(activity=ago(7200), started=ago(9000), **AUTO), NOW)
+    due = idle.active_deadline(ws(activity=ago(7200), started=ago(9000), spec=AUTO), NOW)
     assert isinstance(due, idle.AutoSuspend)
     assert (due.reason, due.metric) == (idle.IDLE, "idle")
     assert due.message == "no activity for 1h (spec.autoSuspend.idleTimeoutSeconds)"
 
 
 def test_activity_within_the_timeout_is_a_deadline_at_its_end() -> None:
-    assert idle.active_deadline(ws(activity=ago(1800), started=ago(9000), **AUTO), NOW) == 1800
+    assert idle.active_deadline(ws(activity=ago(1800), started=ago(9000), spec=AUTO), NOW) == 1800
 
 
 def test_a_workspace_with_no_recorded_activity_is_never_idle() -> None:
-    assert idle.active_deadline(ws(started=ago(10**6), **AUTO), NOW) is None
+    assert idle.active_deadline(ws(started=ago(10**6), spec=AUTO), NOW) is None
 
 
 def test_the_deprecated_status_field_is_read_when_the_annotation_is_absent() -> None:
-    found = ws(status_activity=ago(7200), started=ago(9000), **AUTO)
+    found = ws(status_activity=ago(7200), started=ago(9000), spec=AUTO)
     assert isinstance(idle.active_deadline(found, NOW), idle.AutoSuspend)
 
 
 def test_a_resumed_workspace_is_not_idle_the_moment_it_runs() -> None:
     # Last activity two days ago, the pod Active for a minute: an hour from its start.
-    assert idle.active_deadline(ws(activity=ago(172800), started=ago(60), **AUTO), NOW) == 3540
+    assert idle.active_deadline(ws(activity=ago(172800), started=ago(60), spec=AUTO), NOW) == 3540
 
 
 def test_activity_in_the_future_counts_as_now() -> None:
     future = NOW + timedelta(days=365)
-    assert idle.active_deadline(ws(activity=future, started=ago(60), **AUTO), NOW) == 3600
+    assert idle.active_deadline(ws(activity=future, started=ago(60), spec=AUTO), NOW) == 3600
 
 
 def test_a_malformed_annotation_is_no_activity() -> None:
-    found = ws(started=ago(60), **AUTO)
+    found = ws(started=ago(60), spec=AUTO)
     found["metadata"]["annotations"][idle.LAST_ACTIVITY] = "yesterday"
     assert idle.active_deadline(found, NOW) is None
 
@@ -105,7 +105,7 @@ def test_a_malformed_annotation_is_no_activity() -> None:
     [(60, 61, "suspend"), (60, 30, 30.0), (0, 10**6, None), ("60", 61, None)],
 )
 def test_the_pods_lifetime(timeout: object, started: float, expected: object) -> None:
-    due = idle.active_deadline(ws(started=ago(started), timeout=timeout), NOW)
+    due = idle.active_deadline(ws(started=ago(started), spec={"timeout": timeout}), NOW)
     if expected == "suspend":
         assert isinstance(due, idle.AutoSuspend)
         assert (due.reason, due.metric) == (idle.LIFETIME, "timeout")
@@ -115,7 +115,7 @@ def test_the_pods_lifetime(timeout: object, started: float, expected: object) ->
 
 
 def test_the_earliest_deadline_wins() -> None:
-    found = ws(activity=ago(1800), started=ago(100), timeout=600, **AUTO)
+    found = ws(activity=ago(1800), started=ago(100), spec={**AUTO, "timeout": 600})
     assert idle.active_deadline(found, NOW) == 500
 
 
