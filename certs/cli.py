@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from wspin.core.errors import ConfigError, WspinError
-from wspin.core.flags import add_flag
+from wspin.core.flags import add_flag, add_kubeconfig_flag
 
 # cryptography and the Kubernetes client are imported by the handlers that use them, so
 # `wspin certs --help` answers at once.
@@ -60,7 +60,7 @@ def register(subparsers: Any) -> None:
         help="ValidatingWebhookConfiguration",
     )
     add_flag(patch, "--ca-file", env="WSPIN_CA_FILE", help="PEM file with the CA certificate(s)")
-    add_flag(patch, "--kubeconfig", env="KUBECONFIG", help="kubeconfig (default: in-cluster)")
+    add_kubeconfig_flag(patch)
     patch.set_defaults(handler=run_patch_ca_bundle)
 
 

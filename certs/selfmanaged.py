@@ -94,6 +94,8 @@ class SelfManagedSource(ServesFromContext):
         self.reports = reports
         self._clock = clock
         self._serving = ServingContext()
+        self.rounds = 0
+        """Rounds ``run()`` has completed: what an observer waits on instead of time."""
         self._metrics = metrics
         self._expiry = ExpiryReporter(metrics.expiry)
         self._wake = asyncio.Event()
@@ -124,6 +126,7 @@ class SelfManagedSource(ServesFromContext):
                 except Exception:
                     log.exception("certificate round failed", extra=fields(secret=self._ref()))
                     delay = self.settings.refresh
+                self.rounds += 1
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(delay):
                         await self._wake.wait()

@@ -19,23 +19,36 @@ import socket
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal, TypeVar
+from typing import TypeVar
 
 from controller.agentd_uploads import UploadStagingConfig, parse_upload_staging
 from controller.durations import format_duration, parse_duration
+from controller.egress_settings import (
+    DEFAULT_ALLOWED_PORTS,
+    EgressSettings,
+    egress_settings_from,
+)
 from wspin.core.delivery import (
     AgentdDelivery,
     ArtifactDelivery,
     OpencodeDelivery,
-    add_delivery_flags,
 )
 from wspin.core.errors import ConfigError
-from wspin.core.flags import add_flag, env_name, parse_bool
+from wspin.core.flags import (
+    add_delivery_flags,
+    add_excluded_namespaces_flag,
+    add_flag,
+    add_kubeconfig_flag,
+    add_runtime_classes_flag,
+    env_name,
+    parse_bool,
+)
 from wspin.core.namespaces import (
     ALWAYS_EXCLUDED,
-    add_excluded_namespaces_flag,
+    DEFAULT_NAMESPACE,
     excluded_namespaces_from,
 )
+from wspin.core.tenancy import runtime_classes_from
 from wspin.kube.leader import LeaseSettings
 
 log = logging.getLogger("controller")
@@ -101,26 +114,6 @@ class RuntimeSettings:
     leader_election: LeaderElectionSettings = field(default_factory=LeaderElectionSettings)
 
 
-EgressMode = Literal["off", "networkpolicy", "cilium"]
-DefaultEgress = Literal["deny", "allow"]
-
-
-@dataclass(frozen=True)
-class EgressSettings:
-    """How the controller limits workspace pods' egress (one policy per Workspace)."""
-
-    mode: EgressMode = "off"
-    """``--workspace-egress``: "networkpolicy" (address rules, re-resolved within each
-    record's TTL), "cilium" (a CiliumNetworkPolicy with toFQDNs, where Cilium is installed) or
-    "off" (no policy is written; the chart picks cilium or networkpolicy by itself)."""
-    default: DefaultEgress = "deny"
-    """``--workspace-egress-default``: a Workspace that declares no domains gets DNS and the
-    platform only ("deny"), or no policy of ours at all ("allow")."""
-    platform_namespaces: tuple[str, ...] = ()
-    """``--workspace-egress-namespaces``: namespaces whose pods every workspace pod may reach
-    (the API service, relay routers)."""
-
-
 @dataclass(frozen=True)
 class AgentSettings:
     """How the controller reads agentd in Active workspace pods (one scheduler for the fleet)
@@ -181,9 +174,14 @@ class WorkspaceSettings:
     """``--excluded-namespaces`` plus kube-system and the controller's own namespace: the pod
     webhook never sees pods there, so no workspace pod is built there (the Workspace gets a
     Failed phase saying why)."""
-    egress: EgressSettings = EgressSettings()
+    allowed_runtime_classes: frozenset[str] = frozenset()
+    """``--allowed-runtime-classes``: classes any Workspace may name in ``spec.runtimeClass``;
+    any other (and "") is run only in a namespace the platform labelled
+    ``llmsafespaces.dev/allow-runtime-class-override=true`` (the webhook refuses the rest; the
+    controller checks again before it builds a pod)."""
+    egress: EgressSettings = field(default_factory=EgressSettings)
     """Per-Workspace egress policies."""
-    agent: AgentSettings = AgentSettings()
+    agent: AgentSettings = field(default_factory=AgentSettings)
     """agentd health, deep status and session drains."""
 
 
@@ -267,7 +265,7 @@ class ControllerSettings:
     """``--kubeconfig``; None = ``$KUBECONFIG``, else the in-cluster service account."""
     log_level: str = "info"
     """``--log-level``: debug, info, warning or error."""
-    namespace: str = "llmsafespaces"
+    namespace: str = DEFAULT_NAMESPACE
     """The controller's own namespace (``POD_NAMESPACE``)."""
     api_internal_token: str = field(default="", repr=False)
     """From ``LLMSAFESPACES_INTERNAL_TOKEN`` only; never logged, never in a repr."""
@@ -286,10 +284,54 @@ def _bool_flag(group: argparse._ArgumentGroup, flag: str, help: str) -> None:
     add_flag(group, flag, default="false", nargs="?", const="true", help=help)
 
 
+def add_egress_flags(group: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """The per-Workspace egress policy's flags (checked by ``egress_settings_from``)."""
+    add_flag(
+        group,
+        "--workspace-egress",
+        default="off",
+        choices=["off", "networkpolicy", "cilium"],
+        help="per-Workspace egress policy: NetworkPolicy, CiliumNetworkPolicy (toFQDNs) or off",
+    )
+    add_flag(
+        group,
+        "--workspace-egress-default",
+        default="deny",
+        choices=["deny", "allow"],
+        help="egress of a Workspace declaring no domains: deny (DNS, platform only) or allow",
+    )
+    add_flag(
+        group,
+        "--workspace-egress-namespaces",
+        default="",
+        help="comma-separated namespaces every workspace pod may reach (API service, routers)",
+    )
+    add_flag(
+        group,
+        "--workspace-egress-allowed-cidrs",
+        default="",
+        help="comma-separated CIDRs a declared domain may resolve to although they are "
+        "private, loopback, link-local, carrier-grade or the cluster's",
+    )
+    add_flag(
+        group,
+        "--workspace-egress-cluster-cidrs",
+        default="",
+        help="comma-separated Service and Pod CIDRs of the cluster: addresses a declared "
+        "domain resolves to there are dropped",
+    )
+    add_flag(
+        group,
+        "--workspace-egress-ports",
+        default=",".join(str(p) for p in DEFAULT_ALLOWED_PORTS),
+        help="comma-separated ports a declared domain may be reached on",
+    )
+
+
 def add_controller_flags(parser: argparse.ArgumentParser) -> None:
     """Every ``wspin controller`` flag; each also reads ``WSPIN_<FLAG>``."""
     process = parser.add_argument_group("process")
-    add_flag(process, "--kubeconfig", default=None, help="kubeconfig path (else KUBECONFIG)")
+    add_kubeconfig_flag(process)
     add_flag(process, "--health-port", default="8081", help="port of /healthz and /readyz")
     add_flag(process, "--metrics-port", default="8080", help="port of /metrics")
     add_flag(process, "--log-level", default="info", help="debug, info, warning or error")
@@ -311,26 +353,8 @@ def add_controller_flags(parser: argparse.ArgumentParser) -> None:
         help=f"old name of {TERMINATION_GRACE_FLAG}",
     )
     add_excluded_namespaces_flag(workspace)
-    add_flag(
-        workspace,
-        "--workspace-egress",
-        default="off",
-        choices=["off", "networkpolicy", "cilium"],
-        help="per-Workspace egress policy: NetworkPolicy, CiliumNetworkPolicy (toFQDNs) or off",
-    )
-    add_flag(
-        workspace,
-        "--workspace-egress-default",
-        default="deny",
-        choices=["deny", "allow"],
-        help="egress of a Workspace declaring no domains: deny (DNS, platform only) or allow",
-    )
-    add_flag(
-        workspace,
-        "--workspace-egress-namespaces",
-        default="",
-        help="comma-separated namespaces every workspace pod may reach (API service, routers)",
-    )
+    add_runtime_classes_flag(workspace)
+    add_egress_flags(workspace)
     for flag in (
         "--inference-relay-url",
         "--api-service-url",
@@ -510,7 +534,7 @@ def settings_from_args(
             "--max-concurrent-reconciles clamped",
             extra={"fields": {"requested": requested, "used": workers}},
         )
-    namespace = environ.get("POD_NAMESPACE") or "llmsafespaces"
+    namespace = environ.get("POD_NAMESPACE") or DEFAULT_NAMESPACE
     lease_duration, renew_deadline, retry_period = _lease_timings(environ)
     identity = f"{environ.get('POD_NAME') or socket.gethostname()}_{uuid.uuid4().hex[:8]}"
 
@@ -589,12 +613,14 @@ def settings_from_args(
                     "--session-drain-stall-bound", args.session_drain_stall_bound, 60.0, 86400.0
                 ),
             ),
-            egress=EgressSettings(
+            allowed_runtime_classes=runtime_classes_from(args.allowed_runtime_classes),
+            egress=egress_settings_from(
                 mode=args.workspace_egress,
                 default=args.workspace_egress_default,
-                platform_namespaces=tuple(
-                    n.strip() for n in args.workspace_egress_namespaces.split(",") if n.strip()
-                ),
+                namespaces=args.workspace_egress_namespaces,
+                allowed_cidrs=args.workspace_egress_allowed_cidrs,
+                cluster_cidrs=args.workspace_egress_cluster_cidrs,
+                ports=args.workspace_egress_ports,
             ),
         ),
         relay_staging=RelayStagingSettings(

@@ -11,6 +11,7 @@ real cluster when ``WSPIN_TEST_KUBECONFIG`` names a kubeconfig):
 - ``kube_api`` -> ``kubernetes_asyncio.client.ApiClient`` for the fake server
   (``Configuration(host=kube_server.url)``) or the real cluster; closed at teardown.
 - ``kube`` -> ``wspin.kube.client.Kube`` over ``kube_api``.
+- ``kube_as`` -> ``kube_as(user, group=None)``: a ``Kube`` impersonating that user.
 - ``namespace`` -> str: a fresh, uniquely named namespace (deleted at teardown on a real
   cluster; the fake server is discarded whole).
 
@@ -24,7 +25,7 @@ import asyncio
 import inspect
 import os
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 
 import pytest
 from kubernetes_asyncio import client, config
@@ -80,6 +81,28 @@ def kube(kube_api: client.ApiClient) -> Kube:
 
 
 @pytest.fixture
+async def kube_as(kube_api: client.ApiClient) -> AsyncIterator[Callable[..., Kube]]:
+    """``kube_as(user, group=None)``: a client that impersonates ``user`` (and one group) with
+    the ``Impersonate-*`` headers, as a cluster admin may; admission policies judge its writes
+    as that user's."""
+    opened: list[client.ApiClient] = []
+
+    def make(user: str, group: str | None = None) -> Kube:
+        api = client.ApiClient(kube_api.configuration)
+        api.set_default_header("Impersonate-User", user)
+        if group is not None:
+            api.set_default_header("Impersonate-Group", group)
+        opened.append(api)
+        return Kube(api)
+
+    try:
+        yield make
+    finally:
+        for api in opened:
+            await api.close()
+
+
+@pytest.fixture
 async def namespace(kube: Kube, real_cluster: bool) -> AsyncIterator[str]:
     name = f"wspin-test-{uuid.uuid4().hex[:10]}"
     await kube.create(NAMESPACES, {"metadata": {"name": name, "labels": {"wspin-test": "1"}}})
@@ -98,7 +121,8 @@ def _no_asyncio_pending_tasks(request: pytest.FixtureRequest) -> Iterator[None]:
 
 @pytest.fixture
 async def _asyncio_task_leak_check() -> AsyncIterator[None]:
-    """Set up before, torn down after, every other fixture of the test (STYLE.md §12)."""
+    """Set up before, torn down after, every other fixture of the test, so tasks those
+    fixtures leave behind count too."""
     before = asyncio.all_tasks()
     yield
     # Let tasks cancelled by other fixtures' teardown run their last callbacks.

@@ -16,6 +16,7 @@ from webhook.inject import InjectConfig, Injection, inject
 from webhook.tenant_quota import QuotaLimits, TenantUsage, quota_problem
 from webhook.validate import ValidatorConfig, validate_workspace
 from wspin.core.errors import AdmissionDenied
+from wspin.core.tenancy import NamespaceLabels
 
 Outcome = Literal["patched", "allowed", "denied", "error"]
 
@@ -83,11 +84,14 @@ def review_pod(request: dict[str, Any], cfg: InjectConfig) -> Decision:
 
 
 def review_workspace(
-    request: dict[str, Any], cfg: ValidatorConfig, catalogue: Mapping[str, Any] | None = None
+    request: dict[str, Any],
+    cfg: ValidatorConfig,
+    catalogue: Mapping[str, Any] | None = None,
+    namespaces: NamespaceLabels | None = None,
 ) -> Decision:
     """Validate a Workspace CREATE or UPDATE (main endpoint or the status subresource)."""
     uid = str(request.get("uid", ""))
-    problem = validate_workspace(request, cfg, catalogue)
+    problem = validate_workspace(request, cfg, catalogue, namespaces)
     if problem:
         return Decision(responses.denied(uid, problem), "denied", problem)
     message = f"workspace {_name(request)}: valid"

@@ -35,7 +35,8 @@ def make_app(
 ) -> Routes:
     """``POST /mutate-pods``, ``POST /validate-workspaces``, ``GET /healthz``, ``GET /readyz``,
     and ``POST /validate-pod-tenant-quota`` when a tenant quota is configured. ``views`` holds
-    the watch-fed runtime catalogue and tenant usage (None without API access); ``metrics``
+    the watch-fed runtime catalogue, Namespace labels and tenant usage (None without API
+    access); ``metrics``
     records every answer (None: on a registry of its own, for tests and the demo).
     """
     if metrics is None:
@@ -50,6 +51,7 @@ def make_app(
                 review_workspace,
                 cfg=validator,
                 catalogue=views.catalogue if views is not None else None,
+                namespaces=views.namespaces if views is not None else None,
             ),
             metrics,
         ),

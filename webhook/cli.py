@@ -15,8 +15,8 @@ from webhook.settings import (
     insecure_registries_from_args,
     settings_from_args,
 )
-from wspin.core.delivery import add_delivery_flags, deliveries_from_args
 from wspin.core.errors import WspinError
+from wspin.core.flags import add_delivery_flags, deliveries_from_args
 from wspin.core.logs import setup_logging
 
 

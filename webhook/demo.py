@@ -8,7 +8,6 @@ Service's DNS name), applies the returned patch, and prints what the pod now car
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import base64
 import json
@@ -30,9 +29,7 @@ from wspin.core.delivery import PinSet, ResolvedArtifact
 # The server, TLS and HTTP client modules are imported when the demo runs, not by
 # `wspin demo --help`.
 
-EXAMPLE_POD = Path(__file__).resolve().parent.parent / "examples" / "workspace-pod.yaml"
-
-# Example release: the digests and pins the reference's own tests use.
+# An example release: made-up digests and pins, recognisable in the demo's output.
 DEMO_CONFIG = InjectConfig(
     agentd=ResolvedArtifact(
         AGENTD,
@@ -50,27 +47,15 @@ DEMO_CONFIG = InjectConfig(
 SERVICE, NAMESPACE = "wspin-webhook", "wspin-system"
 
 
-def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser(
-        "demo", help="inject the example workspace pod through the webhook on loopback"
-    )
-    parser.add_argument(
-        "-f",
-        "--filename",
-        default=str(EXAMPLE_POD),
-        help="pod manifest to send (default: examples/workspace-pod.yaml)",
-    )
-    parser.set_defaults(handler=run_demo)
-
-
-def run_demo(args: argparse.Namespace) -> int:
+def run_demo(filename: str) -> int:
+    """Send the Pod manifest in ``filename`` through a webhook on loopback; the exit status."""
     try:
-        pod = yaml.safe_load(Path(args.filename).read_text(encoding="utf-8"))
+        pod = yaml.safe_load(Path(filename).read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as err:
-        print(f"error: cannot read pod manifest {args.filename}: {err}", file=sys.stderr)
+        print(f"error: cannot read pod manifest {filename}: {err}", file=sys.stderr)
         return 1
     if not isinstance(pod, dict) or pod.get("kind") != "Pod":
-        print(f"error: {args.filename} is not a Pod manifest", file=sys.stderr)
+        print(f"error: {filename} is not a Pod manifest", file=sys.stderr)
         return 1
     return asyncio.run(_demo(pod))
 

@@ -50,6 +50,7 @@ from wspin.core.errors import AdmissionDenied
 from wspin.core.workspace_pod import (
     SELECTOR,
     artifacts_for,
+    entrypoint_problem,
     has_selector_labels,
     workspace_pod_problem,
 )
@@ -96,10 +97,11 @@ def inject(pod: Pod, cfg: InjectConfig) -> Injection:
 
     Not a workspace pod → skipped, no patch. A field of the wrong type or a list over its
     bound → ``AdmissionDenied`` (400) naming it (``podshape``). Labelled but without the
-    Workspace label or a ``workspace`` container (``workspace_pod_problem``), or a mount that
-    breaks the path rules (``mountpaths``) → ``AdmissionDenied``. An already-wired pod →
-    empty patch (plus the receipt annotation if that is missing). Linear in the size of the
-    pod.
+    Workspace label or a ``workspace`` container (``workspace_pod_problem``), a mount that
+    breaks the path rules (``mountpaths``), or a ``workspace`` container or ``agentd`` sidecar
+    that does not run the delivered entry point (``entrypoint_problem``) → ``AdmissionDenied``.
+    An already-wired pod → empty patch (plus the receipt annotation if that is missing).
+    Linear in the size of the pod.
     """
     if not has_selector_labels(checked_labels(pod)):
         return _NOT_SELECTED
@@ -116,6 +118,11 @@ def inject(pod: Pod, cfg: InjectConfig) -> Injection:
         raise AdmissionDenied(problem)
     if broken is not None:
         raise broken
+    problem = entrypoint_problem(pod)
+    if problem:
+        raise AdmissionDenied(
+            problem, "workspace pods are built by the controller from a Workspace"
+        )
     _inject_receipt(pod, cfg, ops)
     return Injection(tuple(ops), tuple(warnings), None, artifacts)
 

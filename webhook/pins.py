@@ -1,6 +1,6 @@
 """Pin resolution: where each artifact's per-arch sha256 pins come from at start.
 
-Three sources, tried in this order (reference/pod-delivery.md §1.4, DESIGN.md §3):
+Three sources, tried in this order:
 
 1. ``flags``: both hash flags given. A manual override; no registry or cluster call at all.
 2. ``registry``: the image index at the pinned digest carries the pins as annotations

@@ -16,13 +16,16 @@ import sys
 from typing import Any
 
 from webhook.pins import resolve_artifact
-from webhook.settings import add_insecure_registry_flag, insecure_registries_from_args
+from webhook.settings import (
+    add_insecure_registry_flag,
+    insecure_registries_from_args,
+)
 from wspin.core.delivery import AgentdDelivery, ArtifactDelivery, OpencodeDelivery, ResolvedArtifact
 from wspin.core.errors import ConfigError
-from wspin.core.flags import add_flag
+from wspin.core.flags import add_flag, add_kubeconfig_flag
 from wspin.core.logs import setup_logging
+from wspin.core.namespaces import DEFAULT_NAMESPACE
 from wspin.kube.client import Kube
-from wspin.kube.config import own_namespace
 
 _DELIVERIES: dict[str, type[ArtifactDelivery]] = {
     "agentd": AgentdDelivery,
@@ -48,13 +51,7 @@ def register(subparsers: Any) -> None:
         default=None,
         help="which binary's pins (default: every artifact the image carries pins for)",
     )
-    add_flag(
-        resolve,
-        "--kubeconfig",
-        env="KUBECONFIG",
-        default=None,
-        help="kubeconfig for the cache fallback (default: in-cluster config)",
-    )
+    add_kubeconfig_flag(resolve, "the pins cache fallback")
     add_flag(
         resolve,
         "--namespace",
@@ -144,7 +141,7 @@ async def _resolve_each(
                 await resolve_artifact(
                     _DELIVERIES[name](image=args.image),
                     kube=kube,
-                    namespace=args.namespace or own_namespace(),
+                    namespace=args.namespace or DEFAULT_NAMESPACE,
                     insecure_registries=insecure,
                     timeout=args.timeout,
                     write_cache=False,

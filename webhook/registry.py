@@ -1,7 +1,7 @@
 """An anonymous, read-only OCI distribution client: fetch one manifest by its pinned digest.
 
 The only registry traffic wspin makes is at start: read the image index of each delivered
-artifact to learn its per-arch pins (reference/pod-delivery.md §1.4). So this client does one
+artifact to learn its per-arch pins (``webhook.pins``). So this client does one
 thing, a digest-pinned ``GET /v2/<repo>/manifests/sha256:…``, and does it the way container
 runtimes do:
 

@@ -1,4 +1,9 @@
-"""AdmissionResponse constructors: every response echoes the uid and carries a message."""
+"""AdmissionResponse constructors: every response echoes the uid and carries a message.
+
+Messages and warnings quote what the request carried (a package source, a container's args):
+the user and password of any URL in them are replaced before the API server, its audit log
+and the client see them.
+"""
 
 from __future__ import annotations
 
@@ -7,17 +12,19 @@ from typing import Any
 
 from pybase64 import b64encode_as_string
 
+from wspin.core.redact import strip_url_credentials
+
 Response = dict[str, Any]
 
 
 def _status(message: str, code: int = 200) -> dict[str, Any]:
-    return {"code": code, "message": message}
+    return {"code": code, "message": strip_url_credentials(message)}
 
 
 def allowed(uid: str, message: str, warnings: Sequence[str] = ()) -> Response:
     response: Response = {"uid": uid, "allowed": True, "status": _status(message)}
     if warnings:
-        response["warnings"] = list(warnings)
+        response["warnings"] = [strip_url_credentials(w) for w in warnings]
     return response
 
 

@@ -26,10 +26,10 @@ from aiohttp import web
 from certs.metrics import CertificateMetrics
 from certs.source import certificate_source
 from webhook.app import make_app
+from webhook.imagevolume_probe import ImageVolumeGate
 from webhook.inject import InjectConfig
 from webhook.metrics import AdmissionMetrics
 from webhook.pins import resolve_artifact
-from webhook.probe import ImageVolumeGate
 from webhook.protocol import Listener
 from webhook.protocol import start as start_admission
 from webhook.settings import WebhookSettings
@@ -44,7 +44,8 @@ from wspin.kube.config import api_client
 log = logging.getLogger("wspin.webhook")
 
 PIN_RESOLUTION_TIMEOUT = 30.0
-"""Seconds for each artifact's registry read at start (the reference's startup budget)."""
+"""Seconds for each artifact's registry read at start: long enough for a slow registry's
+token exchange and redirects, short enough that a broken one fails the rollout visibly."""
 GC_GEN0_THRESHOLD = 50_000
 """Allocations between young-generation collections (Python's default is 700; one decoded
 review allocates a few thousand objects)."""

@@ -25,16 +25,21 @@ from webhook.validate import ValidatorConfig
 from wspin.core.delivery import (
     AgentdDelivery,
     OpencodeDelivery,
-    add_delivery_flags,
-    deliveries_from_args,
 )
 from wspin.core.errors import ConfigError
-from wspin.core.flags import add_flag
-from wspin.core.namespaces import add_excluded_namespaces_flag, excluded_namespaces_from
+from wspin.core.flags import (
+    add_delivery_flags,
+    add_excluded_namespaces_flag,
+    add_flag,
+    add_kubeconfig_flag,
+    add_runtime_classes_flag,
+    deliveries_from_args,
+)
+from wspin.core.namespaces import DEFAULT_NAMESPACE, excluded_namespaces_from
+from wspin.core.tenancy import runtime_classes_from
 from wspin.http.limits import API_SERVER_IDLE_TIMEOUT, ConnectionLimits
 
 DEFAULT_LIMITS = ConnectionLimits()
-DEFAULT_NAMESPACE: Final = "llmsafespaces"
 _REGISTRY_PREFIX_CHARS = re.compile(r"^[a-zA-Z0-9._/:@-]+$")
 
 
@@ -96,13 +101,7 @@ def add_serving_flags(parser: argparse.ArgumentParser) -> None:
         default=5.0,
         help="seconds to keep serving after SIGTERM, unready, before closing",
     )
-    add_flag(
-        parser,
-        "--kubeconfig",
-        env="KUBECONFIG",
-        default=None,
-        help="kubeconfig file (default: in-cluster config)",
-    )
+    add_kubeconfig_flag(parser)
     add_flag(
         parser,
         "--log-level",
@@ -249,6 +248,13 @@ def add_validator_flags(parser: argparse.ArgumentParser | argparse._ArgumentGrou
         help="comma-separated StorageClass names a Workspace may use; empty allows any",
     )
     add_excluded_namespaces_flag(parser)
+    add_runtime_classes_flag(parser)
+
+
+def _check_cap(flag: str, value: object, fix: str) -> None:
+    """A cap or limit flag: a whole number, 0 to disable it; ConfigError naming ``flag``."""
+    if not isinstance(value, int) or value < 0:
+        raise ConfigError(f"{flag} must be a whole number >= 0 (got {value!r})", fix)
 
 
 def _comma_list(value: str | None) -> tuple[str, ...]:
@@ -264,17 +270,12 @@ def normalize_registry_prefix(prefix: str) -> str:
 def validator_config_from_args(args: argparse.Namespace, own_namespace: str) -> ValidatorConfig:
     """Build the config from parsed flags (``own_namespace`` is always excluded); a negative
     cap raises ConfigError naming the flag."""
-    caps = {
-        "--max-workspace-storage-gi": args.max_workspace_storage_gi,
-        "--max-workspace-cpu-millicores": args.max_workspace_cpu_millicores,
-        "--max-workspace-memory-mi": args.max_workspace_memory_mi,
-    }
-    for flag, value in caps.items():
-        if not isinstance(value, int) or value < 0:
-            raise ConfigError(
-                f"{flag} must be a whole number >= 0 (got {value!r})",
-                f"set {flag} to a positive cap, or 0 to disable it",
-            )
+    for flag, value in (
+        ("--max-workspace-storage-gi", args.max_workspace_storage_gi),
+        ("--max-workspace-cpu-millicores", args.max_workspace_cpu_millicores),
+        ("--max-workspace-memory-mi", args.max_workspace_memory_mi),
+    ):
+        _check_cap(flag, value, f"set {flag} to a positive cap, or 0 to disable it")
     registries = _comma_list(args.allowed_runtime_registries)
     for prefix in registries:
         if not _REGISTRY_PREFIX_CHARS.match(prefix) or ".." in prefix:
@@ -289,6 +290,7 @@ def validator_config_from_args(args: argparse.Namespace, own_namespace: str) -> 
         allowed_runtime_registries=tuple(normalize_registry_prefix(p) for p in registries),
         allowed_storage_classes=_comma_list(args.allowed_storage_classes),
         excluded_namespaces=excluded_namespaces_from(args.excluded_namespaces, own_namespace),
+        allowed_runtime_classes=runtime_classes_from(args.allowed_runtime_classes),
     )
 
 
@@ -306,14 +308,15 @@ def add_tenant_quota_flags(parser: argparse.ArgumentParser | argparse._ArgumentG
         "--max-workspaces-per-tenant",
         type=int,
         default=0,
-        help="workspace pods one tenant may run in a namespace; 0 disables the limit",
+        help="workspace pods one tenant (a namespace's llmsafespaces.dev/tenant label, else the "
+        "namespace) may run; 0 disables the limit",
     )
     add_flag(
         parser,
         "--max-cpu-millis-per-tenant",
         type=int,
         default=0,
-        help="summed CPU requests (millicores) of one tenant's workspace pods in a namespace; "
+        help="summed CPU requests (millicores) of one tenant's workspace pods; "
         "0 disables the limit",
     )
     add_flag(
@@ -321,8 +324,7 @@ def add_tenant_quota_flags(parser: argparse.ArgumentParser | argparse._ArgumentG
         "--max-memory-mi-per-tenant",
         type=int,
         default=0,
-        help="summed memory requests (MiB) of one tenant's workspace pods in a namespace; "
-        "0 disables the limit",
+        help="summed memory requests (MiB) of one tenant's workspace pods; 0 disables the limit",
     )
     add_flag(
         parser,
@@ -336,12 +338,8 @@ def add_tenant_quota_flags(parser: argparse.ArgumentParser | argparse._ArgumentG
 def tenant_quota_from_args(args: argparse.Namespace) -> QuotaLimits:
     """The limits from parsed flags; a negative limit raises ConfigError naming the flag."""
     for flag, attribute, value_name in _LIMIT_FLAGS:
-        value = getattr(args, attribute)
-        if not isinstance(value, int) or value < 0:
-            raise ConfigError(
-                f"{flag} must be a whole number >= 0 (got {value!r})",
-                f"set {flag} / webhook.tenantQuota.{value_name} to a limit, or 0 to disable it",
-            )
+        fix = f"set {flag} / webhook.tenantQuota.{value_name} to a limit, or 0 to disable it"
+        _check_cap(flag, getattr(args, attribute), fix)
     return QuotaLimits(
         max_workspaces=args.max_workspaces_per_tenant,
         max_cpu_millis=args.max_cpu_millis_per_tenant,

@@ -19,6 +19,7 @@ from webhook.workspace_syntax import domain_problem, requirement_problem
 from wspin.core.namespaces import ALWAYS_EXCLUDED, excluded_namespace_problem
 from wspin.core.quantity import QuantityError, byte_count, is_whole, millicores
 from wspin.core.runtimes import image_syntax_problem, registry_problem
+from wspin.core.tenancy import NamespaceLabels, org_problem, runtime_class_problem
 from wspin.core.workspace_defaults import (
     DEFAULT_CPU_REQUEST,
     DEFAULT_MEMORY_REQUEST,
@@ -26,8 +27,6 @@ from wspin.core.workspace_defaults import (
 )
 
 Obj = dict[str, Any]
-
-RUNTIME_CLASS_OVERRIDE_ANNOTATION: Final = "llmsafespaces.dev/allow-runtime-class-override"
 
 MI: Final = 2**20
 GI: Final = 2**30
@@ -57,15 +56,26 @@ class ValidatorConfig:
     excluded_namespaces: frozenset[str] = frozenset({ALWAYS_EXCLUDED})
     """``--excluded-namespaces`` plus kube-system and the webhook's own namespace: the pod
     webhook never sees pods there, so no Workspace may be created there."""
+    allowed_runtime_classes: frozenset[str] = frozenset()
+    """``--allowed-runtime-classes``: classes any Workspace may name in ``spec.runtimeClass``;
+    any other (and "") only in a namespace the platform labelled
+    ``llmsafespaces.dev/allow-runtime-class-override=true``."""
 
 
 # -- the checks ------------------------------------------------------------------------------
 
 
 def validate_workspace(
-    request: Obj, cfg: ValidatorConfig, catalogue: Mapping[str, Obj] | None = None
+    request: Obj,
+    cfg: ValidatorConfig,
+    catalogue: Mapping[str, Obj] | None = None,
+    namespaces: NamespaceLabels | None = None,
 ) -> str | None:
     """None to allow the Workspace in ``request``, else why it is denied (naming the field).
+
+    ``namespaces`` gives the labels the platform set on the Workspace's namespace, which alone
+    decide the runtime-class override and the organisation (``wspin.core.tenancy``); None (no
+    API access) counts as a namespace without labels.
 
     Writes through the ``status`` subresource are allowed unchecked: the API server resets the
     spec on them, so re-checking the spec would only wedge the controller's status writes on a
@@ -90,12 +100,13 @@ def validate_workspace(
         return "spec must be an object"
     if operation == "UPDATE" and _spec_unchanged(request, spec):
         return _status_problem(request, workspace)
+    namespace = str(
+        request.get("namespace") or (workspace.get("metadata") or {}).get("namespace") or ""
+    )
+    labels = namespaces.of(namespace) if namespaces is not None else {}
     if operation == "CREATE":
         # CREATE only: a Workspace stored before its namespace was excluded must still be
         # deletable (the controller's finalizer removal is an UPDATE); the controller reports it.
-        namespace = str(
-            request.get("namespace") or (workspace.get("metadata") or {}).get("namespace") or ""
-        )
         problem = excluded_namespace_problem(namespace, cfg.excluded_namespaces)
         if problem:
             return problem
@@ -106,7 +117,10 @@ def validate_workspace(
         _resources_problem(spec, cfg),
         _packages_problem(spec),
         _egress_problem(spec),
-        _runtime_class_problem(workspace),
+        runtime_class_problem(
+            spec.get("runtimeClass"), namespace, labels, cfg.allowed_runtime_classes
+        ),
+        _owner_problem(spec, namespace, labels),
         _status_problem(request, workspace),
     ):
         if check is not None:
@@ -374,21 +388,13 @@ def _egress_problem(spec: Obj) -> str | None:
     return None
 
 
-def _runtime_class_problem(workspace: Obj) -> str | None:
-    """Any explicit ``spec.runtimeClass`` needs the admin annotation, "" included: "" clears the
-    pod's runtimeClassName, which escapes gVisor just as ``runc`` would."""
-    spec = workspace.get("spec") or {}
-    if "runtimeClass" not in spec or spec["runtimeClass"] is None:
+def _owner_problem(spec: Obj, namespace: str, labels: Mapping[str, str]) -> str | None:
+    owner = spec.get("owner")
+    if owner is None:
         return None
-    annotations = (workspace.get("metadata") or {}).get("annotations") or {}
-    if annotations.get(RUNTIME_CLASS_OVERRIDE_ANNOTATION) == "true":
-        return None
-    shown = spec["runtimeClass"] if spec["runtimeClass"] != "" else "(empty: runc opt-out)"
-    return (
-        f"spec.runtimeClass {shown!r} overrides the cluster's sandbox runtime and is "
-        "admin-gated; a cluster admin must set annotation "
-        f'{RUNTIME_CLASS_OVERRIDE_ANNOTATION}="true"'
-    )
+    if not isinstance(owner, dict):
+        return "spec.owner must be an object with userID and orgID"
+    return org_problem(owner.get("orgID"), namespace, labels)
 
 
 def _is_zero(value: Any) -> bool:

@@ -1,5 +1,5 @@
-"""The webhook's watch-fed views: the runtime catalogue the Workspace validator reads and the
-tenant usage the quota reads.
+"""The webhook's watch-fed views: the runtime catalogue and the Namespaces' labels the
+Workspace validator reads, and the tenant usage the quota reads.
 
 Both are informers (list-then-watch, re-list on 410), so an admission reads memory, never the
 API: the answer stays fast and available however many Workspaces and pods there are. Workspace
@@ -14,17 +14,19 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final
 
-from webhook.tenant_quota import LABEL_TENANT, QuotaLimits, TenantUsage
+from webhook.tenant_quota import QuotaLimits, TenantUsage
 from wspin.core.clock import Monotonic
-from wspin.core.contract import LABEL_COMPONENT, LABEL_COMPONENT_VALUE
-from wspin.core.kinds import PODS
+from wspin.core.contract import LABEL_APP, LABEL_COMPONENT
+from wspin.core.kinds import NAMESPACES, PODS
 from wspin.core.objects import Obj
 from wspin.core.runtimes import RUNTIME_ENVIRONMENTS, RuntimeCatalogue
+from wspin.core.tenancy import NamespaceLabels, namespace_view
+from wspin.core.workspace_pod import SELECTOR
 from wspin.kube.client import Kube
 from wspin.kube.informer import Informer
 
-QUOTA_PODS_SELECTOR: Final = f"{LABEL_COMPONENT}={LABEL_COMPONENT_VALUE},{LABEL_TENANT}"
-"""Only pods the quota counts are listed and watched."""
+QUOTA_PODS_SELECTOR: Final = SELECTOR
+"""Only pods the quota counts (workspace pods) are listed and watched."""
 
 
 def quota_view(pod: Obj) -> Obj:
@@ -47,7 +49,7 @@ def quota_view(pod: Obj) -> Obj:
             "name": meta.get("name"),
             "namespace": meta.get("namespace"),
             "resourceVersion": meta.get("resourceVersion"),
-            "labels": {k: labels[k] for k in (LABEL_COMPONENT, LABEL_TENANT) if k in labels},
+            "labels": {k: labels[k] for k in (LABEL_APP, LABEL_COMPONENT) if k in labels},
         },
         "spec": {
             "initContainers": requests(spec.get("initContainers")),
@@ -62,6 +64,7 @@ class WatchedViews:
     """The informers the webhook runs, and the readiness checks that wait for them."""
 
     catalogue: RuntimeCatalogue
+    namespaces: NamespaceLabels
     usage: TenantUsage | None
     informers: list[Informer] = field(default_factory=list)
 
@@ -77,7 +80,8 @@ class WatchedViews:
         tasks = [asyncio.create_task(i.run(), name=f"informer {i.name}") for i in self.informers]
         try:
             if self.usage is not None:
-                await self.informers[-1].wait_synced()
+                # The quota needs both the pods and which tenant each namespace belongs to.
+                await asyncio.gather(*(i.wait_synced() for i in self.informers))
                 self.usage.synced = True
             await asyncio.gather(*tasks)
         finally:
@@ -91,13 +95,16 @@ def _synced_check(informer: Informer) -> Callable[[], str | None]:
 
 
 def watched_views(kube: Kube, quota: QuotaLimits, clock: Monotonic) -> WatchedViews:
-    """The catalogue always; the pod cache only when a tenant quota is configured."""
+    """The catalogue and the Namespaces always; the pod cache only when a tenant quota is
+    configured."""
     runtimes = Informer(kube, RUNTIME_ENVIRONMENTS)
-    informers = [runtimes]
+    namespaces = Informer(kube, NAMESPACES, transform=namespace_view)
+    informers = [runtimes, namespaces]
     usage = None
     if quota.enabled:
         usage = TenantUsage(clock)
+        namespaces.add_handler(usage.observe_namespace)
         pods = Informer(kube, PODS, labels=QUOTA_PODS_SELECTOR, transform=quota_view)
         pods.add_handler(usage.apply)
         informers.append(pods)
-    return WatchedViews(RuntimeCatalogue(runtimes), usage, informers)
+    return WatchedViews(RuntimeCatalogue(runtimes), NamespaceLabels(namespaces), usage, informers)

@@ -29,8 +29,20 @@ _REQUIREMENT_SOURCE = re.compile(r"(?i)^(git\+|https?:|ssh:|ftp:|file:|svn\+|hg\
 # pip and npm install a bare archive name as a local file, not from the registry.
 _ARCHIVE_SUFFIXES: Final = (".whl", ".tgz", ".tar", ".tar.gz", ".tar.bz2", ".tar.xz", ".zip")
 _DOMAIN = re.compile(r"^(\*\.)?([a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?\.)+[a-zA-Z]{2,63}$")
-# In-cluster names would let a user open a NetworkPolicy hole to cluster services.
-_INTERNAL_SUFFIXES: Final = (".cluster.local", ".svc", ".local", ".internal")
+# In-cluster names would let a user open a NetworkPolicy hole to cluster services; the
+# special-use names resolve to loopback or private space by design.
+_INTERNAL_SUFFIXES: Final = (
+    ".cluster.local",
+    ".svc",
+    ".local",
+    ".internal",
+    ".localhost",
+    ".localdomain",
+    ".arpa",
+)
+# The numeric forms resolvers and inet_aton accept for an IPv4 address: 127.1, 0x7f.0.0.1,
+# 0177.0.0.1, 2130706433 (with or without a trailing dot).
+_NUMERIC_HOST = re.compile(r"(?i)^(0x[0-9a-f]*|[0-9]+)(\.(0x[0-9a-f]*|[0-9]+)){0,3}\.?$")
 
 
 def requirement_problem(requirement: str) -> str | None:
@@ -56,8 +68,9 @@ def requirement_problem(requirement: str) -> str | None:
 
 
 def domain_problem(domain: str) -> str | None:
-    """Why an egress domain is refused, or None: IP literals and in-cluster names would open a
-    NetworkPolicy hole past the chart's blocked CIDRs."""
+    """Why an egress domain is refused, or None: IP literals (in any form a resolver accepts)
+    and in-cluster or special-use names would open a hole to the cluster. Names that merely
+    resolve there (``127.0.0.1.nip.io``) pass here: the controller drops such addresses."""
     text = domain
     if not text.strip():
         return "must not be empty"
@@ -68,13 +81,15 @@ def domain_problem(domain: str) -> str | None:
     try:
         ipaddress.ip_address(text.strip("[]"))
     except ValueError:
-        pass
+        numeric = _NUMERIC_HOST.match(text) is not None
     else:
+        numeric = True
+    if numeric:
         return "is an IP address; egress rules take host names only"
     lowered = text.lower().rstrip(".")
     for suffix in _INTERNAL_SUFFIXES:
         if lowered.endswith(suffix):
-            return f"ends in the cluster-internal suffix {suffix!r}; use a public host name"
+            return f"ends in the internal or special-use suffix {suffix!r}; use a public host name"
     if not _DOMAIN.fullmatch(text):
         return "is not a valid host name (letters, digits and '-' per label, optional leading '*.')"
     return None

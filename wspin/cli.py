@@ -45,9 +45,9 @@ def _certs() -> Register:
 
 
 def _demo() -> Register:
-    from webhook import demo
+    from webhook import demo_cli
 
-    return demo.register
+    return demo_cli.register
 
 
 def _pins() -> Register:

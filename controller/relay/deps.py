@@ -15,12 +15,15 @@ from controller.relay.drivers.base import Driver
 from controller.relay.health import HealthReport
 from controller.relay.identity import ClusterIdentity
 from controller.relay.metrics import RelayMetrics
+from controller.relay.providers import PROVIDERS
 from controller.settings import RelayArtifactConfig
 from controller.toolkit.events import EventRecorder
 from wspin.core.clock import Clock, utc_now
 from wspin.kube.client import Kube
 
-EXPECTED_CREDENTIALS: Final[dict[str, str]] = {"aws": "aws-relay-irwa", "oci": "oci-credentials"}
+EXPECTED_CREDENTIALS: Final[dict[str, str]] = {
+    name: provider.credentials_secret for name, provider in PROVIDERS.items()
+}
 """The Secret each real driver reads; a CR naming another one is a configuration error."""
 
 

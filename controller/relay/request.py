@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from controller.relay.artifact import SHA_FLAGS, artifact_sha256
 from controller.relay.cloudinit import CloudInitError, CloudInitInput, render
 from controller.relay.drivers.base import TAG_LAUNCH, ConfigurationError, LaunchRequest, vm_tags
+from controller.relay.providers import UnknownShape, arch_for_shape, binary_name, default_shape
 from controller.relay.replacement import TAG_REPLACES
-from controller.relay.shapes import UnknownShape, arch_for_shape, binary_name, default_shape
 from controller.relay.spec import ProviderSpec
 from controller.settings import RelayArtifactConfig
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Final, Literal, TypedDict
+from typing import Any, Final, Literal, TypedDict, get_args
 
 from wspin.core.errors import WspinError
 
@@ -28,15 +28,7 @@ InstanceStateName = Literal[
     "terminated",
     "provisioning-failed",
 ]
-STATES: Final[tuple[str, ...]] = (
-    "provisioning",
-    "healthy",
-    "unhealthy",
-    "draining",
-    "quota-exhausted",
-    "terminated",
-    "provisioning-failed",
-)
+STATES: Final[tuple[str, ...]] = get_args(InstanceStateName)
 CONDITION_TYPES: Final[tuple[str, ...]] = (
     "Ready",
     "Degraded",

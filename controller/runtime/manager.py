@@ -208,6 +208,13 @@ class Manager:
     def is_leader(self) -> bool:
         return self._leading.is_set()
 
+    def queue_of(self, name: str) -> WorkQueue:
+        """The current work queue of the controller named ``name`` (a new one each term)."""
+        for controller in self._controllers:
+            if controller.reconciler.name == name:
+                return controller.queue
+        raise KeyError(name)
+
     def stop(self) -> None:
         """Begin a graceful shutdown (safe to call from a signal handler)."""
         self._stopping.set()

@@ -81,6 +81,18 @@ class WorkQueue:
     def in_flight(self) -> int:
         return len(self._processing)
 
+    def holds(self, key: ObjectKey) -> bool:
+        """``key`` is waiting, being processed, or due after a delay: without a new event it
+        is handed out again only if this is true."""
+        return key in self._dirty or key in self._processing or key in self._timers
+
+    def delay_of(self, key: ObjectKey) -> float | None:
+        """Seconds until ``key``'s delayed add fires; None when none is pending."""
+        pending = self._timers.get(key)
+        if pending is None:
+            return None
+        return max(0.0, pending[0] - asyncio.get_running_loop().time())
+
     def add(self, key: ObjectKey) -> None:
         """Queue ``key`` now, unless it is already waiting. Ignored after shutdown."""
         if self._shutting_down or key in self._dirty:

@@ -10,6 +10,16 @@ Tokens are reused until half the TTL, minted otherwise, and a still-valid token 
 mint fails (throwing away a token that still works would stop inference for nothing); a token
 whose scope no longer matches (another keyID, upstream or model list) is never reused.
 
+Only what the controller itself wrote is reused. The Secret's name is predictable, and in a
+namespace several users share, one of them could put a handoff there first, or edit it, with a
+token and router path of its own that the Workspace's pod would then be handed. So entries
+are read only from a handoff labelled ``llmsafespaces.dev/workspace-uid`` with the Workspace's
+uid (a label, and data, the chart's ownership policies let only the controller write) and
+owned by it, for the router the controller talks to now; and an entry is reused only when
+every field is what the controller would write for it: slug, kind, router path, upstream,
+model list, key and a token (``_same_scope``). A handoff that is not the controller's is
+overwritten with freshly minted tokens.
+
 The revision is ``r`` + the first 12 hex of SHA-256 over the router URL, ``;``, and the sorted,
 ``;``-joined entries ``slug|keyID|expiresAt|baseURL|<keyDigest>/<modelsDigest>`` (the digest
 part empty for a slug without bookkeeping). Any new envelope or token changes it, so the API's
@@ -33,6 +43,7 @@ from controller.staging.ownership import owner_labels
 from controller.staging.secrets import secret_value
 from controller.types import Obj
 from wspin.core.clock import format_time, parse_time
+from wspin.core.contract import LABEL_WORKSPACE_UID
 from wspin.core.kinds import SECRETS, WORKSPACES
 from wspin.core.logs import fields
 from wspin.kube.client import Kube
@@ -40,6 +51,8 @@ from wspin.kube.client import Kube
 log = logging.getLogger("controller.staging")
 
 HANDOFF_KEY: Final = "handoff"
+MAX_TOKEN: Final = 4096
+"""Bytes: a router token is far shorter; a longer value is not one the router minted."""
 
 
 class HandoffEntry(TypedDict):
@@ -67,15 +80,18 @@ def router_path(workspace: str, slug: str) -> str:
     return f"/w/{workspace}/{slug}/v1"
 
 
-def parse_entries(raw: bytes | None) -> dict[str, HandoffEntry]:
-    """The existing handoff's entries by slug; anything unreadable counts as no entry."""
+def parse_entries(raw: bytes | None, router_url: str) -> dict[str, HandoffEntry]:
+    """The existing handoff's entries by slug, when it was written for ``router_url``; anything
+    unreadable counts as no entry."""
     if not raw:
         return {}
     try:
         decoded: Any = json.loads(raw)
     except ValueError:
         return {}
-    providers = decoded.get("providers") if isinstance(decoded, dict) else None
+    if not isinstance(decoded, dict) or decoded.get("routerURL") != router_url:
+        return {}
+    providers = decoded.get("providers")
     entries: dict[str, HandoffEntry] = {}
     for item in providers if isinstance(providers, list) else []:
         if isinstance(item, dict) and isinstance(item.get("providerSlug"), str):
@@ -94,29 +110,43 @@ def reusable(
     key_id: str,
     now: datetime,
     ttl: float,
+    *,
+    workspace: str,
 ) -> bool:
     """The cached token still fits: same keyID and scope, and not past half its lifetime."""
-    if not _same_scope(entry, want, key_id):
+    if not _same_scope(entry, want, key_id, workspace):
         return False
     expires = parse_time(entry.get("expiresAt"))
     return expires is not None and now <= expires - timedelta(seconds=ttl / 2)
 
 
-def still_valid(entry: HandoffEntry, want: DesiredProvider, key_id: str, now: datetime) -> bool:
+def still_valid(
+    entry: HandoffEntry, want: DesiredProvider, key_id: str, now: datetime, *, workspace: str
+) -> bool:
     """Worth keeping through a mint failure: same keyID and scope, not yet expired.
 
     The whole scope must match, not only the keyID: a token scoped to a former upstream or model
     list would send the key where its owner no longer wants it, which is worse than a missing
     token."""
-    if not _same_scope(entry, want, key_id):
+    if not _same_scope(entry, want, key_id, workspace):
         return False
     expires = parse_time(entry.get("expiresAt"))
     return expires is not None and now < expires
 
 
-def _same_scope(entry: HandoffEntry, want: DesiredProvider, key_id: str) -> bool:
+_ENTRY_FIELDS: Final = frozenset(HandoffEntry.__required_keys__)
+
+
+def _same_scope(entry: HandoffEntry, want: DesiredProvider, key_id: str, workspace: str) -> bool:
+    """Every field is what the controller writes for ``want``: nothing more, nothing else."""
+    token = entry.get("token")
     return (
-        bool(entry.get("token"))
+        set(entry) == _ENTRY_FIELDS
+        and isinstance(token, str)
+        and 0 < len(token) <= MAX_TOKEN
+        and entry.get("providerSlug") == want.slug
+        and entry.get("kind") == want.kind
+        and entry.get("routerPath") == router_path(workspace, want.slug)
         and entry.get("keyID") == key_id
         and entry.get("baseURL") == want.upstream
         and entry.get("modelAllowlist") == want.models
@@ -150,7 +180,7 @@ async def renew(
     result = Tokens()
     for want in desired:
         entry = cached.get(want.slug)
-        if entry is not None and reusable(entry, want, key_id, now, ttl):
+        if entry is not None and reusable(entry, want, key_id, now, ttl, workspace=workspace):
             result.entries.append(entry)
             continue
         request = MintRequest(
@@ -168,7 +198,7 @@ async def renew(
                 "token mint failed",
                 extra=fields(workspace=workspace, provider=want.slug, error=redact(str(err))),
             )
-            if entry is not None and still_valid(entry, want, key_id, now):
+            if entry is not None and still_valid(entry, want, key_id, now, workspace=workspace):
                 result.entries.append(entry)
             else:
                 result.failed.append(want.slug)
@@ -204,6 +234,17 @@ LABEL_WORKSPACE: Final = "llmsafespaces.dev/workspace"
 LABEL_MANAGED_BY: Final = "app.kubernetes.io/managed-by"
 
 
+def written_by_controller(secret: Obj, ws: Obj) -> bool:
+    """The Secret carries the controller-only uid label of ``ws`` and is owned by it."""
+    uid = (ws.get("metadata") or {}).get("uid")
+    meta = secret.get("metadata") or {}
+    owned = any(
+        isinstance(ref, dict) and ref.get("controller") is True and ref.get("uid") == uid
+        for ref in meta.get("ownerReferences") or ()
+    )
+    return bool(uid) and owned and (meta.get("labels") or {}).get(LABEL_WORKSPACE_UID) == uid
+
+
 @dataclass(frozen=True)
 class Existing:
     """The handoff as read at the start of token renewal."""
@@ -214,10 +255,14 @@ class Existing:
 
 
 class HandoffWriter:
-    def __init__(self, kube: Kube) -> None:
+    def __init__(self, kube: Kube, router_url: str) -> None:
         self.kube = kube
+        self.router_url = router_url
+        """The router the entries' tokens must have been minted by."""
 
     async def read(self, ws: Obj) -> Existing:
+        """The handoff at the Workspace's name; its entries only when the controller wrote
+        them for this Workspace and router (see the module docstring)."""
         meta = ws["metadata"]
         secret = await self.kube.get_or_none(
             SECRETS, handoff_name(meta["name"]), meta.get("namespace")
@@ -225,7 +270,9 @@ class HandoffWriter:
         if secret is None:
             return Existing()
         raw = secret_value(secret, HANDOFF_KEY)
-        return Existing(secret, raw, parse_entries(raw))
+        if not written_by_controller(secret, ws):
+            return Existing(secret, raw)
+        return Existing(secret, raw, parse_entries(raw, self.router_url))
 
     async def write(
         self,

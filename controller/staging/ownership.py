@@ -28,11 +28,13 @@ from dataclasses import dataclass
 from typing import Final, Literal
 
 from controller.types import Obj
+from wspin.core.contract import LABEL_WORKSPACE_UID as LABEL_WORKSPACE_UID
 
 LABEL_WORKSPACE_NAMESPACE: Final = "llmsafespaces.dev/workspace-namespace"
-LABEL_WORKSPACE_UID: Final = "llmsafespaces.dev/workspace-uid"
-"""Recorded on every object staged for a Workspace (envelopes and the handoff), so the owner
-of each is visible to an operator and to the router without reading any annotation."""
+"""Recorded, with ``LABEL_WORKSPACE_UID``, on every object staged for a Workspace (envelopes
+and the handoff), so the owner of each is visible to an operator and to the router without
+reading any annotation; the uid label is the controller's alone (the chart's ownership
+policies), so a handoff that carries it was written by the controller."""
 STAGED_FOR_ANNOTATION: Final = "llmsafespaces.dev/relay-staged-for"
 
 

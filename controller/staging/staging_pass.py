@@ -95,7 +95,7 @@ class RelayStagingPass:
         self.router = router or RouterClient(config.router_url)
         self.clock = clock
         self.events = EventRecorder(kube, clock=clock, redact=redactor.redact)
-        self.handoffs = HandoffWriter(kube)
+        self.handoffs = HandoffWriter(kube, config.router_url)
         self.names = names or WorkspaceNames()
         self.staleness_bound = staleness_bound
 

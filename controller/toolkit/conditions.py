@@ -12,6 +12,7 @@ from collections.abc import Iterable, Sequence
 from typing import Literal
 
 from controller.types import Obj
+from wspin.core.redact import strip_url_credentials
 
 ConditionStatus = Literal["True", "False", "Unknown"]
 
@@ -26,7 +27,10 @@ def condition(
     """A condition without its transition time (``set_condition`` stamps it). A bool
     status is spelled ``True``/``False``; ``generation`` None leaves observedGeneration out."""
     value = ("True" if status else "False") if isinstance(status, bool) else status
-    built: Obj = {"type": type_, "status": value, "reason": reason, "message": message}
+    # Messages quote what users wrote (a package source, an image): no URL's user or
+    # password reaches the status.
+    text = strip_url_credentials(message)
+    built: Obj = {"type": type_, "status": value, "reason": reason, "message": text}
     if generation is not None:
         built["observedGeneration"] = generation
     return built

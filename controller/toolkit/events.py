@@ -8,8 +8,9 @@ status (a condition that already records the episode) is the memory; this is the
 in-process guard that keeps a requeue from repeating an Event.
 
 Best effort: a failed Event is logged and dropped (the conditions carry the state). Messages
-pass through ``redact`` before they are cut to the API's 1 KiB limit, so a cut never
-exposes the tail of a secret a full-length match would have removed.
+lose the user and password of any URL in them (they may quote what a user wrote) and pass
+through ``redact`` before they are cut to the API's 1 KiB limit, so a cut never exposes the
+tail of a secret a full-length match would have removed.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from wspin.core.clock import Clock, format_time, utc_now
 from wspin.core.errors import NamespaceTerminating
 from wspin.core.kinds import EVENTS, Resource
 from wspin.core.logs import fields
+from wspin.core.redact import strip_url_credentials
 from wspin.kube.client import Kube
 
 log = logging.getLogger("controller.events")
@@ -92,9 +94,8 @@ class EventRecorder:
         key = (str(meta.get("uid") or meta["name"]), reason, episode or "")
         if episode is not None and key in self._seen:
             return False
-        body = event_body(
-            obj, resource, type_, reason, self.redact(message), format_time(self.clock())
-        )
+        text = self.redact(strip_url_credentials(message))
+        body = event_body(obj, resource, type_, reason, text, format_time(self.clock()))
         try:
             await self.kube.create(EVENTS, body, body["metadata"]["namespace"])
         except NamespaceTerminating:

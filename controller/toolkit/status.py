@@ -10,6 +10,7 @@ from __future__ import annotations
 from controller.types import Obj
 from wspin.core.errors import NotFound
 from wspin.core.kinds import Resource
+from wspin.core.redact import strip_url_credentials
 from wspin.kube.client import Kube
 
 
@@ -33,6 +34,8 @@ async def write_status(kube: Kube, resource: Resource, obj: Obj, new: Obj) -> Ob
 
     Returns the written object, or None when nothing changed or the object is gone (a
     deleted object has no status left to describe)."""
+    if isinstance(new.get("message"), str):  # a reason's words may quote a user's URL
+        new = {**new, "message": strip_url_credentials(new["message"])}
     patch = status_patch(dict(obj.get("status") or {}), new)
     if patch is None:
         return None

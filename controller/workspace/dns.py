@@ -49,7 +49,9 @@ class DnsResolver:
 
     async def _lookup(self, domain: str, rdtype: str) -> tuple[list[str], float]:
         try:
-            answer = await self._resolver.resolve(domain, rdtype)
+            # Absolute: the controller pod's search domains must never turn a declared
+            # "kubernetes.default" into the cluster's own Service.
+            answer = await self._resolver.resolve(domain, rdtype, search=False)
         except (dns.resolver.NXDOMAIN, dns.resolver.NoAnswer, dns.resolver.NoNameservers):
             return [], FAILURE_TTL
         except dns.exception.DNSException as err:

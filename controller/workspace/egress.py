@@ -12,6 +12,13 @@ is open egress and nothing is declared). Two shapes:
   a ``*.`` pattern cannot be resolved and is reported instead of silently allowed.
 Kubernetes NetworkPolicies are additive: any other policy selecting the pod can only widen
 what this one allows.
+
+The tenant picks the domain, so what it resolves to is the tenant's too: an address in the
+cluster's ranges, loopback, link-local (cloud metadata), private or carrier-grade space is
+dropped unless the operator allows it (``egress_addresses``), and reported on the Workspace
+naming the domain and the address. With Cilium, which resolves names itself, the same ranges
+are denied outright (``egressDeny``) on the ports the policy opens. Declared ports outside the
+operator's list are refused and reported.
 """
 
 from __future__ import annotations
@@ -20,13 +27,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from controller.settings import EgressSettings
+from controller.egress_settings import EgressSettings
+from controller.workspace.egress_addresses import Dropped, denied_networks, filter_addresses
 from wspin.core.contract import (
     LABEL_APP,
     LABEL_APP_VALUE,
     LABEL_COMPONENT,
     LABEL_COMPONENT_VALUE,
     LABEL_WORKSPACE,
+    LABEL_WORKSPACE_UID,
 )
 from wspin.core.kinds import Resource
 
@@ -61,6 +70,10 @@ class EgressPlan:
     policy: Obj | None
     resource: Resource
     unresolved: tuple[str, ...] = field(default=())
+    dropped: tuple[Dropped, ...] = field(default=())
+    """Resolved addresses left out: in a range the operator did not allow."""
+    refused_ports: tuple[str, ...] = field(default=())
+    """Declared ``domain:port/protocol`` entries outside ``--workspace-egress-ports``."""
 
 
 def policy_name(ws_name: str) -> str:
@@ -109,7 +122,11 @@ def _metadata(ws: Obj) -> Obj:
     return {
         "name": policy_name(meta["name"]),
         "namespace": meta["namespace"],
-        "labels": {LABEL_APP: LABEL_APP_VALUE, LABEL_WORKSPACE: meta["name"]},
+        "labels": {
+            LABEL_APP: LABEL_APP_VALUE,
+            LABEL_WORKSPACE: meta["name"],
+            LABEL_WORKSPACE_UID: meta["uid"],
+        },
         "ownerReferences": [
             {
                 "apiVersion": ws.get("apiVersion", "llmsafespaces.dev/v1"),
@@ -132,13 +149,31 @@ def desired_egress_policy(
 ) -> EgressPlan:
     """The egress policy the Workspace should have; see the module docstring."""
     spec = ws.get("spec") or {}
-    domains = declared_domains(spec)
+    domains, refused = _allowed_ports(declared_domains(spec), settings)
     resource = CILIUM_NETWORK_POLICIES if cilium else NETWORK_POLICIES
-    if not domains and settings.default == "allow":
+    if not domains and not refused and settings.default == "allow":
         return EgressPlan(None, resource)
     if cilium:
-        return EgressPlan(_cilium_policy(ws, domains, settings), resource)
-    return _network_policy(ws, domains, resolved, settings)
+        policy = _cilium_policy(ws, domains, settings)
+        return EgressPlan(policy, resource, refused_ports=refused)
+    return _network_policy(ws, domains, resolved, settings, refused)
+
+
+def _allowed_ports(
+    domains: list[tuple[str, tuple[tuple[int, str], ...]]], settings: EgressSettings
+) -> tuple[list[tuple[str, tuple[tuple[int, str], ...]]], tuple[str, ...]]:
+    """The domains with only the ports the operator allows, and the refused entries; a domain
+    left with no port is left out."""
+    kept: list[tuple[str, tuple[tuple[int, str], ...]]] = []
+    refused: list[str] = []
+    for domain, ports in domains:
+        allowed = tuple(p for p in ports if p[0] in settings.allowed_ports)
+        refused += [
+            f"{domain}:{port}/{proto}" for port, proto in ports if (port, proto) not in allowed
+        ]
+        if allowed:
+            kept.append((domain, allowed))
+    return kept, tuple(refused)
 
 
 def _network_policy(
@@ -146,21 +181,28 @@ def _network_policy(
     domains: list[tuple[str, tuple[tuple[int, str], ...]]],
     resolved: Mapping[str, Resolution],
     settings: EgressSettings,
+    refused: tuple[str, ...],
 ) -> EgressPlan:
     dns_ports = [{"port": 53, "protocol": "UDP"}, {"port": 53, "protocol": "TCP"}]
     rules: list[Obj] = [{"ports": dns_ports}]
     if settings.platform_namespaces:
         rules.append({"to": [_namespaces_peer(settings.platform_namespaces)]})
     unresolved: list[str] = []
+    dropped: list[Dropped] = []
     for domain, ports in domains:
         answer = resolved.get(domain)
         if domain.startswith("*.") or answer is None or not answer.addresses:
             unresolved.append(domain)
             continue
-        addresses = sorted(set(answer.addresses))[:MAX_ADDRESSES_PER_DOMAIN]
+        kept, left_out = filter_addresses(domain, sorted(set(answer.addresses)), settings)
+        dropped += left_out
+        if not kept:
+            continue
         rules.append(
             {
-                "to": [{"ipBlock": {"cidr": _host_cidr(a)}} for a in addresses],
+                "to": [
+                    {"ipBlock": {"cidr": _host_cidr(a)}} for a in kept[:MAX_ADDRESSES_PER_DOMAIN]
+                ],
                 "ports": [{"port": p, "protocol": proto} for p, proto in ports],
             }
         )
@@ -174,7 +216,7 @@ def _network_policy(
             "egress": rules,
         },
     }
-    return EgressPlan(policy, NETWORK_POLICIES, tuple(unresolved))
+    return EgressPlan(policy, NETWORK_POLICIES, tuple(unresolved), tuple(dropped), refused)
 
 
 def _namespaces_peer(namespaces: tuple[str, ...]) -> Obj:
@@ -233,15 +275,33 @@ def _cilium_policy(
                 "toPorts": [{"ports": [{"port": str(p), "protocol": proto} for p, proto in ports]}],
             }
         )
+    spec: Obj = {
+        "endpointSelector": {"matchLabels": _selector(ws["metadata"]["name"])},
+        "egress": rules,
+    }
+    if by_ports:
+        spec["egressDeny"] = [_cilium_deny(settings)]
     return {
         "apiVersion": "cilium.io/v2",
         "kind": "CiliumNetworkPolicy",
         "metadata": _metadata(ws),
-        "spec": {
-            "endpointSelector": {"matchLabels": _selector(ws["metadata"]["name"])},
-            "egress": rules,
-        },
+        "spec": spec,
     }
+
+
+def _cilium_deny(settings: EgressSettings) -> Obj:
+    """Cilium resolves the names itself, so a name that resolves into the cluster or to the
+    metadata endpoint would be allowed: the dropped ranges are denied (deny wins over allow)
+    on the ports the FQDN rules open. CIDR rules never select the cluster's own endpoints,
+    so DNS and the platform namespaces stay reachable."""
+    cidrs: list[Obj] = []
+    for network, allowed in denied_networks(settings):
+        entry: Obj = {"cidr": str(network)}
+        if allowed:
+            entry["except"] = [str(a) for a in allowed]
+        cidrs.append(entry)
+    ports = [{"port": str(p), "protocol": "ANY"} for p in settings.allowed_ports]
+    return {"toCIDRSet": cidrs, "toPorts": [{"ports": ports}]}
 
 
 def next_resolution(

@@ -15,7 +15,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Final
 
-from controller.settings import EgressSettings
+from controller.egress_settings import EgressSettings
 from controller.toolkit.conditions import condition
 from controller.types import Obj, ObjectKey, ObjectReader
 from controller.workspace import ownership
@@ -132,16 +132,10 @@ class EgressPolicies:
                 "no domains declared; egress is left to the namespace's own policies",
                 generation,
             )
-        if plan.unresolved:
-            listed = ", ".join(plan.unresolved[:10])
-            return condition(
-                EGRESS_CONDITION,
-                "False",
-                "DomainsUnresolved",
-                f"these declared domains are not reachable: {listed} (a '*.' pattern needs "
-                "Cilium's toFQDNs; other names did not resolve and are retried)",
-                generation,
-            )
+        problems = _problems(plan)
+        if problems is not None:
+            reason, message = problems
+            return condition(EGRESS_CONDITION, "False", reason, message, generation)
         return condition(
             EGRESS_CONDITION,
             "True",
@@ -149,3 +143,40 @@ class EgressPolicies:
             f"egress limited to DNS, the platform and {declared} declared domain(s)",
             generation,
         )
+
+
+MAX_LISTED: Final = 10
+"""Entries of each kind a condition message names; the rest are counted."""
+
+
+def _listed(items: list[str]) -> str:
+    shown = ", ".join(items[:MAX_LISTED])
+    return shown + (f" and {len(items) - MAX_LISTED} more" if len(items) > MAX_LISTED else "")
+
+
+def _problems(plan: EgressPlan) -> tuple[str, str] | None:
+    """(reason, message) naming what the policy leaves out, or None when it leaves out nothing.
+
+    The reason is the gravest kind present: a dropped address (a domain pointing into the
+    cluster or at the metadata endpoint), a refused port, then a name that did not resolve."""
+    parts: list[str] = []
+    reason = ""
+    if plan.dropped:
+        reason = "AddressesDropped"
+        parts.append(
+            "addresses dropped, as they are in the cluster's, private, loopback, link-local or "
+            "carrier-grade ranges and not in --workspace-egress-allowed-cidrs: "
+            + _listed([d.describe() for d in plan.dropped])
+        )
+    if plan.refused_ports:
+        reason = reason or "PortsRefused"
+        parts.append(
+            "ports refused, not in --workspace-egress-ports: " + _listed(list(plan.refused_ports))
+        )
+    if plan.unresolved:
+        reason = reason or "DomainsUnresolved"
+        parts.append(
+            f"these declared domains are not reachable: {_listed(list(plan.unresolved))} (a "
+            "'*.' pattern needs Cilium's toFQDNs; other names did not resolve and are retried)"
+        )
+    return (reason, "; ".join(parts)) if parts else None

@@ -1,12 +1,17 @@
-"""Which objects a Workspace owns: the pod, PVC and ServiceAccount at its names. Pure.
+"""Which objects a Workspace owns: the pod, PVC, ServiceAccount and egress policy at its
+names. Pure.
 
 The names are predictable (``<ws>-<uid[:8]>``, ``workspace-<ws>``), so a
 tenant with create rights in the namespace can put an object there first: a pod with the
 workspace labels, an attacker's image and no delivery would otherwise be read as the
-Workspace's pod and the Workspace reported Active. An object is the Workspace's only when
-its controller ownerReference names that Workspace's uid (a Workspace recreated under the
-same name has a new uid, so its predecessor's leftovers are not adopted either). A foreign
-object is never adopted, changed or deleted: the Workspace reports the conflict and waits.
+Workspace's pod and the Workspace reported Active. An owner reference proves nothing (its
+creator writes it, and a tenant can read the Workspace's uid), so an object is the
+Workspace's only when it carries ``llmsafespaces.dev/workspace-uid`` with that Workspace's uid,
+a label the chart's ownership policies let only the controller create, add, change or remove
+(``stamp`` puts it on everything the controller creates), and a controller ownerReference to
+the same uid (a Workspace recreated under the same name has a new uid, so its predecessor's
+leftovers are not adopted either). A foreign object is never adopted, changed or deleted: the
+Workspace reports the conflict and waits.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from controller.toolkit.conditions import condition
-from wspin.core.contract import API_GROUP
+from wspin.core.contract import API_GROUP, LABEL_WORKSPACE_UID
 from wspin.core.errors import WspinError
 
 Obj = dict[str, Any]
@@ -57,8 +62,20 @@ def controller_reference(obj: Obj) -> Obj | None:
     return None
 
 
+def owner_label(ws: Obj) -> dict[str, str]:
+    """The label that marks an object as created by the controller for ``ws``."""
+    return {LABEL_WORKSPACE_UID: str((ws.get("metadata") or {}).get("uid") or "")}
+
+
+def stamp(body: Obj, ws: Obj) -> Obj:
+    """``body`` with the owner label added, before the controller creates it."""
+    meta = body.setdefault("metadata", {})
+    meta["labels"] = {**(meta.get("labels") or {}), **owner_label(ws)}
+    return body
+
+
 def conflict_of(obj: Obj | None, ws: Obj, kind: str) -> Conflict | None:
-    """None when ``obj`` is absent or controlled by ``ws`` (by uid), else the conflict."""
+    """None when ``obj`` is absent or the controller created it for ``ws``, else the conflict."""
     if obj is None:
         return None
     meta = ws.get("metadata") or {}
@@ -71,13 +88,21 @@ def conflict_of(obj: Obj | None, ws: Obj, kind: str) -> Conflict | None:
         and str(ref.get("apiVersion", "")).split("/")[0] == API_GROUP
         and ref.get("uid") == meta.get("uid")
     )
-    if owned:
-        return None
-    return Conflict(
-        kind,
-        name,
-        f"its controller is {ref.get('kind')} {ref.get('name')!r} with uid {ref.get('uid')}",
-    )
+    if not owned:
+        return Conflict(
+            kind,
+            name,
+            f"its controller is {ref.get('kind')} {ref.get('name')!r} with uid {ref.get('uid')}",
+        )
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    if not meta.get("uid") or labels.get(LABEL_WORKSPACE_UID) != meta.get("uid"):
+        return Conflict(
+            kind,
+            name,
+            f"it lacks the {LABEL_WORKSPACE_UID} label the controller puts on what it creates; "
+            "its owner reference was written by whoever created it",
+        )
+    return None
 
 
 def check_owned(obj: Obj | None, ws: Obj, kind: str) -> None:

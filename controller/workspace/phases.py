@@ -54,6 +54,7 @@ from wspin.core.kinds import PVCS
 from wspin.core.logs import fields
 from wspin.core.namespaces import excluded_namespace_problem
 from wspin.core.runtimes import Runtime, resolve_runtime
+from wspin.core.tenancy import NamespaceLabels, org_of, runtime_class_problem
 
 log = logging.getLogger("controller.workspace")
 
@@ -77,6 +78,7 @@ class WorkspacePhases(WorkspaceUpkeep):
     staging: StagingPass | None
     orgs: orgstatus.OrgStatusCache | None
     runtimes: Mapping[str, Obj] | None
+    namespaces: NamespaceLabels | None
 
     async def run(self, ws: Obj) -> Outcome:
         """The handler of ``ws``'s phase; the suspend request it acted on is marked consumed."""
@@ -160,6 +162,16 @@ class WorkspacePhases(WorkspaceUpkeep):
             outcome = self._failed(ws, PodBuildError(excluded))
             outcome.staged = True
             return outcome
+        # The webhook refuses such a Workspace; checked again here, as the namespace's label or
+        # the allow list may have changed since it was admitted.
+        gated = runtime_class_problem(
+            (ws.get("spec") or {}).get("runtimeClass"),
+            key.namespace,
+            self._labels(key.namespace),
+            self.settings.allowed_runtime_classes,
+        )
+        if gated:
+            return self._failed(ws, PodBuildError(gated))
         runtime = self._runtime(ws)
         if isinstance(runtime, str):
             return self._runtime_missing(ws, runtime)
@@ -304,10 +316,14 @@ class WorkspacePhases(WorkspaceUpkeep):
         outcome.reason, outcome.detail, outcome.failure_reason = RUNTIME_NOT_FOUND, problem, ""
         return outcome
 
+    def _labels(self, namespace: str) -> Mapping[str, str]:
+        return self.namespaces.of(namespace) if self.namespaces is not None else {}
+
     async def _org_verdict(self, ws: Obj) -> orgstatus.OrgVerdict | None:
-        """Whether the Workspace's organisation is suspended, for an org-owned Workspace when
-        the API service is configured; None otherwise. Unknown status never suspends."""
-        org_id = ((ws.get("spec") or {}).get("owner") or {}).get("orgID")
-        if self.orgs is None or not isinstance(org_id, str) or not org_id:
+        """Whether the organisation of the Workspace's namespace (its ``llmsafespaces.dev/org``
+        label: ``spec.owner.orgID`` is the tenant's own word) is suspended, when the API service
+        is configured; None otherwise. Unknown status never suspends."""
+        org_id = org_of(self._labels(str(ws["metadata"].get("namespace", ""))))
+        if self.orgs is None or org_id is None:
             return None
         return await orgstatus.verdict(self.orgs, org_id)

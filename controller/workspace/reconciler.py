@@ -56,6 +56,7 @@ from wspin.core.clock import Clock, format_time, utc_now
 from wspin.core.errors import Conflict, KubeAPIError, NamespaceTerminating, NotFound
 from wspin.core.kinds import PODS, WORKSPACES
 from wspin.core.logs import fields
+from wspin.core.tenancy import NamespaceLabels
 from wspin.kube.client import Kube
 
 __all__ = [
@@ -98,6 +99,7 @@ class WorkspaceReconciler(WorkspacePhases):
         orgs: orgstatus.OrgStatusCache | None = None,
         runtimes: Mapping[str, Obj] | None = None,
         egress: EgressPolicies | None = None,
+        namespaces: NamespaceLabels | None = None,
         clock: Clock = utc_now,
         events: EventRecorder | None = None,
         agents: AgentScheduler | None = None,
@@ -119,6 +121,9 @@ class WorkspaceReconciler(WorkspacePhases):
         through; None: every ``spec.runtime`` is run as written."""
         self.egress = egress
         """Per-Workspace egress policies (None: ``--workspace-egress=off``)."""
+        self.namespaces = namespaces
+        """The platform's labels on each Namespace (a watch): the runtime-class override and
+        the organisation come from them, never from the Workspace (None: no labels)."""
         self.clock = clock
         self.events = events or EventRecorder(kube, clock=clock)
         self.writes = OwnedWrites(kube, settings.termination_grace)

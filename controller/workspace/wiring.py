@@ -21,8 +21,9 @@ from controller.workspace.orgstatus import OrgStatusCache, OrgStatusMetrics
 from controller.workspace.reconciler import WorkspaceReconciler
 from controller.workspace.rollout_metrics import WorkspacePodsCollector, served_digests
 from wspin.core.contract import LABEL_APP, LABEL_APP_VALUE, LABEL_WORKSPACE
-from wspin.core.kinds import PODS, PVCS, WORKSPACES, Resource
+from wspin.core.kinds import NAMESPACES, PODS, PVCS, WORKSPACES, Resource
 from wspin.core.runtimes import RUNTIME_ENVIRONMENTS, RuntimeCatalogue
+from wspin.core.tenancy import NamespaceLabels
 from wspin.core.workspace_pod import SELECTOR
 
 OWNED_SELECTOR: Final = SELECTOR
@@ -89,6 +90,10 @@ def register(
             if (ws.get("spec") or {}).get("runtime") == name
         ]
 
+    def in_namespace(namespace: Obj) -> list[ObjectKey]:
+        """The Workspaces of a Namespace whose labels changed (the org, the override)."""
+        return [ObjectKey.of(ws) for ws in workspaces.list(namespace["metadata"]["name"])]
+
     runtimes = RuntimeCatalogue(manager.cache(RUNTIME_ENVIRONMENTS))
     pods = manager.cache(PODS, labels=OWNED_SELECTOR)
     # One reader of agentd for the whole fleet, leader-only: what it reads that changes a
@@ -115,11 +120,15 @@ def register(
         orgs=orgs,
         egress=egress,
         runtimes=runtimes,
+        namespaces=NamespaceLabels(manager.cache(NAMESPACES)),
         agents=agents,
         agent_metrics=agent_metrics,
     )
     manager.add_controller(
-        reconciler, for_=WORKSPACES, owns=owns, watches=((RUNTIME_ENVIRONMENTS, naming),)
+        reconciler,
+        for_=WORKSPACES,
+        owns=owns,
+        watches=((RUNTIME_ENVIRONMENTS, naming), (NAMESPACES, in_namespace)),
     )
     # The rollout and fleet gauges read the same caches at scrape time.
     manager.registry.register(

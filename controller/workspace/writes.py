@@ -33,7 +33,7 @@ class OwnedWrites:
         """Create ``body``; ``ForeignObject`` when something that is not the Workspace's is
         at its name, ``PodBuildError`` when the API server refuses it (its message with
         ``redact``'s values blanked: a refusal may quote the body)."""
-        meta = body["metadata"]
+        meta = ownership.stamp(body, ws)["metadata"]
         try:
             await self.kube.create(resource, body, meta["namespace"])
         except AlreadyExists:
@@ -51,7 +51,7 @@ class OwnedWrites:
         ours; an unconditional update needs no resourceVersion). A Secret that cannot take
         our values (another type, or marked immutable) is reported as a foreign object and
         no pod is built on it."""
-        body = desired_password_secret(ws, credentials)
+        body = ownership.stamp(desired_password_secret(ws, credentials), ws)
         meta = body["metadata"]
         try:
             await self.kube.create(SECRETS, body, meta["namespace"])

@@ -15,7 +15,6 @@ the bundle once both replicas, the Service's endpoints, report serving the new l
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import datetime
 import ssl
@@ -31,8 +30,9 @@ from tests.certs.conftest import (
     replica,
     serve,
 )
-from tests.certs.traffic import DAY, HOUR, POLICY, ApiServerClient, background, until
+from tests.certs.traffic import DAY, HOUR, POLICY, ApiServerClient, background
 from tests.support.clock import FakeClock
+from tests.support.waiting import eventually
 from wspin.kube.client import Kube
 
 
@@ -76,38 +76,36 @@ async def test_leaf_then_ca_rotation_under_load_fails_no_request(
         )
 
         # Steady state: one CA, published; both replicas serve its leaf.
-        await until(lambda: served_by_all(lambda s: s.published), "the Secret is in use")
+        await eventually(lambda: served_by_all(lambda s: s.published), "the Secret is in use")
         first = await stored()
         assert first.ca is not None and first.serving is not None
-        await until(lambda: progress(0), "requests flow")
+        await eventually(lambda: progress(0), "requests flow")
 
         # 1. Leaf renewal at two thirds of its lifetime: same CA, new leaf everywhere.
         clock.set(renew_at(first.serving.cert))
-        await until(
+        await eventually(
             lambda: served_by_all(lambda s: s.serving != first.serving), "the new leaf serves"
         )
         renewed = await stored()
         assert renewed.ca == first.ca and renewed.bundle == first.bundle
         mark = client.ok
-        await until(lambda: progress(mark), "requests flow on the renewed leaf")
+        await eventually(lambda: progress(mark), "requests flow on the renewed leaf")
 
         # 2. CA rotation at two thirds of the CA's lifetime: old + new CA published first.
         clock.set(renew_at(first.ca.cert))
-        await until(
+        await eventually(
             lambda: served_by_all(lambda s: len(s.bundle) == 2 and s.published),
             "both CAs are published",
         )
         rotating = await stored()
         assert rotating.serving == renewed.serving  # the leaf has not switched yet
-        await until(
-            lambda: asyncio.sleep(0, client.bundle == rotating.bundle_pem), "the client trusts both"
-        )
+        await eventually(lambda: client.bundle == rotating.bundle_pem, "the client trusts both")
         mark = client.ok
-        await until(lambda: progress(mark), "requests flow while both CAs are trusted")
+        await eventually(lambda: progress(mark), "requests flow while both CAs are trusted")
 
         # 3. After propagation the leaf switches to the new CA, on every replica.
         clock.advance(HOUR)
-        await until(
+        await eventually(
             lambda: served_by_all(
                 lambda s: (
                     s.ca is not None
@@ -119,22 +117,20 @@ async def test_leaf_then_ca_rotation_under_load_fails_no_request(
             "the new CA's leaf serves",
         )
         mark = client.ok
-        await until(lambda: progress(mark), "requests flow on the new CA's leaf")
+        await eventually(lambda: progress(mark), "requests flow on the new CA's leaf")
 
         # 4. Once both replicas report the new leaf, the old CA leaves the bundle.
         clock.advance(HOUR)
-        await until(
+        await eventually(
             lambda: served_by_all(lambda s: len(s.bundle) == 1 and s.published),
             "the old CA is dropped",
         )
         final = await stored()
         assert final.ca is not None and final.ca != first.ca
         assert final.bundle == (final.ca.cert,)
-        await until(
-            lambda: asyncio.sleep(0, client.bundle == final.bundle_pem), "the client trusts one CA"
-        )
+        await eventually(lambda: client.bundle == final.bundle_pem, "the client trusts one CA")
         mark = client.ok
-        await until(lambda: progress(mark), "requests flow after the rotation")
+        await eventually(lambda: progress(mark), "requests flow after the rotation")
 
     assert client.failures == []
     assert [len(b.split(b"-----BEGIN")) - 1 for b in client.bundles_seen] == [1, 2, 1]

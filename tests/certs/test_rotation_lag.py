@@ -31,9 +31,10 @@ from tests.certs.conftest import (
     replica,
     serve,
 )
-from tests.certs.traffic import DAY, HOUR, POLICY, ApiServerClient, background, until
+from tests.certs.traffic import DAY, HOUR, POLICY, ApiServerClient, background
 from tests.support.clock import FakeClock
 from tests.support.metrics import sample
+from tests.support.waiting import eventually
 from wspin.core.kinds import CONFIGMAPS
 from wspin.kube.client import Kube
 
@@ -106,14 +107,14 @@ async def test_the_old_ca_stays_until_a_lagging_replica_serves_the_new_leaf(
                 and await serves(port_b, state)
             )
 
-        await until(steady, "both replicas serve the first leaf")
+        await eventually(steady, "both replicas serve the first leaf")
         first = await stored()
         assert first.ca is not None
 
         # The CA rotation starts: both CAs are published, the client trusts both.
         clock.set(renew_at(first.ca.cert))
-        await until(
-            lambda: asyncio.sleep(0, len(client.bundle.split(b"-----BEGIN")) == 3),
+        await eventually(
+            lambda: len(client.bundle.split(b"-----BEGIN")) == 3,
             "the client trusts old and new CA",
         )
         rotating = await stored()
@@ -131,15 +132,15 @@ async def test_the_old_ca_stays_until_a_lagging_replica_serves_the_new_leaf(
                 and await serves(port_a, state)
             )
 
-        await until(a_switched, "replica a serves the new CA's leaf")
+        await eventually(a_switched, "replica a serves the new CA's leaf")
         switched = await stored()
         assert switched.serving is not None and rotating.serving is not None
         assert await handshake(port_b, switched.bundle_pem) == rotating.serving.cert  # b lags
 
         # Long past propagation: a holds the old CA in, says so in a metric and a log line.
         clock.advance(3 * HOUR)
-        await until(
-            lambda: asyncio.sleep(0, sample(registry, "wspin_webhook_ca_rotation_held") == 1.0),
+        await eventually(
+            lambda: sample(registry, "wspin_webhook_ca_rotation_held") == 1.0,
             "the rotation is reported as held",
         )
         assert sample(registry, "wspin_webhook_ca_rotation_lagging_replicas") == 1.0
@@ -147,10 +148,8 @@ async def test_the_old_ca_stays_until_a_lagging_replica_serves_the_new_leaf(
         assert held.levelno == logging.WARNING
         assert held.fields["lagging"] == ["b"]  # type: ignore[attr-defined]
         mark = dict(client.ok_by_port)
-        await until(
-            lambda: asyncio.sleep(
-                0, all(client.ok_by_port[p] >= mark.get(p, 0) + 10 for p in (port_a, port_b))
-            ),
+        await eventually(
+            lambda: all(client.ok_by_port[p] >= mark.get(p, 0) + 10 for p in (port_a, port_b)),
             "requests to both replicas succeed while b lags",
         )
         still = await stored()
@@ -172,13 +171,11 @@ async def test_the_old_ca_stays_until_a_lagging_replica_serves_the_new_leaf(
                 and await serves(port_b, state)
             )
 
-        await until(finished, "the old CA leaves the bundle after b catches up")
+        await eventually(finished, "the old CA leaves the bundle after b catches up")
         assert sample(registry, "wspin_webhook_ca_rotation_held") == 0.0
         mark = dict(client.ok_by_port)
-        await until(
-            lambda: asyncio.sleep(
-                0, all(client.ok_by_port[p] >= mark.get(p, 0) + 10 for p in (port_a, port_b))
-            ),
+        await eventually(
+            lambda: all(client.ok_by_port[p] >= mark.get(p, 0) + 10 for p in (port_a, port_b)),
             "requests to both replicas succeed after the rotation",
         )
 
@@ -195,13 +192,13 @@ async def test_a_replica_that_is_not_ready_does_not_hold_the_rotation(
     store = SecretStore(kube, namespace, SECRET)
     a = replica(kube, namespace, webhooks, "a", policy=POLICY, clock=clock)
     async with background(a.run()):
-        await until(lambda: _published(store), "the Secret is published")
+        await eventually(lambda: _published(store), "the Secret is published")
         first = await store.read()
         assert first.ca is not None
         clock.set(renew_at(first.ca.cert))
-        await until(lambda: _bundle_size(store, 2), "both CAs are published")
+        await eventually(lambda: _bundle_size(store, 2), "both CAs are published")
         clock.advance(HOUR)
-        await until(lambda: _bundle_size(store, 1), "the rotation finishes without 'gone'")
+        await eventually(lambda: _bundle_size(store, 1), "the rotation finishes without 'gone'")
 
 
 async def _published(store: SecretStore) -> bool:

@@ -31,6 +31,7 @@ from tests.certs.conftest import (
 )
 from tests.kubeapi import KubeServer
 from tests.support.metrics import count
+from tests.support.waiting import eventually
 from wspin.core.errors import Conflict
 from wspin.core.kinds import LEASES, MUTATING_WEBHOOKS, VALIDATING_WEBHOOKS
 from wspin.kube.client import Kube
@@ -45,12 +46,6 @@ async def running(*sources: SelfManagedSource) -> AsyncIterator[None]:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-
-
-async def eventually(condition: Callable[[], object], timeout: float = 10.0) -> None:
-    async with asyncio.timeout(timeout):
-        while not condition():
-            await asyncio.sleep(0.02)
 
 
 async def published_bundle(kube: Kube, webhooks: Webhooks) -> list[bytes]:
@@ -92,7 +87,11 @@ async def test_only_the_lease_holder_writes_and_every_replica_serves_the_same_ce
         ports = [await stack.enter_async_context(serve(s)) for s in sources]
         await stack.enter_async_context(running(*sources))
         await eventually(lambda: all(s.healthy() for s in sources))
-        await asyncio.sleep(0.3)  # several more rounds for every replica
+        marks = [s.rounds for s in sources]
+        # Several more rounds for every replica: only the leader writes in any of them.
+        await eventually(
+            lambda: all(s.rounds >= m + 3 for s, m in zip(sources, marks, strict=True))
+        )
         stored = await SecretStore(kube, namespace, SECRET).read()
         assert stored.serving is not None
         for port in ports:
@@ -121,7 +120,7 @@ async def test_a_follower_waits_for_the_secret_then_serves_each_new_certificate(
     follower = replica(kube, namespace, webhooks, "follower")
     store = SecretStore(kube, namespace, SECRET)
     async with running(follower), serve(follower) as port:
-        await asyncio.sleep(0.2)
+        await eventually(lambda: follower.rounds >= 3)
         assert not follower.healthy()
         assert (await store.read()) == Stored()  # a follower never creates it
         # The leader (elsewhere) creates the Secret.

@@ -10,7 +10,7 @@ import pytest
 
 from certs.build import issue_serving, new_ca, service_dns_names
 from tests.certs.conftest import NAMESPACE, SERVICE
-from tests.webhook.test_process import PINS, run_wspin
+from tests.webhook.process import PINS, run_wspin
 
 DAY = datetime.timedelta(days=1)
 

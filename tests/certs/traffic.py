@@ -109,15 +109,6 @@ class ApiServerClient:
                     self.failures.append(f"{type(err).__name__}: {err}")
 
 
-async def until(condition: Callable[[], Awaitable[bool]], what: str) -> None:
-    try:
-        async with asyncio.timeout(15):
-            while not await condition():
-                await asyncio.sleep(0.01)
-    except TimeoutError:
-        raise AssertionError(f"timed out waiting until {what}") from None
-
-
 @contextlib.asynccontextmanager
 async def background(*coroutines: Awaitable[None]) -> AsyncIterator[None]:
     tasks = [asyncio.ensure_future(c) for c in coroutines]

@@ -16,6 +16,8 @@ from typing import Any
 
 import yaml
 
+from webhook.demo import DEMO_CONFIG
+
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "charts" / "wspin"
 VALUES = Path(__file__).resolve().parent / "values"
@@ -156,3 +158,14 @@ def flag_values(args: Sequence[str], flag: str) -> list[str]:
         elif arg.startswith(flag + "="):
             found.append(arg[len(flag) + 1 :])
     return found
+
+
+PINS = {
+    "agentdDelivery.image": DEMO_CONFIG.agentd.image,
+    "opencodeDelivery.image": DEMO_CONFIG.opencode.image,
+    "agentdDelivery.binarySHA256Amd64": "a" * 64,
+    "agentdDelivery.binarySHA256Arm64": "b" * 64,
+    "opencodeDelivery.binarySHA256Amd64": "c" * 64,
+    "opencodeDelivery.binarySHA256Arm64": "d" * 64,
+}
+"""Delivery values with both images and their pins (the demo release's)."""

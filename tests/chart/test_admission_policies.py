@@ -15,7 +15,7 @@ from typing import Any
 import jsonpatch
 import pytest
 
-from tests.chart.helm import NAMESPACE, Rendered, render
+from tests.chart.helm import NAMESPACE, PINS, Rendered, render
 from tests.fixtures import ADMISSION
 from tests.kubeapi.defaults import drop_image_volumes
 from tests.kubeapi.policies import Denial, judge
@@ -25,14 +25,6 @@ from wspin.core.workspace_pod import DELIVERY_ENV_NAMES, SELECTOR_LABELS
 
 Obj = dict[str, Any]
 
-PINS = {
-    "agentdDelivery.image": DEMO_CONFIG.agentd.image,
-    "opencodeDelivery.image": DEMO_CONFIG.opencode.image,
-    "agentdDelivery.binarySHA256Amd64": "a" * 64,
-    "agentdDelivery.binarySHA256Arm64": "b" * 64,
-    "opencodeDelivery.binarySHA256Amd64": "c" * 64,
-    "opencodeDelivery.binarySHA256Arm64": "d" * 64,
-}
 DELIVERY = f"wspin-{NAMESPACE}-workspace-pod-delivery"
 INTEGRITY = f"wspin-{NAMESPACE}-workspace-pod-integrity"
 DEBUG = f"wspin-{NAMESPACE}-workspace-pod-debug"

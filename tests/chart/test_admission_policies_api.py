@@ -9,7 +9,6 @@ The workspace pod is a real capture run through the real injector.
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import json
 from collections.abc import AsyncIterator
@@ -18,10 +17,10 @@ from typing import Any
 import jsonpatch
 import pytest
 
-from tests.chart.helm import parse_documents, template
-from tests.chart.test_admission_policies import PINS
+from tests.chart.helm import PINS, parse_documents, template
 from tests.fixtures import ADMISSION
 from tests.kubeapi import KubeServer
+from tests.support.waiting import eventually
 from webhook.demo import DEMO_CONFIG
 from webhook.inject import inject
 from wspin.core.errors import Forbidden
@@ -53,7 +52,7 @@ def rendered_policies(namespace: str) -> list[tuple[Resource, Obj]]:
                 "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}}
             }
             found.append((BINDINGS, doc))
-    assert len(found) == 6
+    assert len(found) == 8
     return found
 
 
@@ -78,13 +77,15 @@ async def wait_until_enforced(kube: Kube, namespace: str) -> None:
     """A real API server takes a moment to load new policies: dry-run an unwired workspace pod
     until it is refused (the test server refuses it at once)."""
     probe = workspace_pod(namespace, injected=False)
-    for _ in range(120):
+
+    async def enforced() -> bool:
         try:
             await kube.create(PODS, probe, namespace, dry_run=True)
         except Forbidden:
-            return
-        await asyncio.sleep(0.5)
-    pytest.fail("the workspace-pod policies were not enforced within 60 s")
+            return True
+        return False
+
+    await eventually(enforced, "the workspace-pod policies to be enforced", timeout=60)
 
 
 @pytest.fixture
@@ -201,3 +202,92 @@ async def test_a_pod_stripped_of_its_image_volumes_by_the_api_server_is_refused(
     assert "image volumes" in message
     assert GATE_OFF in message
     assert DEMO_CONFIG.agentd.image in message
+
+
+@pytest.mark.usefixtures("policies")
+@pytest.mark.parametrize(
+    "labels",
+    [{"app": None}, {"component": "debug"}, {"llmsafespaces.dev/tenant": "someone-else"}],
+)
+async def test_a_label_change_through_pods_status_is_refused(
+    kube: Kube, namespace: str, labels: dict[str, str | None]
+) -> None:
+    """A v1.32 API server applies label changes made through pods/status: without the policy
+    a tenant could take the pod out of the selector, swap its image and put the label back."""
+    pod = await create_injected(kube, namespace)
+    if pod is None:
+        return
+    name = pod["metadata"]["name"]
+    with pytest.raises(Forbidden) as refused:
+        await kube.patch(PODS, name, {"metadata": {"labels": labels}}, namespace, sub="status")
+    assert "labels app, component and llmsafespaces.dev/*" in str(refused.value)
+    stored = await kube.get(PODS, name, namespace)
+    assert stored["metadata"]["labels"] == pod["metadata"]["labels"]
+
+
+@pytest.mark.usefixtures("policies")
+async def test_a_forged_receipt_through_pods_status_is_refused(kube: Kube, namespace: str) -> None:
+    pod = await create_injected(kube, namespace)
+    if pod is None:
+        return
+    forged = {"metadata": {"annotations": {"llmsafespaces.dev/delivery": "{}"}}}
+    with pytest.raises(Forbidden):
+        await kube.patch(PODS, pod["metadata"]["name"], forged, namespace, sub="status")
+
+
+def copied_wiring(namespace: str) -> Obj:
+    """What a tenant can write without the webhook: the injected pod copied whole (receipt,
+    volumes, pins), with no injector in the path."""
+    return workspace_pod(namespace)
+
+
+@pytest.mark.usefixtures("policies")
+async def test_a_copied_pod_that_shadows_the_binaries_is_refused_by_the_policies_alone(
+    kube: Kube, namespace: str
+) -> None:
+    pod = copied_wiring(namespace)
+    pod["spec"]["volumes"].append({"name": "overlay", "emptyDir": {}})
+    main = next(c for c in pod["spec"]["containers"] if c["name"] == "workspace")
+    main["volumeMounts"].append({"name": "overlay", "mountPath": "/agentd/usr/local/bin"})
+    with pytest.raises(Forbidden) as refused:
+        await kube.create(PODS, pod, namespace)
+    assert "shadow the pinned binaries" in str(refused.value) or GATE_OFF in str(refused.value)
+
+
+@pytest.mark.usefixtures("policies")
+async def test_a_copied_pod_that_runs_a_shell_is_refused_by_the_policies_alone(
+    kube: Kube, namespace: str
+) -> None:
+    pod = copied_wiring(namespace)
+    main = next(c for c in pod["spec"]["containers"] if c["name"] == "workspace")
+    main["image"] = "docker.io/library/busybox:1.36"
+    main["command"], main["args"] = ["sh"], ["-c", "sleep infinity"]
+    with pytest.raises(Forbidden) as refused:
+        await kube.create(PODS, pod, namespace)
+    assert "runs the delivered agentd" in str(refused.value) or GATE_OFF in str(refused.value)
+
+
+@pytest.mark.usefixtures("policies")
+async def test_a_binding_that_plants_a_receipt_is_refused(kube: Kube, namespace: str) -> None:
+    pod = workspace_pod(namespace)
+    pod["spec"]["schedulerName"] = "wspin-test-nobody"  # no scheduler binds it first
+    try:
+        stored = await kube.create(PODS, pod, namespace)
+    except Forbidden as gate_off:
+        assert GATE_OFF in str(gate_off)
+        return
+    name = stored["metadata"]["name"]
+    binding = {
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": {
+            "name": name,
+            "annotations": {"llmsafespaces.dev/delivery": '{"agentd":"sha256:00"}'},
+        },
+        "target": {"apiVersion": "v1", "kind": "Node", "name": "node-1"},
+    }
+    with pytest.raises(Forbidden) as refused:
+        await kube.request("POST", PODS.path(namespace, name, "binding"), body=binding)
+    assert "Binding may not carry" in str(refused.value)
+    after = await kube.get(PODS, name, namespace)
+    assert after["metadata"]["annotations"] == stored["metadata"]["annotations"]

@@ -25,6 +25,7 @@ from cryptography.x509.oid import NameOID
 
 from tests.chart.helm import CHART, NAMESPACE, Rendered
 from tests.fixtures import ADMISSION
+from wspin.core.workspace_pod import entrypoint_problem
 
 PROBE = CHART / "files" / "injection-probe.py"
 CAPTURES = ADMISSION
@@ -214,6 +215,7 @@ def test_the_probe_pod_is_a_workspace_pod_to_the_webhook() -> None:
     assert labels["app"] == "llmsafespaces" and labels["component"] == "workspace"
     assert "llmsafespaces.dev/workspace" in labels
     assert [c["name"] for c in pod["spec"]["containers"]] == ["workspace"]
+    assert entrypoint_problem(pod) is None  # the injector would refuse any other entry point
 
 
 @pytest.fixture(scope="module")

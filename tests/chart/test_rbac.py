@@ -83,6 +83,7 @@ CONTROLLER_CLUSTER_BASE = {
     ("", "secrets", (), verbs("create", "update")),
     ("", "events", (), verbs("create")),
     ("llmsafespaces.dev", "runtimeenvironments", (), verbs("list", "watch")),
+    ("", "namespaces", (), verbs("list", "watch")),  # the platform's labels, read only
     (
         "networking.k8s.io",
         "networkpolicies",

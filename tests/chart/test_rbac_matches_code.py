@@ -17,9 +17,8 @@ from typing import Any
 
 import pytest
 
-from controller.relay.drivers.aws import SECRET_NAME as AWS_CREDENTIALS
-from controller.relay.drivers.oci import SECRET_NAME as OCI_CREDENTIALS
 from controller.relay.peers import PEERS_CONFIGMAP
+from controller.relay.providers import PROVIDERS
 from controller.relay.tokens import TOKENS_SECRET
 from controller.settings import LeaderElectionSettings
 from controller.staging.secrets import HPKE_PUB_SECRET, MINT_KEY_SECRET
@@ -85,7 +84,7 @@ LEDGER = (
         ),
     ),
     Use(  # the image-volume probe: a server-side dry-run pod in the own namespace
-        "webhook/probe.py",
+        "webhook/imagevolume_probe.py",
         {"create": 1},
         webhook=grant("release", "pods", ["create"]),
     ),
@@ -159,12 +158,13 @@ LEDGER = (
     ),
     # -- the controller: caches -------------------------------------------------------------
     Use(  # list-then-watch: the controller's caches of Workspaces, their pods and PVCs, and
-        # InferenceRelays; the webhook's runtime catalogue and (with a tenant quota) the
-        # workspace pods it counts
+        # InferenceRelays; the webhook's runtime catalogue, the Namespaces' labels and (with a
+        # tenant quota) the workspace pods it counts
         "wspin/kube/informer.py",
         {"list_pages": 1, "watch": 1},
         webhook=union(
             grant("cluster", "runtimeenvironments", ["list", "watch"], group=CRD_GROUP),
+            grant("cluster", "namespaces", ["list", "watch"]),
             grant("cluster", "pods", ["list", "watch"]),
         ),
         controller=union(
@@ -174,6 +174,7 @@ LEDGER = (
             grant("cluster", "pods", ["list", "watch"]),
             grant("cluster", "persistentvolumeclaims", ["list", "watch"]),
             grant("cluster", "inferencerelays", ["list", "watch"], group=CRD_GROUP),
+            grant("cluster", "namespaces", ["list", "watch"]),
         ),
     ),
     # -- the controller: Workspaces ---------------------------------------------------------
@@ -300,12 +301,12 @@ LEDGER = (
     Use(
         "controller/relay/drivers/aws.py",
         {"get_or_none": 1},
-        controller=grant("release", "secrets", ["get"], [AWS_CREDENTIALS]),
+        controller=grant("release", "secrets", ["get"], [PROVIDERS["aws"].credentials_secret]),
     ),
     Use(
         "controller/relay/drivers/oci.py",
         {"get_or_none": 1},
-        controller=grant("release", "secrets", ["get"], [OCI_CREDENTIALS]),
+        controller=grant("release", "secrets", ["get"], [PROVIDERS["oci"].credentials_secret]),
     ),
 )
 

@@ -35,17 +35,15 @@ def test_the_tenant_quota_webhook_registers_only_with_a_limit(any_render: Render
     )
 
 
-def test_the_tenant_quota_webhook_sees_workspace_pod_creates_with_a_tenant(
+def test_the_tenant_quota_webhook_sees_every_workspace_pod_create(
     full_render: Rendered,
 ) -> None:
     webhook = validating_webhook(full_render, "tenant-quota.wspin.llmsafespaces.dev")
     assert webhook["clientConfig"]["service"]["path"] == VALIDATE_TENANT_QUOTA_PATH
     assert [r["operations"] for r in webhook["rules"]] == [["CREATE"]]
     assert webhook["failurePolicy"] == "Fail"
-    assert webhook["objectSelector"] == {
-        "matchLabels": {"component": "workspace"},
-        "matchExpressions": [{"key": "llmsafespaces.dev/tenant", "operator": "Exists"}],
-    }
+    # The tenant is the namespace's label: no pod label can keep a pod from the quota.
+    assert webhook["objectSelector"] == {"matchLabels": dict(SELECTOR_LABELS)}
     excluded = webhook["namespaceSelector"]["matchExpressions"][0]["values"]
     assert {"kube-system", NAMESPACE, "monitoring"} <= set(excluded)
     assert flag_values(full_render.args("webhook"), "--max-workspaces-per-tenant") == ["5"]

@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
-import os
+import itertools
 import signal
-import sys
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -16,127 +13,11 @@ import aiohttp
 import pytest
 
 from tests.controller.conftest import INTERNAL_TOKEN, CredentialSource, FakeRouter, publish_pub
+from tests.controller.process import SHORT_LEASE, Controller, clean_env
+from tests.support.waiting import eventually
+from wspin.core.clock import utc_now
 from wspin.core.kinds import LEASES
 from wspin.kube.client import Kube
-
-Line = dict[str, Any]
-SHORT_LEASE = {
-    "WSPIN_LEASE_DURATION": "2s",
-    "WSPIN_RENEW_DEADLINE": "1500ms",
-    "WSPIN_RETRY_PERIOD": "200ms",
-}
-
-
-def clean_env(**extra: str) -> dict[str, str]:
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith("WSPIN_") and k not in ("KUBECONFIG", "POD_NAMESPACE", "POD_NAME")
-    }
-    env.update(extra)
-    return env
-
-
-class Controller:
-    """A ``wspin controller`` subprocess whose JSON log lines are collected as they come."""
-
-    def __init__(self, process: asyncio.subprocess.Process) -> None:
-        self.process = process
-        self.lines: list[Line] = []
-        self._reader = asyncio.create_task(self._read())
-
-    @classmethod
-    async def start(cls, *argv: str, env: dict[str, str]) -> Controller:
-        process = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "wspin.cli",
-            "controller",
-            *argv,
-            env=env,
-            stdout=asyncio.subprocess.DEVNULL,
-            stderr=asyncio.subprocess.PIPE,
-        )
-        return cls(process)
-
-    async def _read(self) -> None:
-        assert self.process.stderr is not None
-        async for raw in self.process.stderr:
-            text = raw.decode(errors="replace").strip()
-            if not text:
-                continue
-            try:
-                line = json.loads(text)
-            except ValueError:
-                line = {"msg": text, "raw": True}
-            self.lines.append(line if isinstance(line, dict) else {"msg": text})
-
-    @property
-    def leading(self) -> bool:
-        """Whether this process's last word on the lease was that it acquired it."""
-        for line in reversed(self.lines):
-            if line.get("msg") == "acquired the leader lease":
-                return True
-            if line.get("msg") == "lost the leader lease":
-                return False
-        return False
-
-    def find(self, msg: str) -> list[Line]:
-        return [line for line in self.lines if line.get("msg") == msg]
-
-    async def wait_for(self, msg: str, timeout: float = 15) -> Line:
-        async with asyncio.timeout(timeout):
-            while not self.find(msg):
-                if self.process.returncode is not None and self._reader.done():
-                    raise AssertionError(f"exited {self.process.returncode}: {self.text()}")
-                await asyncio.sleep(0.05)
-        return self.find(msg)[0]
-
-    async def exit_code(self, timeout: float = 20) -> int:
-        code = await asyncio.wait_for(self.process.wait(), timeout)
-        await asyncio.wait_for(self._reader, 5)
-        return code
-
-    def text(self) -> str:
-        return "\n".join(json.dumps(line) for line in self.lines)
-
-    async def wait_ready(self, port: int, timeout: float = 20) -> None:
-        """Poll ``/readyz`` on ``port`` until it answers 200.
-
-        The port comes from the controller's own log line, so it is listening; a refused or
-        reset connection is still retried (a loaded machine, a socket not yet accepting), and
-        a controller that exits meanwhile fails at once with its log instead of a bare
-        connection error."""
-        url = f"http://127.0.0.1:{port}/readyz"
-        last = "no answer yet"
-        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as http:
-            try:
-                async with asyncio.timeout(timeout):
-                    while True:
-                        if self.process.returncode is not None:
-                            raise AssertionError(
-                                f"exited {self.process.returncode} before ready: {self.text()}"
-                            )
-                        try:
-                            async with http.get(url) as response:
-                                if response.status == 200:
-                                    return
-                                last = f"HTTP {response.status}: {await response.text()}"
-                        except (aiohttp.ClientConnectionError, TimeoutError) as err:
-                            last = repr(err)
-                        await asyncio.sleep(0.05)
-            except TimeoutError:
-                raise AssertionError(
-                    f"not ready after {timeout}s ({last}): {self.text()}"
-                ) from None
-
-    async def close(self) -> None:
-        if self.process.returncode is None:
-            self.process.kill()
-            await self.process.wait()
-        self._reader.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._reader
 
 
 @pytest.fixture
@@ -327,19 +208,20 @@ async def test_two_controllers_elect_one_leader_and_the_other_takes_over_after_a
     async with asyncio.timeout(15):
         while not (first.leading or second.leading):
             await asyncio.sleep(0.05)
-    # Longer than a lease: never two leaders at once (a loaded machine may hand the lease
-    # over, but only after the old leader stepped down).
-    loop = asyncio.get_running_loop()
-    until = loop.time() + 2.5
-    while loop.time() < until:
-        if first.leading and second.leading:
-            await asyncio.sleep(0.5)  # a step-down line may still be in the pipe
-            assert not (first.leading and second.leading), first.text() + second.text()
-        await asyncio.sleep(0.02)
-    async with asyncio.timeout(5):
-        while not (first.leading or second.leading):
-            await asyncio.sleep(0.05)
+    # Longer than a lease of renewals with both candidates running: never two leaders at
+    # once (a loaded machine may hand the lease over, but only after the old leader stepped
+    # down). The leadership intervals both logged are compared at the end.
+    renewals: set[str] = set()
+
+    async def renewed_three_times() -> bool:
+        lease = await kube.get(LEASES, "wspin-controller", namespace)
+        renewals.add(str(lease["spec"].get("renewTime")))
+        return len(renewals) >= 3
+
+    await eventually(renewed_three_times, "three renewals of the lease", timeout=15)
+    await eventually(lambda: first.leading or second.leading, "a leader")
     leader, follower = (first, second) if first.leading else (second, first)
+    killed_at = utc_now()
     leader.process.kill()  # no release: the follower must wait for the lease to expire
     await leader.exit_code()
     follower_name = "second" if follower is second else "first"
@@ -348,5 +230,8 @@ async def test_two_controllers_elect_one_leader_and_the_other_takes_over_after_a
             await asyncio.sleep(0.05)
     lease = await kube.get(LEASES, "wspin-controller", namespace)
     assert lease["spec"]["holderIdentity"].startswith(f"{follower_name}_")
+    terms = sorted(leader.terms(until=killed_at) + follower.terms(until=utc_now()))
+    for (_, ended), (began, _) in itertools.pairwise(terms):
+        assert ended <= began, f"two leaders at once: {terms}"
     follower.process.send_signal(signal.SIGTERM)
     assert await follower.exit_code() == 0

@@ -4,13 +4,16 @@ It exists because the product's API-level tests must run unchanged against a rea
 (``WSPIN_TEST_KUBECONFIG``), so the fake is reached only over HTTP through the real
 kubernetes_asyncio client, never by patching it. It emulates what the controller relies on:
 server-set metadata, optimistic concurrency, selectors, the three patch flavours, the status
-subresource, generation, finalizers, garbage collection and watches with resume, 410 and
-bookmarks, ValidatingAdmissionPolicies (CEL, ``policies``) on every create and update, the
-``pods/ephemeralcontainers`` subresource; mutating admission of pods through the stored
-webhook configurations over verified HTTPS (``admission``); SubjectAccessReview decided by
-the stored RBAC objects (``authorization``); the chart's CRDs as Established objects. It is
-not a full API server: no server-side apply, no authentication or enforcement of RBAC on its
-own requests, no defaulting beyond what ``defaults`` lists.
+subresource (on built-in kinds metadata changes through it apply, as on v1.32), generation,
+finalizers, garbage collection and watches with resume, 410 and bookmarks,
+ValidatingAdmissionPolicies (CEL, ``policies``) on every create and update, the
+``pods/ephemeralcontainers`` and ``pods/binding`` subresources; mutating admission of pods
+through the stored webhook configurations over verified HTTPS (``admission``);
+SubjectAccessReview decided by the stored RBAC objects (``authorization``); the chart's CRDs
+as Established objects. It is not a full API server: no server-side apply, no authentication
+(a request is the cluster admin's, or the user it impersonates with ``Impersonate-User``, as
+admission policies see it) or enforcement of RBAC on its own requests, no defaulting beyond
+what ``defaults`` lists.
 
 Modules: ``kinds`` (what is served), ``selectors``, ``patch``, ``defaults`` (per-kind
 strategies), ``policies`` and ``review`` (admission policies), ``admission`` (mutating

@@ -4,12 +4,15 @@ Writes are judged at kube-apiserver's validating stage: after the kind's strateg
 stored with the ImageVolume gate off has already lost its image volumes) and before the
 object is stored. Only ValidatingAdmissionPolicies are evaluated (``policies``): webhooks are
 not called. Every request comes from one identity, the cluster admin a kubeconfig would
-name, since the server does not authenticate.
+name, since the server does not authenticate, unless it impersonates another with the
+``Impersonate-User``/``Impersonate-Group`` headers (as an admin may on a cluster): policies
+then see that user, so a test can act as the controller's ServiceAccount or as a tenant.
 """
 
 from __future__ import annotations
 
 import uuid
+from contextvars import ContextVar
 from typing import Any
 
 from tests.kubeapi.kinds import Kind
@@ -21,6 +24,16 @@ ADMIN = {
     "username": "kubernetes-admin",
     "groups": ["system:masters", "system:authenticated"],
 }
+#: The user the request being served acts as (the server sets it per request).
+CALLER: ContextVar[Obj] = ContextVar("caller", default=ADMIN)
+
+
+def impersonated(user: str | None, groups: list[str]) -> Obj:
+    """The userInfo an impersonating request is judged as (``system:authenticated`` added,
+    as kube-apiserver does); the admin when no user is impersonated."""
+    if not user:
+        return ADMIN
+    return {"username": user, "groups": [*groups, "system:authenticated"]}
 
 
 def review_request(
@@ -46,7 +59,7 @@ def review_request(
         "name": meta.get("name", ""),
         "namespace": namespace if kind.namespaced else "",
         "operation": operation,
-        "userInfo": ADMIN,
+        "userInfo": CALLER.get(),
         "object": obj,
         "oldObject": old,
         "dryRun": dry_run,

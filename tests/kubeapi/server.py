@@ -35,6 +35,7 @@ from tests.kubeapi.kinds import (
 )
 from tests.kubeapi.listing import list_page
 from tests.kubeapi.mutating import admit_pod
+from tests.kubeapi.review import CALLER, impersonated
 from tests.kubeapi.selectors import field_selector, label_selector
 from tests.kubeapi.status import ApiError, bad_request
 from tests.kubeapi.store import Signal, Store
@@ -45,6 +46,7 @@ log = logging.getLogger(__name__)
 _WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 _NO_ROUTE = "the server could not find the requested resource"
 EPHEMERAL_CONTAINERS = "ephemeralcontainers"
+BINDING = "binding"
 
 
 class Write(NamedTuple):
@@ -241,6 +243,12 @@ class KubeServer:
             self.writes.append(Write(request.method, request.path))
         if self.latency and not is_true(request.query.get("watch")):
             await asyncio.sleep(self.latency)
+        CALLER.set(
+            impersonated(
+                request.headers.get("Impersonate-User"),
+                request.headers.getall("Impersonate-Group", []),
+            )
+        )
         try:
             self._inject_fault(request.method, request.path, request.query)
             if request.path == "/version":
@@ -293,8 +301,10 @@ class KubeServer:
             raise ApiError(404, _NO_ROUTE, details={})
         name = rest[1] if len(rest) > 1 else ""
         sub = rest[2] if len(rest) > 2 else ""
-        ephemeral = sub == EPHEMERAL_CONTAINERS and kind.plural == "pods" and not kind.group
-        if sub and not ephemeral and (sub != "status" or not kind.status_subresource):
+        pod_sub = (
+            sub in (EPHEMERAL_CONTAINERS, BINDING) and kind.plural == "pods" and not kind.group
+        )
+        if sub and not pod_sub and (sub != "status" or not kind.status_subresource):
             raise ApiError(404, _NO_ROUTE, details={})
         return kind, namespace, name, sub
 
@@ -304,6 +314,10 @@ class KubeServer:
         dry_run = _dry_run(query.getall("dryRun", []))
         method = request.method
         store = self.store
+        if sub == BINDING:
+            if method != "POST":
+                raise ApiError(405, f"the server does not allow {method} on {request.path}")
+            return _reply(store.bind(kind, ns, name, await _body(request), dry_run=dry_run), 201)
         if method == "GET" and name:
             return _reply(store.get(kind, ns, name))
         if method == "GET":

@@ -42,6 +42,7 @@ from tests.kubeapi.status import (
     success,
 )
 from tests.kubeapi.writes import (
+    bound_pod,
     check_same_namespace,
     ephemeral_update,
     is_no_op,
@@ -50,6 +51,8 @@ from tests.kubeapi.writes import (
 )
 
 Obj = dict[str, Any]
+#: What admission sees for ``pods/binding``: a Binding object on the pods resource.
+BINDING = Kind("", "v1", "pods", "Binding")
 #: kube-apiserver's generateName alphabet (no vowels, no look-alike digits).
 _SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 
@@ -264,6 +267,28 @@ class Store:
         if new["metadata"].get("name") != name:
             raise bad_request("a patch may not change metadata.name")
         return self._update(kind, old, new, status=status, ephemeral=ephemeral, dry_run=dry_run)
+
+    def bind(self, kind: Kind, namespace: str, name: str, body: Obj, *, dry_run: bool) -> Obj:
+        """POST ``pods/<name>/binding``: admission judges the Binding (kind ``Binding``, resource
+        ``pods``, subresource ``binding``), then the pod is assigned (``writes.bound_pod``)."""
+        old = self._get(kind, namespace, name)
+        binding = typed(BINDING, body)
+        check_same_namespace(binding["metadata"], namespace)
+        binding["metadata"]["namespace"] = namespace
+        if binding["metadata"].get("name") not in (None, name):
+            raise bad_request("the Binding's name must be the pod's name")
+        binding["metadata"]["name"] = name
+        result = bound_pod(old, binding)
+        self._admit(BINDING, "CREATE", namespace, binding, None, sub="binding", dry_run=dry_run)
+        if not dry_run:
+            self._commit("MODIFIED", kind, result, old)
+        return {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Success",
+            "code": 201,
+        }
 
     def delete(
         self, kind: Kind, namespace: str, name: str, options: Obj, *, dry_run: bool = False

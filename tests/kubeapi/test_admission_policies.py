@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from tests.kubeapi import KubeServer
 from wspin.core.errors import Invalid
-from wspin.core.kinds import CONFIGMAPS, NAMESPACES, Resource
+from wspin.core.kinds import CONFIGMAPS, NAMESPACES, PODS, Resource
 from wspin.kube.client import Kube
 
 GROUP = "admissionregistration.k8s.io"
@@ -88,3 +90,101 @@ async def test_a_binding_for_another_namespace_refuses_nothing_here(
     await kube.create(CONFIGMAPS, configmap("c1", {"evil": "1"}), namespace)
     namespace_obj = await kube.get(NAMESPACES, namespace)
     assert namespace_obj["metadata"]["labels"]["kubernetes.io/metadata.name"] == namespace
+
+
+def _label_guard(resources: list[str]) -> dict[str, object]:
+    return {
+        "metadata": {"name": "keep-app-label"},
+        "spec": {
+            "matchConstraints": {
+                "resourceRules": [
+                    {
+                        "apiGroups": [""],
+                        "apiVersions": ["v1"],
+                        "operations": ["UPDATE"],
+                        "resources": resources,
+                    }
+                ],
+            },
+            "validations": [
+                {
+                    "expression": "has(object.metadata.labels) && 'app' in object.metadata.labels",
+                    "message": "keep the app label",
+                }
+            ],
+        },
+    }
+
+
+@pytest.mark.parametrize(
+    ("resources", "status_judged"), [(["pods"], False), (["pods", "pods/status"], True)]
+)
+async def test_a_rule_judges_a_subresource_only_when_it_lists_it(
+    kube_server: KubeServer,
+    kube: Kube,
+    namespace: str,
+    resources: list[str],
+    status_judged: bool,
+) -> None:
+    await kube.create(POLICIES, _label_guard(resources))
+    await kube.create(
+        BINDINGS,
+        {
+            "metadata": {"name": "keep-app-label"},
+            "spec": {"policyName": "keep-app-label", "validationActions": ["Deny"]},
+        },
+    )
+    pod = {
+        "metadata": {"name": "p", "labels": {"app": "x"}},
+        "spec": {"containers": [{"name": "c", "image": "busybox:1.36"}]},
+    }
+    await kube.create(PODS, pod, namespace)
+    drop = {"metadata": {"labels": {"app": None}}}
+    with pytest.raises(Invalid):
+        await kube.patch(PODS, "p", drop, namespace)
+    if status_judged:
+        with pytest.raises(Invalid):
+            await kube.patch(PODS, "p", drop, namespace, sub="status")
+    else:
+        stored = await kube.patch(PODS, "p", drop, namespace, sub="status")
+        assert "app" not in (stored["metadata"].get("labels") or {})
+
+
+async def test_policies_judge_an_impersonated_request_as_that_user(
+    kube_server: KubeServer, kube: Kube, kube_as: Callable[..., Kube], namespace: str
+) -> None:
+    await kube.create(
+        POLICIES,
+        {
+            "metadata": {"name": "only-robot"},
+            "spec": {
+                "matchConstraints": {
+                    "resourceRules": [
+                        {
+                            "apiGroups": [""],
+                            "apiVersions": ["v1"],
+                            "operations": ["CREATE"],
+                            "resources": ["configmaps"],
+                        }
+                    ]
+                },
+                "validations": [
+                    {
+                        "expression": "request.userInfo.username == 'robot' && "
+                        "'crew' in request.userInfo.groups",
+                        "message": "only the robot",
+                    }
+                ],
+            },
+        },
+    )
+    await kube.create(
+        BINDINGS,
+        {
+            "metadata": {"name": "only-robot"},
+            "spec": {"policyName": "only-robot", "validationActions": ["Deny"]},
+        },
+    )
+    with pytest.raises(Invalid):
+        await kube.create(CONFIGMAPS, configmap("c1", {}), namespace)
+    await kube_as("robot", "crew").create(CONFIGMAPS, configmap("c2", {}), namespace)

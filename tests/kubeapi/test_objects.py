@@ -7,6 +7,7 @@ cluster: that is what keeps the test server honest.
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 
 import pytest
@@ -14,6 +15,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from tests.kubeapi import KubeServer
+from tests.support.workspaces import SPEC_DEFAULTS
 from wspin.core.errors import AlreadyExists, Conflict, Invalid, NotFound
 from wspin.core.kinds import CONFIGMAPS, PODS, SECRETS, WORKSPACES
 from wspin.kube.client import Kube
@@ -143,12 +145,13 @@ async def test_status_subresource_isolates_status_from_the_main_endpoint(
     )
     assert "status" not in ws
     ws = await kube.replace(WORKSPACES, {**ws, "spec": {"a": 2}, "status": {"phase": "Main"}})
-    # The CRD's schema defaults spec.architecture, as a real API server does.
-    assert ws["spec"] == {"a": 2, "architecture": "amd64"} and "status" not in ws
+    # The CRD's schema defaults spec fields, as a real API server does: architecture, and the
+    # nested defaults inside the autoSuspend object it defaults to {}.
+    assert ws["spec"] == {"a": 2, **SPEC_DEFAULTS} and "status" not in ws
     ws = await kube.replace(
         WORKSPACES, {**ws, "spec": {"a": 3}, "status": {"phase": "Active"}}, sub="status"
     )
-    assert ws["spec"] == {"a": 2, "architecture": "amd64"} and ws["status"] == {"phase": "Active"}
+    assert ws["spec"] == {"a": 2, **SPEC_DEFAULTS} and ws["status"] == {"phase": "Active"}
 
 
 async def test_pod_status_is_written_only_through_pods_status(
@@ -329,3 +332,67 @@ async def test_pods_are_listed_across_namespaces_and_deleted_as_a_collection(
             break
         await asyncio.sleep(0.05)
     assert (await core.list_namespaced_pod(namespace)).items == []
+
+
+async def test_pod_status_writes_apply_labels_and_annotations_but_keep_spec_and_owners(
+    kube: Kube, namespace: str
+) -> None:
+    """kube-apiserver v1.32's pod status strategy resets only the spec and ownerReferences:
+    label and annotation changes made through ``pods/status`` are stored."""
+    owner = await kube.create(CONFIGMAPS, {"metadata": {"name": "owner"}}, namespace)
+    reference = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "name": "owner",
+        "uid": owner["metadata"]["uid"],
+    }
+    body = _pod("p", app="x", tier="a")
+    body["metadata"]["ownerReferences"] = [reference]  # type: ignore[index]
+    pod = await kube.create(PODS, body, namespace)
+    forged = copy.deepcopy(pod)
+    forged["metadata"]["labels"] = {"tier": "b"}
+    forged["metadata"]["annotations"] = {"note": "via-status"}
+    forged["metadata"]["ownerReferences"] = []
+    forged["spec"]["containers"][0]["image"] = "attacker/image:1"
+    stored = await kube.replace(PODS, forged, sub="status")
+    assert stored["metadata"]["labels"] == {"tier": "b"}
+    assert stored["metadata"]["annotations"] == {"note": "via-status"}
+    assert stored["metadata"]["ownerReferences"] == [reference]
+    assert stored["spec"]["containers"][0]["image"] == "busybox:1.36"
+    patched = await kube.patch(
+        PODS, "p", {"metadata": {"labels": {"app": None}}}, namespace, sub="status"
+    )
+    assert "app" not in patched["metadata"]["labels"]
+
+
+async def test_custom_resource_status_writes_keep_the_metadata(kube: Kube, namespace: str) -> None:
+    await kube.create(WORKSPACES, {"metadata": {"name": "w", "labels": {"a": "1"}}}, namespace)
+    stored = await kube.patch(
+        WORKSPACES,
+        "w",
+        {"metadata": {"labels": {"a": "2"}}, "status": {"phase": "Active"}},
+        namespace,
+        sub="status",
+    )
+    assert stored["metadata"]["labels"] == {"a": "1"}
+    assert stored["status"] == {"phase": "Active"}
+
+
+async def test_a_binding_assigns_the_node_once_and_copies_its_annotations(
+    kube: Kube, namespace: str
+) -> None:
+    unscheduled = _pod("p")
+    unscheduled["spec"]["schedulerName"] = "wspin-test-nobody"  # type: ignore[index]
+    await kube.create(PODS, unscheduled, namespace)
+    binding = {
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": {"name": "p", "annotations": {"scheduled-by": "test"}},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": "node-1"},
+    }
+    await kube.request("POST", PODS.path(namespace, "p", "binding"), body=binding)
+    pod = await kube.get(PODS, "p", namespace)
+    assert pod["spec"]["nodeName"] == "node-1"
+    assert pod["metadata"]["annotations"]["scheduled-by"] == "test"
+    with pytest.raises(Conflict):
+        await kube.request("POST", PODS.path(namespace, "p", "binding"), body=binding)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from tests.kubeapi.defaults import prepare_update
+from tests.kubeapi.defaults import label_namespace, prepare_update
 from tests.kubeapi.kinds import Kind
 from tests.kubeapi.status import bad_request, conflict, invalid, stale
 
@@ -57,8 +57,9 @@ def check_same_namespace(meta: Obj, namespace: str) -> None:
 def merged_update(kind: Kind, old: Obj, new: Obj, *, status: bool) -> Obj:
     """The object an update of ``old`` with ``new`` stores (generation not yet bumped).
 
-    ``status`` is the ``/status`` endpoint: only status changes. The main endpoint of a kind
-    with a status subresource keeps the stored status. resourceVersion and uid in the body
+    ``status`` is the ``/status`` endpoint: the status changes, and on built-in kinds the
+    metadata too (``_status_update``). The main endpoint of a kind with a status subresource
+    keeps the stored status. resourceVersion and uid in the body
     are preconditions.
     """
     name, meta, old_meta = old["metadata"]["name"], new["metadata"], old["metadata"]
@@ -73,16 +74,9 @@ def merged_update(kind: Kind, old: Obj, new: Obj, *, status: bool) -> Obj:
             f"{old_meta['uid']}",
         )
     if status:
-        result = copy.deepcopy(old)
-        result.pop("status", None)
-        if new.get("status") is not None:
-            result["status"] = new["status"]
-        return result
+        return _status_update(kind, old, new)
     result = copy.deepcopy(new)
-    for key in _SERVER_META:
-        result["metadata"].pop(key, None)
-        if key in old_meta:
-            result["metadata"][key] = old_meta[key]
+    _keep_server_meta(result, old_meta)
     if kind.status_subresource:
         result.pop("status", None)
         if "status" in old:
@@ -99,6 +93,45 @@ def merged_update(kind: Kind, old: Obj, new: Obj, *, status: bool) -> Obj:
     prepare_update(kind, old, result)
     if kind.tracks_generation and _spec_part(kind, result) != _spec_part(kind, old):
         result["metadata"]["generation"] = int(old_meta.get("generation", 1)) + 1
+    return result
+
+
+def _keep_server_meta(result: Obj, old_meta: Obj) -> None:
+    for key in _SERVER_META:
+        result["metadata"].pop(key, None)
+        if key in old_meta:
+            result["metadata"][key] = old_meta[key]
+
+
+def _status_update(kind: Kind, old: Obj, new: Obj) -> Obj:
+    """What a write through ``/status`` stores, per kube-apiserver v1.32's status strategies.
+
+    A custom resource keeps everything but its status (the apiextensions status strategy
+    copies the old object over the new one). A built-in kind keeps its spec, and takes the
+    rest of the metadata from the request: pods, PVCs, Services and Namespaces apply label,
+    annotation and finalizer changes made through ``/status``. On top of that pods keep their
+    ownerReferences (``podStatusStrategy``: old kubelets corrupted them) and Deployments their
+    labels.
+    """
+    if kind.custom:
+        result = copy.deepcopy(old)
+        result.pop("status", None)
+        if new.get("status") is not None:
+            result["status"] = new["status"]
+        return result
+    result = {k: copy.deepcopy(v) for k, v in old.items() if k not in ("metadata", "status")}
+    result["metadata"] = copy.deepcopy(new["metadata"])
+    if new.get("status") is not None:
+        result["status"] = copy.deepcopy(new["status"])
+    old_meta, meta = old["metadata"], result["metadata"]
+    _keep_server_meta(result, old_meta)
+    kept = {"pods": ("ownerReferences",), "deployments": ("labels",)}.get(kind.plural, ())
+    for key in kept:
+        meta.pop(key, None)
+        if key in old_meta:
+            meta[key] = copy.deepcopy(old_meta[key])
+    if kind.plural == "namespaces" and not kind.group:
+        label_namespace(result)
     return result
 
 
@@ -143,6 +176,27 @@ def ephemeral_update(old: Obj, new: Obj) -> Obj:
         taken.add(container["name"])
     result = copy.deepcopy(old)
     result["spec"]["ephemeralContainers"] = copy.deepcopy(after)
+    return result
+
+
+def bound_pod(old: Obj, binding: Obj) -> Obj:
+    """``pods/binding``: the pod with ``spec.nodeName`` set to the Binding's target and the
+    Binding's annotations copied onto it (kube-apiserver's ``setPodNodeAndMetadata``: a
+    scheduler may leave annotations this way). An already assigned pod is a 409."""
+    name = old["metadata"]["name"]
+    target = binding.get("target") or {}
+    node = target.get("name") if isinstance(target, dict) else None
+    if not isinstance(node, str) or not node:
+        raise invalid("Binding", name, "target.name", "Required value")
+    assigned = (old.get("spec") or {}).get("nodeName")
+    if assigned:
+        raise conflict("pods", "", name, f"pod {name} is already assigned to node {assigned!r}")
+    result = copy.deepcopy(old)
+    result["spec"]["nodeName"] = node
+    annotations = (binding.get("metadata") or {}).get("annotations") or {}
+    if annotations:
+        meta = result["metadata"]
+        meta["annotations"] = {**(meta.get("annotations") or {}), **annotations}
     return result
 
 

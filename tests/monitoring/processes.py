@@ -22,10 +22,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from certs.build import issue_serving, new_ca, service_dns_names
 from certs.files import write_certificates
 from tests.controller.conftest import INTERNAL_TOKEN, CredentialSource, FakeRouter, publish_pub
-from tests.controller.test_cli import Controller
-from tests.controller.test_cli import clean_env as controller_env
-from tests.webhook.test_process import PINS, free_port
-from tests.webhook.test_process import clean_env as webhook_env
+from tests.controller.process import Controller
+from tests.controller.process import clean_env as controller_env
+from tests.webhook.process import PINS, free_port
+from tests.webhook.process import clean_env as webhook_env
 from wspin.kube.client import Kube
 
 SUFFIXES = {

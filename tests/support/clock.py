@@ -8,6 +8,7 @@ node's clock can be set while monotonic time keeps running forward.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
@@ -41,3 +42,20 @@ class FakeClock:
     def set(self, moment: datetime) -> None:
         """Set the wall clock to ``moment`` (forward or back); monotonic time stays."""
         self.wall = moment
+
+
+class RecordingSleep:
+    """A ``sleep`` for code that takes one: records each delay asked for and returns at once.
+
+    ``observe``, when set, is called at each sleep and its answers kept in ``seen`` (what a
+    readiness check said while the code waited, say)."""
+
+    def __init__(self) -> None:
+        self.delays: list[float] = []
+        self.observe: Callable[[], object] | None = None
+        self.seen: list[object] = []
+
+    async def __call__(self, delay: float) -> None:
+        self.delays.append(delay)
+        if self.observe is not None:
+            self.seen.append(self.observe())

@@ -1,4 +1,4 @@
-"""Webhook test fixtures: the reference's example release, captures, and a live HTTPS server.
+"""Webhook test fixtures: an example release, captures, and a live HTTPS server.
 
 - ``inject_config``: agentd/opencode images and pins used by every capture's manifests.
 - ``capture(name)``: an AdmissionReview body from ``shared/fixtures/admission``.

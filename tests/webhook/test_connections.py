@@ -24,7 +24,7 @@ from certs.build import issue_serving, new_ca, service_dns_names
 from certs.files import write_certificates
 from certs.tls import context_for
 from tests.webhook.conftest import SERVICE_HOST, example_config, load_capture
-from tests.webhook.test_process import PINS, clean_env, free_port
+from tests.webhook.process import PINS, clean_env, free_port
 from webhook.app import make_app
 from webhook.metrics import AdmissionMetrics
 from webhook.protocol import Listener, start

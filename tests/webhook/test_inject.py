@@ -1,4 +1,4 @@
-"""The injector against golden files (Istio's shape, STYLE.md §2).
+"""The injector against golden files, one input pod and its expected result per case.
 
 Each ``testdata/inject/<case>.yaml`` is a pod; ``<case>.yaml.injected`` is the pod after the
 patch, keys sorted. Cases are found by listing the folder; a golden without an input fails
@@ -37,6 +37,15 @@ DENIED = {
     "conflict-init-container-shadows-opencode": (
         r"init container 'platform-init' mounts volume 'bin-overlay' at '//opencode/.' "
         r"\(that is '/opencode'\), at or under /opencode"
+    ),
+    "conflict-workspace-runs-a-shell": (
+        r"container 'workspace' must run the delivered agentd: command "
+        r"\[/agentd/usr/local/bin/workspace-agentd\] with args \[--supervise\] or args "
+        r'\[supervise-opencode\] \(got command \["sh"\]'
+    ),
+    "conflict-sidecar-extra-args": (
+        r"the 'agentd' sidecar must run the delivered agentd: command "
+        r"\[/agentd/usr/local/bin/workspace-agentd, --sidecar\] and no args"
     ),
     "conflict-agentd-subpath": (
         "container 'workspace' mounts volume 'agentd' at '/agentd' with subPath "

@@ -8,6 +8,7 @@ container, and an ephemeral container.
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import Any
 
 import jsonpatch
@@ -15,7 +16,6 @@ import pytest
 import yaml
 
 from tests.webhook.conftest import example_config
-from tests.webhook.test_inject import TESTDATA
 from webhook.inject import inject
 from webhook.mountpaths import normalise
 from wspin.core.errors import AdmissionDenied
@@ -66,6 +66,9 @@ HARMLESS = [
     "/.opencode",
     "/x/..agentd",
 ]
+
+TESTDATA = Path(__file__).parent / "testdata" / "inject"
+"""The injector's golden cases, whose pods these tests reuse."""
 
 
 def pod_with(kind: str, name: str, mount: dict[str, Any] | None = None) -> dict[str, Any]:

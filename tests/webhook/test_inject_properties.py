@@ -14,6 +14,7 @@ from tests.webhook.conftest import example_config
 from webhook.inject import inject
 from wspin.core.contract import AGENTD, ARCHES, OPENCODE
 from wspin.core.errors import AdmissionDenied
+from wspin.core.workspace_pod import SIDECAR_COMMAND, WORKSPACE_ARGS, WORKSPACE_COMMAND
 
 CONFIG = example_config()
 PIN_NAMES = [
@@ -53,12 +54,9 @@ def containers(
         for volume in draw(
             st.lists(st.sampled_from(volume_names), unique=True) if volume_names else st.just([])
         ):
-            # Only our own volumes go to /agentd and /opencode: a foreign volume there is a
+            # Our own volumes only at their own path, others elsewhere: anything else is a
             # denial, covered by the golden tests.
-            choices = ["/data/" + volume]
-            if volume in ("agentd", "opencode"):
-                choices.append("/" + volume)
-            path = draw(st.sampled_from(choices))
+            path = "/" + volume if volume in ("agentd", "opencode") else "/data/" + volume
             if path in paths:
                 continue
             paths.add(path)
@@ -71,6 +69,12 @@ def containers(
             for n in draw(st.lists(st.sampled_from([*PIN_NAMES, "HOME", "PATH"]), max_size=6))
         ]
         container: dict[str, Any] = {"name": name, "image": "busybox"}
+        # The delivered entry points (any other is a denial, covered by the golden tests).
+        if name == "workspace" and not init:
+            container["command"] = list(WORKSPACE_COMMAND)
+            container["args"] = list(draw(st.sampled_from(WORKSPACE_ARGS)))
+        elif name == "agentd" and init:
+            container["command"] = list(SIDECAR_COMMAND)
         empty_mounts_key, empty_env_key = draw(st.booleans()), draw(st.booleans())
         if mounts or empty_mounts_key:
             container["volumeMounts"] = mounts
@@ -120,8 +124,10 @@ def workspace_pods(draw: st.DrawFn) -> dict[str, Any]:
 def test_patch_applies_is_idempotent_and_yields_a_valid_pod(pod: dict[str, Any]) -> None:
     try:
         injection = inject(pod, CONFIG)
-    except AdmissionDenied:
-        return
+    except AdmissionDenied as denied:
+        # The generator keeps to the path rules and the entry points: a denial here would
+        # leave the property untested.
+        raise AssertionError(f"a generated pod was denied: {denied}") from None
     result = jsonpatch.apply_patch(pod, list(injection.patch))
     again = inject(result, CONFIG)
     assert again.patch == ()

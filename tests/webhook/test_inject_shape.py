@@ -128,9 +128,10 @@ def _many(kind: str, count: int) -> Any:
         elif kind == "annotations":
             pod["metadata"]["annotations"]["big"] = "x" * count
         else:
+            main = spec["containers"][0]
             spec[kind] = [{"name": f"c{i}", "image": "busybox"} for i in range(count)]
             if kind == "containers":
-                spec[kind][0]["name"] = "workspace"
+                spec[kind][0] = main
 
     return change
 

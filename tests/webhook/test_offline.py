@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.webhook.test_process import PINS
+from tests.webhook.process import PINS
 from wspin.cli import main
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "workspace-pod.yaml"

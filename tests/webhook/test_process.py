@@ -6,9 +6,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import json
-import os
 import signal
-import socket
 import ssl
 import sys
 from collections.abc import AsyncIterator
@@ -20,37 +18,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from certs.build import issue_serving, new_ca, service_dns_names
 from certs.files import write_certificates
-from tests.webhook.conftest import AGENTD_IMAGE, OPENCODE_IMAGE, SERVICE_HOST, load_capture
-
-PINS = [
-    f"--agentd-image={AGENTD_IMAGE}",
-    "--agentd-binary-sha256-amd64=" + "a" * 64,
-    "--agentd-binary-sha256-arm64=" + "b" * 64,
-    f"--opencode-image={OPENCODE_IMAGE}",
-    "--opencode-binary-sha256-amd64=" + "c" * 64,
-    "--opencode-binary-sha256-arm64=" + "d" * 64,
-]
-
-
-def clean_env() -> dict[str, str]:
-    """No cluster: no kubeconfig, no service account, no WSPIN_* leaking from the caller."""
-    drop = ("KUBECONFIG", "KUBERNETES_SERVICE_HOST")
-    return {k: v for k, v in os.environ.items() if k not in drop and not k.startswith("WSPIN_")}
-
-
-async def run_wspin(*args: str, timeout: float = 30) -> tuple[int, str]:
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "wspin.cli",
-        *args,
-        env=clean_env(),
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    _, stderr = await asyncio.wait_for(process.communicate(), timeout)
-    assert process.returncode is not None
-    return process.returncode, stderr.decode()
+from tests.webhook.conftest import SERVICE_HOST, load_capture
+from tests.webhook.process import PINS, clean_env, free_port, run_wspin
 
 
 @pytest.mark.parametrize(
@@ -115,13 +84,6 @@ async def test_missing_certificate_files_exit_1_naming_the_flags(tmp_path: Path)
     )
     assert status == 1
     assert "--tls-cert-file" in stderr
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 @pytest.fixture

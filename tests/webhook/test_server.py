@@ -6,24 +6,10 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from tests.kubeapi import KubeServer
+from tests.support.clock import RecordingSleep
 from tests.webhook.conftest import AGENTD_IMAGE
-from webhook.probe import Backoff, ImageVolumeGate
+from webhook.imagevolume_probe import Backoff, ImageVolumeGate
 from wspin.kube.client import Kube
-
-
-class FakeSleep:
-    """Records the delays the gate asks for, and its readiness reason at each; nothing
-    really sleeps."""
-
-    def __init__(self) -> None:
-        self.delays: list[float] = []
-        self.problems: list[str | None] = []
-        self.gate: ImageVolumeGate | None = None
-
-    async def __call__(self, delay: float) -> None:
-        self.delays.append(delay)
-        if self.gate is not None:
-            self.problems.append(self.gate.check())
 
 
 async def test_readiness_waits_for_the_probe_then_passes_on_a_supporting_cluster(
@@ -39,7 +25,7 @@ async def test_readiness_stays_failed_naming_the_feature_gate_when_volumes_are_d
     kube: Kube, namespace: str, kube_server: KubeServer
 ) -> None:
     kube_server.image_volume_gate = False
-    sleep = FakeSleep()
+    sleep = RecordingSleep()
     gate = ImageVolumeGate(required=True, registry=CollectorRegistry(), sleep=sleep)
     await gate.run(kube, namespace, AGENTD_IMAGE)
     problem = gate.check()
@@ -56,18 +42,18 @@ async def test_an_api_error_keeps_readiness_failed_and_the_probe_retries_with_ba
     kube_server.fail_next(
         status, method="POST", path=f"/api/v1/namespaces/{namespace}/pods", count=4
     )
-    sleep = FakeSleep()
+    sleep = RecordingSleep()
     gate = ImageVolumeGate(
         required=True,
         registry=CollectorRegistry(),
         backoff=Backoff(first=1.0, limit=4.0),
         sleep=sleep,
     )
-    sleep.gate = gate
+    sleep.observe = gate.check
     await gate.run(kube, namespace, AGENTD_IMAGE)
     assert sleep.delays == [1.0, 2.0, 4.0, 4.0]
-    assert all("image-volume support probe failed" in (p or "") for p in sleep.problems)
-    assert "retrying in 4 s" in (sleep.problems[-1] or "")
+    assert all("image-volume support probe failed" in str(p) for p in sleep.seen)
+    assert "retrying in 4 s" in str(sleep.seen[-1])
     assert gate.check() is None
 
 

@@ -1,4 +1,7 @@
-"""Tenant quota: the usage totals fed by pod events, and the admission decision."""
+"""Tenant quota: the usage totals fed by pod and Namespace events, and the admission decision.
+
+The tenant is the platform's word (the Namespace's label), never the pod's: each attack on the
+pod's own labels is a case below."""
 
 from __future__ import annotations
 
@@ -8,13 +11,13 @@ import pytest
 
 from tests.support.clock import FakeClock
 from webhook.tenant_quota import (
-    LABEL_TENANT,
     RESERVATION_SECONDS,
     QuotaLimits,
     TenantUsage,
     pod_requests,
     quota_problem,
 )
+from wspin.core.tenancy import LABEL_TENANT, tenant_of
 
 
 def pod(
@@ -61,12 +64,28 @@ def create(obj: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def synced(*pods: dict[str, Any], clock: FakeClock | None = None) -> TenantUsage:
+def namespace(name: str, tenant: str | None = None) -> dict[str, Any]:
+    labels = {LABEL_TENANT: tenant} if tenant is not None else {}
+    return {"metadata": {"name": name, "labels": labels}}
+
+
+def synced(
+    *pods: dict[str, Any],
+    clock: FakeClock | None = None,
+    namespaces: dict[str, str | None] | None = None,
+) -> TenantUsage:
+    """Usage from ``pods``; ``namespaces`` maps each namespace to its tenant label (default:
+    ws-a and ws-b both of tenant acme)."""
     usage = TenantUsage((clock or FakeClock()).monotonic)
+    for name, tenant in (namespaces or {"ws-a": "acme", "ws-b": "acme"}).items():
+        usage.observe_namespace("ADDED", namespace(name, tenant), None)
     for p in pods:
         usage.apply("ADDED", p, None)
     usage.synced = True
     return usage
+
+
+ACME = tenant_of("ws-a", {LABEL_TENANT: "acme"})
 
 
 class TestRequests:
@@ -77,11 +96,20 @@ class TestRequests:
 class TestAllowedUnchecked:
     LIMITS = QuotaLimits(max_workspaces=1)
 
-    @pytest.mark.parametrize("tenant", [None, "", "unspecified"])
-    def test_pods_without_a_real_tenant_are_not_counted(self, tenant: str | None) -> None:
+    @pytest.mark.parametrize("tenant", [None, "", "unspecified", "someone-else"])
+    def test_the_pods_own_tenant_label_neither_skips_nor_moves_the_quota(
+        self, tenant: str | None
+    ) -> None:
         usage = synced(pod("old", "acme"))
         problem, share = quota_problem(create(pod("p", tenant)), self.LIMITS, usage)
-        assert problem is None and share is None
+        assert problem is not None and "tenant 'acme' already runs 1" in problem
+        assert share is None
+
+    def test_relabelling_a_running_pod_frees_nothing(self) -> None:
+        first = pod("p1", "acme")
+        usage = synced(first)
+        usage.apply("MODIFIED", pod("p1", None), first)
+        assert usage.usage(ACME).pods == 1
 
     def test_non_create_operations_pass(self) -> None:
         usage = synced(pod("old"))
@@ -94,7 +122,7 @@ class TestAllowedUnchecked:
 
     def test_non_workspace_pods_pass_and_do_not_count(self) -> None:
         usage = synced(pod("relay", component="relay"))
-        assert usage.usage("ws-a", "acme").pods == 0
+        assert usage.usage(ACME).pods == 0
         problem, _ = quota_problem(create(pod("p", component="relay")), self.LIMITS, usage)
         assert problem is None
 
@@ -128,14 +156,38 @@ class TestLimits:
         problem, _ = quota_problem(create(pod("big", memory="513Mi")), limits, usage)
         assert problem is not None and "the limit is 1536Mi" in problem
 
-    def test_other_tenants_other_namespaces_and_terminal_pods_do_not_count(self) -> None:
+    def test_other_tenants_namespaces_and_terminal_pods_do_not_count(self) -> None:
         usage = synced(
-            pod("other", "globex"),
-            pod("elsewhere", namespace="ws-b"),
+            pod("other", namespace="ws-c"),
+            pod("unlabelled", namespace="ws-d"),
             pod("done", phase="Succeeded"),
             pod("crashed", phase="Failed"),
+            namespaces={"ws-a": "acme", "ws-c": "globex", "ws-d": None},
         )
         assert quota_problem(create(pod("p")), QuotaLimits(max_workspaces=1), usage)[0] is None
+
+    def test_namespaces_with_one_tenant_label_share_one_quota(self) -> None:
+        usage = synced(pod("p1", namespace="ws-a"))
+        problem, _ = quota_problem(
+            create(pod("p2", namespace="ws-b")), QuotaLimits(max_workspaces=1), usage
+        )
+        assert problem is not None and "tenant 'acme' already runs 1" in problem
+
+    def test_an_unlabelled_namespace_is_a_tenant_of_its_own(self) -> None:
+        usage = synced(pod("p1", namespace="ws-x"), namespaces={"ws-x": None, "ws-y": None})
+        limits = QuotaLimits(max_workspaces=1)
+        problem, _ = quota_problem(create(pod("p2", namespace="ws-x")), limits, usage)
+        assert problem is not None and "namespace 'ws-x' already runs 1" in problem
+        assert quota_problem(create(pod("p3", namespace="ws-y")), limits, usage)[0] is None
+
+    def test_a_namespace_the_platform_relabels_moves_its_pods_to_the_new_tenant(self) -> None:
+        usage = synced(pod("p1", namespace="ws-b"))
+        usage.observe_namespace("MODIFIED", namespace("ws-b", "globex"), None)
+        assert usage.usage(ACME).pods == 0
+        globex = tenant_of("ws-b", {LABEL_TENANT: "globex"})
+        assert usage.usage(globex).pods == 1
+        usage.observe_namespace("DELETED", namespace("ws-b", "globex"), None)
+        assert usage.usage(globex).pods == 0
 
     def test_deletion_and_termination_free_the_share(self) -> None:
         first = pod("p1")
@@ -145,13 +197,13 @@ class TestLimits:
         usage.apply("MODIFIED", pod("p1", phase="Succeeded"), first)
         assert quota_problem(create(pod("p2")), limits, usage)[0] is None
         usage.apply("DELETED", pod("p1", phase="Succeeded"), None)
-        assert usage.usage("ws-a", "acme").pods == 0
+        assert usage.usage(ACME).pods == 0
 
     def test_a_changed_request_replaces_the_old_share(self) -> None:
         first = pod("p1", cpu="1")
         usage = synced(first)
         usage.apply("MODIFIED", pod("p1", cpu="2"), first)
-        assert usage.usage("ws-a", "acme").cpu_millis == 2000
+        assert usage.usage(ACME).cpu_millis == 2000
 
 
 class TestReservations:
@@ -174,7 +226,7 @@ class TestReservations:
         assert share is not None
         usage.reserve("p1", share)
         usage.apply("ADDED", pod("p1"), None)
-        assert usage.usage("ws-a", "acme").pods == 1
+        assert usage.usage(ACME).pods == 1
 
     def test_a_reservation_the_watch_never_confirms_expires(self) -> None:
         clock = FakeClock()

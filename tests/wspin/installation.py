@@ -33,10 +33,13 @@ from webhook.demo import DEMO_CONFIG
 from webhook.inject import InjectConfig
 from webhook.protocol import start
 from webhook.validate import ValidatorConfig
+from wspin.core.contract import AGENTD, LABEL_WORKSPACE
+from wspin.core.delivery import PinSet, ResolvedArtifact
 from wspin.core.errors import NotFound
 from wspin.core.kinds import DEPLOYMENTS, LEASES, NAMESPACES, SECRETS, Resource
 from wspin.http.probes import Readiness
 from wspin.kube.client import Kube
+from wspin.ops.check import check_pod
 from wspin.ops.install import LEADER_LEASE, Installation
 
 RELEASE_NAMESPACE = "wspin"
@@ -88,6 +91,20 @@ _SERVED_BY_THE_FAKE = {
         kind="ValidatingWebhookConfiguration",
     ),
 }
+
+NAMES = [
+    "crds",
+    "mutating-webhook",
+    "validating-webhook",
+    "ca-bundle",
+    "webhook-ready",
+    "image-volumes",
+    "controller-leader",
+    "dry-run-injection",
+    "rbac-webhook",
+    "rbac-controller",
+]
+"""What ``wspin check`` runs, in the order it reports them."""
 
 
 @dataclass
@@ -223,3 +240,20 @@ async def installed_on_test_server(
             await mark_ready(kube, install, name)
         await hold_leader_lease(kube, install)
         yield Installed(install, PROBE_NAMESPACE, server, ca, folder)
+
+
+# -- workspace pods of two releases, for wspin status --------------------------------------
+
+OLD_AGENTD = "ghcr.io/example/agentd@sha256:" + "1" * 64
+OLD_RELEASE = InjectConfig(
+    agentd=ResolvedArtifact(AGENTD, OLD_AGENTD, PinSet("e" * 64, "f" * 64), source="demo"),
+    opencode=DEMO_CONFIG.opencode,
+)
+
+
+def workspace_pod(namespace: str, name: str, workspace: str) -> dict[str, Any]:
+    pod = check_pod(namespace)
+    pod["metadata"].pop("generateName")
+    pod["metadata"]["name"] = name
+    pod["metadata"]["labels"][LABEL_WORKSPACE] = workspace
+    return pod

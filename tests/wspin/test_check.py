@@ -13,7 +13,7 @@ import pytest
 
 from certs.build import new_ca
 from tests.kubeapi import KubeServer
-from tests.wspin.installation import Installed, hold_leader_lease, mark_ready
+from tests.wspin.installation import NAMES, Installed, hold_leader_lease, mark_ready
 from wspin import cli
 from wspin.core.kinds import (
     CUSTOM_RESOURCE_DEFINITIONS,
@@ -25,19 +25,6 @@ from wspin.core.kinds import (
 from wspin.kube.client import Kube
 from wspin.ops.check import Result, bundle_problem, lease_problem, run_checks
 from wspin.ops.install import LEADER_LEASE
-
-NAMES = [
-    "crds",
-    "mutating-webhook",
-    "validating-webhook",
-    "ca-bundle",
-    "webhook-ready",
-    "image-volumes",
-    "controller-leader",
-    "dry-run-injection",
-    "rbac-webhook",
-    "rbac-controller",
-]
 
 
 async def check(kube: Kube, installed: Installed) -> dict[str, Result]:

@@ -7,13 +7,14 @@ import contextlib
 import json
 import logging
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 
 import pytest
 
 from controller.types import Obj, ObjectKey
 from tests.fixtures import ADMISSION
 from tests.kubeapi import KubeServer
+from tests.support.waiting import eventually
 from wspin.core.kinds import CONFIGMAPS, NAMESPACES
 from wspin.kube.client import Kube
 from wspin.kube.informer import EventType, Informer, compact_object
@@ -37,12 +38,6 @@ async def informing(informer: Informer) -> AsyncIterator[Seen]:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
-
-
-async def eventually(check: Callable[[], bool], timeout: float = 5.0) -> None:
-    async with asyncio.timeout(timeout):
-        while not check():
-            await asyncio.sleep(0.02)
 
 
 def fast(kube: Kube, namespace: str, **kwargs: object) -> Informer:
@@ -257,7 +252,7 @@ def deep_size(root: object) -> int:
 
 def test_ten_thousand_workspaces_and_their_pods_fit_the_memory_budget() -> None:
     """Measured on 1,000 captured pod+Workspace pairs (each decoded on its own, as watch
-    events are), extrapolated to 10,000 against the 250 MiB budget of DESIGN.md §5."""
+    events are), extrapolated to 10,000 against the controller's 250 MiB memory budget."""
     pod = captured("pod-create-workspace-already-injected.json")
     pod["status"] = {
         "phase": "Running",

@@ -11,6 +11,7 @@ import pytest
 from kubernetes_asyncio.client import ApiClient
 
 from tests.kubeapi import KubeServer
+from tests.support.waiting import eventually
 from wspin.core.errors import ConfigError
 from wspin.core.kinds import LEASES, Resource
 from wspin.core.objects import Obj
@@ -97,7 +98,7 @@ async def test_release_hands_the_lease_over_without_waiting_for_expiry(
     async with running(first) as first_task:
         await asyncio.wait_for(first.wait_until_leading(), 5)
         async with running(second):
-            await asyncio.sleep(2 * RETRY)
+            await eventually(lambda: second.observed_holder == "first", "second sees first lead")
             first_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await first_task
@@ -208,7 +209,7 @@ async def test_a_lease_held_by_a_live_candidate_is_not_taken(kube: Kube, namespa
     )
     one = elector(kube, namespace, "one")
     async with running(one):
-        await asyncio.sleep(4 * RETRY)
+        await eventually(lambda: one.observed_holder == "someone-else", "a read of the lease")
         assert not one.is_leader
         assert await holder(kube, namespace) == "someone-else"
 
@@ -229,11 +230,11 @@ async def test_lease_expiry_is_judged_on_the_local_clock_whatever_the_holders_cl
     )
     one = elector(kube, namespace, "one")
     async with running(one):
-        for _ in range(10):  # two seconds of renewals from the slow clock
+        for _ in range(20):  # two seconds of renewals from the slow clock
             lease = await kube.get(LEASES, "test-lease", namespace)
             lease["spec"]["renewTime"] = stamp(-3600)
             await kube.replace(LEASES, lease)
-            await asyncio.sleep(0.2)
+            await asyncio.sleep(0.1)  # the holder renews ten times per lease duration
             assert not one.is_leader
         lease = await kube.get(LEASES, "test-lease", namespace)
         lease["spec"]["renewTime"] = stamp(3600)

@@ -147,6 +147,15 @@ class TestUrlCredentials:
             ("pkg@1.2.3", "pkg@1.2.3"),
             ("no url here", "no url here"),
             ("https://:@host/", "https://***@host/"),
+            ("https://u:p@ss@host/x", "https://***@host/x"),
+            (
+                "'git+https://u:TOKEN@git.example/r.git@v1'",
+                "'git+https://***@git.example/r.git@v1'",
+            ),
+            (
+                '{"msg":"https://u:t@h/x","n":"ftp://a@b"}',
+                '{"msg":"https://***@h/x","n":"ftp://***@b"}',
+            ),
         ],
     )
     def test_user_and_password_in_a_url_become_stars(self, text: str, expected: str) -> None:

@@ -11,16 +11,18 @@ import pytest
 import yaml
 
 from tests.kubeapi import KubeServer
-from tests.wspin.installation import Installed, webhook_serving
+from tests.wspin.installation import (
+    OLD_RELEASE,
+    Installed,
+    webhook_serving,
+    workspace_pod,
+)
 from webhook.demo import DEMO_CONFIG
-from webhook.inject import InjectConfig
 from wspin import cli
 from wspin.core import rollout
-from wspin.core.contract import AGENTD, DELIVERY_ANNOTATION, LABEL_WORKSPACE, OPENCODE
-from wspin.core.delivery import PinSet, ResolvedArtifact
+from wspin.core.contract import AGENTD, DELIVERY_ANNOTATION, OPENCODE
 from wspin.core.kinds import PODS, WORKSPACES
 from wspin.kube.client import Kube
-from wspin.ops.check import check_pod
 from wspin.ops.status import read_status, render
 
 REPO = Path(__file__).resolve().parents[2]
@@ -28,21 +30,6 @@ CURRENT = {
     "agentd": rollout.digest_of(DEMO_CONFIG.agentd.image),
     "opencode": rollout.digest_of(DEMO_CONFIG.opencode.image),
 }
-OLD_AGENTD = "ghcr.io/example/agentd@sha256:" + "1" * 64
-OLD_RELEASE = InjectConfig(
-    agentd=ResolvedArtifact(AGENTD, OLD_AGENTD, PinSet("e" * 64, "f" * 64), source="demo"),
-    opencode=DEMO_CONFIG.opencode,
-)
-
-
-def workspace_pod(namespace: str, name: str, workspace: str) -> dict[str, Any]:
-    pod = check_pod(namespace)
-    pod["metadata"].pop("generateName")
-    pod["metadata"]["name"] = name
-    pod["metadata"]["labels"][LABEL_WORKSPACE] = workspace
-    return pod
-
-
 # -- classification (pure) ------------------------------------------------------------------
 
 

@@ -26,13 +26,14 @@ from tests.chart.dashboards import concrete, queries, rendered_dashboards
 from tests.chart.helm import CHART, render
 from tests.chart.promtool import run_promtool
 from tests.kubeapi import KubeServer
-from tests.wspin.installation import Installed, webhook_serving
-from tests.wspin.test_status import OLD_RELEASE, REPO, workspace_pod
+from tests.wspin.installation import OLD_RELEASE, Installed, webhook_serving, workspace_pod
 from webhook.demo import DEMO_CONFIG
 from wspin import cli
 from wspin.core.kinds import PODS, WORKSPACES
 from wspin.core.workspace_pod import SELECTOR
 from wspin.kube.client import Kube
+
+REPO = Path(__file__).resolve().parents[2]
 
 PHASES = {"old": "Active", "new": "Active", "bad": "Creating", "idle": "Suspended", "fresh": None}
 REPLICAS = ("wspin-controller-a", "wspin-controller-b")

@@ -1,6 +1,7 @@
 """The external contract: names real agentd/opencode binaries and manifests depend on.
 
-Pure data, no I/O. Values here are exact (DESIGN.md §2); changing one breaks deployed pods.
+Pure data, no I/O. Values here are exact: released agentd/opencode binaries, manifests and
+the chart read them, so changing one breaks deployed pods.
 """
 
 from __future__ import annotations
@@ -17,6 +18,9 @@ LABEL_APP_VALUE: Final = "llmsafespaces"
 LABEL_COMPONENT: Final = "component"
 LABEL_COMPONENT_VALUE: Final = "workspace"
 LABEL_WORKSPACE: Final = "llmsafespaces.dev/workspace"
+# On every object the controller creates for a Workspace: that Workspace's uid. The chart's
+# ownership policies let only the controller set it, so it is how the controller knows its own.
+LABEL_WORKSPACE_UID: Final = "llmsafespaces.dev/workspace-uid"
 
 MAIN_CONTAINER: Final = "workspace"
 SIDECAR_CONTAINER: Final = "agentd"

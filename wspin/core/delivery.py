@@ -1,27 +1,25 @@
-"""Delivery configuration for agentd and opencode: the flags, their validation, the pins.
+"""Delivery configuration for agentd and opencode: its validation and the pins.
 
-Pure: no I/O. Validation follows the final (era E) rules of reference/pod-delivery.md §1.3:
-both images are mandatory and digest-pinned; the per-arch hashes are both-or-neither.
-Image-only configuration needs pins resolved from the registry (``needs_resolution``).
+Pure: no I/O. Both images are mandatory and digest-pinned; the per-arch hashes are
+both-or-neither. Image-only configuration needs pins resolved from the registry
+(``needs_resolution``). The flags that fill it are declared in ``wspin.core.flags``.
 """
 
 from __future__ import annotations
 
-import argparse
 import re
 from dataclasses import dataclass
 from typing import ClassVar
 
 from wspin.core.contract import AGENTD, OPENCODE, Arch, Artifact
 from wspin.core.errors import ConfigError
-from wspin.core.flags import add_flag
 
 DIGEST_PINNED = re.compile(r"@sha256:[0-9a-f]{64}$")
 SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
 
 
 def digest_of(image: str) -> str | None:
-    """The 64-hex digest after the last ``@sha256:``, or None when the reference has none."""
+    """The 64-hex digest after the last ``@sha256:``, or None when the image reference has none."""
     head, sep, digest = image.rpartition("@sha256:")
     if not sep or not head or not SHA256_HEX.match(digest):
         return None
@@ -136,35 +134,3 @@ class ResolvedArtifact:
     @property
     def digest(self) -> str:
         return digest_of(self.image) or ""
-
-
-def add_delivery_flags(parser: argparse.ArgumentParser) -> None:
-    """The six delivery flags, each also read from ``WSPIN_<FLAG>``."""
-    group = parser.add_argument_group("delivery")
-    for name in ("agentd", "opencode"):
-        add_flag(
-            group,
-            f"--{name}-image",
-            default="",
-            help=f"{name} image, digest-pinned (repo@sha256:<64 hex>)",
-        )
-        for arch in ("amd64", "arm64"):
-            add_flag(
-                group,
-                f"--{name}-binary-sha256-{arch}",
-                default="",
-                help=f"sha256 of the {arch} {name} binary (both or neither)",
-            )
-
-
-def deliveries_from_args(args: argparse.Namespace) -> tuple[AgentdDelivery, OpencodeDelivery]:
-    """Build and validate both artifacts' delivery configuration from parsed flags."""
-    agentd = AgentdDelivery(
-        args.agentd_image, args.agentd_binary_sha256_amd64, args.agentd_binary_sha256_arm64
-    )
-    opencode = OpencodeDelivery(
-        args.opencode_image, args.opencode_binary_sha256_amd64, args.opencode_binary_sha256_arm64
-    )
-    agentd.validate()
-    opencode.validate()
-    return agentd, opencode

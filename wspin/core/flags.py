@@ -1,7 +1,10 @@
-"""argparse helpers: every flag can also come from an environment variable.
+"""argparse helpers, and the flags more than one command declares.
 
-The environment is read once, while the parser is built at start; nothing reads
-``os.environ`` later. A flag given on the command line wins over its variable.
+Every flag can also come from an environment variable. The environment is read once, while
+the parser is built at start; nothing reads ``os.environ`` later, and only flag modules
+(``*/settings.py``, ``*/cli.py``, ``*_cli.py`` and this one) import ``argparse`` or read the
+environment at all (ruff's banned-API rule holds that). A flag given on the command line wins
+over its variable.
 """
 
 from __future__ import annotations
@@ -12,7 +15,10 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
+from wspin.core.delivery import AgentdDelivery, OpencodeDelivery
 from wspin.core.errors import ConfigError
+from wspin.core.namespaces import FLAG as EXCLUDED_NAMESPACES_FLAG
+from wspin.core.tenancy import LABEL_RUNTIME_CLASS_OVERRIDE, RUNTIME_CLASSES_FLAG
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
@@ -156,3 +162,83 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)
         self.exit(1, f"{self.prog}: error: {message}\n")
+
+
+# -- flags several commands declare ---------------------------------------------------------
+
+
+def add_delivery_flags(parser: argparse.ArgumentParser) -> None:
+    """The six delivery flags, each also read from ``WSPIN_<FLAG>``."""
+    group = parser.add_argument_group("delivery")
+    for name in ("agentd", "opencode"):
+        add_flag(
+            group,
+            f"--{name}-image",
+            default="",
+            help=f"{name} image, digest-pinned (repo@sha256:<64 hex>)",
+        )
+        for arch in ("amd64", "arm64"):
+            add_flag(
+                group,
+                f"--{name}-binary-sha256-{arch}",
+                default="",
+                help=f"sha256 of the {arch} {name} binary (both or neither)",
+            )
+
+
+def deliveries_from_args(args: argparse.Namespace) -> tuple[AgentdDelivery, OpencodeDelivery]:
+    """Build and validate both artifacts' delivery configuration from parsed flags."""
+    agentd = AgentdDelivery(
+        args.agentd_image, args.agentd_binary_sha256_amd64, args.agentd_binary_sha256_arm64
+    )
+    opencode = OpencodeDelivery(
+        args.opencode_image, args.opencode_binary_sha256_amd64, args.opencode_binary_sha256_arm64
+    )
+    agentd.validate()
+    opencode.validate()
+    return agentd, opencode
+
+
+def add_excluded_namespaces_flag(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    add_flag(
+        parser,
+        EXCLUDED_NAMESPACES_FLAG,
+        default="",
+        help="comma-separated namespaces the pod webhook never sees (kube-system and this "
+        "process's own namespace are always included); no workspace may run there",
+    )
+
+
+def add_runtime_classes_flag(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """``--allowed-runtime-classes``: the webhook refuses, and the controller builds no pod
+    for, any other ``spec.runtimeClass`` outside a namespace the platform labelled."""
+    add_flag(
+        parser,
+        RUNTIME_CLASSES_FLAG,
+        default="",
+        help="comma-separated RuntimeClass names any Workspace may set in spec.runtimeClass; "
+        f'others (and "") only in namespaces labelled {LABEL_RUNTIME_CLASS_OVERRIDE}=true',
+    )
+
+
+def add_kubeconfig_flag(
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup, what: str = "API access"
+) -> None:
+    """``--kubeconfig`` (env ``KUBECONFIG``, as kubectl reads it); unset, the in-cluster
+    service account is used."""
+    add_flag(
+        parser,
+        "--kubeconfig",
+        env="KUBECONFIG",
+        default=None,
+        help=f"kubeconfig for {what} (default: $KUBECONFIG, else the in-cluster service account)",
+    )
+
+
+def flag_is_on(value: str) -> bool:
+    """A boolean flag's value as the process parses it; one it would refuse (and exit 1 on)
+    counts as off."""
+    try:
+        return parse_bool(value)
+    except argparse.ArgumentTypeError:
+        return False

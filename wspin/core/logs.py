@@ -1,8 +1,9 @@
 """JSON logging: one object per line, fields passed with ``extra={"fields": {...}}``.
 
-Never log a secret: callers pass only what is safe to show; the process's redactor
-(``wspin.core.redact``) additionally scrubs registered secrets from every line, and
-aiohttp's own server records are cut to their fixed text (``HTTP_SERVER_LOGGERS``).
+Never log a secret: callers pass only what is safe to show; every line loses the user and
+password of any URL in it, the process's redactor (``wspin.core.redact``) additionally scrubs
+registered secrets from every line, and aiohttp's own server records are cut to their fixed
+text (``HTTP_SERVER_LOGGERS``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from collections.abc import Callable
 from typing import Any, Final
 
 import orjson
+
+from wspin.core.redact import strip_url_credentials
 
 _Scrubber = Callable[[str], str]
 _scrubbers: list[_Scrubber] = []
@@ -98,6 +101,9 @@ class JSONFormatter(logging.Formatter):
             line = orjson.dumps(entry, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
         except orjson.JSONEncodeError:  # a field orjson cannot render (a huge int, deep nesting)
             line = json.dumps(entry, default=str)
+        # User and password of any URL in the line, whoever wrote it (a tenant's package
+        # source, an operator's URL quoted in an error), before the process's own scrubbers.
+        line = strip_url_credentials(line)
         for scrub in _scrubbers:
             line = scrub(line)
         return line

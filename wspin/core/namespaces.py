@@ -10,12 +10,13 @@ places cannot disagree.
 
 from __future__ import annotations
 
-import argparse
 import re
 from typing import Final
 
 from wspin.core.errors import ConfigError
-from wspin.core.flags import add_flag
+
+DEFAULT_NAMESPACE: Final = "llmsafespaces"
+"""A process's own namespace when ``POD_NAMESPACE`` is not set (outside a pod)."""
 
 ALWAYS_EXCLUDED: Final = "kube-system"
 """Never sent to the injector, whatever the flag says."""
@@ -25,16 +26,6 @@ HELM_VALUE: Final = "webhook.excludedNamespaces"
 
 # A namespace name is an RFC 1123 DNS label.
 _NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-
-
-def add_excluded_namespaces_flag(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
-    add_flag(
-        parser,
-        FLAG,
-        default="",
-        help="comma-separated namespaces the pod webhook never sees (kube-system and this "
-        "process's own namespace are always included); no workspace may run there",
-    )
 
 
 def excluded_namespaces_from(value: str | None, own_namespace: str) -> frozenset[str]:

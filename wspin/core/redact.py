@@ -6,7 +6,7 @@ token, each staged provider key), and ``redact(text)`` replaces every occurrence
 them with ``REPLACEMENT``. A secret is found in every form our output can carry it:
 
 - as written, and in base64 (standard and URL-safe, padded or not): keys travel encoded;
-- JSON-escaped once or twice, as we write it (non-ASCII as ``\\uXXXX``) and as Go's
+- JSON-escaped once or twice, as we write it (non-ASCII as ``\\u00fc``) and as Go's
   encoding/json writes it (non-ASCII raw, ``<>&`` as ``\\u003c``...): a router's JSON error
   body quoted inside a JSON log line is escaped twice;
 - percent-encoded, character by character in any mix, either hex case, ``+`` for a space,
@@ -296,7 +296,8 @@ def _escape_units(text: str, position: int) -> list[tuple[str, int]]:
 
 
 def _unicode_escape(text: str, position: int, marker: str) -> list[tuple[str, int]]:
-    """A ``\\uXXXX`` escape (with ``marker`` as its lead-in), a surrogate pair as one char."""
+    """A ``\\u`` escape of four hex digits (``marker`` is its lead-in); a surrogate pair is
+    one character."""
     digits = text[position + len(marker) : position + len(marker) + 4]
     if not text.startswith(marker, position) or len(digits) != 4 or not set(digits) <= _HEX:
         return []
@@ -316,8 +317,10 @@ def _unicode_escape(text: str, position: int, marker: str) -> list[tuple[str, in
 
 # -- credentials in URLs ---------------------------------------------------------------------
 
+# The userinfo runs to the last "@" before the authority ends (the first "/", "?", "#",
+# whitespace or quote): a password with a raw "@" is taken whole, as URL parsers take it.
 _URL_USERINFO = re.compile(
-    r"(?P<scheme>\b[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<userinfo>[^\s/?#@'\"<>]*)@", re.ASCII
+    r"(?P<scheme>\b[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<userinfo>[^\s/?#'\"<>\\]*)@", re.ASCII
 )
 
 
@@ -328,4 +331,6 @@ def strip_url_credentials(text: str) -> str:
     For values a tenant wrote (``spec.packages``, registry URLs) on their way into a log line,
     an Event or a condition; the rest of the text is kept so the message still says which
     source was meant."""
+    if "://" not in text:
+        return text  # most text: no URL at all, no regex walk
     return _URL_USERINFO.sub(lambda m: f"{m.group('scheme')}***@", text)

@@ -10,6 +10,8 @@ would then judge pods the injector never saw.
 A pod is a workspace pod when it carries the two selector labels; the Workspace label and the
 ``workspace`` container are then required, not optional: a pod that claims to be a workspace
 pod and lacks either is denied with the reason, so nothing can pass as one without delivery.
+Its ``workspace`` container and ``agentd`` sidecar run the delivered entry point
+(``entrypoint_problem``), which the chart's delivery policy checks again.
 """
 
 from __future__ import annotations
@@ -101,6 +103,52 @@ def workspace_pod_problem(pod: Obj) -> str | None:
         f"{names or 'none'}); agentd and opencode are delivered into that container: name "
         f"the main container {MAIN_CONTAINER!r} or remove the labels"
     )
+
+
+WORKSPACE_COMMAND: Final = (AGENTD.binary_path,)
+"""The ``workspace`` container's command: the delivered supervisor, never a shell."""
+WORKSPACE_ARGS: Final = (("--supervise",), ("supervise-opencode",))
+"""Its args: agentd supervising opencode in-process, or (beside the agentd sidecar) only
+opencode."""
+SIDECAR_COMMAND: Final = (AGENTD.binary_path, "--sidecar")
+"""The ``agentd`` native sidecar's command (it takes no args)."""
+
+
+def entrypoint_problem(pod: Obj) -> str | None:
+    """Why the pod would not run the delivered agentd, or None.
+
+    A workspace pod is a promise that its ``workspace`` container runs the pinned supervisor
+    (which verifies opencode before it spawns it), and so does the ``agentd`` sidecar when
+    there is one: having the volumes mounted is not enough. The chart's delivery policy
+    checks the same, so a pod the injector never saw is held to it too.
+    """
+    spec = pod.get("spec") or {}
+    for container in spec.get("containers") or ():
+        if isinstance(container, dict) and container.get("name") == MAIN_CONTAINER:
+            command, args = container.get("command"), container.get("args")
+            if command != list(WORKSPACE_COMMAND) or args not in [list(a) for a in WORKSPACE_ARGS]:
+                wanted = " or ".join(f"args [{', '.join(a)}]" for a in WORKSPACE_ARGS)
+                return (
+                    f"container {MAIN_CONTAINER!r} must run the delivered agentd: command "
+                    f"[{AGENTD.binary_path}] with {wanted} (got command {_shown(command)}, args "
+                    f"{_shown(args)})"
+                )
+    for container in spec.get("initContainers") or ():
+        if isinstance(container, dict) and container.get("name") == SIDECAR_CONTAINER:
+            command, args = container.get("command"), container.get("args")
+            if command != list(SIDECAR_COMMAND) or args not in (None, []):
+                return (
+                    f"the {SIDECAR_CONTAINER!r} sidecar must run the delivered agentd: command "
+                    f"[{', '.join(SIDECAR_COMMAND)}] and no args (got command "
+                    f"{_shown(command)}, args {_shown(args)})"
+                )
+    return None
+
+
+def _shown(value: Any, limit: int = 120) -> str:
+    """A caller's value for a message, cut to ``limit`` characters."""
+    text = "none" if value is None else json.dumps(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def artifacts_for(container_name: str, kind: str) -> tuple[Artifact, ...]:

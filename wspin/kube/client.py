@@ -2,7 +2,7 @@
 
 Why not the generated ``CoreV1Api`` models: both processes keep objects as the JSON the API
 server sent (no model objects on the webhook's hot path, and 10,000 cached Workspaces fit
-in memory as dicts, DESIGN.md §3 and §5). This module reuses ``ApiClient`` for auth,
+in memory as dicts). This module reuses ``ApiClient`` for auth,
 TLS and kubeconfig handling and speaks the REST paths itself, so every resource (built-in or
 custom) has the same small surface: get, list, create, replace, patch, delete, watch.
 

@@ -6,7 +6,6 @@ decision functions never do.
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING
 
 from wspin.core.errors import ConfigError
@@ -16,13 +15,14 @@ if TYPE_CHECKING:
 
 
 async def api_client(kubeconfig: str | None = None) -> client.ApiClient:
-    """An ApiClient from ``kubeconfig``, else ``$KUBECONFIG``, else the in-cluster config."""
+    """An ApiClient from ``kubeconfig`` (the ``--kubeconfig`` flag, which reads
+    ``$KUBECONFIG``), else the in-cluster config."""
     # Imported here, not at the top: the package takes about a second to load, and command
     # modules import this one while `wspin <command> --help` must answer at once.
     from kubernetes_asyncio import client, config
     from kubernetes_asyncio.config.config_exception import ConfigException
 
-    path = kubeconfig or os.environ.get("KUBECONFIG")
+    path = kubeconfig
     configuration = client.Configuration()
     try:
         if path:
@@ -36,8 +36,3 @@ async def api_client(kubeconfig: str | None = None) -> client.ApiClient:
             "pass --kubeconfig or set KUBECONFIG, or run in a pod with a service account",
         ) from err
     return client.ApiClient(configuration)
-
-
-def own_namespace(default: str = "llmsafespaces") -> str:
-    """The namespace this process runs in (``POD_NAMESPACE``, set by the chart)."""
-    return os.environ.get("POD_NAMESPACE") or default

@@ -30,6 +30,7 @@ from wspin.core.clock import format_micro_time, utc_now
 from wspin.core.errors import AlreadyExists, ConfigError, Conflict, KubeAPIError
 from wspin.core.kinds import LEASES
 from wspin.core.logs import fields
+from wspin.core.namespaces import DEFAULT_NAMESPACE
 from wspin.core.objects import Obj
 from wspin.kube.client import Kube
 
@@ -46,7 +47,7 @@ _JITTER = 0.2
 class LeaseSettings:
     """Which Lease a candidate campaigns for, as whom, and how fast (client-go's timings)."""
 
-    namespace: str = "llmsafespaces"
+    namespace: str = DEFAULT_NAMESPACE
     """Namespace of the Lease: the process's own."""
     name: str = "wspin-controller"
     """Name of the Lease object."""
@@ -105,6 +106,14 @@ class LeaderElector:
     @property
     def is_leader(self) -> bool:
         return self._leading.is_set()
+
+    @property
+    def observed_holder(self) -> str | None:
+        """The holder the last read of the Lease showed ("" for none); None before the first
+        read. What ``wspin check`` and the tests see of another replica's term."""
+        if self._observed_record is None:
+            return None
+        return str(self._observed_record[0] or "")
 
     async def wait_until_leading(self) -> None:
         await self._leading.wait()

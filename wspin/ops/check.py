@@ -39,7 +39,7 @@ from wspin.core.kinds import (
     VALIDATING_WEBHOOKS,
     Resource,
 )
-from wspin.core.workspace_pod import parse_receipt
+from wspin.core.workspace_pod import WORKSPACE_ARGS, WORKSPACE_COMMAND, parse_receipt
 from wspin.kube.client import Kube
 from wspin.ops.install import LEADER_LEASE, Installation, ProcessArgs
 from wspin.ops.permissions import needed_calls
@@ -463,26 +463,18 @@ def check_pod(namespace: str) -> Obj:
                 LABEL_WORKSPACE: CHECK_POD_LABEL,
             },
         },
-        "spec": {
-            "automountServiceAccountToken": False,
-            "restartPolicy": "Never",
-            "securityContext": {
-                "runAsNonRoot": True,
-                "runAsUser": 65532,
-                "seccompProfile": {"type": "RuntimeDefault"},
-            },
-            "containers": [
+        # A workspace pod runs the delivered supervisor (the injector and the delivery policy
+        # refuse anything else); a dry run never starts it.
+        "spec": imagevolume.dry_run_pod_spec(
+            [
                 {
                     "name": MAIN_CONTAINER,
                     "image": "registry.k8s.io/pause:3.10",
-                    "securityContext": {
-                        "allowPrivilegeEscalation": False,
-                        "capabilities": {"drop": ["ALL"]},
-                        "readOnlyRootFilesystem": True,
-                    },
+                    "command": list(WORKSPACE_COMMAND),
+                    "args": list(WORKSPACE_ARGS[0]),
                 }
-            ],
-        },
+            ]
+        ),
     }
 
 

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 from wspin.core.clock import utc_now
 from wspin.core.errors import WspinError
-from wspin.core.flags import add_flag
+from wspin.core.flags import add_flag, add_kubeconfig_flag
 
 T = TypeVar("T")
 
@@ -39,13 +39,7 @@ def run_against_cluster(work: Coroutine[Any, Any, T], timed_out: str) -> T | Non
 
 def add_target_flags(parser: argparse.ArgumentParser) -> None:
     """Which installation, and how to reach the cluster (shared with ``wspin status``)."""
-    add_flag(
-        parser,
-        "--kubeconfig",
-        env="KUBECONFIG",
-        default=None,
-        help="kubeconfig (default: $KUBECONFIG, else the in-cluster service account)",
-    )
+    add_kubeconfig_flag(parser)
     add_flag(
         parser,
         "--namespace",

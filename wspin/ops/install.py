@@ -8,11 +8,10 @@ environment the chart renders, read the way the processes parse them.
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import dataclass
 from typing import Any, Final
 
-from wspin.core.flags import env_name, parse_bool
+from wspin.core.flags import env_name, flag_is_on
 
 Obj = dict[str, Any]
 
@@ -110,9 +109,9 @@ class ProcessArgs:
             if arg == flag:
                 on = True
             elif arg.startswith(flag + "="):
-                on = _truthy(arg[len(flag) + 1 :])
+                on = flag_is_on(arg[len(flag) + 1 :])
         if on is None:
-            on = _truthy(self.env.get(env_name(flag), "false"))
+            on = flag_is_on(self.env.get(env_name(flag), "false"))
         return on
 
     def secret_of_file(self, path: str) -> tuple[str, str] | None:
@@ -126,11 +125,3 @@ class ProcessArgs:
                 if volume.get("name") == mount.get("name") and isinstance(secret, dict):
                     return str(secret.get("secretName", "")), key
         return None
-
-
-def _truthy(value: str) -> bool:
-    """As the process parses it; a value it would refuse (it exits 1 then) counts as off."""
-    try:
-        return parse_bool(value)
-    except argparse.ArgumentTypeError:
-        return False

@@ -54,7 +54,7 @@ def _each(verbs: str, group: str, resource: str, **kw: str) -> list[Call]:
 
 def webhook_calls(args: ProcessArgs, install: Installation) -> list[Call]:
     ns = install.namespace
-    calls: list[Call] = []
+    calls: list[Call] = _each("list watch", "", "namespaces")
     if not args.switch("--skip-image-volume-probe"):
         calls += _each("create", "", "pods", namespace=ns)
     for artifact in ARTIFACTS:
@@ -88,6 +88,7 @@ def controller_calls(args: ProcessArgs, install: Installation) -> list[Call]:
         *_each("create", "", "serviceaccounts"),
         *_each("create update", "", "secrets"),
         *_each("create", "", "events"),
+        *_each("list watch", "", "namespaces"),
         *_each("get", "", "secrets", namespace=install.namespace, name=CREDENTIALS_KEY_SECRET),
         *_each("create", "", "secrets", namespace=install.namespace),
     ]

@@ -53,6 +53,10 @@ def probe_pod(namespace: str, image: str) -> dict[str, Any]:
                 {
                     "name": "workspace",
                     "image": image,
+                    # The delivered supervisor, as in every workspace pod (the webhook and the
+                    # delivery policy refuse any other); a dry run never starts it.
+                    "command": [ARTIFACTS["agentd"][1]],
+                    "args": ["--supervise"],
                     "securityContext": {
                         "allowPrivilegeEscalation": False,
                         "readOnlyRootFilesystem": True,

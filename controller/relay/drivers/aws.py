@@ -44,12 +44,8 @@ from controller.relay.drivers.ec2_setup import (
     find_image,
     security_group,
 )
-from controller.relay.shapes import arch_for_shape, default_shape
 from wspin.core.kinds import SECRETS
 from wspin.kube.client import Kube
-
-SECRET_NAME: Final = "aws-relay-irwa"  # noqa: S105 (a Secret name)
-DEFAULT_REGION: Final = "us-east-1"
 
 _NOT_FOUND_CODES: Final = ("InvalidInstanceID.NotFound", "InvalidInstanceID.Malformed")
 _QUOTA_CODES: Final = ("InsufficientInstanceCapacity", "InstanceLimitExceeded", "VcpuLimitExceeded")
@@ -79,12 +75,13 @@ _STATES: Final[dict[str, VMState]] = {
 T = TypeVar("T")
 
 
-def classify(err: Exception, what: str) -> DriverError:
-    """Map a boto error to the driver error classes by its EC2 error code."""
+def classify(err: Exception, what: str, secret_name: str) -> DriverError:
+    """Map a boto error to the driver error classes by its EC2 error code (``secret_name``:
+    the credentials Secret a missing-credentials error names)."""
     if isinstance(err, NoCredentialsError):
         return ConfigurationError(
             f"{what}: no AWS credentials",
-            f"put accessKeyId/secretAccessKey in Secret {SECRET_NAME} or give the pod IRSA",
+            f"put accessKeyId/secretAccessKey in Secret {secret_name} or give the pod IRSA",
         )
     if isinstance(err, ClientError):
         error = err.response.get("Error", {})
@@ -114,19 +111,22 @@ class AwsDriver:
         kube: Kube | None,
         namespace: str,
         *,
-        secret_name: str = SECRET_NAME,
+        secret_name: str,
+        default_region: str,
         image: ImageQuery = DEFAULT_IMAGE,
     ) -> None:
         self.kube = kube
         self.namespace = namespace
         self.secret_name = secret_name
+        """The credentials Secret (``controller.relay.providers``' entry names it)."""
+        self.default_region = default_region
         self.image = image
         self._clients: dict[tuple[str, str, str], Any] = {}
 
     # -- Driver -------------------------------------------------------------------------------
 
     async def launch(self, request: LaunchRequest) -> str:
-        ec2 = await self._client(request.region or DEFAULT_REGION)
+        ec2 = await self._client(request.region or self.default_region)
         if request.client_token:
             earlier = await self._call(
                 self._describe_all,
@@ -136,8 +136,9 @@ class AwsDriver:
             )
             if earlier:
                 return str(earlier[0]["InstanceId"])
-        shape = request.shape or default_shape("aws")
-        arch = request.arch or arch_for_shape("aws", shape)
+        if not request.shape or not request.arch:
+            raise ConfigurationError("launch request without a shape and its architecture")
+        shape, arch = request.shape, request.arch
         image_id = await self._call(find_image, ec2, self.image, arch, what="find relay image")
         group_id = await self._call(security_group, ec2, what="find security group")
         tags = [{"Key": "Name", "Value": request.name}] + [
@@ -161,7 +162,7 @@ class AwsDriver:
         return str(reply["Instances"][0]["InstanceId"])
 
     async def describe(self, instance_id: str, region: str) -> CloudInstance:
-        region = region or DEFAULT_REGION
+        region = region or self.default_region
         ec2 = await self._client(region)
         reply = await self._call(
             ec2.describe_instances, what="describe instance", InstanceIds=[instance_id]
@@ -173,7 +174,7 @@ class AwsDriver:
         raise InstanceNotFound(f"describe instance: {instance_id} is not in {region}")
 
     async def destroy(self, instance_id: str, region: str) -> None:
-        ec2 = await self._client(region or DEFAULT_REGION)
+        ec2 = await self._client(region or self.default_region)
         try:
             await self._call(
                 ec2.terminate_instances, what="terminate instance", InstanceIds=[instance_id]
@@ -188,7 +189,7 @@ class AwsDriver:
         if TAG_MANAGED_BY not in tags:
             filters.append({"Name": "tag-key", "Values": [TAG_MANAGED_BY]})
         found: builtins.list[CloudInstance] = []
-        for region in regions or [DEFAULT_REGION]:
+        for region in regions or [self.default_region]:
             ec2 = await self._client(region)
             instances = await self._call(self._describe_all, ec2, filters, what="list instances")
             found.extend(_instance(instance, region) for instance in instances)
@@ -241,7 +242,7 @@ class AwsDriver:
         except DriverError:
             raise
         except (ClientError, BotoCoreError) as err:
-            raise classify(err, what) from err
+            raise classify(err, what, self.secret_name) from err
 
     @staticmethod
     def _describe_all(

@@ -39,12 +39,9 @@ from controller.relay.drivers.base import (
     matches,
     truncate,
 )
-from controller.relay.shapes import default_shape
 from wspin.core.kinds import SECRETS
 from wspin.kube.client import Kube
 
-SECRET_NAME: Final = "oci-credentials"  # noqa: S105 (a Secret name)
-DEFAULT_REGION: Final = "us-ashburn-1"
 REQUIRED_KEYS: Final = ("tenancy", "user", "fingerprint", "key")
 
 _STATES: Final[dict[str, VMState]] = {
@@ -86,20 +83,23 @@ def classify_status(
     return TransientCloudError(message)
 
 
-def oci_config(data: dict[str, str], region: str) -> dict[str, Any]:
-    """The SDK config from the Secret's decoded data; raises ``ConfigurationError``."""
+def oci_config(
+    data: dict[str, str], region: str, *, secret_name: str, default_region: str
+) -> dict[str, Any]:
+    """The SDK config from the decoded data of Secret ``secret_name``; raises
+    ``ConfigurationError``."""
     missing = [key for key in REQUIRED_KEYS if not data.get(key)]
     if missing:
         raise ConfigurationError(
-            f"Secret {SECRET_NAME} lacks {', '.join(missing)}",
-            f"add {', '.join(missing)} to Secret {SECRET_NAME}",
+            f"Secret {secret_name} lacks {', '.join(missing)}",
+            f"add {', '.join(missing)} to Secret {secret_name}",
         )
     config = {
         "tenancy": data["tenancy"],
         "user": data["user"],
         "fingerprint": data["fingerprint"],
         "key_content": data["key"],
-        "region": region or data.get("region") or DEFAULT_REGION,
+        "region": region or data.get("region") or default_region,
     }
     try:
         oci.config.validate_config(config)
@@ -109,8 +109,8 @@ def oci_config(data: dict[str, str], region: str) -> dict[str, Any]:
         )  # fmt: skip
     except (oci.exceptions.InvalidConfig, oci.exceptions.InvalidPrivateKey, ValueError) as err:
         raise ConfigurationError(
-            f"Secret {SECRET_NAME}: unusable OCI API key or config: {truncate(str(err))}",
-            f"put the PEM API signing key in Secret {SECRET_NAME} key 'key'",
+            f"Secret {secret_name}: unusable OCI API key or config: {truncate(str(err))}",
+            f"put the PEM API signing key in Secret {secret_name} key 'key'",
         ) from err
     return config
 
@@ -123,12 +123,15 @@ class OciDriver:
         kube: Kube | None,
         namespace: str,
         *,
-        secret_name: str = SECRET_NAME,
+        secret_name: str,
+        default_region: str,
         endpoint: str | None = None,
     ) -> None:
         self.kube = kube
         self.namespace = namespace
         self.secret_name = secret_name
+        """The credentials Secret (``controller.relay.providers``' entry names it)."""
+        self.default_region = default_region
         self.endpoint = endpoint
         """Override of every service endpoint (tests point it at a loopback server)."""
 
@@ -139,15 +142,17 @@ class OciDriver:
         subnet = data.get("subnet", "")
         if not subnet:
             raise ConfigurationError(
-                f"Secret {SECRET_NAME} lacks 'subnet' (the OCID relay VMs attach to)",
-                f"add key subnet to Secret {SECRET_NAME}",
+                f"Secret {self.secret_name} lacks 'subnet' (the OCID relay VMs attach to)",
+                f"add key subnet to Secret {self.secret_name}",
             )
         compute = await self._client(oci.core.ComputeClient, config)
         if request.client_token:
             for instance in await self._instances(compute, compartment):
                 if dict(instance.freeform_tags or {}).get(TAG_LAUNCH) == request.client_token:
                     return str(instance.id)
-        shape = request.shape or default_shape("oci")
+        if not request.shape:
+            raise ConfigurationError("launch request without a shape")
+        shape = request.shape
         identity = await self._client(oci.identity.IdentityClient, config)
         domains = await self._call(
             identity.list_availability_domains, compartment_id=config["tenancy"]
@@ -253,7 +258,15 @@ class OciDriver:
 
     async def _config(self, data: dict[str, str], region: str) -> dict[str, Any]:
         """``oci_config`` in a worker thread: checking the config parses the API key."""
-        return await asyncio.to_thread(oci_config, data, region)
+        return await asyncio.to_thread(
+            functools.partial(
+                oci_config,
+                data,
+                region,
+                secret_name=self.secret_name,
+                default_region=self.default_region,
+            )
+        )
 
     async def _client(self, kind: Callable[..., T], config: dict[str, Any]) -> T:
         """A new SDK client, built in a worker thread: construction loads the service model
@@ -288,7 +301,7 @@ class OciDriver:
         if not images.data:
             raise ConfigurationError(
                 f"OCI: no Canonical Ubuntu 22.04 image for shape {shape}",
-                f"add key image (an image OCID) to Secret {SECRET_NAME}",
+                f"add key image (an image OCID) to Secret {self.secret_name}",
             )
         return str(images.data[0].id)
 

@@ -10,26 +10,26 @@ import importlib.util
 
 from controller.relay.drivers.base import Driver
 from controller.relay.drivers.fake import FakeCloud
+from controller.relay.providers import PROVIDERS
 from wspin.core.clock import utc_now
 from wspin.core.errors import ConfigError
 from wspin.kube.client import Kube
 
-FAKE_PROVIDERS = ("aws", "oci")
-
 
 def build_drivers(cloud: str, kube: Kube, namespace: str) -> dict[str, Driver]:
-    """``cloud`` "" → the aws and oci drivers; ``fake`` → an in-process cloud per provider."""
+    """``cloud`` "" → each registered provider's driver; ``fake`` → an in-process cloud per
+    provider."""
     if cloud == "fake":
-        return {p: FakeCloud(provider=p, clock=utc_now) for p in FAKE_PROVIDERS}
+        return {name: FakeCloud(provider=name, clock=utc_now) for name in PROVIDERS}
     if cloud:
         raise ConfigError(f"--relay-cloud: unknown cloud mode {cloud!r}", 'use "" or "fake"')
-    for module, extra in (("boto3", "aws"), ("oci", "oci")):
-        if importlib.util.find_spec(module) is None:
+    for provider in PROVIDERS.values():
+        if importlib.util.find_spec(provider.sdk) is None:
             raise ConfigError(
-                f"the {extra} relay driver needs the {module} package, which is not installed",
-                f"install wspin[{extra}], or run with --relay-cloud=fake for a demo",
+                f"the {provider.name} relay driver needs the {provider.sdk} package, which is "
+                "not installed",
+                f"install wspin[{provider.extra}], or run with --relay-cloud=fake for a demo",
             )
-    from controller.relay.drivers.aws import AwsDriver
-    from controller.relay.drivers.oci import OciDriver
-
-    return {"aws": AwsDriver(kube, namespace), "oci": OciDriver(kube, namespace)}
+    return {
+        name: provider.driver(kube, namespace, provider) for name, provider in PROVIDERS.items()
+    }

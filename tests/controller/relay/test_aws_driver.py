@@ -26,6 +26,7 @@ from controller.relay.drivers.base import (
     vm_tags,
 )
 from controller.relay.drivers.ec2_setup import ImageQuery
+from controller.relay.providers import AWS, arch_for_shape
 from wspin.core.kinds import SECRETS
 from wspin.kube.client import Kube
 
@@ -91,7 +92,13 @@ def _request(**changes: Any) -> LaunchRequest:
 
 
 def _driver(kube: Kube | None = None, namespace: str = "ns") -> AwsDriver:
-    return AwsDriver(kube, namespace, image=IMAGES)
+    return AwsDriver(
+        kube,
+        namespace,
+        secret_name=AWS.credentials_secret,
+        default_region=AWS.default_region,
+        image=IMAGES,
+    )
 
 
 def _instances(ec2: Any) -> list[dict[str, Any]]:
@@ -157,15 +164,22 @@ async def test_destroy_terminates_and_is_idempotent(ec2: Any) -> None:
     await driver.destroy("i-0123456789abcdef0", REGION)
 
 
-async def test_the_image_follows_the_shapes_architecture(ec2: Any) -> None:
-    await _driver().launch(_request(shape="t4g.micro", arch="", client_token="a" * 64))
-    await _driver().launch(_request(shape="m6i.large", arch="", client_token="b" * 64))
+async def test_the_image_follows_the_requests_architecture(ec2: Any) -> None:
+    for shape, token in (("t4g.micro", "a"), ("m6i.large", "b")):
+        arch = arch_for_shape("aws", shape)  # as the launch request carries it
+        await _driver().launch(_request(shape=shape, arch=arch, client_token=token * 64))
     by_type = {i["InstanceType"]: i["ImageId"] for i in _instances(ec2)}
     assert by_type == {"t4g.micro": "ami-0a11ce0000000arm", "m6i.large": "ami-0a11ce0000000amd"}
 
 
 async def test_no_image_for_the_architecture_is_a_configuration_error(ec2: Any) -> None:
-    driver = AwsDriver(None, "ns", image=ImageQuery(name_pattern="ubuntu-noble-{arch}-*"))
+    driver = AwsDriver(
+        None,
+        "ns",
+        secret_name=AWS.credentials_secret,
+        default_region=AWS.default_region,
+        image=ImageQuery(name_pattern="ubuntu-noble-{arch}-*"),
+    )
     with pytest.raises(ConfigurationError, match="arm64"):
         await driver.launch(_request(shape="t4g.micro", arch="arm64"))
     assert _instances(ec2) == []
@@ -207,7 +221,7 @@ def _client_error(code: str) -> ClientError:
     ],
 )
 def test_aws_error_codes_map_to_classes(code: str, kind: type[DriverError]) -> None:
-    error = classify(_client_error(code), "run instance")
+    error = classify(_client_error(code), "run instance", AWS.credentials_secret)
     assert type(error) is kind
 
 
@@ -216,7 +230,9 @@ def test_an_error_message_mentioning_not_found_is_not_classed_by_its_text() -> N
         {"Error": {"Code": "Unavailable", "Message": "InvalidInstanceID.NotFound 404"}},
         "TerminateInstances",
     )
-    assert type(classify(error, "terminate instance")) is TransientCloudError
+    assert (
+        type(classify(error, "terminate instance", AWS.credentials_secret)) is TransientCloudError
+    )
 
 
 @pytest.mark.parametrize(
@@ -227,3 +243,9 @@ def test_an_error_message_mentioning_not_found_is_not_classed_by_its_text() -> N
 )  # fmt: skip
 def test_aws_states_map(name: str, state: str) -> None:
     assert map_state(name) == state
+
+
+async def test_a_request_without_its_architecture_is_refused_before_any_call(ec2: Any) -> None:
+    with pytest.raises(ConfigurationError, match="architecture"):
+        await _driver().launch(_request(arch=""))
+    assert _instances(ec2) == []

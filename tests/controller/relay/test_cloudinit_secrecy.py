@@ -27,6 +27,7 @@ from controller.relay.deps import EXPECTED_CREDENTIALS
 from controller.relay.drivers.aws import AwsDriver
 from controller.relay.drivers.fake import FakeCloud
 from controller.relay.drivers.oci import OciDriver
+from controller.relay.providers import AWS, OCI
 from controller.relay.request import build_request
 from controller.relay.spec import ProviderSpec
 from tests.controller.relay.conftest import ARTIFACTS
@@ -87,9 +88,14 @@ async def launch_fake() -> Launched:
 @pytest.fixture
 def launch_aws(ec2: Any) -> Launched:
     async def launched(provider: str, shape: str, token: str) -> str:
-        instance_id = await AwsDriver(None, "ns", image=IMAGES).launch(
-            _request(provider, shape, token)
+        driver = AwsDriver(
+            None,
+            "ns",
+            secret_name=AWS.credentials_secret,
+            default_region=AWS.default_region,
+            image=IMAGES,
         )
+        instance_id = await driver.launch(_request(provider, shape, token))
         attribute = ec2.describe_instance_attribute(InstanceId=instance_id, Attribute="userData")
         return base64.b64decode(attribute["UserData"]["Value"]).decode()
 
@@ -105,7 +111,13 @@ async def launch_oci(
     await kube.create(
         SECRETS, {"metadata": {"name": "oci-credentials"}, "data": encoded}, namespace
     )
-    driver = OciDriver(kube, namespace, endpoint=compute[0])
+    driver = OciDriver(
+        kube,
+        namespace,
+        secret_name=OCI.credentials_secret,
+        default_region=OCI.default_region,
+        endpoint=compute[0],
+    )
 
     async def launched(provider: str, shape: str, token: str) -> str:
         await driver.launch(_request(provider, shape, token))

@@ -25,6 +25,7 @@ from controller.relay.drivers.base import (
     vm_tags,
 )
 from controller.relay.drivers.oci import OciDriver, classify_status, map_state, oci_config
+from controller.relay.providers import OCI
 from tests.controller.relay.conftest import serve
 from wspin.core.kinds import SECRETS
 from wspin.kube.client import Kube
@@ -32,6 +33,12 @@ from wspin.kube.client import Kube
 TENANCY = "ocid1.tenancy.oc1..aaaa"
 USER = "ocid1.user.oc1..bbbb"
 FINGERPRINT = "12:34:56:78:90:ab:cd:ef:12:34:56:78:90:ab:cd:ef"
+
+
+def config_of(data: dict[str, str], region: str) -> dict[str, Any]:
+    return oci_config(
+        data, region, secret_name=OCI.credentials_secret, default_region=OCI.default_region
+    )
 
 
 @pytest.fixture(scope="module")
@@ -84,25 +91,27 @@ def test_a_404_names_a_missing_instance_only_for_a_call_about_one_instance() -> 
 
 def test_missing_credential_keys_are_named(pem: str) -> None:
     with pytest.raises(ConfigurationError, match="fingerprint, key"):
-        oci_config({"tenancy": TENANCY, "user": USER}, "us-ashburn-1")
+        config_of({"tenancy": TENANCY, "user": USER}, "us-ashburn-1")
 
 
 def test_an_unparseable_key_is_a_configuration_error(pem: str) -> None:
     with pytest.raises(ConfigurationError, match="unusable OCI API key"):
-        oci_config(_data("-----BEGIN PRIVATE KEY-----\nnot a key\n-----END PRIVATE KEY-----"), "r")
+        config_of(_data("-----BEGIN PRIVATE KEY-----\nnot a key\n-----END PRIVATE KEY-----"), "r")
 
 
 def test_the_region_comes_from_the_call_then_the_secret(pem: str) -> None:
-    assert oci_config(_data(pem, region="eu-frankfurt-1"), "")["region"] == "eu-frankfurt-1"
+    assert config_of(_data(pem, region="eu-frankfurt-1"), "")["region"] == "eu-frankfurt-1"
     assert (
-        oci_config(_data(pem, region="eu-frankfurt-1"), "us-phoenix-1")["region"] == "us-phoenix-1"
+        config_of(_data(pem, region="eu-frankfurt-1"), "us-phoenix-1")["region"] == "us-phoenix-1"
     )
-    assert oci_config(_data(pem), "")["region"] == "us-ashburn-1"
+    assert config_of(_data(pem), "")["region"] == "us-ashburn-1"
 
 
 async def test_a_missing_secret_is_a_configuration_error(kube: Kube, namespace: str) -> None:
     with pytest.raises(ConfigurationError, match="oci-credentials"):
-        await OciDriver(kube, namespace).list({}, ["us-ashburn-1"])
+        await OciDriver(
+            kube, namespace, secret_name=OCI.credentials_secret, default_region=OCI.default_region
+        ).list({}, ["us-ashburn-1"])
 
 
 # -- SDK calls against a loopback compute endpoint -------------------------------------------
@@ -223,7 +232,13 @@ async def oci_driver(
 ) -> OciDriver:
     data = {k: base64.b64encode(v.encode()).decode() for k, v in _data(pem).items()}
     await kube.create(SECRETS, {"metadata": {"name": "oci-credentials"}, "data": data}, namespace)
-    return OciDriver(kube, namespace, endpoint=compute[0])
+    return OciDriver(
+        kube,
+        namespace,
+        secret_name=OCI.credentials_secret,
+        default_region=OCI.default_region,
+        endpoint=compute[0],
+    )
 
 
 async def test_listing_keeps_our_tagged_vms_with_ip_owner_and_signed_requests(
@@ -262,7 +277,7 @@ def _launch_request(**changes: Any) -> LaunchRequest:
     base: dict[str, Any] = {
         "name": "relay-oci",
         "region": "us-ashburn-1",
-        "shape": "",
+        "shape": OCI.default_shape,
         "cloud_init": "I2Nsb3VkLWNvbmZpZwo=",
         "tags": LAUNCH_TAGS,
         "client_token": "r" * 64,
@@ -279,7 +294,13 @@ async def test_a_launch_attaches_tags_user_data_and_retry_token_and_returns_at_o
     await kube.create(
         SECRETS, {"metadata": {"name": "oci-credentials"}, "data": encoded}, namespace
     )
-    driver = OciDriver(kube, namespace, endpoint=compute[0])
+    driver = OciDriver(
+        kube,
+        namespace,
+        secret_name=OCI.credentials_secret,
+        default_region=OCI.default_region,
+        endpoint=compute[0],
+    )
     assert await driver.launch(_launch_request()) == "ocid1.instance.launched"
     [launch] = [c for c in compute[1] if c["method"] == "POST"]
     body = launch["body"]

@@ -6,7 +6,6 @@ import asyncio
 import dataclasses
 import json
 import uuid
-from collections.abc import Awaitable, Callable
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -22,18 +21,10 @@ from controller.settings import (
 )
 from controller.setup import new_manager
 from tests.controller.relay.conftest import AWS_SLOT, SHA_AMD64, SHA_ARM64
+from tests.support.waiting import eventually
 from wspin.core.errors import ConfigError
 from wspin.core.kinds import CONFIGMAPS, INFERENCE_RELAYS, LEASES, NAMESPACES
 from wspin.kube.client import Kube
-
-
-async def _eventually(check: Callable[[], Awaitable[bool]], what: str) -> None:
-    for _ in range(200):
-        if await check():
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
-
 
 GOOD_ARTIFACTS = RelayArtifactConfig(("https://mirror.example/relay",), SHA_ARM64, SHA_AMD64)
 
@@ -75,7 +66,7 @@ async def test_an_applied_fleet_gets_a_vm_status_and_peers_through_the_manager(
             instances = status.get("instances") or []
             return bool(instances) and instances[0]["id"].startswith("i-")
 
-        await _eventually(launched, "the fleet's VM in status")
+        await eventually(launched, "the fleet's VM in status")
         peers = await kube.get(CONFIGMAPS, "relay-router-peers", namespace)
         assert len(json.loads(peers["data"]["peers.json"])["relays"]) == 1
         assert (
@@ -89,7 +80,7 @@ async def test_an_applied_fleet_gets_a_vm_status_and_peers_through_the_manager(
         async def gone() -> bool:
             return await kube.get_or_none(INFERENCE_RELAYS, name) is None
 
-        await _eventually(gone, "the finalizer to release the deleted fleet")
+        await eventually(gone, "the finalizer to release the deleted fleet")
     finally:
         manager.stop()
         await asyncio.wait_for(running, 10)
@@ -154,23 +145,18 @@ async def test_the_orphan_sweep_runs_only_on_the_leader(kube: Kube, namespace: s
 
     running = asyncio.create_task(manager.run())
     try:
-        await _eventually(_async(lambda: bool(followers)), "the manager to start")
-        await asyncio.sleep(0.5)
+        await eventually(lambda: bool(followers), "the manager to start")
+        elector = manager.elector
+        assert elector is not None
+        await eventually(lambda: elector.observed_holder == "someone-else", "a read")
         assert not manager.is_leader and sweeps() is None
         lease = await kube.get(LEASES, "wspin-controller", namespace)
         lease["spec"]["holderIdentity"] = None
         await kube.replace(LEASES, lease)
-        await _eventually(_async(lambda: sweeps() == 1), "the new leader's first sweep")
+        await eventually(lambda: sweeps() == 1, "the new leader's first sweep")
     finally:
         manager.stop()
         await asyncio.wait_for(running, 10)
-
-
-def _async(check: Callable[[], bool]) -> Callable[[], Awaitable[bool]]:
-    async def wrapped() -> bool:
-        return check()
-
-    return wrapped
 
 
 async def test_the_cluster_id_is_the_kube_system_uid_unless_configured(kube: Kube) -> None:

@@ -16,6 +16,7 @@ from controller.runtime.manager import Manager
 from controller.settings import LeaderElectionSettings, RuntimeSettings
 from controller.types import Obj, ObjectKey, Requeue
 from tests.kubeapi import KubeServer
+from tests.support.waiting import eventually
 from wspin.core.errors import TerminalError, TransientError
 from wspin.core.kinds import CONFIGMAPS, LEASES, SECRETS
 from wspin.kube.client import Kube
@@ -79,10 +80,10 @@ async def running(manager: Manager) -> AsyncIterator[asyncio.Task[None]]:
         await asyncio.wait_for(task, 10)
 
 
-async def eventually(check: Callable[[], bool], timeout: float = 5.0) -> None:
-    async with asyncio.timeout(timeout):
-        while not check():
-            await asyncio.sleep(0.02)
+def settled(manager: Manager, recorder: Recorder, cm: ObjectKey) -> bool:
+    """``cm`` is not waiting, in flight or due after a delay: without a new event, no
+    reconcile of it follows."""
+    return not manager.queue_of(recorder.name).holds(cm)
 
 
 def key(namespace: str, name: str) -> ObjectKey:
@@ -155,9 +156,13 @@ async def test_requeue_after_brings_the_key_back_without_an_event(
     recorder = Recorder(again)
     manager.add_controller(recorder, for_=CONFIGMAPS)
     async with running(manager):
-        await eventually(lambda: recorder.calls[key(namespace, "a")] == 3)
-        await asyncio.sleep(0.2)
-        assert recorder.calls[key(namespace, "a")] == 3
+        await eventually(
+            lambda: (
+                recorder.calls[key(namespace, "a")] == 3
+                and settled(manager, recorder, key(namespace, "a"))
+            )
+        )
+        assert recorder.calls[key(namespace, "a")] == 3  # nothing queued, nothing due: done
 
 
 async def test_errors_are_retried_with_backoff_until_success(kube: Kube, namespace: str) -> None:
@@ -172,8 +177,12 @@ async def test_errors_are_retried_with_backoff_until_success(kube: Kube, namespa
     manager.add_controller(recorder, for_=CONFIGMAPS)
     async with running(manager):
         # 5 ms, 10 ms, 20 ms of backoff between the four calls
-        await eventually(lambda: recorder.calls[key(namespace, "a")] == 4)
-        await asyncio.sleep(0.1)
+        await eventually(
+            lambda: (
+                recorder.calls[key(namespace, "a")] == 4
+                and settled(manager, recorder, key(namespace, "a"))
+            )
+        )
         assert recorder.calls[key(namespace, "a")] == 4
 
 
@@ -188,8 +197,10 @@ async def test_a_transient_error_delay_overrides_the_backoff(kube: Kube, namespa
     recorder = Recorder(later)
     manager.add_controller(recorder, for_=CONFIGMAPS)
     async with running(manager):
-        await eventually(lambda: recorder.calls[key(namespace, "a")] == 1)
-        await asyncio.sleep(0.3)  # the 5 ms backoff would have retried many times by now
+        await eventually(lambda: manager.queue_of(recorder.name).delay_of(key(namespace, "a")))
+        # Due in the error's 30 s, not the 5 ms the backoff would have chosen.
+        delay = manager.queue_of(recorder.name).delay_of(key(namespace, "a"))
+        assert delay is not None and 25 < delay <= 30
         assert recorder.calls[key(namespace, "a")] == 1
 
 
@@ -202,9 +213,13 @@ async def test_a_terminal_error_is_not_retried(kube: Kube, namespace: str) -> No
     recorder = Recorder(hopeless)
     manager.add_controller(recorder, for_=CONFIGMAPS)
     async with running(manager):
-        await eventually(lambda: recorder.calls[key(namespace, "a")] == 1)
-        await asyncio.sleep(0.2)
-        assert recorder.calls[key(namespace, "a")] == 1
+        await eventually(
+            lambda: (
+                recorder.calls[key(namespace, "a")] == 1
+                and settled(manager, recorder, key(namespace, "a"))
+            )
+        )
+        assert recorder.calls[key(namespace, "a")] == 1  # nothing queued, nothing due
         # a new event still reconciles it
         await kube.patch(CONFIGMAPS, "a", {"data": {"x": "1"}}, namespace)
         await eventually(lambda: recorder.calls[key(namespace, "a")] == 2)
@@ -288,7 +303,8 @@ async def test_a_non_leader_caches_but_neither_reconciles_nor_runs_leader_only_t
         await eventually(lambda: len(everywhere) == 1)
         cache = manager.cache(CONFIGMAPS)
         assert cache.get(key(namespace, "a")) is not None
-        await asyncio.sleep(0.5)
+        assert manager.elector is not None
+        await eventually(lambda: manager.elector.observed_holder == "someone-else")  # type: ignore[union-attr]
         assert not manager.is_leader
         assert recorder.calls == Counter()
         assert leader_only == []

@@ -131,3 +131,19 @@ async def test_depth_is_reported_as_it_changes() -> None:
     queue.add(B)
     await queue.get()
     assert depths == [1, 2, 1]
+
+
+async def test_a_key_is_held_while_waiting_in_flight_or_delayed_and_says_when_it_is_due() -> None:
+    queue = WorkQueue("t")
+    assert not queue.holds(A) and queue.delay_of(A) is None
+    queue.add(A)
+    assert queue.holds(A)
+    key = await queue.get()
+    assert queue.holds(key)  # in flight
+    queue.done(key)
+    assert not queue.holds(A)
+    queue.add_after(A, 30)
+    delay = queue.delay_of(A)
+    assert queue.holds(A) and delay is not None and 29 < delay <= 30
+    queue.shut_down()
+    assert not queue.holds(A) and queue.delay_of(A) is None

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import pytest
 
@@ -17,10 +17,10 @@ from controller.staging.desired import (
 )
 from controller.staging.escalation import ESCALATION_ANNOTATION, lineage_intact
 from controller.staging.secrets import MINT_KEY_SECRET
-from tests.controller.fakerouter import FakeRouterState
 from tests.controller.staging.conftest import Stage, condition, two_providers
+from tests.controller.staging.support import events, publish_on_rotate
 from wspin.core.clock import format_time, parse_time
-from wspin.core.kinds import EVENTS, SECRETS
+from wspin.core.kinds import SECRETS
 
 
 async def staged_workspace(stage: Stage, name: str = "ws-a", **delivery: str) -> str:
@@ -31,18 +31,6 @@ async def staged_workspace(stage: Stage, name: str = "ws-a", **delivery: str) ->
     revision = (await stage.get(name))["metadata"]["annotations"][STAGED_REVISION]
     await stage.set_status(name, secretsDelivery={"relayRevision": revision, **delivery})
     return str(revision)
-
-
-async def publish_on_rotate(stage: Stage) -> None:
-    async def publish(state: FakeRouterState) -> None:
-        await stage.publish_pub(state.public_key, state.generation)
-
-    stage.router.state.on_rotate = publish
-
-
-async def events(stage: Stage, reason: str) -> list[dict[str, Any]]:
-    listing = await stage.kube.list(EVENTS, stage.namespace)
-    return [e for e in listing.get("items", []) if e.get("reason") == reason]
 
 
 async def test_corruption_with_intact_lineage_rotates_once_and_reseals(stage: Stage) -> None:

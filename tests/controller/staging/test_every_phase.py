@@ -13,7 +13,7 @@ import dataclasses
 from tests.controller.staging.conftest import Stage, condition, two_providers
 from tests.controller.workspace.conftest import SETTINGS, Harness
 from tests.controller.workspace.conftest import harness as harness
-from tests.controller.workspace.test_reconciler import reconcile_until
+from tests.controller.workspace.factories import reconcile_until
 from wspin.core.kinds import PODS, WORKSPACES
 
 BOUND = 120.0  # the default --relay-revocation-staleness-bound

@@ -1,4 +1,5 @@
-"""Tokens in the handoff: reuse until half the TTL, what survives a failed mint, the revision."""
+"""Tokens in the handoff: reuse until half the TTL, what survives a failed mint, the revision,
+and what a planted or edited entry gets (nothing: every field must be the controller's)."""
 
 from __future__ import annotations
 
@@ -11,12 +12,22 @@ from controller.staging.desired import (
     ProviderCredential,
     Staged,
 )
-from controller.staging.handoff import HandoffEntry, reusable, revision, still_valid
+from controller.staging.handoff import (
+    HandoffEntry,
+    parse_entries,
+    render,
+    reusable,
+    revision,
+    still_valid,
+    written_by_controller,
+)
+from wspin.core.contract import LABEL_WORKSPACE_UID
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 WANT = DesiredProvider(
     ProviderCredential("openai", "openai", "k", models=("gpt-4o",)), "https://api.openai.com/v1"
 )
+WS = "ws1"
 
 
 def entry(**overrides: object) -> HandoffEntry:
@@ -24,7 +35,7 @@ def entry(**overrides: object) -> HandoffEntry:
         "providerSlug": "openai",
         "kind": "openai",
         "token": "lrt-1",
-        "routerPath": "/w/ws/openai/v1",
+        "routerPath": "/w/ws1/openai/v1",
         "baseURL": "https://api.openai.com/v1",
         "modelAllowlist": ["gpt-4o"],
         "keyID": "hpke-g2",
@@ -40,7 +51,7 @@ class TestTokens:
     )
     def test_a_token_is_reused_until_half_its_lifetime(self, minutes: int, expected: bool) -> None:
         now = NOW + timedelta(minutes=minutes)
-        assert reusable(entry(), WANT, "hpke-g2", now, 3600) is expected
+        assert reusable(entry(), WANT, "hpke-g2", now, 3600, workspace=WS) is expected
 
     @pytest.mark.parametrize(
         "changed",
@@ -50,25 +61,70 @@ class TestTokens:
             {"expiresAt": "yesterday"},
             {"baseURL": "https://elsewhere/v1"},
             {"modelAllowlist": ["gpt-5"]},
+            # A planted entry: a router path and token of another workspace's, or any extra.
+            {"routerPath": "/w/other-ws/openai/v1"},
+            {"routerPath": "https://attacker.example/v1"},
+            {"kind": "anthropic"},
+            {"token": 7},
+            {"token": "x" * 5000},
+            {"extra": "field"},
         ],
     )
     def test_a_token_whose_scope_or_key_changed_is_not_reused(
         self, changed: dict[str, object]
     ) -> None:
-        assert not reusable(entry(**changed), WANT, "hpke-g2", NOW, 3600)
+        assert not reusable(entry(**changed), WANT, "hpke-g2", NOW, 3600, workspace=WS)
+
+    def test_an_entry_missing_a_field_is_not_reused(self) -> None:
+        partial = entry()
+        del partial["routerPath"]  # type: ignore[misc]
+        assert not reusable(partial, WANT, "hpke-g2", NOW, 3600, workspace=WS)
 
     def test_a_token_is_kept_through_a_mint_failure_only_while_valid(self) -> None:
-        assert still_valid(entry(), WANT, "hpke-g2", NOW + timedelta(minutes=59))
-        assert not still_valid(entry(), WANT, "hpke-g2", NOW + timedelta(minutes=60))
-        assert not still_valid(entry(), WANT, "hpke-g3", NOW)
+        later = NOW + timedelta(minutes=59)
+        assert still_valid(entry(), WANT, "hpke-g2", later, workspace=WS)
+        expired = NOW + timedelta(minutes=60)
+        assert not still_valid(entry(), WANT, "hpke-g2", expired, workspace=WS)
+        assert not still_valid(entry(), WANT, "hpke-g3", NOW, workspace=WS)
 
     @pytest.mark.parametrize(
-        "changed", [{"baseURL": "https://elsewhere/v1"}, {"modelAllowlist": ["gpt-5"]}]
+        "changed",
+        [
+            {"baseURL": "https://elsewhere/v1"},
+            {"modelAllowlist": ["gpt-5"]},
+            {"routerPath": "/w/other-ws/openai/v1"},
+        ],
     )
     def test_a_token_of_another_scope_is_not_kept_through_a_mint_failure(
         self, changed: dict[str, object]
     ) -> None:
-        assert not still_valid(entry(**changed), WANT, "hpke-g2", NOW)
+        assert not still_valid(entry(**changed), WANT, "hpke-g2", NOW, workspace=WS)
+
+
+class TestWhatIsRead:
+    WS_OBJ = {"metadata": {"name": WS, "namespace": "team-a", "uid": "u-1"}}
+
+    @staticmethod
+    def secret(labels: dict[str, str], owner_uid: str = "u-1") -> dict[str, object]:
+        return {
+            "metadata": {
+                "labels": labels,
+                "ownerReferences": [{"controller": True, "uid": owner_uid, "kind": "Workspace"}],
+            }
+        }
+
+    def test_only_a_handoff_the_controller_wrote_for_this_workspace_is_read(self) -> None:
+        ours = self.secret({LABEL_WORKSPACE_UID: "u-1"})
+        assert written_by_controller(ours, self.WS_OBJ)
+        assert not written_by_controller(self.secret({}), self.WS_OBJ)  # planted: no label
+        assert not written_by_controller(self.secret({LABEL_WORKSPACE_UID: "u-2"}), self.WS_OBJ)
+        forged_owner = self.secret({LABEL_WORKSPACE_UID: "u-1"}, owner_uid="u-2")
+        assert not written_by_controller(forged_owner, self.WS_OBJ)
+
+    def test_entries_minted_for_another_router_are_not_read(self) -> None:
+        raw = render({"revision": "r1", "routerURL": "http://router", "providers": [entry()]})
+        assert list(parse_entries(raw, "http://router")) == ["openai"]
+        assert parse_entries(raw, "http://other-router") == {}
 
 
 class TestRevision:

@@ -16,11 +16,16 @@ from controller.staging.desired import ANNOTATIONS
 from controller.staging.envelopes import REDACTION_GROUP_PREFIX
 from controller.staging.handoff import handoff_name
 from tests.controller.staging.conftest import Stage, condition, make_config, two_providers
-from tests.controller.workspace.conftest import SETTINGS, Harness, eventually
+from tests.controller.workspace.conftest import SETTINGS, Harness
 from tests.controller.workspace.conftest import harness as harness
-from tests.controller.workspace.factories import TEST_KEYS, publish_runtime
-from tests.controller.workspace.test_reconciler import ready_status, reconcile_until
+from tests.controller.workspace.factories import (
+    TEST_KEYS,
+    publish_runtime,
+    ready_pod_status,
+    reconcile_until,
+)
 from tests.kubeapi import KubeServer
+from tests.support.waiting import eventually
 from wspin.core.errors import TransientError
 from wspin.core.kinds import PODS, SECRETS, WORKSPACES
 from wspin.core.redact import Redactor
@@ -30,7 +35,7 @@ from wspin.kube.client import Kube
 async def active(harness: Harness) -> None:
     await harness.apply(owner={"userID": "user-1"})
     await harness.reconcile()
-    await harness.set_pod_status(await harness.pod_name(), ready_status())
+    await harness.set_pod_status(await harness.pod_name(), ready_pod_status())
     await reconcile_until(harness, "Active")
 
 
@@ -137,7 +142,9 @@ async def test_an_armed_config_gets_a_staging_pass_wired_in(kube: Kube, stage: S
             return await kube.get_or_none(PODS, pod_name, stage.namespace) is not None
 
         await eventually(pod_exists, "the workspace pod")
-        await kube.patch(PODS, pod_name, {"status": ready_status()}, stage.namespace, sub="status")
+        await kube.patch(
+            PODS, pod_name, {"status": ready_pod_status()}, stage.namespace, sub="status"
+        )
 
         async def handed_off() -> bool:
             secret = await kube.get_or_none(SECRETS, handoff_name("ws1"), stage.namespace)

@@ -27,7 +27,7 @@ from controller.staging.ownership import (
 from controller.staging.staging_pass import RelayStagingPass
 from controller.types import ObjectKey
 from tests.controller.staging.conftest import Stage, condition, provider
-from tests.controller.workspace.conftest import eventually
+from tests.support.waiting import eventually
 from wspin.core.kinds import EVENTS, NAMESPACES, SECRETS, WORKSPACES
 from wspin.kube.client import Kube
 from wspin.kube.informer import Informer

@@ -11,7 +11,7 @@ import pytest
 
 from controller.staging.desired import STAGED_REVISION
 from tests.controller.staging.conftest import Stage, condition, two_providers
-from tests.controller.staging.test_escalation import events, publish_on_rotate
+from tests.controller.staging.support import events, publish_on_rotate
 
 Obj = dict[str, Any]
 

@@ -18,9 +18,8 @@ from controller.staging.staging_pass import RelayStagingPass
 from controller.workspace.metrics import VerifyMetrics
 from controller.workspace.reconciler import WorkspaceReconciler
 from tests.controller.staging.conftest import Stage, two_providers
-from tests.controller.workspace.agents import Agents, agents, harness, settings
+from tests.controller.workspace.agents import FIRST_READS, Agents, agents, harness, settings
 from tests.controller.workspace.factories import TEST_KEYS
-from tests.controller.workspace.test_agent_health import FIRST_READS
 from tests.support.agentd import healthy_health
 from wspin.core.kinds import WORKSPACES, Resource
 from wspin.kube.client import Kube

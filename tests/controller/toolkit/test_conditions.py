@@ -51,3 +51,8 @@ def test_status_patch_sends_only_changes_and_nulls_dropped_keys() -> None:
         "phase": "A",
         "reason": None,
     }
+
+
+def test_a_condition_message_loses_the_credentials_of_urls() -> None:
+    built = condition("Ready", False, "PodBuildFailed", "image https://u:p4ss@reg.example/x")
+    assert built["message"] == "image https://***@reg.example/x"

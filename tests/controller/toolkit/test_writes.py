@@ -14,7 +14,7 @@ from controller.toolkit.status import write_status
 from controller.toolkit.upserts import decode_secret_data, upsert_configmap, upsert_secret
 from tests.kubeapi import KubeServer
 from wspin.core.errors import Conflict
-from wspin.core.kinds import CONFIGMAPS, EVENTS, INFERENCE_RELAYS, SECRETS
+from wspin.core.kinds import CONFIGMAPS, EVENTS, INFERENCE_RELAYS, SECRETS, WORKSPACES
 from wspin.kube.client import Kube
 
 FINALIZER = "inferencerelay.llmsafespaces.dev/finalizer"
@@ -112,3 +112,21 @@ async def test_secret_upsert_holds_exactly_the_values_base64_encoded(
     assert secret["type"] == "Opaque"
     assert decode_secret_data(secret) == {"a": "1"}
     assert not await upsert_secret(kube, namespace, name, {"a": "1"})
+
+
+async def test_event_and_status_messages_lose_the_credentials_of_urls(
+    kube: Kube, namespace: str
+) -> None:
+    """A reason's words may quote what a user wrote (a package source, an image): the user and
+    password of a URL in them never reach an Event or the status."""
+    quoted = "pip could not fetch git+https://deploy:ghp_tok3n@git.example.com/r.git"
+    stripped = "pip could not fetch git+https://***@git.example.com/r.git"
+    obj = {"metadata": {"name": "thing", "namespace": namespace, "uid": str(uuid.uuid4())}}
+    assert await EventRecorder(kube).emit(obj, CONFIGMAPS, "Warning", "Failed", quoted)
+    events = (await kube.list(EVENTS, namespace)).get("items") or []
+    assert [e["message"] for e in events if e["reason"] == "Failed"] == [stripped]
+    ws = await kube.create(
+        WORKSPACES, {"metadata": {"name": "ws1"}, "spec": {"runtime": "python"}}, namespace
+    )
+    written = await write_status(kube, WORKSPACES, ws, {"phase": "Failed", "message": quoted})
+    assert written is not None and written["status"]["message"] == stripped

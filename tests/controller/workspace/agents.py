@@ -17,12 +17,13 @@ from prometheus_client import CollectorRegistry
 
 from controller.settings import AgentSettings, WorkspaceSettings
 from controller.types import ObjectKey
+from controller.workspace import ownership
 from controller.workspace.agent_metrics import AgentMetrics
 from controller.workspace.agent_scheduler import AgentScheduler, Timing
 from controller.workspace.metrics import VerifyMetrics
 from controller.workspace.pod import desired_pod
 from controller.workspace.reconciler import WorkspaceReconciler
-from tests.controller.workspace.conftest import SETTINGS, Harness, eventually
+from tests.controller.workspace.conftest import SETTINGS, Harness
 from tests.controller.workspace.conftest import harness as harness
 from tests.controller.workspace.factories import (
     TEST_KEYS,
@@ -32,11 +33,15 @@ from tests.controller.workspace.factories import (
 )
 from tests.support.agentd import Agent, StubAgentd
 from tests.support.clock import FakeClock
+from tests.support.waiting import eventually
 from tests.support.waker import FakeWaker
 from wspin.core.kinds import EVENTS, PODS
 
 Obj = dict[str, Any]
 START = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+FIRST_READS = 30 + 60
+"""Seconds after a pod became Active by which both first reads are due (the startup grace,
+then a phase within each interval)."""
 TIMING = Timing(health=0.5, status=0.5, drain=0.5, drain_poll=10.0, startup_grace=30.0)
 """The production timing but short request bounds: a hanging agent costs half a second."""
 
@@ -69,9 +74,10 @@ class Agents:
         return agent
 
     async def inject(self, name: str = "ws1") -> str:
-        """Play the admission webhook: create the Workspace's pod with delivery injected."""
+        """Play the controller and the admission webhook: create the Workspace's pod, labelled
+        as the controller's, with delivery injected."""
         ws = await self.h.workspace(name)
-        pod = injected(desired_pod(ws, SETTINGS, credentials=credentials(ws)))
+        pod = injected(ownership.stamp(desired_pod(ws, SETTINGS, credentials=credentials(ws)), ws))
         created = await self.h.kube.create(PODS, pod, self.h.namespace)
         await self.h.synced(self.h.pods, created["metadata"]["name"], created)
         return str(created["metadata"]["name"])

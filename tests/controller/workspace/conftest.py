@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -20,6 +20,7 @@ from controller.types import ObjectKey, Requeue
 from controller.workspace.metrics import VerifyMetrics
 from controller.workspace.reconciler import WorkspaceReconciler
 from tests.controller.workspace.factories import AGENTD_IMAGE, OPENCODE_IMAGE, TEST_KEYS
+from tests.support.waiting import eventually
 from webhook.inject import InjectConfig, inject
 from wspin.core.contract import (
     AGENTD,
@@ -30,7 +31,8 @@ from wspin.core.contract import (
     OPENCODE,
 )
 from wspin.core.delivery import AgentdDelivery, OpencodeDelivery, PinSet, ResolvedArtifact
-from wspin.core.kinds import PODS, PVCS, WORKSPACES
+from wspin.core.kinds import NAMESPACES, PODS, PVCS, WORKSPACES
+from wspin.core.tenancy import NamespaceLabels, namespace_view
 from wspin.kube.client import Kube
 from wspin.kube.informer import Informer
 
@@ -45,18 +47,6 @@ INJECT = InjectConfig(
     agentd=ResolvedArtifact(AGENTD, AGENTD_IMAGE, PinSet("a" * 64, "b" * 64)),
     opencode=ResolvedArtifact(OPENCODE, OPENCODE_IMAGE, PinSet("c" * 64, "d" * 64)),
 )
-
-
-async def eventually(check: Callable[[], Awaitable[bool] | bool], what: str) -> None:
-    """Poll ``check`` until true; fail naming ``what`` after 10 s (a bound, not a speed test)."""
-    for _ in range(400):
-        result = check()
-        if isinstance(result, Awaitable):
-            result = await result
-        if result:
-            return
-        await asyncio.sleep(0.025)
-    pytest.fail(f"timed out waiting for {what}")
 
 
 def injected(pod: Obj) -> Obj:
@@ -75,9 +65,24 @@ class Harness:
     pods: Informer
     pvcs: Informer
     registry: CollectorRegistry
+    namespaces: Informer
 
     def key(self, name: str = "ws1") -> ObjectKey:
         return ObjectKey(self.namespace, name)
+
+    async def label_namespace(self, labels: dict[str, str | None]) -> None:
+        """Set (None: remove) labels on the test's namespace, as the platform would, and wait
+        until the reconciler's Namespace cache shows them."""
+        patched = await self.kube.patch(
+            NAMESPACES, self.namespace, {"metadata": {"labels": labels}}
+        )
+        version = patched["metadata"]["resourceVersion"]
+
+        def caught_up() -> bool:
+            cached = self.namespaces.get(ObjectKey("", self.namespace))
+            return cached is not None and cached["metadata"]["resourceVersion"] == version
+
+        await eventually(caught_up, f"namespace {self.namespace} labelled in the cache")
 
     async def apply(self, name: str = "ws1", **spec: Any) -> Obj:
         body: Obj = {"runtime": "python", "storage": {"size": "10Gi"}}
@@ -135,7 +140,9 @@ async def harness(kube: Kube, namespace: str) -> AsyncIterator[Harness]:
     workspaces = Informer(kube, WORKSPACES, namespace=namespace)
     pods = Informer(kube, PODS, namespace=namespace, labels=selector)
     pvcs = Informer(kube, PVCS, namespace=namespace)
-    tasks = [asyncio.create_task(i.run()) for i in (workspaces, pods, pvcs)]
+    namespaces = Informer(kube, NAMESPACES, transform=namespace_view)
+    informers = (workspaces, pods, pvcs, namespaces)
+    tasks = [asyncio.create_task(i.run()) for i in informers]
     registry = CollectorRegistry()
     reconciler = WorkspaceReconciler(
         kube,
@@ -145,12 +152,13 @@ async def harness(kube: Kube, namespace: str) -> AsyncIterator[Harness]:
         SETTINGS,
         keys=TEST_KEYS,
         metrics=VerifyMetrics(registry),
+        namespaces=NamespaceLabels(namespaces),
         clock=lambda: datetime(2026, 11, 29, 12, 0, tzinfo=UTC),
     )
     try:
-        for informer in (workspaces, pods, pvcs):
+        for informer in informers:
             await asyncio.wait_for(informer.wait_synced(), 10)
-        yield Harness(kube, namespace, reconciler, workspaces, pods, pvcs, registry)
+        yield Harness(kube, namespace, reconciler, workspaces, pods, pvcs, registry, namespaces)
     finally:
         for task in tasks:
             task.cancel()

@@ -5,14 +5,18 @@ from __future__ import annotations
 import contextlib
 import copy
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from controller.workspace.credential_keys import CredentialKeys
 from controller.workspace.credentials import WorkspaceCredentials, derive_credentials
+from tests.support.waiting import eventually
 from wspin.core.contract import AGENTD, DELIVERY_ANNOTATION, OPENCODE
 from wspin.core.errors import AlreadyExists
 from wspin.core.runtimes import RUNTIME_ENVIRONMENTS
 from wspin.kube.client import Kube
+
+if TYPE_CHECKING:
+    from tests.controller.workspace.conftest import Harness
 
 UID = "b8985526-5983-4ade-9338-3b5f9fd93057"
 AGENTD_IMAGE = "ghcr.io/lenaxia/llmsafespaces/agentd@sha256:" + "0123456789abcdef" * 4
@@ -129,3 +133,16 @@ def ready_pod_status(ip: str = "10.0.0.7") -> dict[str, Any]:
             {"name": "workspace", "ready": True, "restartCount": 0, "state": {"running": {}}}
         ],
     }
+
+
+async def reconcile_until(h: Harness, phase: str, name: str = "ws1") -> dict[str, Any]:
+    """Reconcile until the Workspace reports ``phase`` (pods take their grace on a cluster)."""
+    seen: dict[str, Any] = {}
+
+    async def reached() -> bool:
+        await h.reconcile(name)
+        seen.update(await h.workspace(name))
+        return bool(seen.get("status", {}).get("phase") == phase)
+
+    await eventually(reached, f"{name} to reach {phase}")
+    return seen

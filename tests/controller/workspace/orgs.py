@@ -14,15 +14,16 @@ class FakeApiService:
     calls: list[str] = field(default_factory=list)
     tokens: list[str | None] = field(default_factory=list)
     fail: int = 0
-    delay: float = 0.0
+    gate: asyncio.Event | None = None
+    """Set: every answer waits for it (a test opens it, or never does, to force a timeout)."""
     body: bytes | None = None
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         org = request.match_info["org"]
         self.calls.append(org)
         self.tokens.append(request.headers.get("X-Internal-Token"))
-        if self.delay:
-            await asyncio.sleep(self.delay)
+        if self.gate is not None:
+            await self.gate.wait()
         if self.fail:
             return web.Response(status=self.fail)
         if self.body is not None:

@@ -20,10 +20,10 @@ from controller.types import ObjectKey
 from controller.workspace.agent_metrics import AgentMetrics
 from controller.workspace.agent_scheduler import AgentScheduler, Timing
 from controller.workspace.agent_status import AgentReport, apply
-from tests.controller.workspace.conftest import eventually
 from tests.controller.workspace.factories import injected
 from tests.support.agentd import StubAgentd
 from tests.support.clock import FakeClock
+from tests.support.waiting import eventually
 from tests.support.waker import FakeWaker
 from wspin.core.clock import format_time
 

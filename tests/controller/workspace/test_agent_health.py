@@ -10,15 +10,12 @@ from typing import Any
 import pytest
 
 from controller.toolkit.conditions import find_condition
-from tests.controller.workspace.agents import Agents, agents, harness
+from tests.controller.workspace.agents import FIRST_READS, Agents, agents, harness
 from tests.controller.workspace.factories import credentials
 from tests.support.agentd import busy, healthy_health, healthy_status
 from wspin.core.kinds import PODS
 
 Obj = dict[str, Any]
-FIRST_READS = 30 + 60
-"""Seconds after a pod became Active by which both first reads are due (the startup grace,
-then a phase within each interval)."""
 
 __all__ = ["agents", "harness"]
 

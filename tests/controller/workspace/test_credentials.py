@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from controller.workspace import ownership
 from controller.workspace.credentials import (
     ANNOTATION_CREDENTIALS_KEY,
     KEYS,
@@ -149,7 +150,7 @@ class TestRotation:
         await h.apply()
         ws = await h.workspace()
         pod = desired_pod(ws, SETTINGS, credentials=credentials(ws, key_id))
-        created = await h.kube.create(PODS, pod, h.namespace)
+        created = await h.kube.create(PODS, ownership.stamp(pod, ws), h.namespace)
         await h.synced(h.pods, created["metadata"]["name"], created)
         return created
 

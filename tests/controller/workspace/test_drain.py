@@ -15,8 +15,7 @@ from controller.types import ObjectKey
 from controller.workspace import drain
 from controller.workspace.agent_report import Session, Status
 from controller.workspace.agent_view import AgentView
-from tests.controller.workspace.agents import Agents, agents, harness
-from tests.controller.workspace.test_agent_health import FIRST_READS
+from tests.controller.workspace.agents import FIRST_READS, Agents, agents, harness
 from tests.kubeapi import KubeServer
 from tests.support.agentd import busy, healthy_status
 from wspin.core.kinds import WORKSPACES

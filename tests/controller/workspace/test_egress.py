@@ -7,7 +7,7 @@ from typing import Any
 import kubernetes_validate
 import pytest
 
-from controller.settings import EgressSettings
+from controller.egress_settings import EgressSettings
 from controller.workspace.egress import (
     CILIUM_NETWORK_POLICIES,
     MAX_DOMAINS,
@@ -67,10 +67,10 @@ class TestNetworkPolicy:
         kubernetes_validate.validate(plan.policy, "1.32", strict=True)
 
     def test_declared_ports_replace_the_https_default(self) -> None:
-        ws = workspace({"domain": "pypi.org", "ports": [{"port": 8443, "protocol": "TCP"}]})
+        ws = workspace({"domain": "pypi.org", "ports": [{"port": 80, "protocol": "TCP"}]})
         plan = desired_egress_policy(ws, RESOLVED, DENY, cilium=False)
         assert plan.policy is not None
-        assert plan.policy["spec"]["egress"][-1]["ports"] == [{"port": 8443, "protocol": "TCP"}]
+        assert plan.policy["spec"]["egress"][-1]["ports"] == [{"port": 80, "protocol": "TCP"}]
 
     def test_wildcards_and_unresolved_names_are_reported_never_opened(self) -> None:
         plan = desired_egress_policy(

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from controller.settings import EgressSettings
+from controller.egress_settings import EgressSettings
 from controller.workspace.egress import NETWORK_POLICIES, Resolution
 from controller.workspace.egress_sync import EGRESS_CONDITION, EgressPolicies
 from controller.workspace.wiring import POLICY_SELECTOR
@@ -84,15 +84,15 @@ def egress_condition(ws: dict[str, object]) -> dict[str, str]:
 async def test_the_policy_follows_a_domain_to_its_new_address_within_its_ttl(
     harness: Harness, egress: Egress
 ) -> None:
-    egress.resolver.records["pypi.org"] = Resolution(("192.0.2.10",), 60.0)
+    egress.resolver.records["pypi.org"] = Resolution(("151.101.0.10",), 60.0)
     await harness.apply(networkAccess={"egress": [{"domain": "pypi.org"}]})
     requeue = await harness.reconcile()
     policy = await policy_of(harness, egress)
-    assert policy is not None and cidrs(policy) == ["192.0.2.10/32"]
+    assert policy is not None and cidrs(policy) == ["151.101.0.10/32"]
     assert requeue is not None and requeue.after == pytest.approx(60.0)
     assert egress_condition(await harness.workspace())["reason"] == "Enforced"
 
-    egress.resolver.records["pypi.org"] = Resolution(("192.0.2.20",), 60.0)
+    egress.resolver.records["pypi.org"] = Resolution(("151.101.0.20",), 60.0)
     await harness.reconcile()  # within the TTL: the held answer, no lookup, no write
     assert egress.resolver.lookups == ["pypi.org"]
     unchanged = await policy_of(harness, egress)
@@ -102,7 +102,7 @@ async def test_the_policy_follows_a_domain_to_its_new_address_within_its_ttl(
     egress.clock.advance(60)
     await harness.reconcile()
     moved = await policy_of(harness, egress)
-    assert moved is not None and cidrs(moved) == ["192.0.2.20/32"]
+    assert moved is not None and cidrs(moved) == ["151.101.0.20/32"]
 
 
 async def test_a_workspace_without_domains_gets_dns_and_the_platform_only(
@@ -146,3 +146,29 @@ async def test_a_foreign_policy_at_the_name_is_reported_and_left_alone(
     assert found["reason"] == "PolicyConflict"
     after = egress.policies.get(ObjectKey(harness.namespace, "ws1-egress"))
     assert after is not None and after["spec"]["egress"] == [{}]
+
+
+async def test_a_domain_pointing_into_the_cluster_is_dropped_and_named_on_the_workspace(
+    harness: Harness, egress: Egress
+) -> None:
+    """``127.0.0.1.nip.io``-style names: any zone the tenant controls can answer with the API
+    server's Service or the metadata endpoint."""
+    egress.resolver.records["127.0.0.1.nip.io"] = Resolution(("127.0.0.1",), 60.0)
+    egress.resolver.records["meta.evil.example"] = Resolution(
+        ("169.254.169.254", "10.96.0.1", "151.101.0.10"), 60.0
+    )
+    await harness.apply(
+        networkAccess={
+            "egress": [
+                {"domain": "127.0.0.1.nip.io"},
+                {"domain": "meta.evil.example", "ports": [{"port": 10250, "protocol": "TCP"}]},
+            ]
+        }
+    )
+    await harness.reconcile()
+    policy = await policy_of(harness, egress)
+    assert policy is not None and cidrs(policy) == []
+    found = egress_condition(await harness.workspace())
+    assert found["status"] == "False" and found["reason"] == "AddressesDropped"
+    assert "127.0.0.1.nip.io -> 127.0.0.1, loopback (127.0.0.0/8)" in found["message"]
+    assert "meta.evil.example:10250/TCP" in found["message"]

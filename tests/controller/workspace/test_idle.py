@@ -11,7 +11,7 @@ import pytest
 from controller.types import Requeue
 from controller.workspace import idle
 from tests.controller.workspace.agents import Agents, agents, harness
-from tests.controller.workspace.test_reconciler import reconcile_until
+from tests.controller.workspace.factories import reconcile_until
 from wspin.core.clock import format_time
 from wspin.core.kinds import WORKSPACES
 

@@ -1,8 +1,10 @@
 """Org suspension through the Workspace reconciler, against a fake API service on loopback.
 
-A Workspace whose ``spec.owner.orgID`` names a suspended organisation loses its pod and keeps
-its volume, with reason OrgSuspended and one Event; it comes back when the organisation is
-active again; an API service that fails changes nothing (runs unchanged on a real cluster).
+A Workspace in a namespace of a suspended organisation (the namespace's ``llmsafespaces.dev/org``
+label, set by the platform) loses its pod and keeps its volume, with reason OrgSuspended and
+one Event; it comes back when the organisation is active again; an API service that fails
+changes nothing. ``spec.owner.orgID`` is the tenant's own word and decides nothing (runs
+unchanged on a real cluster).
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ from controller.workspace.reconciler import ORG_SUSPENDED
 from tests.controller.workspace.conftest import Harness
 from tests.controller.workspace.orgs import FakeApiService
 from tests.support.clock import FakeClock
-from wspin.core.kinds import EVENTS, PODS, PVCS
+from wspin.core.kinds import EVENTS, PODS, PVCS, WORKSPACES
+from wspin.core.tenancy import LABEL_ORG
 
 TOKEN = "internal-token-for-org-tests"
 
@@ -75,6 +78,7 @@ async def test_a_suspended_org_stops_the_pod_keeps_the_volume_and_resumes(
 ) -> None:
     fake, clock = orgs
     fake.statuses["org-1"] = "active"
+    await harness.label_namespace({LABEL_ORG: "org-1"})
     await harness.apply(owner={"userID": "u1", "orgID": "org-1"})
     requeue = await harness.reconcile()
     assert await pod_exists(harness)
@@ -117,6 +121,7 @@ async def test_spec_suspend_keeps_an_active_orgs_workspace_suspended(
 ) -> None:
     fake, _ = orgs
     fake.statuses["org-1"] = "active"
+    await harness.label_namespace({LABEL_ORG: "org-1"})
     await harness.apply(owner={"orgID": "org-1"}, suspend=True)
     await harness.reconcile()
     assert not await pod_exists(harness)
@@ -129,6 +134,7 @@ async def test_an_unreachable_api_service_with_nothing_known_changes_nothing(
 ) -> None:
     fake, _ = orgs
     fake.fail = 500
+    await harness.label_namespace({LABEL_ORG: "org-1"})
     await harness.apply(owner={"orgID": "org-1"})
     await harness.reconcile()
     assert await pod_exists(harness)
@@ -141,3 +147,27 @@ async def test_workspaces_without_an_org_are_never_looked_up(
     await harness.apply(owner={"userID": "u1"})
     await harness.reconcile()
     assert await pod_exists(harness) and fake.calls == []
+
+
+async def test_the_workspaces_own_org_id_is_not_trusted(
+    harness: Harness, orgs: tuple[FakeApiService, FakeClock]
+) -> None:
+    """A tenant of a suspended organisation naming an active one (or none) stays suspended;
+    one naming a suspended organisation in an unlabelled namespace is not stopped by it."""
+    fake, _ = orgs
+    fake.statuses["org-suspended"] = "suspended"
+    fake.statuses["org-active"] = "active"
+    await harness.apply(owner={"userID": "u1", "orgID": "org-suspended"})
+    await harness.reconcile()
+    assert await pod_exists(harness) and fake.calls == []
+
+    await harness.label_namespace({LABEL_ORG: "org-suspended"})
+    await harness.kube.patch(
+        WORKSPACES, "ws1", {"spec": {"owner": {"orgID": "org-active"}}}, harness.namespace
+    )
+    await harness.settle()
+    await harness.reconcile()
+    await harness.reconcile()
+    ws = await harness.workspace()
+    assert ws["status"]["phase"] == "Suspended" and ws["status"]["reason"] == ORG_SUSPENDED
+    assert "organisation org-suspended is suspended" in ws["status"]["message"]

@@ -15,6 +15,7 @@ from prometheus_client import CollectorRegistry
 from controller.workspace.orgstatus import OrgStatusCache, OrgStatusMetrics
 from tests.controller.workspace.orgs import FakeApiService
 from tests.support.clock import FakeClock
+from tests.support.waiting import eventually
 
 TOKEN = "internal-token-sekret-123"
 
@@ -56,6 +57,8 @@ async def harness() -> AsyncIterator[Harness]:
         )
         yield Harness(service, cache, clock, registry)
         await cache.close()
+    if service.gate is not None:
+        service.gate.set()  # a held answer would make the server wait out its shutdown
     await runner.cleanup()
 
 
@@ -76,8 +79,11 @@ async def test_the_status_is_fetched_with_the_token_and_cached_for_the_ttl(
 
 async def test_concurrent_lookups_of_one_org_make_one_request(harness: Harness) -> None:
     harness.service.statuses["org-1"] = "active"
-    harness.service.delay = 0.05
-    results = await asyncio.gather(*(harness.cache.status("org-1") for _ in range(50)))
+    harness.service.gate = asyncio.Event()
+    lookups = asyncio.gather(*(harness.cache.status("org-1") for _ in range(50)))
+    await eventually(lambda: harness.service.calls, "the first request")
+    harness.service.gate.set()  # every lookup is waiting by now: one request answers all
+    results = await lookups
     assert set(results) == {"active"}
     assert harness.service.calls == ["org-1"]
 
@@ -106,7 +112,7 @@ async def test_with_nothing_known_a_failure_fails_open_and_is_counted(
 
 async def test_a_timeout_fails_open(harness: Harness) -> None:
     harness.service.statuses["org-1"] = "suspended"
-    harness.service.delay = 2.0
+    harness.service.gate = asyncio.Event()  # never opened: only the cache's timeout ends it
     assert await harness.cache.status("org-1") is None
     assert harness.failures("timeout") == 1
 

@@ -1,5 +1,6 @@
-"""The controller adopts only what it owns: foreign objects at a Workspace's names are reported
-and left alone (pure decisions, then the reconciler against the API)."""
+"""The controller adopts only what it created: foreign objects at a Workspace's names are
+reported and left alone, whatever owner reference their creator wrote (pure decisions, then the
+reconciler against the API)."""
 
 from __future__ import annotations
 
@@ -14,10 +15,12 @@ from controller.workspace.ownership import (
     CONFLICT_REASON,
     conflict_of,
     new_episode,
+    stamp,
 )
 from controller.workspace.reconciler import WorkspaceReconciler
 from tests.controller.workspace.conftest import SETTINGS, Harness
 from tests.controller.workspace.factories import TEST_KEYS, UID, workspace
+from wspin.core.contract import LABEL_WORKSPACE_UID
 from wspin.core.kinds import EVENTS, PODS, PVCS, SERVICE_ACCOUNTS, WORKSPACES
 
 Obj = dict[str, Any]
@@ -33,16 +36,30 @@ def ref(uid: str = UID, *, controller: bool = True, kind: str = "Workspace") -> 
     }
 
 
-def obj(*refs: Obj) -> Obj:
+def obj(*refs: Obj, labelled: str | None = UID) -> Obj:
+    """An object with ``refs``, labelled with ``labelled`` as its Workspace uid (None: not)."""
     meta: Obj = {"name": "ws1-b8985526"}
     if refs:
         meta["ownerReferences"] = list(refs)
+    if labelled is not None:
+        meta["labels"] = {LABEL_WORKSPACE_UID: labelled}
     return {"metadata": meta}
 
 
 class TestDecision:
-    def test_an_object_controlled_by_the_workspace_uid_is_its_own(self) -> None:
+    def test_an_object_the_controller_created_for_the_workspace_is_its_own(self) -> None:
         assert conflict_of(obj(ref()), workspace(), "Pod") is None
+        assert (
+            conflict_of(stamp(obj(ref(), labelled=None), workspace()), workspace(), "Pod") is None
+        )
+
+    @pytest.mark.parametrize("labelled", [None, "11111111-2222-3333-4444-555555555555", ""])
+    def test_a_forged_owner_reference_without_the_controllers_label_is_a_conflict(
+        self, labelled: str | None
+    ) -> None:
+        """The owner reference is whatever its creator wrote: a tenant can read the uid."""
+        found = conflict_of(obj(ref(), labelled=labelled), workspace(), "Pod")
+        assert found is not None and LABEL_WORKSPACE_UID in found.message
 
     def test_nothing_there_is_no_conflict(self) -> None:
         assert conflict_of(None, workspace(), "Pod") is None
@@ -199,6 +216,31 @@ async def test_a_foreign_service_account_blocks_the_pod_and_is_named(harness: Ha
     assert condition["reason"] == "PodConflict"
     assert "ServiceAccount 'workspace-ws1'" in condition["message"]
     assert await h.kube.get_or_none(PODS, await h.pod_name(), h.namespace) is None
+
+
+async def test_a_planted_pod_with_a_forged_owner_reference_is_not_adopted(
+    harness: Harness,
+) -> None:
+    """The owner reference names the Workspace's uid (any reader of the Workspace knows it), and
+    the pod carries the workspace labels: only the controller's label is missing."""
+    h = harness
+    ws = await h.apply()
+    name = await h.pod_name()
+    labels = {
+        "app": "llmsafespaces",
+        "component": "workspace",
+        "llmsafespaces.dev/workspace": "ws1",
+    }
+    body = squatter(name, h.namespace, labels)
+    body["metadata"]["ownerReferences"] = [
+        {**ref(ws["metadata"]["uid"]), "blockOwnerDeletion": True}
+    ]
+    await h.kube.create(PODS, body, h.namespace)
+    await h.settle()
+    await h.reconcile()
+    condition = ready(await h.workspace())
+    assert condition["reason"] == "PodConflict"
+    assert LABEL_WORKSPACE_UID in condition["message"]
 
 
 async def test_once_the_squatter_is_gone_the_workspace_gets_its_own_pod(harness: Harness) -> None:

@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from controller.settings import WorkspaceSettings
+from controller.workspace import ownership
 from controller.workspace.owned import desired_service_account
 from controller.workspace.pod import (
     ANNOTATION_RESTART_GENERATION,
@@ -22,6 +23,7 @@ from controller.workspace.storage import claim_name, desired_pvc
 from tests.controller.workspace.factories import AGENTD_IMAGE, UID, credentials, workspace
 from wspin.core.contract import AGENTD, ARTIFACTS
 from wspin.core.delivery import AgentdDelivery
+from wspin.core.workspace_pod import WORKSPACE_COMMAND, entrypoint_problem
 
 SETTINGS = WorkspaceSettings(
     default_runtime_class="gvisor", termination_grace=40, agentd=AgentdDelivery(AGENTD_IMAGE)
@@ -296,7 +298,7 @@ class TestOwnedObjects:
 
     def test_an_owned_pvc_of_the_former_name_keeps_being_used(self) -> None:
         ws = workspace()
-        legacy = desired_pvc(ws, "ws1-workspace")
+        legacy = ownership.stamp(desired_pvc(ws, "ws1-workspace"), ws)
         assert claim_name(ws, None) == "workspace-ws1"
         assert claim_name(ws, legacy) == "ws1-workspace"
         pod = desired_pod(ws, SETTINGS, credentials=credentials(), claim="ws1-workspace")
@@ -307,13 +309,15 @@ class TestOwnedObjects:
 
     def test_a_former_name_pvc_that_is_not_the_workspaces_is_never_used(self) -> None:
         ws = workspace()
-        foreign = desired_pvc(ws, "ws1-workspace")
+        foreign = ownership.stamp(desired_pvc(ws, "ws1-workspace"), ws)
         foreign["metadata"]["ownerReferences"][0]["uid"] = "someone-else"
-        deleting = desired_pvc(ws, "ws1-workspace")
+        deleting = ownership.stamp(desired_pvc(ws, "ws1-workspace"), ws)
         deleting["metadata"]["deletionTimestamp"] = "2026-11-29T12:00:00Z"
-        unowned = desired_pvc(ws, "ws1-workspace")
+        unowned = ownership.stamp(desired_pvc(ws, "ws1-workspace"), ws)
         del unowned["metadata"]["ownerReferences"]
-        for legacy in (foreign, deleting, unowned):
+        # An owner reference anyone could write, without the label only the controller sets.
+        unlabelled = desired_pvc(ws, "ws1-workspace")
+        for legacy in (foreign, deleting, unowned, unlabelled):
             assert claim_name(ws, legacy) == "workspace-ws1"
 
     def test_a_pvc_without_a_size_fails_naming_the_field(self) -> None:
@@ -351,3 +355,13 @@ def test_the_example_workspace_builds_a_pod_and_a_pvc() -> None:
         "limits": {"cpu": "2", "memory": "4Gi"},
     }
     assert desired_pvc(ws)["spec"]["resources"]["requests"]["storage"] == "10Gi"
+
+
+@pytest.mark.parametrize("sidecar", [False, True])
+def test_the_built_pod_runs_the_entry_point_the_injector_and_the_policy_require(
+    sidecar: bool,
+) -> None:
+    settings = dataclasses.replace(SETTINGS, agentd_sidecar=sidecar)
+    pod = desired_pod(workspace(), settings, credentials=credentials())
+    assert entrypoint_problem(pod) is None
+    assert main_container(pod)["command"] == list(WORKSPACE_COMMAND)

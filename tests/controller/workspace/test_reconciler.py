@@ -8,11 +8,13 @@ import copy
 from typing import Any
 
 from controller.types import ObjectKey, ObjectReader, Requeue
+from controller.workspace import ownership
 from controller.workspace.pod import desired_pod
 from controller.workspace.reconciler import FINALIZER, VERIFY_FAILURE_REQUEUE
 from tests.controller.workspace.conftest import SETTINGS, Harness, injected
-from tests.controller.workspace.factories import credentials, ready_pod_status
+from tests.controller.workspace.factories import credentials, ready_pod_status, reconcile_until
 from tests.kubeapi import KubeServer
+from wspin.core.contract import LABEL_WORKSPACE_UID
 from wspin.core.kinds import EVENTS, PODS, PVCS, SERVICE_ACCOUNTS, WORKSPACES
 
 Obj = dict[str, Any]
@@ -23,21 +25,6 @@ MISMATCH = (
 
 def condition(ws: Obj, type_: str) -> Obj | None:
     return next((c for c in ws.get("status", {}).get("conditions", []) if c["type"] == type_), None)
-
-
-async def reconcile_until(h: Harness, phase: str, name: str = "ws1") -> Obj:
-    """Reconcile until the Workspace reports ``phase`` (pods take their grace on a cluster)."""
-    for _ in range(100):
-        await h.reconcile(name)
-        ws = await h.workspace(name)
-        if ws.get("status", {}).get("phase") == phase:
-            return ws
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"{name} never reached {phase}: {ws.get('status')}")
-
-
-def ready_status(ip: str = "10.0.0.7") -> Obj:
-    return ready_pod_status(ip)
 
 
 def crashed_status(exit_code: int, message: str, restarts: int = 1) -> Obj:
@@ -57,9 +44,10 @@ def crashed_status(exit_code: int, message: str, restarts: int = 1) -> Obj:
 
 
 async def create_injected_pod(h: Harness, *, inject: bool = True) -> str:
-    """Play the admission webhook: create the reconciler's pod with delivery injected."""
+    """Play the controller and the admission webhook: create the reconciler's pod, labelled as
+    the controller's, with delivery injected."""
     ws = await h.workspace()
-    pod = desired_pod(ws, SETTINGS, credentials=credentials(ws))
+    pod = ownership.stamp(desired_pod(ws, SETTINGS, credentials=credentials(ws)), ws)
     if inject:
         pod = injected(pod)
     pod["spec"]["nodeName"] = "node-a"
@@ -97,6 +85,8 @@ class TestApply:
         assert pvc["spec"]["resources"]["requests"]["storage"] == "10Gi"
         account = await harness.kube.get(SERVICE_ACCOUNTS, "workspace-ws1", harness.namespace)
         assert account["automountServiceAccountToken"] is False
+        for created in (pod, pvc, account):  # what the controller creates, it labels as its own
+            assert created["metadata"]["labels"][LABEL_WORKSPACE_UID] == uid
 
         ws = await harness.workspace()
         assert FINALIZER in ws["metadata"]["finalizers"]
@@ -116,7 +106,7 @@ class TestApply:
     ) -> None:
         await harness.apply()
         await harness.reconcile()
-        await harness.set_pod_status(await harness.pod_name(), ready_status())
+        await harness.set_pod_status(await harness.pod_name(), ready_pod_status())
         assert await harness.reconcile() is None
         ws = await harness.workspace()
         assert ws["status"]["phase"] == "Active"
@@ -392,7 +382,7 @@ class TestVerifyFailureDetection:
     ) -> None:
         await harness.apply()
         pod_name = await create_injected_pod(harness)
-        await harness.set_pod_status(pod_name, ready_status())
+        await harness.set_pod_status(pod_name, ready_pod_status())
         await harness.reconcile()
         await harness.set_pod_status(pod_name, crashed_status(84, "OpencodeOverlayMissing: b"))
         assert await harness.reconcile() == Requeue(VERIFY_FAILURE_REQUEUE)
@@ -407,7 +397,7 @@ class TestVerifyFailureDetection:
     ) -> None:
         await harness.apply()
         pod_name = await create_injected_pod(harness)
-        await harness.set_pod_status(pod_name, ready_status())
+        await harness.set_pod_status(pod_name, ready_pod_status())
         await harness.reconcile()
         ws = await harness.workspace()
         for type_ in ("AgentdVerified", "OpencodeVerified"):
@@ -432,7 +422,7 @@ class TestVerifyFailureDetection:
         pod_name = await create_injected_pod(harness, inject=False)
         await harness.set_pod_status(pod_name, crashed_status(81, MISMATCH))
         await harness.reconcile()
-        await harness.set_pod_status(pod_name, ready_status())
+        await harness.set_pod_status(pod_name, ready_pod_status())
         await harness.reconcile()
         ws = await harness.workspace()
         assert ws["status"]["phase"] == "Active"
@@ -444,7 +434,7 @@ class TestVerifyFailureDetection:
     ) -> None:
         await harness.apply()
         pod_name = await create_injected_pod(harness)
-        await harness.set_pod_status(pod_name, ready_status())
+        await harness.set_pod_status(pod_name, ready_pod_status())
         await harness.reconcile()
         assert condition(await harness.workspace(), "AgentdVerified") is not None
 
@@ -455,7 +445,7 @@ class TestVerifyFailureDetection:
         assert not any(
             e["name"] == "AGENTD_IMAGE_VOLUME" for e in replacement["spec"]["containers"][0]["env"]
         )
-        await harness.set_pod_status(pod_name, ready_status())
+        await harness.set_pod_status(pod_name, ready_pod_status())
         await harness.reconcile()
         ws = await harness.workspace()
         assert ws["status"]["phase"] == "Active"
@@ -467,7 +457,7 @@ class TestVerifyFailureDetection:
         pod_name = await create_injected_pod(harness)
         await harness.set_pod_status(pod_name, crashed_status(81, MISMATCH))
         await harness.reconcile()
-        await harness.set_pod_status(pod_name, ready_status())
+        await harness.set_pod_status(pod_name, ready_pod_status())
         await harness.reconcile()
         verified = condition(await harness.workspace(), "AgentdVerified")
         assert verified is not None and verified["status"] == "True"
@@ -496,7 +486,7 @@ async def test_the_staging_pass_runs_before_the_pod_is_built_and_in_every_phase_
     assert staging.seen == ["ws1"]
     await harness.reconcile()  # pod not scheduled: Pending, and revocation must not wait
     assert staging.seen == ["ws1", "ws1"]
-    await harness.set_pod_status(await harness.pod_name(), ready_status())
+    await harness.set_pod_status(await harness.pod_name(), ready_pod_status())
     await harness.reconcile()
     assert staging.seen == ["ws1", "ws1", "ws1"]
     ws = await harness.workspace()

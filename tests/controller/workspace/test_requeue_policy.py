@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 
 import pytest
 
@@ -21,6 +21,7 @@ from controller.workspace.reconciler import FINALIZER
 from tests.controller.workspace.conftest import SETTINGS
 from tests.controller.workspace.factories import TEST_KEYS, publish_runtime, ready_pod_status
 from tests.kubeapi import KubeServer
+from tests.support.waiting import eventually
 from wspin.core.kinds import NAMESPACES, PODS, WORKSPACES
 from wspin.kube.client import Kube
 
@@ -28,18 +29,6 @@ CONTROLLER = ControllerSettings(
     runtime=RuntimeSettings(health_port=0, metrics_port=0, bind_host="127.0.0.1"),
     workspace=SETTINGS,
 )
-FORMER_POLL = 2.0
-"""Seconds between the reconciles every Pending Workspace used to get with no event."""
-
-
-async def eventually(check: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
-    """Poll ``check`` until true; a bound, not a speed test."""
-    try:
-        async with asyncio.timeout(timeout):
-            while not check():
-                await asyncio.sleep(0.05)
-    except TimeoutError:
-        pytest.fail(f"timed out waiting for {what}")
 
 
 @contextlib.asynccontextmanager
@@ -73,12 +62,10 @@ def reconciles(manager: Manager) -> float:
     return total
 
 
-async def quiet(server: KubeServer, *, for_seconds: float) -> None:
-    """Wait until no request arrived for ``for_seconds`` (the controller settled)."""
-    seen = -1
-    while seen != len(server.requests):
-        seen = len(server.requests)
-        await asyncio.sleep(for_seconds)
+def settled(manager: Manager, keys: list[ObjectKey]) -> bool:
+    """No key is waiting, in flight or due after a delay: without an event, nothing runs."""
+    queue = manager.queue_of("workspace")
+    return not any(queue.holds(key) for key in keys)
 
 
 async def test_a_steady_state_of_pending_and_active_workspaces_makes_no_request(
@@ -100,11 +87,15 @@ async def test_a_steady_state_of_pending_and_active_workspaces_makes_no_request(
         ready = ready_pod_status()
         await kube.patch(PODS, pod, {"status": ready}, namespace, sub="status")
         await eventually(lambda: phase("active") == "Active", "the Active phase")
-        await quiet(kube_server, for_seconds=0.5)
-
+        keys = [ObjectKey(namespace, name) for name in ("pending", "active")]
+        # Settled: no key waits, runs, or is due after a deadline (a periodic poll would
+        # show here as a deadline), so nothing will ask the API server anything until an
+        # event arrives.
+        await eventually(lambda: settled(manager, keys), "the controller to settle")
         kube_server.requests.clear()
         before = reconciles(manager)
-        await asyncio.sleep(3 * FORMER_POLL)
+        await asyncio.sleep(0.1)  # a beat for anything already on its way
+        assert settled(manager, keys)
         assert kube_server.requests == [], "a steady state asks the API server nothing"
         assert reconciles(manager) == before, "and reconciles nothing"
         assert phase("pending") == "Pending"
@@ -133,7 +124,8 @@ async def test_a_pod_that_stops_being_ready_shows_on_its_workspace_from_the_pods
         pod = f"ws1-{ws['metadata']['uid'][:8]}"
         await kube.patch(PODS, pod, {"status": ready_pod_status()}, namespace, sub="status")
         await eventually(lambda: status().get("endpoint") == "http://10.0.0.7:4096", "Active")
-        await quiet(kube_server, for_seconds=0.5)
+        key = ObjectKey(namespace, "ws1")
+        await eventually(lambda: settled(manager, [key]), "the controller to settle")
         timers = by_result(manager, "requeue_after")
 
         unready = ready_pod_status()
@@ -177,9 +169,7 @@ async def test_deleting_the_namespace_of_200_workspaces_logs_no_warning_and_rele
         async def gone() -> bool:
             return await kube.get_or_none(NAMESPACES, namespace) is None
 
-        async with asyncio.timeout(120):
-            while not await gone():
-                await asyncio.sleep(0.1)
+        await eventually(gone, "the namespace to go", timeout=120)
         await eventually(lambda: workspaces.list(namespace) == [], "the cache to see them go")
 
     loud = [r for r in caplog.records if r.levelno >= logging.WARNING]

@@ -14,8 +14,9 @@ from controller.settings import ControllerSettings, RuntimeSettings
 from controller.setup import new_manager
 from controller.workspace import wiring
 from controller.workspace.rollout_metrics import WorkspacePodsCollector, served_digests
-from tests.controller.workspace.conftest import SETTINGS, eventually
+from tests.controller.workspace.conftest import SETTINGS
 from tests.controller.workspace.factories import TEST_KEYS, publish_runtime
+from tests.support.waiting import eventually
 from wspin.core import rollout
 from wspin.core.contract import DELIVERY_ANNOTATION, LABEL_WORKSPACE
 from wspin.core.delivery import AgentdDelivery, OpencodeDelivery

@@ -15,8 +15,7 @@ from controller.types import Requeue
 from controller.workspace.deadlines import MIN_REQUEUE
 from controller.workspace.suspension import clear_request, consumed
 from tests.controller.workspace.conftest import Harness
-from tests.controller.workspace.factories import ready_pod_status
-from tests.controller.workspace.test_reconciler import reconcile_until
+from tests.controller.workspace.factories import ready_pod_status, reconcile_until
 from tests.kubeapi import KubeServer
 from wspin.core.kinds import PODS, WORKSPACES
 

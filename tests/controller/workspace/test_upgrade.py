@@ -1,17 +1,21 @@
 """Upgrading from a release that named the PVC ``<ws>-workspace`` and put the admin token in
 the workspace container's env: the Workspace keeps its volume (no data loss), and its pod,
-whose token the controller cannot know, is replaced once by one built the current way."""
+whose token the controller cannot know, is replaced once by one built the current way. The
+objects of the former release were labelled with their Workspace's uid before the upgrade
+(the chart README's upgrade step); one that was not is reported, never adopted."""
 
 from __future__ import annotations
 
 import copy
 from typing import Any
 
+from controller.workspace import ownership
 from controller.workspace.credentials import ANNOTATION_CREDENTIALS_KEY
 from controller.workspace.pod import desired_pod
 from controller.workspace.storage import desired_pvc
 from tests.controller.workspace.conftest import SETTINGS, Harness
 from tests.controller.workspace.factories import credentials, ready_pod_status
+from wspin.core.contract import LABEL_WORKSPACE_UID
 from wspin.core.kinds import PODS, PVCS
 
 Obj = dict[str, Any]
@@ -40,9 +44,11 @@ async def test_an_owned_volume_of_the_former_name_is_kept_and_the_old_pod_replac
     harness: Harness,
 ) -> None:
     ws = await harness.apply()
-    pvc = await harness.kube.create(PVCS, desired_pvc(ws, LEGACY_PVC), harness.namespace)
+    former_pvc = ownership.stamp(desired_pvc(ws, LEGACY_PVC), ws)  # labelled before the upgrade
+    pvc = await harness.kube.create(PVCS, former_pvc, harness.namespace)
     await harness.synced(harness.pvcs, LEGACY_PVC, pvc)
-    old = await harness.kube.create(PODS, pod_of_the_former_release(ws), harness.namespace)
+    former_pod = ownership.stamp(pod_of_the_former_release(ws), ws)
+    old = await harness.kube.create(PODS, former_pod, harness.namespace)
     await harness.synced(harness.pods, old["metadata"]["name"], old)
     await harness.set_pod_status(old["metadata"]["name"], ready_pod_status())
 
@@ -67,3 +73,18 @@ async def test_a_workspace_without_a_former_volume_gets_the_new_name(harness: Ha
     await harness.reconcile()
     assert (await harness.workspace())["status"]["pvcName"] == "workspace-ws1"
     assert await harness.kube.get_or_none(PVCS, LEGACY_PVC, harness.namespace) is None
+
+
+async def test_a_pod_of_the_former_release_left_unlabelled_is_reported_not_adopted(
+    harness: Harness,
+) -> None:
+    ws = await harness.apply()
+    old = await harness.kube.create(PODS, pod_of_the_former_release(ws), harness.namespace)
+    await harness.synced(harness.pods, old["metadata"]["name"], old)
+    await harness.reconcile()
+    ready = next(
+        c for c in (await harness.workspace())["status"]["conditions"] if c["type"] == "Ready"
+    )
+    assert ready["reason"] == "PodConflict" and LABEL_WORKSPACE_UID in ready["message"]
+    live = await harness.kube.get(PODS, old["metadata"]["name"], harness.namespace)
+    assert live["metadata"]["uid"] == old["metadata"]["uid"]

@@ -1,4 +1,4 @@
-"""Verify-failure detection, pure level (reference §8 "Controller detection")."""
+"""Verify-failure detection, pure level: exit codes 81-84 to conditions, Events and metrics."""
 
 from __future__ import annotations
 

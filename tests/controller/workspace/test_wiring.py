@@ -9,8 +9,9 @@ from prometheus_client import CollectorRegistry
 from controller.settings import ControllerSettings, RuntimeSettings
 from controller.setup import new_manager
 from controller.workspace import wiring
-from tests.controller.workspace.conftest import SETTINGS, eventually
+from tests.controller.workspace.conftest import SETTINGS
 from tests.controller.workspace.factories import TEST_KEYS, publish_runtime
+from tests.support.waiting import eventually
 from wspin.core.kinds import PODS, WORKSPACES
 from wspin.kube.client import Kube
 

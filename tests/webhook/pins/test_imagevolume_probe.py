@@ -10,8 +10,9 @@ from prometheus_client import CollectorRegistry
 
 from tests.kubeapi import KubeServer
 from tests.kubeapi.admission import Denial
+from tests.support.clock import RecordingSleep
 from tests.support.metrics import sample
-from webhook.probe import (
+from webhook.imagevolume_probe import (
     Backoff,
     ImageVolumeGate,
     kept_image_volume,
@@ -35,7 +36,7 @@ async def gate_verdict(kube: Kube, namespace: str) -> float | None:
 async def test_a_cluster_that_keeps_image_volumes_is_supported(
     kube: Kube, namespace: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with caplog.at_level(logging.INFO, logger="webhook.probe"):
+    with caplog.at_level(logging.INFO, logger="webhook.imagevolume_probe"):
         assert (await probe_image_volume_support(kube, namespace, IMAGE)).outcome == "supported"
     assert await gate_verdict(kube, namespace) == 1.0
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
@@ -53,7 +54,7 @@ async def test_an_api_server_that_drops_image_volumes_is_unsupported_with_one_er
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     kube_server.image_volume_gate = False
-    with caplog.at_level(logging.INFO, logger="webhook.probe"):
+    with caplog.at_level(logging.INFO, logger="webhook.imagevolume_probe"):
         assert (await probe_image_volume_support(kube, namespace, IMAGE)).outcome == "dropped"
     errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
     assert len(errors) == 1
@@ -120,7 +121,7 @@ async def test_a_policy_that_refuses_the_probe_pod_is_named_not_reported_as_the_
 ) -> None:
     denial.path = f"/api/v1/namespaces/{namespace}/pods"
     kube_server.deny_creates(denial)
-    with caplog.at_level(logging.INFO, logger="webhook.probe"):
+    with caplog.at_level(logging.INFO, logger="webhook.imagevolume_probe"):
         result = await probe_image_volume_support(kube, namespace, IMAGE)
     assert result.outcome == "refused-by-policy"
     assert not result.definitive  # nothing was learnt about the gate: no gauge is set
@@ -149,20 +150,6 @@ async def test_a_validation_error_without_a_policy_is_a_failure_not_the_gate(
     assert "ImageVolume gate" not in (result.problem or "")
 
 
-class FakeSleep:
-    """Records delays and the gate's readiness reason at each; nothing really sleeps."""
-
-    def __init__(self) -> None:
-        self.delays: list[float] = []
-        self.problems: list[str | None] = []
-        self.gate: ImageVolumeGate | None = None
-
-    async def __call__(self, delay: float) -> None:
-        self.delays.append(delay)
-        if self.gate is not None:
-            self.problems.append(self.gate.check())
-
-
 async def test_a_refusing_policy_is_retried_with_backoff_until_it_lets_the_probe_through(
     kube: Kube, namespace: str, kube_server: KubeServer, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -175,22 +162,22 @@ async def test_a_refusing_policy_is_retried_with_backoff_until_it_lets_the_probe
             count=5,
         )
     )
-    sleep = FakeSleep()
+    sleep = RecordingSleep()
     gate = ImageVolumeGate(
         required=True,
         registry=CollectorRegistry(),
         backoff=Backoff(first=2.0, limit=10.0),
         sleep=sleep,
     )
-    sleep.gate = gate
-    with caplog.at_level(logging.INFO, logger="webhook.probe"):
+    sleep.observe = gate.check
+    with caplog.at_level(logging.INFO, logger="webhook.imagevolume_probe"):
         await gate.run(kube, namespace, IMAGE)
     assert sleep.delays == [2.0, 4.0, 8.0, 10.0, 10.0]
-    for problem in sleep.problems:
-        assert problem is not None
+    for problem in sleep.seen:
+        assert isinstance(problem, str)
         assert "admission policy refused the image-volume probe pod" in problem
         assert "no-image-volumes" in problem and "retrying in" in problem
-    assert "retrying in 10 s" in (sleep.problems[-1] or "")
+    assert "retrying in 10 s" in str(sleep.seen[-1])
     assert gate.check() is None  # the sixth attempt got through: supported
     retries = [r for r in caplog.records if r.getMessage() == "image-volume probe will retry"]
     assert [r.fields["outcome"] for r in retries] == ["refused-by-policy"] * 5  # type: ignore[attr-defined]
@@ -203,7 +190,7 @@ async def test_after_a_refusal_a_dropped_volume_still_reports_the_gate_off(
     kube_server.deny_creates(
         Denial("webhook", "policy.example", "not yet", path=f"/api/v1/namespaces/{namespace}/pods")
     )
-    sleep = FakeSleep()
+    sleep = RecordingSleep()
     gate = ImageVolumeGate(required=True, registry=CollectorRegistry(), sleep=sleep)
     await gate.run(kube, namespace, IMAGE)
     assert sleep.delays == [Backoff().first]

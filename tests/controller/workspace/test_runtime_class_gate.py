@@ -1,0 +1,54 @@
+"""The runtime-class override through the Workspace reconciler (runs unchanged on a real
+cluster): the platform decides it, by the namespace's label or the operator's allow list, and
+the controller checks again before it builds a pod, whatever was admitted before."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from tests.controller.workspace.conftest import Harness
+from wspin.core.kinds import PODS, WORKSPACES
+from wspin.core.tenancy import LABEL_RUNTIME_CLASS_OVERRIDE, RUNTIME_CLASSES_FLAG
+
+
+async def runtime_class_of_pod(harness: Harness) -> str | None:
+    pod = await harness.kube.get_or_none(PODS, await harness.pod_name(), harness.namespace)
+    assert pod is not None
+    found: str | None = pod["spec"].get("runtimeClassName")
+    return found
+
+
+async def test_an_override_the_platform_did_not_allow_builds_no_pod(harness: Harness) -> None:
+    await harness.apply(runtimeClass="runc")
+    await harness.reconcile()
+    ws = await harness.workspace()
+    assert ws["status"]["phase"] == "Failed"
+    assert LABEL_RUNTIME_CLASS_OVERRIDE in ws["status"]["message"]
+    assert RUNTIME_CLASSES_FLAG in ws["status"]["message"]
+    assert await harness.kube.get_or_none(PODS, await harness.pod_name(), harness.namespace) is None
+
+    await harness.label_namespace({LABEL_RUNTIME_CLASS_OVERRIDE: "true"})
+    await harness.reconcile()
+    assert await runtime_class_of_pod(harness) == "runc"
+
+
+async def test_the_tenants_own_annotation_opens_nothing(harness: Harness) -> None:
+    await harness.apply(runtimeClass="")
+    await harness.kube.patch(
+        WORKSPACES,
+        "ws1",
+        {"metadata": {"annotations": {LABEL_RUNTIME_CLASS_OVERRIDE: "true"}}},
+        harness.namespace,
+    )
+    await harness.settle()
+    await harness.reconcile()
+    assert (await harness.workspace())["status"]["phase"] == "Failed"
+
+
+async def test_an_allow_listed_class_runs_in_any_namespace(harness: Harness) -> None:
+    harness.reconciler.settings = dataclasses.replace(
+        harness.reconciler.settings, allowed_runtime_classes=frozenset({"kata"})
+    )
+    await harness.apply(runtimeClass="kata")
+    await harness.reconcile()
+    assert await runtime_class_of_pod(harness) == "kata"
