@@ -1,7 +1,8 @@
 """What Active workspaces use, as gauges computed at scrape time from the agent scheduler's
 latest deep status reads.
 
-Per Workspace (labels ``namespace``, ``workspace``, ``user_id`` = ``spec.owner.userID``):
+Per Workspace (labels ``workspace_namespace``, ``workspace``, ``user_id`` =
+``spec.owner.userID``; not ``namespace``, which Prometheus sets to the controller's own):
 
 - ``llmsafespaces_workspace_disk_used_bytes`` / ``…_disk_total_bytes``: the workspace volume;
 - ``llmsafespaces_workspace_memory_used_bytes`` / ``…_memory_total_bytes``: the pod's memory
@@ -35,7 +36,7 @@ from controller.types import ObjectKey
 from controller.workspace.agent_view import AgentView
 
 Targets = Callable[[], list[tuple[ObjectKey, str, AgentView]]]
-_LABELS = ["namespace", "workspace", "user_id"]
+_LABELS = ["workspace_namespace", "workspace", "user_id"]
 
 
 class AgentUsageCollector(Collector):
