@@ -12,6 +12,7 @@ BENCHMARKS = (
     ("bench.workspaces", "bench_workspaces"),
     ("bench.relay_orphans", "bench_orphan_sweep"),
     ("bench.tenant_quota", "bench_tenant_quota"),
+    ("bench.agent_scrapes", "bench_agent_scrapes"),
 )
 
 

@@ -32,10 +32,9 @@ import contextlib
 import hashlib
 import heapq
 import logging
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Final, Literal, Protocol
+from typing import Literal, Protocol
 
 from controller.settings import AgentSettings
 from controller.types import Obj, ObjectKey, ObjectReader
@@ -80,9 +79,6 @@ class Timing:
     connecting its providers meanwhile)."""
 
 
-METERING_GAP: Final = 4
-"""A gap between two observations longer than this many liveness intervals is metered as
-one interval (the controller was not watching; the Workspace may not have been Active)."""
 
 Kind = Literal["health", "status"]
 Ident = tuple[str, str]
@@ -152,6 +148,8 @@ class _Target:
     drain_epoch: int = 0
     observed: float = 0.0
     in_flight: set[str] = field(default_factory=set)
+    checked: tuple[str, int, AgentView] | None = None
+    """(Workspace version, generation, view) of the last look at whether a reconcile is due."""
 
 
 class AgentScheduler:
@@ -420,7 +418,14 @@ class AgentScheduler:
             # During a drain every read that may change its verdict counts: a fresh first
             # read, a failure (fail open), sessions that changed or ended.
             return True
-        generation = int((ws.get("metadata") or {}).get("generation") or 0)
+        meta = ws.get("metadata") or {}
+        generation = int(meta.get("generation") or 0)
+        # The same answer about the same version of the Workspace: the same verdict (most
+        # reads of a steady fleet end here, without building a status).
+        seen = (str(meta.get("resourceVersion") or ""), generation, target.view)
+        if seen == target.checked:
+            return False
+        target.checked = seen
         return changes_status(
             dict(ws.get("status") or {}), target.view, generation, format_time(self.clock())
         )
@@ -465,12 +470,12 @@ class AgentScheduler:
             self._meter(target)
 
     def _meter(self, target: _Target) -> None:
-        """Active seconds since the previous observation of ``target``."""
+        """Active seconds since the previous observation of ``target`` (its registration, its
+        last liveness read). A target lives only within one leadership term, and is dropped
+        by the first look that finds its Workspace no longer Active on that pod, so every gap
+        is time the Workspace was Active, however late a read ran."""
         now = self.waker.now()
-        gap = now - target.observed
-        target.observed = now
-        if gap > METERING_GAP * self.settings.health_interval or not math.isfinite(gap):
-            gap = self.settings.health_interval
+        gap, target.observed = now - target.observed, now
         if gap > 0:
             self.metrics.active_seconds.labels(*target.labels).inc(gap)
 

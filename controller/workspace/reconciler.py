@@ -289,6 +289,8 @@ class WorkspaceReconciler(WorkspacePhases):
 
     async def _write_status(self, ws: Obj, outcome: Outcome, written: list[str]) -> Obj | None:
         """Write ``/status`` when, and only when, something changed; the written object."""
+        if self.agents is not None and outcome.phase != "Active":
+            self.agents.forget(ws)  # its agent is no longer read (and no longer metered)
         old, now = dict(ws.get("status") or {}), self.clock()
         new = agent_status.apply(
             old,

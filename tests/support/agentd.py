@@ -137,7 +137,7 @@ class StubAgentd:
     async def _answer(self, request: web.Request, statusz: bool) -> web.Response:
         sockname = request.transport.get_extra_info("sockname") if request.transport else None
         agent = self.agents.get(sockname[0] if sockname else "")
-        if agent is None:
+        if agent is None or not (request.remote or "").startswith("127."):
             raise web.HTTPNotFound()
         auth = request.headers.get("Authorization", "")
         agent.seen.append((request.path, auth))

@@ -20,7 +20,7 @@ from controller.types import ObjectKey
 from controller.workspace.agent_metrics import AgentMetrics
 from controller.workspace.agent_scheduler import AgentScheduler, Timing
 from controller.workspace.agent_status import AgentReport, apply
-from tests.controller.workspace.factories import injected
+from tests.support.agent_fleet import Cache, address, fleet_member, token
 from tests.support.agentd import StubAgentd
 from tests.support.clock import FakeClock
 from tests.support.waiting import eventually
@@ -31,45 +31,6 @@ Obj = dict[str, Any]
 FLEET = 2000
 BOUND = 16
 HEALTH, STATUS = 15.0, 60.0
-
-
-class Cache:
-    """A cache's read side over plain dicts."""
-
-    def __init__(self) -> None:
-        self.objects: dict[ObjectKey, Obj] = {}
-
-    def get(self, key: ObjectKey) -> Obj | None:
-        return self.objects.get(key)
-
-    def list(self, namespace: str | None = None, labels: dict[str, str] | None = None) -> list[Obj]:
-        return list(self.objects.values())
-
-
-def address(index: int) -> str:
-    return f"127.0.{index // 250}.{index % 250 + 1}"
-
-
-def fleet_member(index: int, started: str) -> tuple[Obj, Obj]:
-    name, uid = f"ws-{index:04d}", f"00000000-0000-4000-8000-{index:012d}"
-    ws = {
-        "metadata": {"name": name, "namespace": "fleet", "uid": uid, "generation": 1},
-        "spec": {"runtime": "python", "owner": {"userID": f"user-{index % 7}"}},
-        "status": {"phase": "Active", "startTime": started, "conditions": []},
-    }
-    pod = injected(
-        {
-            "metadata": {
-                "name": f"{name}-pod",
-                "namespace": "fleet",
-                "uid": f"pod-{uid}",
-                "annotations": {},
-            },
-            "spec": {"containers": [{"name": "workspace", "image": "i", "env": []}], "volumes": []},
-        }
-    )
-    pod["status"] = {"phase": "Running", "podIP": address(index)}
-    return ws, pod
 
 
 async def test_two_thousand_agents_are_read_within_the_bound_and_spread_over_each_interval() -> (
@@ -98,19 +59,26 @@ async def test_two_thousand_agents_are_read_within_the_bound_and_spread_over_eac
         start = waker.now()
         for index in range(FLEET):
             ws, pod = fleet_member(index, started)
-            workspaces.objects[ObjectKey("fleet", ws["metadata"]["name"])] = ws
-            pods.objects[ObjectKey("fleet", pod["metadata"]["name"])] = pod
-            await stub.agent(address(index), token=f"token-{index}")
-            assert scheduler.track(ws, pod, f"token-{index}") is not None
+            workspaces.put(ws)
+            pods.put(pod)
+            await stub.agent(address(index), token=token(index))
+            assert scheduler.track(ws, pod, token(index)) is not None
 
         def reconcile_what_was_queued() -> None:
             """The status write each queued Workspace's reconcile makes."""
             for _, key in queued[written[0] :]:
                 ws = workspaces.objects[key]
-                view = scheduler.view(ws)
                 status = ws["status"]
-                ws["status"] = apply(
-                    status, status, AgentReport(view), "Active", 1, format_time(clock())
+                workspaces.write_status(
+                    key,
+                    apply(
+                        status,
+                        status,
+                        AgentReport(scheduler.view(ws)),
+                        "Active",
+                        1,
+                        format_time(clock()),
+                    ),
                 )
             written[0] = len(queued)
 
@@ -150,7 +118,7 @@ async def test_two_thousand_agents_are_read_within_the_bound_and_spread_over_eac
     # The statusz bearer is each agent's own; healthz carries none.
     for index in range(FLEET):
         for path, bearer in stub.agents[address(index)].seen:
-            assert bearer == ("" if path == "/v1/healthz" else f"Bearer token-{index}")
+            assert bearer == ("" if path == "/v1/healthz" else f"Bearer {token(index)}")
     # A reconcile for each first read that changed a Workspace (AgentHealthy, then the deep
     # status), none for the 2,000 identical liveness answers of the second interval: the
     # Workspaces queued then are those whose first deep status was read then (the work queue

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from controller.toolkit.conditions import find_condition
+from tests.controller.staging.test_status_schema import RecordingKube, status_schema, undeclared
 from tests.controller.workspace.agents import FIRST_READS, Agents, agents, harness
 from tests.controller.workspace.factories import credentials
 from tests.support.agentd import busy, healthy_health, healthy_status
@@ -334,3 +335,51 @@ async def test_a_restarted_controller_continues_the_recorded_failure_count(agent
     assert view is not None and view.failures == 2
     await agents.advance(60)  # past the (shorter) grace of a pod that is Active already
     await assert_restarted(agents, pod_uid)
+
+
+async def test_active_time_is_metered_by_the_clock_not_by_passes(agents: Agents) -> None:
+    await agents.active(owner={"userID": "alice"})
+    tracked = agents.waker.now()
+    await agents.advance(FIRST_READS)
+    for _ in range(4):
+        await agents.advance(15)
+    labels = {"runtime": "python", "security_level": "none"}
+    metered = agents.sample("llmsafespaces_workspace_active_seconds_total", **labels)
+    elapsed = agents.waker.now() - tracked
+    assert elapsed - 15 < metered <= elapsed
+    for _ in range(10):  # reconciles add nothing
+        await agents.h.reconcile()
+    assert agents.sample("llmsafespaces_workspace_active_seconds_total", **labels) == metered
+
+
+async def test_every_agent_status_field_written_is_declared_in_the_crd(agents: Agents) -> None:
+    recording = RecordingKube(agents.h.kube)
+    agents.h.reconciler.kube = recording
+    agent = await agents.active()
+    agent.health = healthy_health(
+        userCredsPresent=True,
+        pendingApply={"reason": "r", "busySessions": 1},
+        relay={"appliedRevision": "r1", "degradedReason": ""},
+        spawnEnv={"spawnedRev": "3"},
+    )
+    agent.status = busy(("s1", 10))
+    agent.status.update(disk={"used_bytes": 99, "total_bytes": 100}, memory_pressure=True)
+    await agents.advance(FIRST_READS)
+    agent.health = healthy_health(healthy=False)
+    for _ in range(3):
+        await agents.advance(15)
+    written = {key for s in recording.statuses for key, value in s.items() if value is not None}
+    assert {
+        "sessions",
+        "activeSessions",
+        "userCredsPresent",
+        "consecutiveHealthFailures",
+        "controllerRestartCount",
+        "diskUsedBytes",
+        "cpuUsageMicros",
+        "contextTotal",
+        "secretsDelivery",
+    } <= written
+    schema = status_schema()
+    gaps = sorted({p for s in recording.statuses for p in undeclared(s, schema, "status")})
+    assert gaps == [], f"status fields written but not declared in the CRD: {gaps}"
