@@ -79,7 +79,6 @@ class Timing:
     connecting its providers meanwhile)."""
 
 
-
 Kind = Literal["health", "status"]
 Ident = tuple[str, str]
 """(namespace, Workspace uid)."""
@@ -148,6 +147,8 @@ class _Target:
     drain_epoch: int = 0
     observed: float = 0.0
     in_flight: set[str] = field(default_factory=set)
+    drain_news: bool = False
+    """The latest deep status read may change a drain's verdict."""
     checked: tuple[str, int, AgentView] | None = None
     """(Workspace version, generation, view) of the last look at whether a reconcile is due."""
 
@@ -402,6 +403,8 @@ class AgentScheduler:
                 busy = status.busy()
                 changed = target.busy is not None and busy != target.busy
                 target.busy = busy
+                # What a drain decides on: its first read, sessions that changed or ended.
+                target.drain_news = view.status_epoch != epoch or changed or not busy
                 target.view = replace(
                     view,
                     status=status,
@@ -411,12 +414,14 @@ class AgentScheduler:
                 )
                 return
         self.metrics.check_failures.labels("statusz", outcome).inc()
+        target.drain_news = True  # a drain fails open
         target.view = replace(target.view, status_problem=problem, status_epoch=epoch)
 
     def _worth_a_reconcile(self, ws: Obj, target: _Target, kind: Kind) -> bool:
-        if kind == "status" and target.drain_epoch:
-            # During a drain every read that may change its verdict counts: a fresh first
-            # read, a failure (fail open), sessions that changed or ended.
+        if kind == "status" and target.drain_epoch and target.drain_news:
+            # During a drain, a read that may change its verdict: a fresh first read, a
+            # failure (fail open), sessions that changed or ended. The stall bound is the
+            # reconciler's own deadline.
             return True
         meta = ws.get("metadata") or {}
         generation = int(meta.get("generation") or 0)

@@ -13,7 +13,10 @@ The verdict (``decide``, pure) from what agentd's deep status says, read after t
 3. otherwise hold the pod, and count progress: any change of the busy sessions or of their
    context use since the last look restarts the stall clock;
 4. no progress for the stall bound (``--session-drain-stall-bound``, 1 h) → go ahead
-   (*forced*: counted, a Warning Event).
+   (*forced*: counted, a Warning Event);
+5. draining for ``LIMIT_FACTOR`` stall bounds, progress or not → go ahead (*forced* too): the
+   sessions are reported by the pod, which runs the tenant's code, and a report that keeps
+   changing must not hold a recycle the platform starts (new pins) forever.
 
 The first hold of a drain is announced once (``SessionDrainDeferred``, counted once). Windows
 are kept in memory (``DrainWindows``), keyed by the Workspace's namespace and uid and pinned to
@@ -42,6 +45,8 @@ from wspin.core.kinds import WORKSPACES
 from wspin.kube.client import Kube
 
 FORCE_RECYCLE: Final = "llmsafespaces.dev/force-recycle"
+LIMIT_FACTOR: Final = 4
+"""The longest a drain may take, in stall bounds (4 h by default)."""
 FIRST_READ_WAIT: Final = 15.0
 """Seconds a drain waits for its first deep status read before looking again on its own (the
 read's answer queues the Workspace sooner)."""
@@ -110,7 +115,14 @@ def decide(
     stalled = (now - window.progress_at).total_seconds()
     if stalled >= stall_bound:
         return Proceed("forced", f"no progress for {stalled:.0f} s"), window
-    hold = Hold(stall_bound - stalled, len(busy), announce=not window.announced)
+    draining = (now - window.started).total_seconds()
+    limit = LIMIT_FACTOR * stall_bound
+    if draining >= limit:
+        return Proceed(
+            "forced", f"draining for {draining:.0f} s, the longest a drain may take"
+        ), window
+    after = min(stall_bound - stalled, limit - draining)
+    hold = Hold(after, len(busy), announce=not window.announced)
     return hold, replace(window, announced=True)
 
 

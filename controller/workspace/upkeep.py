@@ -200,9 +200,12 @@ class WorkspaceUpkeep:
                 self.agent_metrics.auto_suspensions.labels(due.metric).inc()
             return due
         outcome.due(due)
-        if self.agents is None or not isinstance(credentials, WorkspaceCredentials):
+        if self.agents is None:
             return outcome
-        view = self.agents.track(ws, pod, credentials.admin_token)
+        if isinstance(credentials, WorkspaceCredentials):
+            view = self.agents.track(ws, pod, credentials.admin_token)
+        else:  # a pod held for a drain keeps being read with the token it was built with
+            view = self.agents.view(ws)
         if view is None:
             return outcome
         if view.failures >= RESTART_AFTER:

@@ -82,6 +82,20 @@ def test_progress_restarts_the_stall_clock_and_a_stall_forces() -> None:
     assert verdict == drain.Proceed("forced", "no progress for 3600 s")
 
 
+def test_a_report_that_keeps_changing_holds_a_recycle_for_four_stall_bounds_at_most() -> None:
+    window = WINDOW
+    view = AgentView(status=status(("s1", 10)), status_epoch=3)
+    now = T0
+    for step in range(1, 24):  # every 10 minutes the report changes
+        now = T0 + timedelta(minutes=10 * step)
+        view = replace(view, busy_changes=step)
+        verdict, window = drain.decide(window, view, now, HOUR)
+        assert isinstance(verdict, drain.Hold)
+        assert verdict.after <= 4 * HOUR - 600 * step
+    verdict, _ = drain.decide(window, replace(view, busy_changes=99), T0 + timedelta(hours=4), HOUR)
+    assert verdict == drain.Proceed("forced", "draining for 14400 s, the longest a drain may take")
+
+
 def test_drain_windows_are_per_uid_and_pinned_to_the_pod_ip() -> None:
     windows = drain.DrainWindows()
     ws = {"metadata": {"namespace": "ns", "name": "w", "uid": "u1"}}
@@ -182,8 +196,9 @@ async def test_busy_sessions_hold_the_recycle_announced_once_until_they_end(
     await agents.advance(0)
     await held(agents, pod_uid)
     for _ in range(5):  # the same busy session on every read (every 10 s while draining)
-        await agents.advance(10)
+        assert await agents.advance(10) == []  # nothing new: no reconcile
         await held(agents, pod_uid)
+    assert agents.stub.agents["127.0.0.1"].requests("/v1/statusz") >= 6
     (event,) = await agents.events(drain.DEFERRED)
     assert event["type"] == "Normal"
     assert "waits for 1 busy agent session(s)" in event["message"]
@@ -208,7 +223,11 @@ async def test_progress_keeps_the_hold_and_a_stall_forces_the_recycle(agents: Ag
         await held(agents, pod_uid)
     await agents.advance(HOUR / 2)  # frozen for half an hour: still held
     await held(agents, pod_uid)
-    await agents.advance(HOUR / 2)
+    # Unchanged reads queue nothing: the hold's own deadline is when to look again.
+    due = await agents.h.reconcile()
+    assert due is not None and due.after == pytest.approx(HOUR / 2)
+    assert await agents.advance(HOUR / 2) == []
+    await agents.h.reconcile()  # the deadline the queue keeps
     await recycled(agents, pod_uid)
     (event,) = await agents.events(drain.FORCED)
     assert event["type"] == "Warning" and "no progress for 3600 s" in event["message"]
