@@ -13,7 +13,7 @@ HELM := $(TOOLS)/bin/helm
 
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint bench helm clean refresh-goldens system-packages test-packages
+.PHONY: demo test lint bench helm clean refresh-goldens system-packages test-packages pythons
 
 system-packages:
 	@sh scripts/system-packages.sh $(PYTHON)
@@ -43,8 +43,13 @@ helm: $(HELM)
 demo: $(BIN)/.runtime
 	$(BIN)/wspin demo
 
+## pythons: for each other supported Python found (PATH, pyenv), a venv with the runtime
+## dependencies under .tools/pythons: the shutdown test runs the webhook under every one
+pythons: $(BIN)/.dev
+	$(BIN)/python -m tests.support.pythons
+
 ## test: the whole suite (unit, HTTPS, API-server level, property, chart)
-test: test-packages $(BIN)/.dev $(HELM)
+test: test-packages $(BIN)/.dev $(HELM) pythons
 	WSPIN_HELM=$(abspath $(HELM)) $(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 ## lint: ruff, mypy --strict and the import layering contracts

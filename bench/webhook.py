@@ -1,12 +1,19 @@
-"""Admission throughput of the real ``wspin webhook`` process, its memory, and the injector's
-in-process cost.
+"""Admission CPU per review and throughput of the real ``wspin webhook`` process, its memory,
+and the injector's in-process cost.
 
-Throughput: the server runs pinned to core 0 and Debian's ``wrk`` drives it from core 1 with
-16 keep-alive TLS connections, sending a captured AdmissionReview as the API server does. The
-baseline is the bare aiohttp+orjson floor (``bench/bare.py``) measured the same way; short
-windows alternate between the two so drift in the machine's load affects both alike. The
-webhook runs exactly as deployed (its own start-up, GC tuning and the one JSON log line per
-decision, written to a file), not as an app inside the bench.
+The server runs pinned to core 0 and Debian's ``wrk`` drives it from core 1 with 16 keep-alive
+TLS connections, sending a captured AdmissionReview as the API server does. Each server's CPU
+time (user + system, from /proc) over a window, divided by the reviews answered in it, is its
+CPU per review: a figure the rest of the machine's load moves far less than reviews/s. The
+baselines are measured the same way in the same run, in short windows alternating between
+the servers (``bench/bare.py``): the bare aiohttp+orjson floor, the bare asyncio+httptools+orjson
+floor, and wspin's own endpoints on aiohttp's public low-level server (the stack wspin's HTTP
+server was chosen against). The webhook runs exactly as deployed (its own start-up, GC tuning
+and the one JSON log line per decision, written to a file), not as an app inside the bench.
+
+``WSPIN_BENCH_TREE=/path/to/checkout`` also runs the webhook of another checkout in the same
+windows, and prints this checkout's CPU per review against it: a change's cost, measured
+against the same floors in the same run.
 """
 
 from __future__ import annotations
@@ -78,20 +85,24 @@ def _pinned(core: int) -> Any:
     return lambda: os.sched_setaffinity(0, {core})
 
 
-def _environment() -> dict[str, str]:
+def _environment(tree: str | None = None) -> dict[str, str]:
     drop = ("KUBECONFIG", "KUBERNETES_SERVICE_HOST")
-    return {k: v for k, v in os.environ.items() if k not in drop and not k.startswith("WSPIN_")}
+    env = {k: v for k, v in os.environ.items() if k not in drop and not k.startswith("WSPIN_")}
+    if tree:
+        env["PYTHONPATH"] = tree
+    return env
 
 
 class _Server:
     """One server process on ``SERVER_CORE``, reachable on ``port``."""
 
-    def __init__(self, argv: list[str], port: int, log: Path) -> None:
+    def __init__(self, argv: list[str], port: int, log: Path, tree: str | None = None) -> None:
         self.port = port
         self._log = log.open("wb")
         self.process = subprocess.Popen(
             argv,
-            env=_environment(),
+            env=_environment(tree),
+            cwd=tree,
             stdout=self._log,
             stderr=self._log,
             preexec_fn=_pinned(SERVER_CORE),
@@ -111,6 +122,11 @@ class _Server:
         kib = re.search(r"^VmRSS:\s+(\d+)", status, re.MULTILINE)
         assert kib is not None
         return int(kib.group(1)) / 1024
+
+    def cpu_seconds(self) -> float:
+        """User plus system CPU time so far."""
+        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def stop(self) -> None:
         self.process.terminate()
@@ -148,26 +164,50 @@ def _wrk(port: int, body: Path, script: Path, seconds: float) -> tuple[float, in
     return float(rate.group(1)), int(count.group(1))
 
 
-def _start_pair(work: Path) -> dict[str, _Server]:
+def _window(server: _Server, body: Path, script: Path) -> tuple[float, float]:
+    """(reviews/s, CPU seconds per review) over one ``wrk`` window."""
+    before = server.cpu_seconds()
+    rate, count = _wrk(server.port, body, script, WINDOW)
+    return rate, (server.cpu_seconds() - before) / count
+
+
+FLOORS = {
+    "bare": "bare aiohttp+orjson",
+    "httptools": "bare asyncio+httptools+orjson",
+    "aiohttp-server": "wspin's endpoints on aiohttp's low-level server",
+}
+
+
+def _start_all(work: Path) -> dict[str, _Server]:
     now = datetime.datetime.now(datetime.UTC)
     ca = new_ca(now)
     write_certificates(
         work, ca, issue_serving(ca, service_dns_names("wspin-webhook", "wspin-system"), now)
     )
     cert, key = str(work / "tls.crt"), str(work / "tls.key")
-    bare_port, wspin_port = _free_port(), _free_port()
-    bare = _Server(
-        [sys.executable, "-m", "bench.bare", str(bare_port), cert, key], bare_port, work / "bare"
-    )
-    argv = [sys.executable, "-m", "wspin.cli", "webhook", *_PINS, "--host", "127.0.0.1"]
-    argv += ["--port", str(wspin_port), "--metrics-port", "0", "--shutdown-delay", "0"]
-    argv += ["--tls-cert-file", cert, "--tls-key-file", key]
-    wspin = _Server(argv, wspin_port, work / "wspin.log")
-    return {"bare": bare, "wspin": wspin}
+    servers: dict[str, _Server] = {}
+    for name, mode in (("bare", "aiohttp"), ("httptools", "httptools")):
+        port = _free_port()
+        argv = [sys.executable, "-m", "bench.bare", mode, str(port), cert, key]
+        servers[name] = _Server(argv, port, work / f"{name}.log")
+    port = _free_port()
+    argv = [sys.executable, "-m", "bench.bare", "aiohttp-server", str(port), cert, key]
+    servers["aiohttp-server"] = _Server(argv, port, work / "aiohttp-server.log")
+    other = os.environ.get("WSPIN_BENCH_TREE")
+    for name, tree in (("wspin", None), ("other", other)):
+        if name == "other" and not other:
+            continue
+        port = _free_port()
+        argv = [sys.executable, "-m", "wspin.cli", "webhook", *_PINS, "--host", "127.0.0.1"]
+        argv += ["--port", str(port), "--metrics-port", "0", "--shutdown-delay", "0"]
+        argv += ["--tls-cert-file", cert, "--tls-key-file", key]
+        servers[name] = _Server(argv, port, work / f"{name}.log", tree)
+    return servers
 
 
 def bench_admission_throughput() -> list[Row]:
-    """Reviews/s of both captures against the floor, then idle RSS and RSS growth."""
+    """CPU per review and reviews/s of both captures against the floors, then idle RSS and
+    RSS growth."""
     if shutil.which("wrk") is None or len(os.sched_getaffinity(0)) < 2:
         raise RuntimeError("needs wrk (apt-get install wrk) and two cores")
     rows: list[Row] = []
@@ -175,7 +215,7 @@ def bench_admission_throughput() -> list[Row]:
         work = Path(tmp)
         script = work / "post.lua"
         script.write_text(_WRK_SCRIPT)
-        servers = _start_pair(work)
+        servers = _start_all(work)
         try:
             time.sleep(1)
             idle = {mode: server.rss_mib() for mode, server in servers.items()}
@@ -183,26 +223,65 @@ def bench_admission_throughput() -> list[Row]:
                 body = work / capture.name
                 compact = json.dumps(json.loads(capture.read_text()), separators=(",", ":"))
                 body.write_text(compact)
-                for server in servers.values():  # warm-up: first TLS sessions, caches
-                    _wrk(server.port, body, script, 1)
-                rates: dict[str, list[float]] = {"bare": [], "wspin": []}
-                for _ in range(ROUNDS):
-                    for mode, server in servers.items():
-                        rates[mode].append(_wrk(server.port, body, script, WINDOW)[0])
-                floor, real = statistics.median(rates["bare"]), statistics.median(rates["wspin"])
-                rows.append(
-                    Row(
-                        f"HTTPS reviews/s, {label} ({len(compact) / 1000:.0f} KB), vs bare floor",
-                        real / floor,
-                        f">= {goal:g}",
-                        f"wspin {real:,.0f}/s, bare aiohttp+orjson {floor:,.0f}/s (medians of "
-                        f"{ROUNDS} alternating {WINDOW} s wrk windows, {CONNECTIONS} connections)",
-                    )
-                )
+                rows.extend(_capture_rows(label, len(compact), goal, servers, body, script))
             rows.extend(_memory_rows(servers["wspin"], idle, work, script))
         finally:
             for server in servers.values():
                 server.stop()
+    return rows
+
+
+def _capture_rows(
+    label: str, size: int, goal: float, servers: dict[str, _Server], body: Path, script: Path
+) -> list[Row]:
+    for server in servers.values():  # warm-up: first TLS sessions, caches
+        _wrk(server.port, body, script, 1)
+    rates: dict[str, list[float]] = {mode: [] for mode in servers}
+    cpu: dict[str, list[float]] = {mode: [] for mode in servers}
+    for _ in range(ROUNDS):
+        for mode, server in servers.items():
+            reviews_per_second, per_review = _window(server, body, script)
+            rates[mode].append(reviews_per_second)
+            cpu[mode].append(per_review)
+    rate = {mode: statistics.median(values) for mode, values in rates.items()}
+    per = {mode: statistics.median(values) for mode, values in cpu.items()}
+    what = f"{label} ({size / 1000:.0f} KB)"
+    how = f"medians of {ROUNDS} alternating {WINDOW} s wrk windows, {CONNECTIONS} connections"
+    rows = [
+        Row(
+            f"admission CPU per review, {what}, vs the {FLOORS[floor]} floor",
+            per["wspin"] / per[floor],
+            "-",
+            f"wspin {per['wspin'] * 1e6:,.0f} µs, floor {per[floor] * 1e6:,.0f} µs ({how})",
+        )
+        for floor in ("bare", "httptools")
+    ]
+    rows.append(
+        Row(
+            f"admission CPU per review, {what}, {FLOORS['aiohttp-server']} vs wspin's server",
+            per["aiohttp-server"] / per["wspin"],
+            "> 1",
+            f"{per['aiohttp-server'] * 1e6:,.0f} µs vs {per['wspin'] * 1e6:,.0f} µs",
+        )
+    )
+    if "other" in per:
+        rows.append(
+            Row(
+                f"admission CPU per review, {what}, this checkout vs $WSPIN_BENCH_TREE",
+                per["wspin"] / per["other"],
+                "<= 1.05",
+                f"{per['wspin'] * 1e6:,.0f} µs vs {per['other'] * 1e6:,.0f} µs",
+            )
+        )
+    rows.append(
+        Row(
+            f"HTTPS reviews/s, {what}, vs the {FLOORS['bare']} floor",
+            rate["wspin"] / rate["bare"],
+            f">= {goal:g}",
+            f"wspin {rate['wspin']:,.0f}/s, floor {rate['bare']:,.0f}/s, httptools floor "
+            f"{rate['httptools']:,.0f}/s, aiohttp low-level {rate['aiohttp-server']:,.0f}/s",
+        )
+    )
     return rows
 
 

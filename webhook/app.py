@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from functools import partial
 
 from prometheus_client import CollectorRegistry
 
 from webhook.admission import review_pod, review_tenant_quota, review_workspace
-from webhook.http import Endpoint, Reply, Request, admission_endpoint, error_reply
+from webhook.http import admission_endpoint
 from webhook.inject import InjectConfig
 from webhook.metrics import AdmissionMetrics
 from webhook.tenant_quota import QuotaLimits
 from webhook.validate import ValidatorConfig
 from webhook.watches import WatchedViews
-from wspin.http.probes import Readiness
+from wspin.http.messages import Endpoint
+from wspin.http.probes import Readiness, probe_routes
 
 MUTATE_PODS_PATH = "/mutate-pods"
 VALIDATE_WORKSPACES_PATH = "/validate-workspaces"
@@ -55,8 +55,7 @@ def make_app(
             ),
             metrics,
         ),
-        "/healthz": _probe(lambda: []),
-        "/readyz": _probe(readiness.problems),
+        **probe_routes(readiness),
     }
     if views is not None and views.usage is not None and quota is not None:
         routes[VALIDATE_TENANT_QUOTA_PATH] = admission_endpoint(
@@ -65,18 +64,3 @@ def make_app(
             metrics,
         )
     return routes
-
-
-def _probe(problems: Callable[[], list[str]]) -> Endpoint:
-    """``GET``: 200 ``ok`` or 503 with one line per problem (the side port's answers)."""
-
-    def answer(request: Request) -> Reply:
-        if request.method != "GET":
-            return error_reply(405, f"method {request.method[:16]} not allowed; send GET")
-        found = problems()
-        if found:
-            text = "not ready:\n" + "\n".join(found) + "\n"
-            return Reply(503, text.encode(), "text/plain; charset=utf-8")
-        return Reply(200, b"ok\n", "text/plain; charset=utf-8")
-
-    return answer

@@ -66,9 +66,9 @@ async def _demo(pod: dict[str, Any]) -> int:
     from certs.files import FileSource
     from certs.metrics import CertificateMetrics
     from webhook.app import MUTATE_PODS_PATH, make_app
-    from webhook.protocol import start
     from webhook.validate import ValidatorConfig
     from wspin.http.probes import Readiness
+    from wspin.http.server import serve
 
     with tempfile.TemporaryDirectory(prefix="wspin-demo-") as folder:
         ca_file = _write_throwaway_certificates(Path(folder))
@@ -79,7 +79,8 @@ async def _demo(pod: dict[str, Any]) -> int:
         )
         source.load_at_start()
         app = make_app(DEMO_CONFIG, ValidatorConfig(), Readiness())
-        runner, port = await start(app, "127.0.0.1", 0, ssl_context=source.ssl_context())
+        runner = await serve(app, "127.0.0.1", 0, ssl_context=source.ssl_context())
+        port = runner.port
         try:
             print(
                 f"webhook serving https://127.0.0.1:{port}{MUTATE_PODS_PATH} "
@@ -95,7 +96,7 @@ async def _demo(pod: dict[str, Any]) -> int:
                 print(f"\nre-sent the injected pod: {verdict} — {message}")
                 status = 0 if "patch" not in again else 1
         finally:
-            await runner.cleanup()
+            await runner.shutdown()
     return status
 
 

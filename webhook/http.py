@@ -4,8 +4,8 @@ Bad input is answered with a JSON reason and the right status — 405 wrong meth
 content type or content encoding, 413 body over the limit (after decompression), 400 a body
 that cannot be decompressed or decoded, or is not an AdmissionReview — and never crashes the
 server or becomes a 500. Endpoints are plain functions from a whole ``Request`` to a
-``Reply``: the connection protocol (``webhook/protocol.py``) frames, bounds and times out
-requests, and routes by path only, so the API server's ``?timeout=10s`` is ignored.
+``Reply`` (``wspin.http.messages``): the server frames, bounds and times out requests, and
+routes by path only, so the API server's ``?timeout=10s`` is ignored.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ import logging
 import time
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -23,43 +22,15 @@ from webhook import responses
 from webhook.admission import Decision
 from webhook.metrics import AdmissionMetrics
 from wspin.core.logs import fields, info_line
+from wspin.http.limits import ConnectionLimits
+from wspin.http.messages import Endpoint, Reply, Request, error_reply
 
 log = logging.getLogger("wspin.webhook")
 
-# The API server caps request bodies at 3 MiB (etcd's 1.5 MiB object limit, doubled for the
-# object and oldObject of an UPDATE); anything larger is not a real AdmissionReview.
-MAX_BODY_BYTES = 3 * 1024 * 1024
+# The server refuses a larger body before it arrives; the same bound applies once decompressed.
+MAX_BODY_BYTES = ConnectionLimits().max_body_bytes
 
 Policy = Callable[[dict[str, Any]], Decision]
-
-
-# Not frozen: a frozen dataclass's __init__ sets each field through object.__setattr__, a
-# measurable cost for objects built once per review.
-@dataclass(slots=True)
-class Request:
-    """One whole HTTP request, as an endpoint sees it."""
-
-    method: str
-    path: str
-    content_type: str
-    """The Content-Type header as sent ("" when absent)."""
-    content_encoding: str | None
-    body: bytes
-
-
-@dataclass(slots=True)
-class Reply:
-    status: int
-    body: bytes
-    content_type: str = "application/json"
-
-
-Endpoint = Callable[[Request], Reply]
-
-
-def error_reply(status: int, reason: str) -> Reply:
-    """A refusal at the HTTP level: ``{"error": reason, "status": status}``."""
-    return Reply(status, orjson.dumps({"error": reason, "status": status}))
 
 
 class BadRequest(Exception):

@@ -123,8 +123,19 @@ def inject(pod: Pod, cfg: InjectConfig) -> Injection:
         raise AdmissionDenied(
             problem, "workspace pods are built by the controller from a Workspace"
         )
+    if len(ops) > MAX_PATCH_OPS:
+        raise AdmissionDenied(
+            f"the pod needs {len(ops)} delivery edits, more than {MAX_PATCH_OPS}: remove the "
+            "duplicate agentd/opencode volumes, mounts and env entries it carries"
+        )
     _inject_receipt(pod, cfg, ops)
     return Injection(tuple(ops), tuple(warnings), None, artifacts)
+
+
+MAX_PATCH_OPS = 512
+"""Edits one patch may make. A real pod needs one or two per container at most (256 ``platform-*``
+init containers each get a mount); thousands are a pod built so that the answer, all removals,
+is far larger than the compressed request, and it is denied before that answer is built."""
 
 
 # Every container's path, encoded (and checked for characters JSON escapes) once.

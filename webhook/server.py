@@ -7,7 +7,9 @@ Start order, and why:
 3. The plain-HTTP side server (/healthz, /readyz, /metrics) and the HTTPS admission server.
 4. Background work: certificate reload/renewal and the image-volume support probe; /readyz
    stays 503 with the reason until the certificate is loaded and the probe has passed.
-Shutdown runs in reverse; requests already arriving are answered before their connection closes.
+Shutdown runs in reverse: both ports stop accepting, answer requests already arriving (their
+connections close after the answer) and abort every connection left after ``--drain-timeout``,
+so a client that stopped reading cannot hold the process.
 """
 
 from __future__ import annotations
@@ -21,7 +23,6 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
-from aiohttp import web
 
 from certs.metrics import CertificateMetrics
 from certs.source import certificate_source
@@ -30,14 +31,14 @@ from webhook.imagevolume_probe import ImageVolumeGate
 from webhook.inject import InjectConfig
 from webhook.metrics import AdmissionMetrics
 from webhook.pins import resolve_artifact
-from webhook.protocol import Listener
-from webhook.protocol import start as start_admission
 from webhook.settings import WebhookSettings
 from webhook.watches import watched_views
 from wspin.core.clock import monotonic
 from wspin.core.delivery import ResolvedArtifact
 from wspin.core.logs import fields
-from wspin.http.probes import Readiness, probe_app, process_registry, start
+from wspin.http import server as http
+from wspin.http.metrics import ServerCollector
+from wspin.http.probes import Readiness, process_registry, side_routes
 from wspin.kube.client import Kube
 from wspin.kube.config import api_client
 
@@ -146,25 +147,35 @@ async def serve(settings: WebhookSettings) -> int:
             metrics=AdmissionMetrics(registry),
         )
         tune_gc_for_admission()  # after start-up: everything allocated so far lives forever
-        runners: list[Listener | web.AppRunner] = []
+        servers: list[http.HttpServer] = []
+        named: dict[str, http.HttpServer] = {}
+        collector = ServerCollector(named)
+        registry.register(collector)
         try:
-            listener, port = await start_admission(
+            admission = await http.serve(
                 app,
                 serving.host,
                 serving.port,
                 ssl_context=source.ssl_context(),
                 limits=serving.limits,
+                log=log,
             )
-            runners.append(listener)
+            servers.append(admission)
+            named["admission"] = admission
             if serving.metrics_port:
-                side, _ = await start(
-                    probe_app(readiness, registry),
+                side = await http.serve(
+                    side_routes(readiness, registry),
                     serving.host,
                     serving.metrics_port,
                     limits=serving.limits,
+                    log=log,
                 )
-                runners.append(side)
-            log.info("webhook serving", extra=fields(port=port, metricsPort=serving.metrics_port))
+                servers.append(side)
+                named["metrics"] = side
+            log.info(
+                "webhook serving",
+                extra=fields(port=admission.port, metricsPort=serving.metrics_port),
+            )
             status = await _until_signalled_or_failed(background)
             log.info("webhook shutting down", extra=fields(exitStatus=status))
             if status == 0 and serving.shutdown_delay:
@@ -172,8 +183,9 @@ async def serve(settings: WebhookSettings) -> int:
                 readiness.add("shutdown", lambda: "shutting down")
                 await asyncio.sleep(serving.shutdown_delay)
         finally:
-            for runner in reversed(runners):
-                await runner.cleanup()
+            # Both ports at once: each stops accepting, answers what is arriving, and aborts
+            # what is left after the drain deadline.
+            await asyncio.gather(*(server.shutdown() for server in servers))
             for task in background:
                 task.cancel()
             await asyncio.gather(*background, return_exceptions=True)

@@ -37,7 +37,8 @@ from wspin.core.flags import (
 )
 from wspin.core.namespaces import DEFAULT_NAMESPACE, excluded_namespaces_from
 from wspin.core.tenancy import runtime_classes_from
-from wspin.http.limits import API_SERVER_IDLE_TIMEOUT, ConnectionLimits
+from wspin.http.limits import ConnectionLimits
+from wspin.http.settings import add_connection_flags, connection_limits_from_args
 
 DEFAULT_LIMITS = ConnectionLimits()
 _REGISTRY_PREFIX_CHARS = re.compile(r"^[a-zA-Z0-9._/:@-]+$")
@@ -56,7 +57,7 @@ class ServingSettings:
     endpoints take a moment to drop a terminating pod, and with ``failurePolicy: Fail`` a
     request sent to a closed port fails a pod creation."""
     limits: ConnectionLimits = DEFAULT_LIMITS
-    """Header, body and idle deadlines and the connection cap of both ports."""
+    """The deadlines and bounds of both ports (``wspin.http.limits``)."""
 
 
 @dataclass(frozen=True)
@@ -109,73 +110,6 @@ def add_serving_flags(parser: argparse.ArgumentParser) -> None:
         choices=["debug", "info", "warning", "error"],
         help="log level",
     )
-
-
-def add_connection_flags(parser: argparse.ArgumentParser) -> None:
-    defaults = ConnectionLimits()
-    add_flag(
-        parser,
-        "--header-timeout",
-        type=float,
-        default=defaults.header_timeout,
-        help="seconds for a request's headers (and the TLS handshake) to arrive",
-    )
-    add_flag(
-        parser,
-        "--body-timeout",
-        type=float,
-        default=defaults.body_timeout,
-        help="seconds for a request's body to arrive once its headers are in",
-    )
-    add_flag(
-        parser,
-        "--idle-timeout",
-        type=float,
-        default=defaults.idle_timeout,
-        help=f"seconds an idle keep-alive connection stays open (above the API server's "
-        f"{API_SERVER_IDLE_TIMEOUT:g})",
-    )
-    add_flag(
-        parser,
-        "--max-connections",
-        type=int,
-        default=defaults.max_connections,
-        help="open connections per port; more are closed as they open",
-    )
-
-
-def connection_limits_from_args(args: argparse.Namespace) -> ConnectionLimits:
-    """The deadlines and the cap, checked; ConfigError names the flag."""
-    for flag, seconds in (
-        ("--header-timeout", args.header_timeout),
-        ("--body-timeout", args.body_timeout),
-    ):
-        if not 0 < seconds <= 60:
-            raise ConfigError(
-                f"{flag} must be above 0 and at most 60 seconds, got {seconds}",
-                f"set {flag} to a few seconds (the API server sends a request whole)",
-            )
-    if not API_SERVER_IDLE_TIMEOUT < args.idle_timeout <= 3600:
-        raise ConfigError(
-            f"--idle-timeout must be above the API server's {API_SERVER_IDLE_TIMEOUT:g} s idle "
-            f"timeout and at most 3600, got {args.idle_timeout}",
-            "set --idle-timeout to 120 (a shorter one races the API server's reuse of a "
-            "connection and fails admission requests)",
-        )
-    if not 1 <= args.max_connections <= 100_000:
-        raise ConfigError(
-            f"--max-connections must be between 1 and 100000, got {args.max_connections}",
-            "set --max-connections to fit the memory limit (about 60 KiB per stalled connection)",
-        )
-    return ConnectionLimits(
-        header_timeout=args.header_timeout,
-        body_timeout=args.body_timeout,
-        idle_timeout=args.idle_timeout,
-        max_connections=args.max_connections,
-    )
-
-
-# -- policy flags ---------------------------------------------------------------------------
 
 
 def add_pins_flags(parser: argparse.ArgumentParser) -> None:

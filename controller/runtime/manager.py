@@ -27,8 +27,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client import CollectorRegistry
 
 from controller.runtime.controller import (
     Controller,
@@ -43,8 +42,9 @@ from controller.settings import RuntimeSettings
 from controller.types import Obj, ObjectKey, ObjectReader, Reconciler
 from wspin.core.kinds import Resource
 from wspin.core.logs import fields
-from wspin.http import probes as serving
-from wspin.http.probes import process_registry
+from wspin.http.metrics import ServerCollector
+from wspin.http.probes import Readiness, metrics_routes, probe_routes, process_registry
+from wspin.http.server import HttpServer, serve
 from wspin.kube.client import Kube
 from wspin.kube.informer import EventType, Informer
 from wspin.kube.leader import LeaderElector
@@ -95,10 +95,12 @@ class Manager:
         self.registry = registry if registry is not None else process_registry()
         """The process's one metrics registry; every part registers its metrics here."""
         self.metrics = RuntimeMetrics(self.registry)
-        self.readiness = serving.Readiness()
+        self.readiness = Readiness()
         self.health_port: int | None = None
         """The bound probe port once running (differs from the settings when 0 was asked)."""
         self.metrics_port: int | None = None
+        self._servers: dict[str, HttpServer] = {}
+        self.registry.register(ServerCollector(self._servers))
         self._informers: dict[tuple[Resource, str | None, str | None], Informer] = {}
         self._informer_tasks: list[asyncio.Task[None]] = []
         self._controllers: list[Controller] = []
@@ -396,19 +398,14 @@ class Manager:
     async def _start_servers(self, stack: contextlib.AsyncExitStack) -> None:
         runtime = self.settings
         host = runtime.bind_host or ""  # "" = every interface
-        health = web.Application()
-        serving.add_probe_routes(health, self.readiness)
-        runner, self.health_port = await serving.start(health, host, runtime.health_port)
-        stack.push_async_callback(runner.cleanup)
-        metrics = web.Application()
-
-        async def serve_metrics(_: web.Request) -> web.Response:
-            body = generate_latest(self.registry)
-            return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
-
-        metrics.router.add_get("/metrics", serve_metrics)
-        runner, self.metrics_port = await serving.start(metrics, host, runtime.metrics_port)
-        stack.push_async_callback(runner.cleanup)
+        health = await serve(probe_routes(self.readiness), host, runtime.health_port, log=log)
+        stack.push_async_callback(health.shutdown)
+        self.health_port = health.port
+        self._servers["health"] = health
+        metrics = await serve(metrics_routes(self.registry), host, runtime.metrics_port, log=log)
+        stack.push_async_callback(metrics.shutdown)
+        self.metrics_port = metrics.port
+        self._servers["metrics"] = metrics
         log.info(
             "serving probes and metrics",
             extra=fields(health_port=self.health_port, metrics_port=self.metrics_port),

@@ -42,12 +42,12 @@ from tests.fixtures import ADMISSION
 from webhook.app import make_app
 from webhook.demo import DEMO_CONFIG
 from webhook.inject import InjectConfig
-from webhook.protocol import start
 from webhook.validate import ValidatorConfig
 from wspin.core.clock import Clock, utc_now
 from wspin.core.kinds import MUTATING_WEBHOOKS, VALIDATING_WEBHOOKS
 from wspin.core.objects import Obj
 from wspin.http.probes import Readiness
+from wspin.http.server import serve as serve_http
 from wspin.kube.client import Kube
 from wspin.kube.leader import LeaderElector, LeaseSettings
 
@@ -95,11 +95,11 @@ def admission_review() -> dict[str, Any]:
 async def serve(source: CertificateSource) -> AsyncIterator[int]:
     """The webhook app over HTTPS on loopback, its TLS from ``source``; yields the port."""
     app = make_app(inject_config(), ValidatorConfig(), Readiness())
-    runner, port = await start(app, "127.0.0.1", 0, ssl_context=source.ssl_context())
+    runner = await serve_http(app, "127.0.0.1", 0, ssl_context=source.ssl_context())
     try:
-        yield port
+        yield runner.port
     finally:
-        await runner.cleanup()
+        await runner.shutdown()
 
 
 @dataclass(frozen=True)

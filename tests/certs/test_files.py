@@ -145,14 +145,15 @@ class RecordingConnector(aiohttp.TCPConnector):
         super().__init__()
         self.peers: list[x509.Certificate] = []
         self.handshakes = 0
-        self._seen: set[int] = set()
+        self._seen: list[Any] = []
+        """The transports seen, held so that a closed one's id is never reused for a new one."""
 
     async def connect(self, req: Any, traces: Any, timeout: Any) -> Any:
         connection = await super().connect(req, traces, timeout)
         transport = connection.transport
         assert transport is not None
-        if id(transport) not in self._seen:
-            self._seen.add(id(transport))
+        if not any(seen is transport for seen in self._seen):
+            self._seen.append(transport)
             self.handshakes += 1
         der = transport.get_extra_info("ssl_object").getpeercert(binary_form=True)
         self.peers.append(x509.load_der_x509_certificate(der))

@@ -14,10 +14,10 @@ import pytest
 import yaml
 from aiohttp import web
 
+from tests import stub_http as serving
 from tests.controller.fakerouter import FakeRouterState, start_fake_router
 from tests.kubeapi import KubeServer
 from wspin.core.kinds import SECRETS
-from wspin.http import probes as serving
 from wspin.kube.client import Kube
 
 INTERNAL_TOKEN = "internal-token-do-not-log-7f3a"

@@ -28,7 +28,7 @@ from typing import Any
 from aiohttp import web
 
 from controller.staging.envelopes import new_keypair, open_envelope, split
-from wspin.http import probes as serving
+from tests import stub_http as serving
 
 VERSION = "fake-0"
 MAX_TTL_SECONDS = 7 * 24 * 3600

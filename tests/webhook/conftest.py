@@ -26,9 +26,9 @@ from tests.fixtures import ADMISSION
 from webhook.app import make_app
 from webhook.demo import DEMO_CONFIG
 from webhook.inject import InjectConfig
-from webhook.protocol import start
 from webhook.validate import ValidatorConfig
 from wspin.http.probes import Readiness
+from wspin.http.server import serve
 
 FIXTURES = ADMISSION
 AGENTD_IMAGE = DEMO_CONFIG.agentd.image
@@ -76,9 +76,8 @@ async def webhook(tmp_path: Path) -> AsyncIterator[LiveWebhook]:
     leaf = issue_serving(ca, service_dns_names("wspin-webhook", "wspin-system"), now)
     trust = ssl.create_default_context(cadata=ca.cert_pem.decode())
     app = make_app(example_config(), ValidatorConfig(), Readiness())
-    runner, port = await start(
-        app, "127.0.0.1", 0, ssl_context=context_for(leaf.cert_pem, leaf.key_pem)
-    )
+    runner = await serve(app, "127.0.0.1", 0, ssl_context=context_for(leaf.cert_pem, leaf.key_pem))
+    port = runner.port
     async with aiohttp.ClientSession() as session:
         yield LiveWebhook(f"https://127.0.0.1:{port}", session, trust)
-    await runner.cleanup()
+    await runner.shutdown()

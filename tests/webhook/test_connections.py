@@ -1,120 +1,57 @@
-"""Stalled clients against the real HTTPS admission server, over real sockets.
+"""Hostile clients against the admission port, over real TLS sockets.
 
-Small deadlines keep the suite fast; the defaults are the same code with other numbers. The
-last test runs ``wspin webhook`` as a process and holds 800 stalled TLS connections open
-against it: its memory stays bounded, a real review is still answered at once, and every
-stalled connection is closed.
+The deadline tests run the server in-process with small deadlines. The attacks run
+``wspin webhook`` as deployed, in its own process, so its memory can be read: during each
+attack a real review on a new connection is answered within 2 s and the process stays under
+200 MiB; afterwards its RSS falls back to within 20 MiB of idle within 30 s. Attack sizes scale
+with limits lowered by flags, except where the default is the point (the handshake flood runs
+3,000 connections against the default cap of 1,000).
 """
 
 from __future__ import annotations
 
 import asyncio
-import datetime
+import gzip
 import json
-import ssl
-import sys
+import socket
 import time
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from prometheus_client import CollectorRegistry
 
-from certs.build import issue_serving, new_ca, service_dns_names
-from certs.files import write_certificates
-from certs.tls import context_for
-from tests.webhook.conftest import SERVICE_HOST, example_config, load_capture
-from tests.webhook.process import PINS, clean_env, free_port
-from webhook.app import make_app
-from webhook.metrics import AdmissionMetrics
-from webhook.protocol import Listener, start
-from webhook.validate import ValidatorConfig
-from wspin.http.probes import Readiness
-from wspin.http.server import ConnectionLimits
+from tests.webhook.conftest import SERVICE_HOST, load_capture
+from tests.webhook.rawhttps import (
+    REVIEW,
+    Server,
+    WebhookProcess,
+    answered,
+    get,
+    read_answer,
+    request_bytes,
+    seconds_until_closed,
+    serving,
+    until,
+    webhook_process,
+)
+from wspin.http.limits import BODY_STALL, ConnectionLimits
 
-LIMITS = ConnectionLimits(header_timeout=0.5, body_timeout=0.5, idle_timeout=1.5)
-REVIEW = json.dumps(load_capture("pod-create-workspace.json"), separators=(",", ":")).encode()
-
-DEADLINE = 25
-"""Seconds: the header and body deadlines of the 800-connection test."""
-
-
-def request_bytes(body: bytes = REVIEW) -> bytes:
-    return (
-        b"POST /mutate-pods?timeout=10s HTTP/1.1\r\nHost: " + SERVICE_HOST.encode() + b"\r\n"
-        b"Content-Type: application/json\r\nContent-Length: "
-        + str(len(body)).encode()
-        + b"\r\n\r\n"
-        + body
-    )
-
-
-class Server:
-    def __init__(
-        self,
-        port: int,
-        trust: ssl.SSLContext,
-        listener: Listener | None = None,
-        registry: CollectorRegistry | None = None,
-    ) -> None:
-        self.port = port
-        self.trust = trust
-        self.listener = listener
-        """The in-process server's listener (None for a server in another process)."""
-        self.registry = registry
-        """The in-process server's metrics registry (None for a server in another process)."""
-
-    async def connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-        return await asyncio.open_connection(
-            "127.0.0.1", self.port, ssl=self.trust, server_hostname=SERVICE_HOST
-        )
-
-
-async def serve(limits: ConnectionLimits) -> AsyncGenerator[Server, None]:
-    now = datetime.datetime.now(datetime.UTC)
-    ca = new_ca(now)
-    leaf = issue_serving(ca, service_dns_names("wspin-webhook", "wspin-system"), now)
-    registry = CollectorRegistry()
-    app = make_app(
-        example_config(), ValidatorConfig(), Readiness(), metrics=AdmissionMetrics(registry)
-    )
-    runner, port = await start(
-        app, "127.0.0.1", 0, ssl_context=context_for(leaf.cert_pem, leaf.key_pem), limits=limits
-    )
-    try:
-        trust = ssl.create_default_context(cadata=ca.cert_pem.decode())
-        yield Server(port, trust, runner, registry)
-    finally:
-        await runner.cleanup()
+LIMITS = ConnectionLimits(
+    handshake_timeout=0.5, header_timeout=0.5, body_timeout=0.5, idle_timeout=1.5
+)
+ANSWER_WITHIN = 2.0
+"""Seconds: a real review during an attack."""
+MAX_RSS = 200.0
+"""MiB: the process during an attack."""
 
 
 @pytest.fixture
 async def server() -> AsyncIterator[Server]:
-    async for running in serve(LIMITS):
+    async with serving(LIMITS) as running:
         yield running
 
 
-async def answered(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
-    """Send one review on this connection; True when a 200 AdmissionReview comes back."""
-    writer.write(request_bytes())
-    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
-    length = next(
-        int(line.split(b":")[1])
-        for line in head.split(b"\r\n")
-        if line.lower().startswith(b"content-length")
-    )
-    body = json.loads(await reader.readexactly(length))
-    return head.startswith(b"HTTP/1.1 200") and body["kind"] == "AdmissionReview"
-
-
-async def seconds_until_closed(reader: asyncio.StreamReader, limit: float = 10) -> float:
-    started = time.monotonic()
-    try:
-        while await asyncio.wait_for(reader.read(65536), limit):
-            pass
-    except (ConnectionError, ssl.SSLError):
-        pass
-    return time.monotonic() - started
+# -- deadlines -------------------------------------------------------------------------------
 
 
 async def test_half_a_header_is_closed_after_the_header_timeout(server: Server) -> None:
@@ -129,6 +66,13 @@ async def test_a_connection_that_never_sends_is_closed_after_the_header_timeout(
     server: Server,
 ) -> None:
     reader, writer = await server.connect()
+    assert await seconds_until_closed(reader) < 2.0
+    writer.close()
+
+
+async def test_a_connection_that_never_finishes_its_handshake_is_closed(server: Server) -> None:
+    reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+    writer.write(b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03")  # a ClientHello's start
     assert await seconds_until_closed(reader) < 2.0
     writer.close()
 
@@ -164,112 +108,253 @@ async def test_an_idle_keep_alive_connection_outlives_the_request_deadlines(
 ) -> None:
     reader, writer = await server.connect()
     assert await answered(reader, writer)
-    await asyncio.sleep(1.0)  # twice the header and body timeouts, under the idle timeout
+    started = time.monotonic()
+    # Twice the header and body timeouts, under the idle timeout: still open.
+    await until(lambda: time.monotonic() - started > 2 * LIMITS.header_timeout)
     assert await answered(reader, writer)
     elapsed = await seconds_until_closed(reader)
     assert 1.0 < elapsed < 3.0  # the idle timeout, 1.5 s
     writer.close()
 
 
-async def test_connections_over_the_cap_are_closed_and_the_cap_frees_up() -> None:
-    async for running in serve(ConnectionLimits(max_connections=4)):
+# -- the connection cap ----------------------------------------------------------------------
+
+
+async def test_at_the_cap_the_longest_idle_connection_makes_room() -> None:
+    async with serving(ConnectionLimits(max_connections=4)) as running:
         held = [await running.connect() for _ in range(4)]
         for reader, writer in held:
             assert await answered(reader, writer)
         reader, writer = await running.connect()
-        assert await seconds_until_closed(reader) < 1.0
-        writer.close()
-        held[0][1].close()
-        await held[0][1].wait_closed()
-        await asyncio.sleep(0.1)
-        reader, writer = await running.connect()
-        assert await answered(reader, writer)
-        for _, other in [*held[1:], (reader, writer)]:
+        assert await answered(reader, writer)  # admitted: the first one gave way
+        assert await seconds_until_closed(held[0][0]) < 1.0
+        for other_reader, other in held[1:]:
+            assert await answered(other_reader, other)  # the others are still served
+        for _, other in [*held, (reader, writer)]:
             other.close()
 
 
-def rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    raise AssertionError("no VmRSS")
+async def test_at_the_cap_a_new_connection_is_refused_only_when_every_one_is_busy() -> None:
+    limits = ConnectionLimits(max_connections=3, header_timeout=10, body_timeout=10)
+    async with serving(limits) as running:
+        whole = request_bytes()
+        busy = []
+        for _ in range(3):  # each has its headers in and its body half sent: busy, not idle
+            reader, writer = await running.connect()
+            writer.write(whole[: len(whole) - len(REVIEW) // 2])
+            busy.append((reader, writer))
+        assert running.http is not None
+        http = running.http
+        await until(lambda: len(http.bodies) == 3)
+        reader, writer = await asyncio.open_connection("127.0.0.1", running.port)
+        assert await seconds_until_closed(reader) < 1.0
+        assert http.refusals.counts["connection-cap"] == 1
+        writer.close()
+        for busy_reader, busy_writer in busy:  # the busy ones finish and are answered
+            busy_writer.write(whole[len(whole) - len(REVIEW) // 2 :])
+            answer = await read_answer(busy_reader)
+            assert answer.status == 200
+            busy_writer.close()
 
 
-async def test_800_stalled_connections_leave_the_webhook_process_answering(
+# -- attacks on the webhook process -----------------------------------------------------------
+
+
+async def holds_up(webhook: WebhookProcess) -> None:
+    """During an attack: a real review on a new connection in time, and bounded memory."""
+    seconds = await webhook.server.review_seconds()
+    assert seconds < ANSWER_WITHIN, f"a review took {seconds:.2f} s"
+    assert webhook.rss() < MAX_RSS, f"RSS {webhook.rss():.0f} MiB"
+
+
+async def recovers(webhook: WebhookProcess, idle: float) -> None:
+    """After an attack: RSS back within 20 MiB of idle within 30 s, still answering."""
+    await until(lambda: webhook.rss() < idle + 20, timeout=30)
+    await holds_up(webhook)
+
+
+async def test_an_idle_keep_alive_flood_never_locks_out_a_review(tmp_path: Path) -> None:
+    """Twice the cap of idle keep-alive connections, each with one request answered: each
+    new one closes the one idle longest, and a review on a new connection still gets in."""
+    cap = 64
+    async with webhook_process(tmp_path, "--max-connections", str(cap)) as webhook:
+        idle = webhook.rss()
+        flood = []
+        for _ in range(2 * cap):
+            reader, writer = await webhook.server.connect()
+            writer.write(get("/healthz"))
+            assert (await read_answer(reader)).status == 200
+            flood.append((reader, writer))
+        await holds_up(webhook)
+        # The oldest were closed to admit the newest; the newest are still open.
+        assert await seconds_until_closed(flood[0][0]) < 1.0
+        writer = flood[-1][1]
+        writer.write(get("/healthz"))
+        assert (await read_answer(flood[-1][0])).status == 200
+        for _, writer in flood:
+            writer.close()
+        await recovers(webhook, idle)
+
+
+async def test_a_flood_of_handshakes_that_never_finish_at_the_default_cap(
     tmp_path: Path,
 ) -> None:
-    now = datetime.datetime.now(datetime.UTC)
-    ca = new_ca(now)
-    write_certificates(
-        tmp_path, ca, issue_serving(ca, service_dns_names("wspin-webhook", "wspin-system"), now)
-    )
-    port, metrics_port = free_port(), free_port()
-    log = (tmp_path / "webhook.log").open("wb")
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "wspin.cli",
-        "webhook",
-        *PINS,
-        *("--host", "127.0.0.1", "--port", str(port), "--metrics-port", str(metrics_port)),
-        *(
-            "--tls-cert-file",
-            str(tmp_path / "tls.crt"),
-            "--tls-key-file",
-            str(tmp_path / "tls.key"),
-        ),
-        # Deadlines longer than opening 800 TLS connections takes, even on a loaded machine,
-        # so all are held at once; still short enough that each is closed within 30 s.
-        *("--header-timeout", str(DEADLINE), "--body-timeout", str(DEADLINE)),
-        env=clean_env(),
-        stdout=log,
-        stderr=log,
-    )
-    server = Server(port, ssl.create_default_context(cadata=ca.cert_pem.decode()))
-    stalled: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
-    opened_at: list[float] = []
-    try:
-        for _ in range(200):
-            try:
-                reader, writer = await server.connect()
-                break
-            except OSError:
-                assert process.returncode is None, (tmp_path / "webhook.log").read_text()
-                await asyncio.sleep(0.05)
-        assert await answered(reader, writer)
-        writer.close()
-        whole = request_bytes()
+    """3,000 TCP connections that never finish (or never start) the TLS handshake against the
+    default limits: the cap counts them from accept, each new one closes the one waiting
+    longest, and a review on a new connection still gets in while the flood goes on."""
+    async with webhook_process(tmp_path) as webhook:
+        idle = webhook.rss()
+        loop = asyncio.get_running_loop()
+        sockets: list[socket.socket] = []
 
-        async def stall(index: int) -> None:
-            reader, writer = await server.connect()
-            # Half a header or half a body, alternately.
-            writer.write(whole[:60] if index % 2 else whole[: len(whole) - len(REVIEW) // 2])
-            stalled.append((reader, writer))
-            opened_at.append(time.monotonic())
+        async def connect(hello: bool) -> None:
+            sock = socket.socket()
+            sock.setblocking(False)
+            await loop.sock_connect(sock, ("127.0.0.1", webhook.server.port))
+            if hello:
+                await loop.sock_sendall(sock, b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03")
+            sockets.append(sock)
 
+        try:
+            for batch in range(0, 3000, 100):
+                await asyncio.gather(*(connect(i % 2 == 0) for i in range(batch, batch + 100)))
+            await holds_up(webhook)
+
+            # The flood goes on at 500 connections a second (a cap's worth every 2 s) while
+            # reviews come in.
+            async def go_on() -> None:
+                for _ in range(30):
+                    await asyncio.gather(*(connect(True) for _ in range(50)))
+                    await asyncio.sleep(0.1)
+
+            more = asyncio.ensure_future(go_on())
+            while not more.done():
+                await holds_up(webhook)
+            await more
+        finally:
+            for sock in sockets:
+                sock.close()
+        await recovers(webhook, idle)
+
+
+def absurd_pod_review(mounts: int) -> bytes:
+    """A workspace pod whose containers carry ``mounts`` copies of the agentd mount: each
+    would be a removal in the patch, an answer far larger than the gzip-compressed request."""
+    review = load_capture("pod-create-workspace.json")
+    containers = review["request"]["object"]["spec"]["containers"]
+    forged = {"name": "agentd", "mountPath": "/agentd", "readOnly": False}
+    containers[0].setdefault("volumeMounts", []).extend([forged] * mounts)
+    return json.dumps(review, separators=(",", ":")).encode()
+
+
+async def test_an_absurd_pod_is_denied_with_an_answer_smaller_than_its_request(
+    server: Server,
+) -> None:
+    body = gzip.compress(absurd_pod_review(10_000))
+    reader, writer = await server.connect()
+    writer.write(request_bytes(body, b"Content-Encoding: gzip\r\n"))
+    answer = await read_answer(reader)
+    assert answer.status == 200
+    response = answer.json()["response"]
+    assert response["allowed"] is False
+    assert "delivery edits, more than 512" in response["status"]["message"], response
+    assert len(answer.body) < len(body)
+    writer.close()
+
+
+async def test_slow_readers_of_pipelined_answers_are_bounded_then_dropped(
+    tmp_path: Path,
+) -> None:
+    """24 connections pipeline reviews and never read: each holds at most its send-queue mark
+    plus one answer, reading stops, and after --send-timeout each is dropped."""
+    async with webhook_process(tmp_path, "--send-timeout", "2") as webhook:
+        idle = webhook.rss()
+        slow = []
+        for _ in range(24):
+            sock = socket.socket()
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            sock.setblocking(False)
+            await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", webhook.server.port))
+            reader, writer = await asyncio.open_connection(
+                sock=sock, ssl=webhook.server.trust, server_hostname=SERVICE_HOST
+            )
+            writer.write(request_bytes() * 400)  # 3.6 MiB of reviews; their answers are 1.2 MiB
+            slow.append((reader, writer))
         started = time.monotonic()
-        for batch in range(0, 800, 50):
-            await asyncio.gather(*(stall(i) for i in range(batch, batch + 50)))
-        opened = time.monotonic() - started
-        assert opened < DEADLINE, "could not hold 800 connections at once"
-        await asyncio.sleep(0.5)
-        rss = rss_mib(process.pid)
-        assert rss < 200, f"RSS {rss:.0f} MiB with 800 stalled connections"
+        await holds_up(webhook)
+        # Dropped at the send timeout (2 s, and a sweep), not the idle one (120 s).
+        while await webhook.refusals("send-timeout") < len(slow):
+            assert time.monotonic() - started < 6
+            await asyncio.sleep(0.05)
+        for reader, _ in slow:  # what was sent before the drop, then the end
+            assert await seconds_until_closed(reader, 5) < 5
+        for _, writer in slow:
+            writer.close()
+        await recovers(webhook, idle)
 
-        asked = time.monotonic()
-        reader, writer = await server.connect()
-        assert await answered(reader, writer)
-        assert time.monotonic() - asked < 2.0
-        writer.close()
 
-        watching = time.monotonic()
-        closing = await asyncio.gather(*(seconds_until_closed(r, 40) for r, _ in stalled))
-        # Each was stalled for at most a deadline after it opened, within 30 s in all.
-        held = [watching + waited - at for waited, at in zip(closing, opened_at, strict=True)]
-        assert max(held) < 30, max(held)
-    finally:
+async def test_a_pipelining_flood_does_not_hold_up_a_review(tmp_path: Path) -> None:
+    """32 connections pipelining tiny requests as fast as they can, reading the answers as
+    fast as they come: a connection gets --max-pipelined-requests answers per turn of the
+    event loop, so a review on a new connection waits one turn, not the whole flood."""
+    async with webhook_process(tmp_path) as webhook:
+        idle = webhook.rss()
+        batch = get("/healthz") * 1000
+        answers = 0
+        writers: list[asyncio.StreamWriter] = []
+
+        async def flood() -> None:
+            reader, writer = await webhook.server.connect()
+            writers.append(writer)
+
+            async def drain() -> None:
+                nonlocal answers
+                while data := await reader.read(65536):
+                    answers += data.count(b"HTTP/1.1 200")
+
+            draining = asyncio.ensure_future(drain())
+            try:
+                while True:
+                    writer.write(batch)
+                    await writer.drain()
+            finally:
+                draining.cancel()
+
+        flooding = [asyncio.ensure_future(flood()) for _ in range(32)]
+        await until(lambda: answers > 10_000)  # the flood is being served
+        for _ in range(4):
+            await holds_up(webhook)
+        for task in flooding:
+            task.cancel()
+        for writer in writers:
+            writer.transport.abort()
+        await asyncio.gather(*flooding, return_exceptions=True)
+        await recovers(webhook, idle)
+
+
+async def test_stalled_bodies_are_shed_for_a_real_review(tmp_path: Path) -> None:
+    """Stalled 3 MiB bodies fill the body budget; a review arriving whole sheds them rather
+    than being refused."""
+    budget = 4 * 1024 * 1024
+    flags = ("--max-buffered-body-bytes", str(budget), "--body-timeout", "30")
+    async with webhook_process(tmp_path, *flags) as webhook:
+        idle = webhook.rss()
+        head = (
+            b"POST /mutate-pods HTTP/1.1\r\nHost: h\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n" % (3 * 1024 * 1024)
+        )
+        stalled = []
+        for _ in range(8):  # 8 x 512 KiB: the whole budget
+            reader, writer = await webhook.server.connect()
+            writer.write(head + b" " * (512 * 1024))
+            await writer.drain()
+            stalled.append((reader, writer))
+        # The attack is bodies that stopped: they must have been silent for the stall time.
+        since = time.monotonic()
+        await until(lambda: time.monotonic() - since > BODY_STALL)
+        await holds_up(webhook)
+        closed = await asyncio.gather(*(seconds_until_closed(r, 5) for r, _ in stalled[:1]))
+        assert closed[0] < 5
         for _, writer in stalled:
             writer.close()
-        process.kill()
-        await process.wait()
-        log.close()
+        await recovers(webhook, idle)

@@ -1,102 +1,68 @@
-"""The admission port's HTTP/1.1 framing, limits and shutdown, over real TLS sockets.
+"""The HTTP/1.1 server (``wspin.http``) under the admission routes, over real TLS sockets.
 
-Raw bytes are written to ``webhook.protocol.start(make_app(...))`` with a verified TLS client,
-and the answers are read back byte for byte. This proves that:
+Raw bytes are written to ``wspin.http.server.serve(make_app(...))`` with a verified TLS
+client, and the answers are read back byte for byte. This proves that:
 
 - routing is by path only (unknown path 404 with a JSON reason, the query string ignored),
-  the probes refuse other methods with 405, every answer carries a ``Date``, and an answer
-  to HEAD has no body;
-- the head limit (431 and close; a large head under it is answered, also after another
-  request in the same read), the body limit (413 on Content-Length before any body byte is
-  read, and on a chunked body once it grows over) and the body budget across connections
-  (503 while a stalled body holds it, free again once that connection is cut) hold;
-- pipelined requests are answered in order, also when the client reads nothing until the
-  server has stopped reading, then reads everything;
-- ``Expect: 100-continue``, ``Connection: close`` and HTTP/1.0 keep-alive follow RFC 9112
-  (an HTTP/1.0 connection kept open is said to be kept);
+  the probes refuse methods other than GET and HEAD with 405, every answer carries a
+  ``Date``, and an answer to HEAD has no body;
+- the head limit (431; a large head under it is answered, also after another request in the
+  same read), the body limit (413 on Content-Length before any body byte is read, and on a
+  chunked body once it grows over) and the body budget across connections hold: a body that
+  is moving keeps its share (503 for the newcomer), a stalled one is shed for a moving one,
+  and a cut connection gives its share back;
+- after a refusal the server lingers (RFC 9112 §9.6): a client still sending reads the
+  refusal, and the lingering ends at its byte or time bound;
+- Host (RFC 9112 §3.2) and ``Expect: 100-continue`` (RFC 9110 §10.1.1): exactly one Host in
+  HTTP/1.1; 100 only for HTTP/1.1 and only when the body will be read; 417 for another
+  expectation;
+- pipelined requests are answered in order, also when the client reads nothing for a while,
+  and a connection pipelining thousands does not hold up another; a client that does not read
+  holds at most its send-queue mark and one answer, and past the output budget the largest
+  non-readers are dropped;
+- ``Connection: close`` and HTTP/1.0 keep-alive follow RFC 9112;
 - a malformed request line, or a body whose length could be read two ways, is a 400 with a
   JSON reason and nothing after it on that connection is answered, while other connections
   are;
-- ``Listener.cleanup()`` closes idle connections at once, still answers a request already
-  arriving, and returns within the body deadline when one never completes.
+- ``shutdown()`` closes idle connections at once, still answers a request already arriving,
+  cuts one that never completes at its deadline, and aborts a client that stopped reading at
+  the drain deadline.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import datetime
-import json
 import socket
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
-from typing import Any
 
 import pytest
 
 from tests.webhook.conftest import SERVICE_HOST
-from tests.webhook.test_connections import (
-    REVIEW,
+from tests.webhook.rawhttps import (
+    QUICK,
     Server,
     answered,
+    budget_limits,
+    get,
+    hold_body,
+    parse_answers,
+    read_answer,
     request_bytes,
+    review_for,
     seconds_until_closed,
-    serve,
+    serving,
+    until,
 )
 from webhook.http import MAX_BODY_BYTES
-from webhook.protocol import MAX_HEAD_BYTES
-from wspin.http.server import ConnectionLimits
+from wspin.http.limits import ConnectionLimits
 
-LIMITS = ConnectionLimits(header_timeout=2.0, body_timeout=2.0, idle_timeout=10.0)
-
-
-@dataclass
-class Answer:
-    status: int
-    headers: dict[str, str]
-    """Lower-cased names."""
-    body: bytes
-
-    def json(self) -> Any:
-        assert self.headers["content-type"] == "application/json", self.headers
-        return json.loads(self.body)
-
-
-async def read_answer(reader: asyncio.StreamReader, timeout: float = 5) -> Answer:
-    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout)
-    status_line, *lines = head.decode("latin-1").rstrip("\r\n").split("\r\n")
-    assert status_line.startswith("HTTP/1.1 "), status_line
-    headers = {}
-    for line in lines:
-        name, value = line.split(":", 1)
-        headers[name.strip().lower()] = value.strip()
-    body = await asyncio.wait_for(reader.readexactly(int(headers["content-length"])), timeout)
-    return Answer(int(status_line.split()[1]), headers, body)
-
-
-def review_for(uid: str) -> bytes:
-    review = json.loads(REVIEW)
-    review["request"]["uid"] = uid
-    return json.dumps(review, separators=(",", ":")).encode()
-
-
-def get(path: str, extra: bytes = b"", version: bytes = b"HTTP/1.1") -> bytes:
-    return b"GET %s %s\r\nHost: %s\r\n%s\r\n" % (
-        path.encode(),
-        version,
-        SERVICE_HOST.encode(),
-        extra,
-    )
-
-
-@contextlib.asynccontextmanager
-async def serving(limits: ConnectionLimits) -> AsyncIterator[Server]:
-    """``serve(limits)`` as a context, stopped even when the test fails inside it."""
-    async with contextlib.aclosing(serve(limits)) as servers:
-        async for running in servers:
-            yield running
+MAX_HEAD_BYTES = ConnectionLimits().max_head_bytes
+LIMITS = QUICK
+LINGER = LIMITS.linger_timeout + 0.5
+"""Seconds: a refused connection is closed within its linger time and a sweep."""
 
 
 @pytest.fixture
@@ -167,7 +133,9 @@ async def test_every_answer_carries_a_date(server: Server) -> None:
     writer.close()
 
 
-@pytest.mark.parametrize(("path", "status"), [("/healthz", 405), ("/nowhere", 404)])
+@pytest.mark.parametrize(
+    ("path", "status"), [("/healthz", 200), ("/mutate-pods", 405), ("/nowhere", 404)]
+)
 async def test_an_answer_to_head_has_no_body_and_the_next_answer_follows(
     server: Server, path: str, status: int
 ) -> None:
@@ -192,7 +160,7 @@ async def test_a_head_over_the_limit_is_431_and_the_connection_closed(server: Se
     assert answer.status == 431
     assert answer.json()["error"] == f"request line and headers exceed {MAX_HEAD_BYTES} bytes"
     assert answer.headers["connection"] == "close"
-    assert await seconds_until_closed(reader) < 1.0
+    assert await seconds_until_closed(reader) < LINGER
     writer.close()
     reader, writer = await server.connect()
     assert await answered(reader, writer)
@@ -253,7 +221,7 @@ async def test_a_content_length_over_the_limit_is_413_before_any_body_byte(
     assert answer.status == 413
     assert answer.json()["error"] == f"body of {size} bytes exceeds {MAX_BODY_BYTES}"
     assert answer.headers["connection"] == "close"
-    assert await seconds_until_closed(reader) < 1.0
+    assert await seconds_until_closed(reader) < LINGER
     writer.close()
 
 
@@ -268,7 +236,7 @@ async def test_a_chunked_body_over_the_limit_is_413(server: Server) -> None:
     answer = await read_answer(reader)
     assert answer.status == 413
     assert answer.json()["error"] == f"body exceeds {MAX_BODY_BYTES} bytes"
-    assert await seconds_until_closed(reader) < 2.0
+    assert await seconds_until_closed(reader) < LINGER
     writer.close()
 
 
@@ -287,42 +255,51 @@ async def test_a_chunked_body_under_the_limit_is_answered(server: Server) -> Non
     writer.close()
 
 
-async def test_a_stalled_body_holds_the_body_budget_until_its_connection_is_cut() -> None:
-    # Room for one and a half reviews; bodies time out far later than this test takes, so
-    # only the cut can free the stalled one's share.
-    limits = ConnectionLimits(
-        header_timeout=10, body_timeout=10, max_buffered_body_bytes=len(REVIEW) * 3 // 2
-    )
-    async with serving(limits) as server:
-        _, stalled = await server.connect()
-        whole = request_bytes()
-        stalled.write(whole[: len(whole) - len(REVIEW) // 4])  # three quarters of the body
-        await stalled.drain()
-        # A small body still fits in what is left.
+async def test_a_body_that_is_moving_holds_its_share_of_the_budget() -> None:
+    """While a held body is not stalled, a newcomer that does not fit is refused (503), and a
+    small one that fits is answered."""
+    async with serving(budget_limits(1.5)) as server:
+        stalled = await hold_body(server)
         reader, writer = await server.connect()
         writer.write(request_bytes(b"{}"))
         small = await read_answer(reader)
         assert small.status == 400, small.body
-        # A whole review does not, while the stalled one holds its share.
         writer.write(request_bytes())
         refused = await read_answer(reader)
         assert refused.status == 503
         assert refused.json()["error"] == "too many request bodies in flight; retry"
         assert refused.headers["connection"] == "close"
-        assert await seconds_until_closed(reader) < 1.0
+        assert await seconds_until_closed(reader) < LINGER
         writer.close()
+        stalled.close()
 
+
+async def test_a_stalled_body_is_shed_to_make_room_for_a_moving_one() -> None:
+    """Once the held body has sent nothing for the stall time, the budget sheds it for the
+    newcomer instead of refusing the newcomer."""
+    async with serving(budget_limits(1.5)) as server:
+        stalled = await hold_body(server)
+        assert server.http is not None
+        http = server.http
+        await until(lambda: all(c.stalled(asyncio.get_running_loop().time()) for c in http.bodies))
+        reader, writer = await server.connect()
+        assert await answered(reader, writer)
+        assert http.refusals.counts == {"stalled-body": 1}
+        assert http.buffered == 0
+        writer.close()
+        stalled.close()
+
+
+async def test_a_cut_connection_gives_back_its_share_of_the_budget() -> None:
+    async with serving(budget_limits(1.5)) as server:
+        stalled = await hold_body(server)
+        assert server.http is not None
+        http = server.http
         stalled.transport.abort()
-        for _ in range(40):  # the server sees the reset within a few loop turns
-            reader, writer = await server.connect()
-            writer.write(request_bytes())
-            answer = await read_answer(reader)
-            writer.close()
-            if answer.status != 503:
-                break
-            await asyncio.sleep(0.05)
-        assert answer.status == 200, answer.body
-        assert answer.json()["kind"] == "AdmissionReview"
+        await until(lambda: http.buffered == 0)
+        reader, writer = await server.connect()
+        assert await answered(reader, writer)
+        writer.close()
 
 
 # -- pipelining and flow control -------------------------------------------------------------
@@ -343,22 +320,6 @@ async def test_pipelined_requests_in_one_write_are_answered_in_order(server: Ser
     assert [a.json()["response"]["uid"] for a in answers] == uids
     assert await answered(reader, writer)  # and the connection is still open
     writer.close()
-
-
-def parse_answers(stream: bytes) -> list[Answer]:
-    """Every answer in ``stream``, which must end with the last one's body."""
-    answers, at = [], 0
-    while at < len(stream):
-        end = stream.index(b"\r\n\r\n", at)
-        status_line, *lines = stream[at:end].decode("latin-1").split("\r\n")
-        headers = {name.lower(): value for name, value in (ln.split(": ", 1) for ln in lines)}
-        length = int(headers["content-length"])
-        answers.append(
-            Answer(int(status_line.split()[1]), headers, stream[end + 4 : end + 4 + length])
-        )
-        at = end + 4 + length
-    assert at == len(stream)
-    return answers
 
 
 def reviews_answered(server: Server) -> float:
@@ -498,7 +459,7 @@ async def test_a_malformed_request_line_is_400_and_the_server_answers_others(
     assert answer.status == 400
     assert answer.json()["error"].startswith("malformed HTTP request (")
     assert answer.headers["connection"] == "close"
-    assert await seconds_until_closed(reader) < 1.0
+    assert await seconds_until_closed(reader) < LINGER
     writer.close()
     assert await answered(other_reader, other)
     other.close()
@@ -527,62 +488,3 @@ async def test_a_body_framed_two_ways_is_400_never_a_second_request(
     assert answer.json()["error"].startswith("malformed HTTP request (")
     assert await reader.read() == b""
     writer.close()
-
-
-# -- shutdown --------------------------------------------------------------------------------
-
-SHUTDOWN_LIMITS = ConnectionLimits(header_timeout=4.0, body_timeout=4.0, idle_timeout=30.0)
-SWEEP = 1.0
-"""Seconds: the deadline sweep's period, at most a fifth of a deadline and at most this."""
-
-
-async def test_cleanup_closes_idle_connections_at_once_and_accepts_no_more() -> None:
-    async with serving(SHUTDOWN_LIMITS) as server:
-        idle = [await server.connect() for _ in range(3)]
-        for reader, writer in idle:
-            assert await answered(reader, writer)
-        listener = server.listener
-        assert listener is not None
-        started = time.monotonic()
-        cleanup = asyncio.ensure_future(listener.cleanup())
-        closing = await asyncio.gather(*(seconds_until_closed(r) for r, _ in idle))
-        assert max(closing) < 2.0  # half the shortest deadline
-        await asyncio.wait_for(cleanup, 2.0)
-        assert time.monotonic() - started < 2.0
-        with pytest.raises(OSError):
-            await server.connect()
-        for _, writer in idle:
-            writer.close()
-
-
-async def test_cleanup_answers_a_body_still_arriving_and_cuts_one_that_never_completes() -> None:
-    async with serving(SHUTDOWN_LIMITS) as server:
-        whole = request_bytes(review_for("draining-1"))
-        half = len(whole) - len(REVIEW) // 2
-        arriving_reader, arriving = await server.connect()
-        stalled_reader, stalled = await server.connect()
-        arriving.write(whole[:half])
-        stalled.write(request_bytes()[:half])
-        await asyncio.gather(arriving.drain(), stalled.drain())
-        await asyncio.sleep(0.1)  # both bodies are half in
-
-        assert server.listener is not None
-        started = time.monotonic()
-        cleanup = asyncio.ensure_future(server.listener.cleanup())
-        await asyncio.sleep(0.3)
-        assert not cleanup.done()
-        arriving.write(whole[half:])
-        answer = await read_answer(arriving_reader)
-        assert answer.status == 200
-        assert answer.json()["response"]["uid"] == "draining-1"
-        assert answer.headers["connection"] == "close"  # answered, and closed after
-        assert await seconds_until_closed(arriving_reader) < 1.0
-
-        # The stalled body is cut at its deadline, armed before cleanup began, and cleanup
-        # returns with it.
-        within = SHUTDOWN_LIMITS.body_timeout + SWEEP
-        assert await seconds_until_closed(stalled_reader) < within
-        await asyncio.wait_for(cleanup, within)
-        assert time.monotonic() - started < within
-        arriving.close()
-        stalled.close()

@@ -1,9 +1,9 @@
 """Server log records never carry what a client sent (headers, body, URL).
 
-Real servers on loopback, real sockets and the production JSON formatter. The admission port
-(``webhook/protocol.py``) logs a refused request with the parser's fixed reason only. The
-aiohttp servers (the side port, the controller) log a refused header line and a handler that
-fails quoting the body with aiohttp's fixed text and the exception's type only.
+Real servers on loopback, real sockets and the production JSON formatter: a refused request
+is logged with the parser's fixed reason only, on the admission port and on the plain side
+port alike, and an endpoint that fails quoting the body is logged with the exception's type
+and frames, never its message.
 """
 
 from __future__ import annotations
@@ -15,15 +15,15 @@ import logging
 from collections.abc import Iterator
 
 import pytest
-from aiohttp import web
 from prometheus_client import CollectorRegistry
 
 from webhook.app import make_app
 from webhook.demo import DEMO_CONFIG
-from webhook.protocol import start as start_admission
 from webhook.validate import ValidatorConfig
 from wspin.core.logs import JSONFormatter
-from wspin.http.probes import Readiness, probe_app, start
+from wspin.http.messages import Reply, Request, Routes
+from wspin.http.probes import Readiness, side_routes
+from wspin.http.server import serve
 
 SECRET = "sk-live-7f3a9c"
 
@@ -42,18 +42,18 @@ def log_lines() -> Iterator[io.StringIO]:
 
 
 async def send_raw(port: int, raw: bytes) -> bytes:
+    """Send ``raw`` and read until the server closes."""
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     writer.write(raw)
     await writer.drain()
-    reply = await reader.read(200)
+    reply = await asyncio.wait_for(reader.read(), 5)
     writer.close()
     await writer.wait_closed()
     return reply
 
 
-def aiohttp_records(stream: io.StringIO) -> list[dict[str, object]]:
-    lines = [json.loads(line) for line in stream.getvalue().splitlines() if line.strip()]
-    return [line for line in lines if str(line["logger"]).startswith("aiohttp.")]
+def records(stream: io.StringIO) -> list[dict[str, object]]:
+    return [json.loads(line) for line in stream.getvalue().splitlines() if line.strip()]
 
 
 REFUSED_HEADER = (
@@ -62,60 +62,49 @@ REFUSED_HEADER = (
 )
 
 
-async def test_the_admission_port_logs_a_refused_header_line_without_the_header(
-    log_lines: io.StringIO,
+@pytest.mark.parametrize(
+    "routes",
+    [
+        pytest.param(lambda: make_app(DEMO_CONFIG, ValidatorConfig(), Readiness()), id="admission"),
+        pytest.param(lambda: side_routes(Readiness(), CollectorRegistry()), id="side"),
+    ],
+)
+async def test_a_refused_header_line_is_logged_without_the_header(
+    log_lines: io.StringIO, routes: object
 ) -> None:
-    listener, port = await start_admission(
-        make_app(DEMO_CONFIG, ValidatorConfig(), Readiness()), "127.0.0.1", 0
-    )
+    assert callable(routes)
+    server = await serve(routes(), "127.0.0.1", 0)
     try:
-        reply = await send_raw(port, REFUSED_HEADER)
-        await asyncio.sleep(0.05)
+        reply = await send_raw(server.port, REFUSED_HEADER)  # the refusal is logged before it
     finally:
-        await listener.cleanup()
+        await server.shutdown()
     assert reply.startswith(b"HTTP/1.1 400")
     assert SECRET.encode() not in reply
     assert SECRET not in log_lines.getvalue()
-    (record,) = [json.loads(line) for line in log_lines.getvalue().splitlines()]
-    assert record["logger"] == "wspin.webhook"
+    (record,) = records(log_lines)
+    assert record["logger"] == "wspin.http"
     assert record["status"] == 400
     assert "malformed HTTP request" in str(record["reason"])
 
 
-async def test_an_aiohttp_server_logs_a_refused_header_line_without_the_header(
+async def test_a_failing_endpoint_is_logged_without_the_body_it_quoted(
     log_lines: io.StringIO,
 ) -> None:
-    runner, port = await start(probe_app(Readiness(), CollectorRegistry()), "127.0.0.1", 0)
-    try:
-        assert (await send_raw(port, REFUSED_HEADER)).startswith(b"HTTP/1.0 400")
-        await asyncio.sleep(0.05)
-    finally:
-        await runner.cleanup()
-    assert SECRET not in log_lines.getvalue()
-    (record,) = aiohttp_records(log_lines)
-    assert record["logger"] == "aiohttp.server"
-    assert record["errorType"] == "BadHttpMessage"
-    assert "Error handling request" in str(record["msg"])
+    def failing(request: Request) -> Reply:
+        raise RuntimeError("could not handle " + request.body.decode())
 
-
-async def test_a_failing_handler_is_logged_without_the_body_it_quoted(
-    log_lines: io.StringIO,
-) -> None:
-    async def failing(request: web.Request) -> web.Response:
-        raise RuntimeError("could not handle " + await request.text())
-
-    app = web.Application()
-    app.router.add_post("/x", failing)
-    runner, port = await start(app, "127.0.0.1", 0)
+    routes: Routes = {"/x": failing}
+    server = await serve(routes, "127.0.0.1", 0)
     try:
         body = json.dumps({"env": [{"name": "API_KEY", "value": SECRET}]}).encode()
         raw = b"POST /x?token=" + SECRET.encode() + b" HTTP/1.1\r\nHost: a\r\n"
-        raw += b"Content-Length: %d\r\n\r\n" % len(body) + body
-        assert (await send_raw(port, raw)).startswith(b"HTTP/1.1 500")
-        await asyncio.sleep(0.05)
+        raw += b"Connection: close\r\nContent-Length: %d\r\n\r\n" % len(body) + body
+        assert (await send_raw(server.port, raw)).startswith(b"HTTP/1.1 500")
     finally:
-        await runner.cleanup()
+        await server.shutdown()
     assert SECRET not in log_lines.getvalue()
-    (record,) = aiohttp_records(log_lines)
+    (record,) = records(log_lines)
+    assert record["msg"] == "endpoint failed"
     assert record["errorType"] == "RuntimeError"
+    assert "in failing" in str(record["frames"])
     assert "error" not in record

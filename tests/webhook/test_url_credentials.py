@@ -19,9 +19,9 @@ import pytest
 
 from webhook.app import MUTATE_PODS_PATH, VALIDATE_WORKSPACES_PATH, make_app
 from webhook.demo import DEMO_CONFIG
-from webhook.http import Request
 from webhook.validate import ValidatorConfig
 from wspin.core.logs import JSONFormatter
+from wspin.http.messages import Request
 from wspin.http.probes import Readiness
 
 TOKEN = "ghp_Zq81kLmT0pSecretToken"

@@ -31,13 +31,13 @@ from tests.kubeapi import KubeServer
 from webhook.app import make_app
 from webhook.demo import DEMO_CONFIG
 from webhook.inject import InjectConfig
-from webhook.protocol import start
 from webhook.validate import ValidatorConfig
 from wspin.core.contract import AGENTD, LABEL_WORKSPACE
 from wspin.core.delivery import PinSet, ResolvedArtifact
 from wspin.core.errors import NotFound
 from wspin.core.kinds import DEPLOYMENTS, LEASES, NAMESPACES, SECRETS, Resource
 from wspin.http.probes import Readiness
+from wspin.http.server import serve
 from wspin.kube.client import Kube
 from wspin.ops.check import check_pod
 from wspin.ops.install import LEADER_LEASE, Installation
@@ -155,14 +155,14 @@ async def webhook_serving(
     (folder / "tls.key").write_bytes(serving.key_pem)
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.load_cert_chain(folder / "tls.crt", folder / "tls.key")
-    runner, port = await start(
+    runner = await serve(
         make_app(config, ValidatorConfig(), Readiness()), "127.0.0.1", 0, ssl_context=context
     )
-    server.route_service(install.namespace, install.webhook, port)
+    server.route_service(install.namespace, install.webhook, runner.port)
     try:
         yield ca, serving.cert_pem
     finally:
-        await runner.cleanup()
+        await runner.shutdown()
 
 
 async def apply_chart(kube: Kube, install: Installation) -> None:

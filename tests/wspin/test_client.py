@@ -8,9 +8,9 @@ import pytest
 from aiohttp import web
 from kubernetes_asyncio import client
 
+from tests import stub_http as serving
 from wspin.core.errors import KubeAPIError
 from wspin.core.kinds import CONFIGMAPS, LEASES
-from wspin.http import probes as serving
 from wspin.kube.client import Kube
 
 

@@ -1,6 +1,13 @@
-"""The connection limits' values, apart from the server code that enforces them
-(``wspin.http.server``), so the flag and settings modules import no HTTP server: each
-process's ``--help`` stays instant."""
+"""Every bound the HTTP server enforces, as values apart from the server code
+(``wspin.http.server``), so the flag and settings modules import no server: each process's
+``--help`` stays instant.
+
+Every port of both processes is reachable by every pod in the cluster, and the admission port
+is fail-closed (``failurePolicy: Fail``): while it cannot answer, no workspace pod is created.
+So each resource a client can hold has a bound here, and at each bound the server sheds the
+client that is doing least (an idle connection, a stalled body, a reader that stopped reading)
+before it refuses one that is working.
+"""
 
 from __future__ import annotations
 
@@ -11,26 +18,70 @@ API_SERVER_IDLE_TIMEOUT = 90.0
 client-go transport, whose ``IdleConnTimeout`` is left to ``SetOldTransportDefaults`` in
 k8s.io/apimachinery/pkg/util/net/http.go, which copies Go's ``http.DefaultTransport`` (90 s)."""
 
-TLS_READ_BUFFER = 32 * 1024
-"""Bytes asyncio reads from a TLS socket at once (two TLS records); its default is 256 KiB
-allocated per connection, 200 MiB for 800 connections."""
+READ_BYTES = 64 * 1024
+"""Bytes taken from a socket at once, into one buffer the whole server shares (the event loop
+hands it back before the next read), so an open connection holds no read buffer of its own.
+One read is also the most a connection can have parsed and waiting to be answered."""
+
+MIB = 1024 * 1024
+
+BODY_STALL = 0.5
+"""Seconds without a byte after which a body in progress counts as stalled: above Linux's
+200 ms minimum TCP retransmission timeout, so one lost segment does not make a sender stall."""
 
 
 @dataclass(frozen=True)
 class ConnectionLimits:
-    """Per-connection deadlines and the connection cap (seconds, connections)."""
+    """The deadlines (seconds), sizes (bytes) and counts of one listening port."""
 
+    handshake_timeout: float = 5.0
+    """From accept to the end of the TLS handshake; a client takes a few round trips."""
     header_timeout: float = 5.0
-    """From the first byte of a request (or the end of the TLS handshake) to the end of its
-    headers; also the TLS handshake's own limit. The API server sends a request whole."""
+    """From the end of the handshake (or the first byte of a request) to the end of that
+    request's headers. The API server sends a request whole."""
     body_timeout: float = 5.0
     """From the end of the headers to the last byte of the body."""
     idle_timeout: float = API_SERVER_IDLE_TIMEOUT + 30.0
     """Between requests on a keep-alive connection: above the API server's 90 s, so it is
     always the API server that closes an idle connection and never races a request."""
+    send_timeout: float = 10.0
+    """How long answers may wait for a client that stopped reading them; then the connection
+    is aborted. The API server reads an answer as soon as it is sent."""
+    linger_timeout: float = 2.0
+    """After a refusal that ends a connection (413, 431, 400, 503), how long the server keeps
+    reading and discarding what the client still sends, so the client reads the refusal
+    rather than a reset (RFC 9112 §9.6)."""
+    linger_bytes: int = 4 * MIB
+    """The most that is read and discarded while lingering: a whole refused body fits."""
     max_connections: int = 1000
-    """Open connections; about 60 KiB each while stalled, 1,000 fit the chart's 256 MiB."""
-    max_buffered_body_bytes: int = 64 * 1024 * 1024
-    """Request body bytes held across all connections at once (the admission port): 22 whole
-    3 MiB bodies, a quarter of the chart's 256 MiB limit. A body that would go over it is
-    refused with 503, so slow senders make the webhook refuse, never run out of memory."""
+    """Open connections, counted from accept (before the TLS handshake). At the cap the
+    connection waiting longest on its client (idle, or still in its handshake or headers) is
+    closed to admit the new one, so a flood of idle connections never locks out a client that
+    is working; only when every connection is busy is the new one refused."""
+    max_pipelined: int = 16
+    """Requests a connection gets answered per turn of the event loop; the rest of what it
+    pipelined waits for the next turn, with its reading paused, so one connection cannot hold
+    the loop while others wait."""
+    max_head_bytes: int = 64 * 1024
+    """Request line plus headers (431 past it). The API server sends a few hundred bytes."""
+    max_body_bytes: int = 3 * MIB
+    """One request's body (413 past it): the API server caps request bodies at 3 MiB (etcd's
+    1.5 MiB object limit, doubled for the object and oldObject of an UPDATE)."""
+    max_buffered_body_bytes: int = 64 * MIB
+    """Request body bytes held across all connections at once: 22 whole 3 MiB bodies, a
+    quarter of the chart's 256 MiB memory limit. A body that would go over it first sheds the
+    stalled bodies (below ``min_body_rate``), slowest first; only when none is stalled is it
+    refused with 503."""
+    min_body_rate: int = 64 * 1024
+    """Bytes per second under which a body counts as stalled when the budget is full: one
+    that sent nothing for ``BODY_STALL``, or less than this on average since its headers."""
+    write_buffer_bytes: int = 64 * 1024
+    """Answer bytes waiting in a connection's send queue above which the server stops reading
+    and answering that connection until the client reads: a connection holds at most this
+    plus one answer."""
+    max_queued_output_bytes: int = 64 * MIB
+    """Answer bytes waiting across all connections. Past it the connections holding most of
+    it that are not reading are aborted, largest first."""
+    drain_timeout: float = 10.0
+    """At shutdown, how long requests already arriving get to be answered (idle connections
+    close at once); past it every connection left is aborted."""

@@ -1,4 +1,5 @@
-"""The plain-HTTP side server both processes run: ``/healthz``, ``/readyz`` and ``/metrics``.
+"""``/healthz``, ``/readyz`` and ``/metrics``: the probe and metrics endpoints both processes
+serve, written once.
 
 Readiness is a list of named checks; each returns None when fine or a sentence saying what
 is not ready yet, so ``/readyz`` answers with the reason rather than a bare 503.
@@ -6,11 +7,9 @@ is not ready yet, so ``/readyz`` answers with the reason rather than a bare 503.
 
 from __future__ import annotations
 
-import ssl
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from aiohttp import web
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
     CollectorRegistry,
@@ -20,11 +19,13 @@ from prometheus_client import (
     generate_latest,
 )
 
-from wspin.http.server import ConnectionLimits, GuardedSite
-
-DEFAULT_LIMITS = ConnectionLimits()
+from wspin.http.messages import Endpoint, Reply, Request, error_reply, text_reply
 
 Check = Callable[[], str | None]
+
+HEALTHZ = "/healthz"
+READYZ = "/readyz"
+METRICS = "/metrics"
 
 
 @dataclass
@@ -45,20 +46,26 @@ class Readiness:
         return found
 
 
-def add_probe_routes(app: web.Application, readiness: Readiness) -> None:
-    """``/healthz`` (the process serves) and ``/readyz`` (every check passes)."""
+def _get_only(answer: Callable[[], Reply]) -> Endpoint:
+    def endpoint(request: Request) -> Reply:
+        if request.method not in ("GET", "HEAD"):
+            return error_reply(405, f"method {request.method[:16]} not allowed; send GET")
+        return answer()
 
-    async def healthz(_: web.Request) -> web.Response:
-        return web.Response(text="ok\n")
+    return endpoint
 
-    async def readyz(_: web.Request) -> web.Response:
+
+def probe_routes(readiness: Readiness) -> dict[str, Endpoint]:
+    """``GET /healthz`` (the process serves) and ``GET /readyz`` (200 ``ok``, or 503 with one
+    line per check that is not ready)."""
+
+    def ready() -> Reply:
         problems = readiness.problems()
         if problems:
-            return web.Response(status=503, text="not ready:\n" + "\n".join(problems) + "\n")
-        return web.Response(text="ok\n")
+            return text_reply(503, "not ready:\n" + "\n".join(problems) + "\n")
+        return text_reply(200, "ok\n")
 
-    app.router.add_get("/healthz", healthz)
-    app.router.add_get("/readyz", readyz)
+    return {HEALTHZ: _get_only(lambda: text_reply(200, "ok\n")), READYZ: _get_only(ready)}
 
 
 def process_registry() -> CollectorRegistry:
@@ -72,30 +79,15 @@ def process_registry() -> CollectorRegistry:
     return registry
 
 
-def probe_app(readiness: Readiness, registry: CollectorRegistry) -> web.Application:
-    """The side server: probes plus the Prometheus exposition of ``registry``."""
-    app = web.Application()
-    add_probe_routes(app, readiness)
+def metrics_routes(registry: CollectorRegistry) -> dict[str, Endpoint]:
+    """``GET /metrics``: the Prometheus text exposition of ``registry``."""
 
-    async def metrics(_: web.Request) -> web.Response:
-        body = generate_latest(registry)
-        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+    def metrics() -> Reply:
+        return Reply(200, generate_latest(registry), CONTENT_TYPE_LATEST)
 
-    app.router.add_get("/metrics", metrics)
-    return app
+    return {METRICS: _get_only(metrics)}
 
 
-async def start(
-    app: web.Application,
-    host: str,
-    port: int,
-    ssl_context: ssl.SSLContext | None = None,
-    limits: ConnectionLimits = DEFAULT_LIMITS,
-) -> tuple[web.AppRunner, int]:
-    """Start ``app`` on host:port (0 = any free port) with the deadlines and connection cap
-    of ``limits``; returns the runner and the bound port."""
-    runner = web.AppRunner(app, handle_signals=False, access_log=None)
-    await runner.setup()
-    site = GuardedSite(runner, host, port, limits, ssl_context=ssl_context)
-    await site.start()
-    return runner, site.bound_port
+def side_routes(readiness: Readiness, registry: CollectorRegistry) -> dict[str, Endpoint]:
+    """The side port: probes and metrics together."""
+    return {**probe_routes(readiness), **metrics_routes(registry)}

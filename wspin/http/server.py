@@ -1,179 +1,288 @@
-"""Connection limits for the HTTP(S) servers every pod in the cluster can reach.
+"""The HTTP/1.1 server every port of both processes runs: the admission port over TLS, and
+the probe and metrics ports in plain HTTP.
 
-aiohttp on its own keeps an idle connection for an hour, waits for a half-sent request body
-forever and accepts as many connections as there are file descriptors, so a few hundred
-stalled clients exhaust the memory limit of a process whose failure (``failurePolicy: Fail``)
-blocks every workspace pod creation. Here each connection is given, as Go's ``http.Server``
-does:
+A listening socket, its connections (``wspin.http.connection``) and what they share, each with
+the bound of ``ConnectionLimits`` and, at the bound, a rule for who gives way:
 
-- a header deadline, armed at the TLS handshake's end and again at the first byte of each
-  request;
-- a body deadline, armed when the headers are in and disarmed once the body has arrived;
-- an idle timeout between requests (aiohttp's keep-alive timer), longer than the API
-  server's own, so the server never closes a connection the API server is about to reuse;
-- a process-wide cap on open connections: one over the cap is closed as soon as it opens;
-- a small TLS read buffer (asyncio allocates 256 KiB per TLS connection otherwise).
+- connections, counted from accept: at the cap the one waiting longest on its client (idle
+  between requests, or still in its handshake or headers) is closed to admit the new one, as
+  nginx reuses idle keep-alive connections; only when every connection is busy is the new one
+  refused;
+- request bodies held at once: a body that would go over the budget first sheds the stalled
+  ones, slowest first, and is refused (503) only when none is stalled;
+- answers waiting to be sent: past the total, the largest held by clients that stopped
+  reading are aborted;
+- deadlines: a sweep, a few times per shortest deadline, ends each connection past its own.
 
-A connection past a deadline is aborted without a TLS close handshake: a client that stopped
-sending usually stopped reading too.
+Refusals are counted by kind and logged at most once per kind per ten seconds. Once a hundred
+connections have closed, the sweep gives the memory they freed back to the system
+(``wspin.http.memory``), so a process returns to its idle size after a flood.
+
+Shutdown (``shutdown()``): stop accepting; close idle connections at once; answer requests
+already arriving (each answer says ``Connection: close``); after ``drain_timeout`` abort every
+connection left, so a client that stopped reading cannot hold the process.
 """
 
 from __future__ import annotations
 
 import asyncio
-import asyncio.sslproto
+import contextlib
+import logging
 import socket
 import ssl
-from typing import Any
+import time
+from collections import OrderedDict
 
-from aiohttp import web
+from wspin.http.connection import Connection
+from wspin.http.limits import READ_BYTES, ConnectionLimits
+from wspin.http.memory import release_freed_memory
+from wspin.http.messages import Routes
+from wspin.http.parsing import HANDSHAKE, IDLE
+from wspin.http.refusals import RefusalLog
 
-from wspin.http.limits import API_SERVER_IDLE_TIMEOUT, TLS_READ_BUFFER, ConnectionLimits
+__all__ = ["HttpServer", "serve"]
 
-__all__ = [
-    "API_SERVER_IDLE_TIMEOUT",
-    "TLS_READ_BUFFER",
-    "ConnectionLimits",
-    "GuardedRequestHandler",
-    "GuardedSite",
-]
-
-
-class _Census:
-    """The open connections of one listening socket."""
-
-    def __init__(self) -> None:
-        self.open = 0
-        self.refused = 0
-
-
-class GuardedRequestHandler(web.RequestHandler):
-    """aiohttp's connection protocol with the deadlines and the cap of ``ConnectionLimits``."""
-
-    def __init__(
-        self, manager: web.Server, limits: ConnectionLimits, census: _Census, **kwargs: Any
-    ) -> None:
-        super().__init__(manager, keepalive_timeout=limits.idle_timeout, **kwargs)
-        self._guard_loop: asyncio.AbstractEventLoop = kwargs["loop"]
-        self._limits = limits
-        self._census = census
-        self._deadline: asyncio.TimerHandle | None = None
-        self._admitted = False
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        census = self._census
-        if census.open >= self._limits.max_connections:
-            census.refused += 1
-            assert isinstance(transport, asyncio.Transport)
-            transport.abort()
-            return
-        census.open += 1
-        self._admitted = True
-        super().connection_made(transport)
-        self._arm(self._limits.header_timeout)
-
-    def connection_lost(self, exc: BaseException | None) -> None:
-        if not self._admitted:
-            return
-        self._admitted = False
-        self._census.open -= 1
-        self._disarm()
-        super().connection_lost(exc)
-
-    def data_received(self, data: bytes) -> None:
-        if self._deadline is None and data:
-            self._arm(self._limits.header_timeout)  # the first byte of the next request
-        super().data_received(data)
-
-    def headers_read(self, payload: Any) -> None:
-        """A request's headers are in: its body (if any) must follow within the body timeout;
-        the deadline ends when the body has arrived whole."""
-        if payload.is_eof():
-            self._disarm()
-            return
-        self._arm(self._limits.body_timeout)
-        payload.on_eof(self._disarm)
-
-    def _arm(self, seconds: float) -> None:
-        if self._deadline is not None:
-            self._deadline.cancel()
-        self._deadline = self._guard_loop.call_later(seconds, self._expire)
-
-    def _disarm(self) -> None:
-        if self._deadline is not None:
-            self._deadline.cancel()
-            self._deadline = None
-
-    def _expire(self) -> None:
-        self._deadline = None
-        transport = self.transport
-        if transport is not None:
-            transport.abort()
+ACCEPT_BACKLOG = 1024
+"""Connections the kernel queues before accept."""
+TRIM_AFTER_CLOSES = 100
+"""Connections closed since memory was last given back that make it worth doing again."""
+TRIM_INTERVAL = 5.0
+"""Seconds between two returns of freed memory to the system, at most."""
+_ABORTED_GONE = 1.0
+"""Seconds for aborted connections to be reported lost (a loop turn or two)."""
 
 
-class GuardedSite(web.BaseSite):
-    """A TCP listener whose connections get ``GuardedRequestHandler`` and ``limits``."""
+class HttpServer:
+    """One listening port: ``routes`` served within ``limits``."""
 
     def __init__(
         self,
-        runner: web.BaseRunner,
-        host: str,
-        port: int,
+        routes: Routes,
         limits: ConnectionLimits,
+        *,
         ssl_context: ssl.SSLContext | None = None,
-        backlog: int = 1024,
+        log: logging.Logger | None = None,
     ) -> None:
-        super().__init__(runner, ssl_context=ssl_context, backlog=backlog)
-        self._guarded_runner = runner
-        self._host = host
-        self._port = port
-        self._limits = limits
-        self.census = _Census()
-        self.bound_port = port
+        self.routes = routes
+        self.limits = limits
+        self.log = log or logging.getLogger("wspin.http")
+        self.refusals = RefusalLog(self.log, time.monotonic)
+        self.port = 0
+        """The bound port once started (differs from the one asked when 0 was asked)."""
+        self.connections: set[Connection] = set()
+        self.waiting: OrderedDict[Connection, None] = OrderedDict()
+        """Connections waiting on their client, longest first: the ones to close at the cap."""
+        self.bodies: set[Connection] = set()
+        """Connections holding part of a request body."""
+        self.buffered = 0
+        """Request body bytes held across connections."""
+        self.queued_output = 0
+        """Answer bytes waiting in the connections' send queues."""
+        self.draining = False
+        self.read_buffer = memoryview(bytearray(READ_BYTES))
+        self._ssl = ssl_context
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._server: asyncio.Server | None = None
+        self._sweeper: asyncio.Task[None] | None = None
+        self._gone = asyncio.Event()
+        self._closed_since_trim = 0
+        self._trimmed_at = 0.0
 
-    @property
-    def name(self) -> str:
-        scheme = "https" if self._ssl_context else "http"
-        return f"{scheme}://{self._host}:{self.bound_port}"
-
-    async def start(self) -> None:
-        await super().start()
-        asyncio.sslproto.SSLProtocol.max_size = TLS_READ_BUFFER
-        loop = asyncio.get_running_loop()
-        server = self._guarded_runner.server
-        assert server is not None
-        limits, census = self._limits, self.census
-
-        # aiohttp builds each request object once the request's headers are parsed: the one
-        # moment every handler shares, so no handler needs to know about the deadlines.
-        build_request = server.request_factory
-        if not getattr(build_request, "guarded", False):
-
-            def request_factory(
-                message: Any, payload: Any, handler: Any, writer: Any, task: Any
-            ) -> web.BaseRequest:
-                handler.headers_read(payload)
-                return build_request(message, payload, handler, writer, task)
-
-            request_factory.guarded = True  # type: ignore[attr-defined]
-            server.request_factory = request_factory
-
-        def protocol() -> GuardedRequestHandler:
-            return GuardedRequestHandler(
-                server, limits, census, loop=loop, access_log=None, auto_decompress=False
-            )
-
-        tls: dict[str, Any] = {}
-        if self._ssl_context is not None:
-            tls = {
-                "ssl": self._ssl_context,
-                "ssl_handshake_timeout": limits.header_timeout,
-                "ssl_shutdown_timeout": limits.header_timeout,
-            }
-        self._server = listener = await loop.create_server(
-            protocol, self._host, self._port, backlog=self._backlog, reuse_address=True, **tls
+    async def start(self, host: str, port: int) -> int:
+        """Listen on host:port (0 = any free port); returns the bound port."""
+        loop = self._loop = asyncio.get_running_loop()
+        tls = self._ssl
+        self._server = await loop.create_server(
+            lambda: Connection(self, loop, tls),
+            host,
+            port,
+            backlog=ACCEPT_BACKLOG,
+            reuse_address=True,
         )
-        for sock in listener.sockets:
+        for sock in self._server.sockets:
             if sock.family in (socket.AF_INET, socket.AF_INET6):
-                self.bound_port = int(sock.getsockname()[1])
+                self.port = int(sock.getsockname()[1])
                 break
+        self._sweeper = asyncio.create_task(self._sweep(loop), name="connection-deadlines")
+        return self.port
+
+    # -- connections ---------------------------------------------------------------------------
+
+    def admit(self, connection: Connection) -> bool:
+        """A connection was accepted: count it, closing the longest-waiting one at the cap."""
+        if self.draining:
+            return False
+        if len(self.connections) >= self.limits.max_connections:
+            if not self.waiting:
+                self.refusals.note(
+                    "connection-cap",
+                    "connection refused: every connection is busy",
+                    maxConnections=self.limits.max_connections,
+                )
+                return False
+            oldest, _ = self.waiting.popitem(last=False)
+            self._drop(oldest)
+            oldest.abort()
+            self.refusals.note(
+                "evicted",
+                "closed the connection waiting longest on its client to admit a new one",
+                maxConnections=self.limits.max_connections,
+            )
+        self.connections.add(connection)
+        self.waiting[connection] = None
+        return True
+
+    def forget(self, connection: Connection) -> None:
+        """A connection has closed."""
+        self._drop(connection)
+        self._closed_since_trim += 1
+        if self.draining and not self.connections:
+            self._gone.set()
+
+    def _drop(self, connection: Connection) -> None:
+        if connection in self.connections:
+            self.connections.discard(connection)
+            self.queued_output -= connection.queued
+            connection.queued = 0
+        self.waiting.pop(connection, None)
+        self.bodies.discard(connection)
+
+    def wait(self, connection: Connection) -> None:
+        """``connection`` now waits on its client (the newest to do so)."""
+        if connection in self.connections:
+            self.waiting[connection] = None
+
+    def stop_waiting(self, connection: Connection) -> None:
+        self.waiting.pop(connection, None)
+
+    def first_to_evict(self, connection: Connection) -> None:
+        """``connection`` is ending: the first to close at the cap."""
+        if connection in self.connections:
+            self.waiting[connection] = None
+            self.waiting.move_to_end(connection, last=False)
+
+    # -- budgets -------------------------------------------------------------------------------
+
+    def make_room(self, size: int, asking: Connection) -> bool:
+        """Shed stalled bodies, slowest first, until ``size`` more bytes fit the body budget."""
+        budget = self.limits.max_buffered_body_bytes
+        assert self._loop is not None
+        now = self._loop.time()
+        stalled = [c for c in self.bodies if c is not asking and c.stalled(now)]
+        stalled.sort(key=lambda c: c.body_last)
+        for victim in stalled:
+            if self.buffered + size <= budget:
+                break
+            self.refusals.note(
+                "stalled-body",
+                "dropped a stalled request body to make room for one that is moving",
+                heldBytes=victim.body_bytes,
+                budgetBytes=budget,
+            )
+            victim.abort()
+        return self.buffered + size <= budget
+
+    def account(self, connection: Connection) -> None:
+        """Note what ``connection`` has waiting to be sent; shed the largest stalled senders
+        when the total is over its bound."""
+        transport = connection.transport
+        size = transport.get_write_buffer_size() if transport is not None else 0
+        if size == connection.queued:
+            return
+        self.queued_output += size - connection.queued
+        connection.queued = size
+        limit = self.limits.max_queued_output_bytes
+        if self.queued_output <= limit:
+            return
+        stalled = [c for c in self.connections if c.queued and c.send_deadline != float("inf")]
+        stalled.sort(key=lambda c: c.queued, reverse=True)
+        for victim in stalled:
+            if self.queued_output <= limit:
+                break
+            self.refusals.note(
+                "output-budget",
+                "aborted a connection whose client stopped reading its answers",
+                queuedBytes=victim.queued,
+                budgetBytes=limit,
+            )
+            self._drop(victim)
+            victim.abort()
+
+    async def _sweep(self, loop: asyncio.AbstractEventLoop) -> None:
+        """End each connection past its deadline, a few times per shortest deadline; recount
+        the answers waiting to be sent; log the refusals held back."""
+        limits = self.limits
+        shortest = min(
+            limits.handshake_timeout,
+            limits.header_timeout,
+            limits.body_timeout,
+            limits.linger_timeout,
+        )
+        interval = min(1.0, shortest / 5)
+        while True:
+            await asyncio.sleep(interval)
+            now = loop.time()
+            total = 0
+            for connection in list(self.connections):
+                if connection.deadline < now or connection.send_deadline < now:
+                    connection.expire(now)
+                transport = connection.transport
+                connection.queued = transport.get_write_buffer_size() if transport else 0
+                total += connection.queued
+            self.queued_output = total
+            self.refusals.flush()
+            if self._closed_since_trim >= TRIM_AFTER_CLOSES and now - self._trimmed_at > (
+                TRIM_INTERVAL
+            ):
+                self._closed_since_trim = 0
+                self._trimmed_at = now
+                release_freed_memory()
+
+    # -- shutdown ------------------------------------------------------------------------------
+
+    async def shutdown(self) -> None:
+        """Stop accepting, close idle connections, answer requests already arriving for up
+        to ``drain_timeout``, then abort every connection left."""
+        if self._server is None:
+            return
+        self._server.close()
+        self.draining = True
+        for connection in list(self.connections):
+            if connection.phase == HANDSHAKE:
+                connection.abort()
+            elif connection.phase == IDLE and not connection.answering:
+                connection.close()
+        await self._until_gone(self.limits.drain_timeout)
+        for connection in list(self.connections):
+            connection.abort()
+        await self._until_gone(_ABORTED_GONE)
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sweeper
+        # From Python 3.12 this waits for every connection, which are all gone by now.
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._server.wait_closed(), _ABORTED_GONE)
+        self._server = None
+        self.refusals.flush()
+
+    async def _until_gone(self, seconds: float) -> None:
+        if self.connections:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._gone.wait(), seconds)
+
+
+async def serve(
+    routes: Routes,
+    host: str,
+    port: int,
+    *,
+    ssl_context: ssl.SSLContext | None = None,
+    limits: ConnectionLimits | None = None,
+    log: logging.Logger | None = None,
+) -> HttpServer:
+    """Serve ``routes`` on host:port (0 = any free port) within ``limits`` (the defaults when
+    None); ``server.port`` is the bound port, ``await server.shutdown()`` stops it."""
+    server = HttpServer(routes, limits or ConnectionLimits(), ssl_context=ssl_context, log=log)
+    await server.start(host, port)
+    return server

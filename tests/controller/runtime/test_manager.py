@@ -442,6 +442,9 @@ async def test_readiness_waits_for_the_caches_and_metrics_are_exposed(
     assert samples[("wspin_workqueue_depth", (("name", "recorder"),))] == 0
     leader = [v for (name, _), v in samples.items() if name == "wspin_controller_leader"]
     assert leader == [1]
+    # Both side ports run the one HTTP server, and report their connections: the scrape's own.
+    assert samples[("wspin_http_connections", (("port", "metrics"),))] == 1
+    assert ("wspin_http_connections", (("port", "health"),)) in samples
 
 
 @pytest.mark.parametrize("interval", [0, -1])

@@ -25,11 +25,11 @@ from controller.staging.secrets import HPKE_PUB_SECRET, RelaySecrets, secret_val
 from controller.staging.staging_pass import RelayStagingPass
 from controller.toolkit import conditions as st
 from controller.types import StagingReport
+from tests import stub_http as serving
 from tests.controller.conftest import INTERNAL_TOKEN, FakeRouter
 from tests.support.clock import FakeClock
 from wspin.core.kinds import NAMESPACES, SECRETS, WORKSPACES
 from wspin.core.redact import Redactor
-from wspin.http import probes as serving
 from wspin.kube.client import Kube
 
 Obj = dict[str, Any]

@@ -18,10 +18,10 @@ from controller.staging.clients import (
     RouterClient,
     parse_providers,
 )
+from tests import stub_http as serving
 from tests.controller.conftest import INTERNAL_TOKEN, FakeRouter
 from tests.controller.staging.conftest import OPENAI_KEY, Providers, make_config, provider
 from tests.support.clock import FakeClock
-from wspin.http import probes as serving
 
 
 class Clients:

@@ -1,0 +1,242 @@
+"""A connection's requests as llhttp parses them: the per-request state, the limits checked as
+each part arrives (head size, Host, Content-Length, the body's size and the body budget,
+``Expect``), and each whole request handed on to be answered in order.
+
+``Parsing`` is the half of ``wspin.http.connection.Connection`` that llhttp calls back; the
+other half (transport, TLS, flow control, answers, closing) is the connection itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from typing import TYPE_CHECKING, cast
+
+import httptools
+
+from wspin.http.answers import CONTINUE, parser_problem
+from wspin.http.limits import BODY_STALL, ConnectionLimits
+from wspin.http.messages import Request
+
+if TYPE_CHECKING:
+    from wspin.http.connection import Connection
+    from wspin.http.server import HttpServer
+
+HANDSHAKE, IDLE, HEAD, BODY, LINGER, CLOSING = range(6)
+"""A connection's phase: which deadline applies. The first four wait on the client's next
+bytes; the server may close those to admit a new connection at its cap."""
+
+Queued = tuple[Request, bool, bool]
+"""A request waiting for its answer: (request, keep the connection, HTTP/1.0)."""
+
+
+class Stop(Exception):
+    """Raised inside a parser callback once the connection has been answered for good: it
+    stops llhttp from parsing the rest of the data."""
+
+
+class Parsing:
+    """llhttp's callbacks and the request they build; see the module docstring."""
+
+    # Kept by the connection.
+    _server: HttpServer
+    _loop: asyncio.AbstractEventLoop
+    _limits: ConnectionLimits
+    _parser: httptools.HttpRequestParser
+    _backlog: deque[Queued]
+    _scheduled: bool
+    _writing_paused: bool
+    _turn: int
+    transport: asyncio.Transport | None
+    phase: int
+    deadline: float
+    closing: bool
+
+    if TYPE_CHECKING:
+
+        def _answer(self, request: Request, keep_alive: bool, http10: bool) -> None: ...
+        def _refuse(self, status: int, reason: str) -> None: ...
+        def _send(self, data: bytes) -> None: ...
+        def _client_done(self) -> None: ...
+        def _next_turn(self) -> None: ...
+        def _pace(self) -> None: ...
+        def _release_body(self) -> None: ...
+
+    @property
+    def _connection(self) -> Connection:
+        """This object, as the server knows it: a ``Parsing`` is only ever a ``Connection``."""
+        return cast("Connection", self)
+
+    def _new_requests(self) -> None:
+        self._completed = 0
+        """Requests parsed whole on this connection."""
+        self._head_bytes = 0
+        self._url = b""
+        self._content_type = b""
+        self._content_encoding: bytes | None = None
+        self._expect: bytes | None = None
+        self._hosts = 0
+        self._declared = 0
+        """The Content-Length of the request being parsed (0 when absent)."""
+        self._body: list[bytes] = []
+        self.body_bytes = 0
+        self.body_started = 0.0
+        self.body_last = 0.0
+
+    def _feed(self, data: bytes | memoryview) -> None:
+        self._turn = 0
+        completed = self._completed
+        try:
+            self._parser.feed_data(data)
+        except httptools.HttpParserCallbackError as err:
+            if not isinstance(err.__context__, Stop):
+                raise
+        except httptools.HttpParserUpgrade:
+            # Nothing after the upgrade request is HTTP/1.1: close once it is answered.
+            self._client_done()
+        except httptools.HttpParserError as err:
+            self._refuse(400, f"malformed HTTP request ({parser_problem(err)})")
+        else:
+            if self.phase == HEAD:
+                # Headers incomplete. When no request ended in this read, all of it was this
+                # head; otherwise the head began part-way through and is counted from the next.
+                if self._completed == completed:
+                    self._head_bytes += len(data)
+                if self._head_bytes > self._limits.max_head_bytes:
+                    self._refuse(
+                        431,
+                        f"request line and headers exceed {self._limits.max_head_bytes} bytes",
+                    )
+        if self._backlog and not self._scheduled and not self.closing:
+            self._scheduled = True
+            self._loop.call_soon(self._next_turn)
+        self._pace()
+
+    def on_message_begin(self) -> None:
+        self.phase = HEAD
+        self.deadline = self._loop.time() + self._limits.header_timeout
+        self._head_bytes = 0
+        self._url = b""
+        self._content_type = b""
+        self._content_encoding = None
+        self._expect = None
+        self._hosts = 0
+        self._declared = 0
+
+    def on_url(self, url: bytes) -> None:
+        self._url += url
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        lowered = name.lower()
+        if lowered == b"host":
+            self._hosts += 1
+        elif lowered == b"content-type":
+            self._content_type = value
+        elif lowered == b"content-encoding":
+            self._content_encoding = value
+        elif lowered == b"content-length":
+            # llhttp has checked the digits and refuses a second, different length.
+            limit = self._limits.max_body_bytes
+            self._declared = int(value)
+            if self._declared > limit:
+                self._refuse(413, f"body of {self._declared} bytes exceeds {limit}")
+                raise Stop
+        elif lowered == b"expect":
+            self._expect = value.strip().lower()
+
+    def on_headers_complete(self) -> None:
+        server = self._server
+        self.phase = BODY
+        now = self._loop.time()
+        self.deadline = now + self._limits.body_timeout
+        self.body_started = self.body_last = now
+        server.stop_waiting(self._connection)
+        parser = self._parser
+        if self._hosts != 1 and parser.get_http_version() == "1.1":
+            # RFC 9112 §3.2: exactly one Host in an HTTP/1.1 request, else 400.
+            self._refuse(400, f"an HTTP/1.1 request needs one Host header, got {self._hosts}")
+            raise Stop
+        if self._expect is not None and parser.get_http_version() == "1.1":
+            self._expect_continue()  # an HTTP/1.0 expectation is ignored (RFC 9110 §10.1.1)
+
+    def _expect_continue(self) -> None:
+        """``100 Continue`` only when the body will be read: a known path and room in the body
+        budget for its declared length; else the final answer now, and the connection ends.
+        Not while an earlier answer is still to be sent: an interim answer must follow it (the
+        client sends the body after its own wait)."""
+        if self._expect != b"100-continue":
+            self._refuse(417, "only the 100-continue expectation is supported")
+            raise Stop
+        server = self._server
+        path = self._path()
+        if path not in server.routes:
+            self._refuse(404, f"no endpoint at {path[:80]!r}")
+            raise Stop
+        budget = self._limits.max_buffered_body_bytes
+        if server.buffered + self._declared > budget and not server.make_room(
+            self._declared, self._connection
+        ):
+            self._refuse(503, "too many request bodies in flight; retry")
+            raise Stop
+        if not self._backlog and self.transport is not None:
+            self._send(CONTINUE)
+
+    def on_body(self, chunk: bytes) -> None:
+        size = len(chunk)
+        limits = self._limits
+        server = self._server
+        if self.body_bytes + size > limits.max_body_bytes:
+            self._refuse(413, f"body exceeds {limits.max_body_bytes} bytes")
+            raise Stop
+        if server.buffered + size > limits.max_buffered_body_bytes and not server.make_room(
+            size, self._connection
+        ):
+            self._refuse(503, "too many request bodies in flight; retry")
+            raise Stop
+        if not self.body_bytes:
+            server.bodies.add(self._connection)
+        self._body.append(chunk)
+        self.body_bytes += size
+        self.body_last = self._loop.time()
+        server.buffered += size
+
+    def stalled(self, now: float) -> bool:
+        """A body in progress that sent nothing for ``BODY_STALL``, or less than the minimum rate
+        on average since its headers."""
+        if self.phase != BODY or self.closing or now - self.body_started < BODY_STALL:
+            return False
+        if now - self.body_last >= BODY_STALL:
+            return True
+        return self.body_bytes / (now - self.body_started) < self._limits.min_body_rate
+
+    def on_message_complete(self) -> None:
+        self._completed += 1
+        body = self._body[0] if len(self._body) == 1 else b"".join(self._body)
+        self._release_body()
+        parser = self._parser
+        request = Request(
+            method=parser.get_method().decode("latin-1"),
+            path=self._path(),
+            content_type=self._content_type.decode("latin-1"),
+            content_encoding=(
+                None if self._content_encoding is None else self._content_encoding.decode("latin-1")
+            ),
+            body=body,
+        )
+        # After an Upgrade request the bytes are another protocol: answer it, then close.
+        keep_alive = parser.should_keep_alive() and not parser.should_upgrade()
+        http10 = parser.get_http_version() == "1.0"
+        self.phase = IDLE
+        self.deadline = self._loop.time() + self._limits.idle_timeout
+        self._server.wait(self._connection)
+        if self._backlog or self._writing_paused or self._turn >= self._limits.max_pipelined:
+            self._backlog.append((request, keep_alive, http10))
+        else:
+            self._answer(request, keep_alive, http10)
+        if not keep_alive or self.closing:
+            raise Stop  # what follows is not a request on this connection
+
+    def _path(self) -> str:
+        url = self._url
+        cut = url.find(b"?")
+        return (url if cut < 0 else url[:cut]).decode("latin-1")
