@@ -73,6 +73,12 @@ class Agents:
         assert (await self.h.workspace(name))["status"]["phase"] == "Active"
         return agent
 
+    async def read_once(self) -> tuple[Agent, str | None]:
+        """``active``, then past the first reads of its agent: the agent and the pod's uid."""
+        agent = await self.active()
+        await self.advance(FIRST_READS)
+        return agent, await self.pod_uid()
+
     async def inject(self, name: str = "ws1") -> str:
         """Play the controller and the admission webhook: create the Workspace's pod, labelled
         as the controller's, with delivery injected."""

@@ -243,9 +243,7 @@ async def assert_restarted(agents: Agents, pod_uid: str | None) -> None:
 async def test_an_agent_failing_three_checks_in_a_row_is_restarted(
     agents: Agents, failure: str
 ) -> None:
-    agent = await agents.active()
-    await agents.advance(FIRST_READS)
-    pod_uid = await agents.pod_uid()
+    agent, pod_uid = await agents.read_once()
     if failure == "refused":
         await agents.stub.refuse()
     elif failure == "unhealthy":

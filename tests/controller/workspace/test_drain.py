@@ -163,9 +163,7 @@ def drained(agents: Agents, counter: str, reason: str = "restart_generation") ->
 
 
 async def test_a_bump_with_no_busy_session_recycles_at_the_first_read(agents: Agents) -> None:
-    await agents.active()
-    await agents.advance(FIRST_READS)
-    pod_uid = await agents.pod_uid()
+    _, pod_uid = await agents.read_once()
     await bump(agents)
     await agents.h.reconcile()  # the drain begins: agentd is asked now
     await held(agents, pod_uid)
@@ -187,9 +185,7 @@ async def test_a_bump_with_no_busy_session_recycles_at_the_first_read(agents: Ag
 async def test_busy_sessions_hold_the_recycle_announced_once_until_they_end(
     agents: Agents,
 ) -> None:
-    agent = await agents.active()
-    await agents.advance(FIRST_READS)
-    pod_uid = await agents.pod_uid()
+    agent, pod_uid = await agents.read_once()
     agent.status = busy(("s1", 100))
     await bump(agents)
     await agents.h.reconcile()
@@ -210,9 +206,7 @@ async def test_busy_sessions_hold_the_recycle_announced_once_until_they_end(
 
 
 async def test_progress_keeps_the_hold_and_a_stall_forces_the_recycle(agents: Agents) -> None:
-    agent = await agents.active()
-    await agents.advance(FIRST_READS)
-    pod_uid = await agents.pod_uid()
+    agent, pod_uid = await agents.read_once()
     agent.status = busy(("s1", 100))
     await bump(agents)
     await agents.h.reconcile()
@@ -236,9 +230,7 @@ async def test_progress_keeps_the_hold_and_a_stall_forces_the_recycle(agents: Ag
 
 @pytest.mark.parametrize("failure", ["refused", "unhealthy", "hanging"])
 async def test_an_agent_that_cannot_be_asked_fails_open(agents: Agents, failure: str) -> None:
-    agent = await agents.active()
-    await agents.advance(FIRST_READS)
-    pod_uid = await agents.pod_uid()
+    agent, pod_uid = await agents.read_once()
     if failure == "refused":
         await agents.stub.refuse()
     elif failure == "unhealthy":
@@ -269,9 +261,7 @@ async def test_an_architecture_change_drains_too(agents: Agents) -> None:
 
 
 async def test_the_users_force_marker_recycles_at_once_and_is_removed(agents: Agents) -> None:
-    agent = await agents.active()
-    await agents.advance(FIRST_READS)
-    pod_uid = await agents.pod_uid()
+    agent, pod_uid = await agents.read_once()
     agent.status = busy(("s1", 1))
     reads = agent.requests("/v1/statusz")
     await bump(agents, 1, **{drain.FORCE_RECYCLE: "1"})
@@ -290,9 +280,7 @@ async def test_the_users_force_marker_recycles_at_once_and_is_removed(agents: Ag
 async def test_a_marker_for_another_generation_drains_and_is_removed_once_spent(
     agents: Agents,
 ) -> None:
-    agent = await agents.active()
-    await agents.advance(FIRST_READS)
-    pod_uid = await agents.pod_uid()
+    agent, pod_uid = await agents.read_once()
     agent.status = busy(("s1", 1))
     await bump(agents, 2, **{drain.FORCE_RECYCLE: "1"})
     await agents.h.reconcile()
@@ -308,9 +296,7 @@ async def test_a_marker_for_another_generation_drains_and_is_removed_once_spent(
 async def test_a_marker_that_cannot_be_removed_keeps_the_pod_and_the_marker(
     agents: Agents, kube_server: KubeServer
 ) -> None:
-    await agents.active()
-    await agents.advance(FIRST_READS)
-    pod_uid = await agents.pod_uid()
+    _, pod_uid = await agents.read_once()
     await bump(agents, 1, **{drain.FORCE_RECYCLE: "1"})
     path = f"/apis/llmsafespaces.dev/v1/namespaces/{agents.h.namespace}/workspaces/ws1"
     kube_server.fail_next(500, method="PATCH", path=path, exact=True)
