@@ -5,11 +5,14 @@ Dispatch is by the phase the status records (``run``); deletion is the reconcile
 
 - Pending, Creating, Active, Resuming, Failed (``running``): a suspend request or a suspended
   organisation stops the pod; otherwise the pod is built, started when missing, replaced when
-  stale, and its facts decide the phase (``lifecycle.observe``).
+  stale (once its agent's sessions drained, ``upkeep``), and its facts decide the phase
+  (``lifecycle.observe``); an Active pod is also suspended when idle or past its lifetime,
+  and replaced when its agent failed its health checks (``upkeep``).
 - Suspending (``suspending``): the pod is deleted (no drain; its grace bounds this) and the
   Workspace is Suspended once it is gone.
 - Suspended (``suspended``): a resume request, or the reactivation of the organisation whose
-  suspension stopped it, moves it to Resuming; the next pass builds the pod.
+  suspension stopped it, moves it to Resuming; the next pass builds the pod. One kept past
+  ``spec.ttlSecondsAfterSuspended`` is deleted.
 - Terminating/Terminated without a deletion (``retired``): the pod is stopped; nothing else.
 
 Every handler consumes the ``spec.suspend`` request it was given (``suspension``). The relay
