@@ -75,8 +75,9 @@ def setup_controllers(
     """
     from controller.workspace import wiring
 
+    redactor = redactor if redactor is not None else Redactor()
     if relay_staging is None:
-        wiring.register(manager, settings, keys=credential_keys)
+        wiring.register(manager, settings, keys=credential_keys, redact=redactor.redact)
         return
     from controller.staging.ownership import WorkspaceNames
     from controller.staging.staging_pass import RelayStagingPass
@@ -89,12 +90,14 @@ def setup_controllers(
     staging = RelayStagingPass(
         relay_staging,
         manager.kube,
-        redactor=redactor if redactor is not None else Redactor(),
+        redactor=redactor,
         names=names,
         staleness_bound=settings.relay_staging.revocation_staleness_bound,
     )
     manager.add_cleanup(staging.close)
-    wiring.register(manager, settings, keys=credential_keys, staging=staging)
+    wiring.register(
+        manager, settings, keys=credential_keys, staging=staging, redact=redactor.redact
+    )
 
 
 def setup_relay_controller(manager: Manager, settings: ControllerSettings) -> None:

@@ -20,8 +20,8 @@ While the Workspace is Active:
 A deep status read that fails is informational: what it reported before stays. When the
 Workspace leaves Active the agent conditions and fields go (they describe a pod that is gone),
 except the usage fields, which stay until the Workspace is Terminated. ``controllerRestartCount``
-counts the pods replaced for failing health checks; a suspension or a new
-``restartGeneration`` resets it.
+counts the pods replaced for failing health checks, within the recovery episode ``recovery``
+keeps (a suspension, a spec change or a stable stretch resets it).
 
 Writes are kept for what a reader acts on: messages carry no uptime or clock, a session's
 context use changing alone writes nothing, and usage is rewritten only when disk or memory
@@ -345,12 +345,10 @@ def apply(
 ) -> Obj:
     """``new`` (the status a pass is about to write over ``old``) with the agent's part."""
     result = dict(new)
-    restarts = _count(old.get(RESTARTS)) + (1 if report is not None and report.restarted else 0)
-    generation_changed = old.get("observedRestartGeneration") != new.get(
-        "observedRestartGeneration"
-    ) and isinstance(old.get("observedRestartGeneration"), int)
-    if phase == "Suspended" or generation_changed:
-        restarts = 0
+    # The recovery record owns the episode (it resets the count when the Workspace is
+    # stopped, its spec changes or it stayed Active for the stability window); a health
+    # restart adds one.
+    restarts = _count(new.get(RESTARTS)) + (1 if report is not None and report.restarted else 0)
     _set_or_drop(result, RESTARTS, restarts)
     if phase == "Active" and report is not None and report.view is not None:
         _active(old, result, report.view, generation, now)

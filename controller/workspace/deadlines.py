@@ -9,6 +9,9 @@ reconcile found, each for something no watch can report:
   not sooner (a faster requeue would only spin);
 - relay staging's own deadline (``StagingReport.requeue_after``): token renewal at half the
   TTL with jitter, the credential-source cache expiry, the revocation staleness bound;
+- recovery's (``healing``): a replaced pod's retry falling due (``status.nextRetryAt``), a
+  stuck pod's threshold, the moment a pod's Events are worth reading, and the end of the
+  stability window that clears a failure record;
 - later ones (an org-status cache) join through the same function.
 
 A steady state with nothing due therefore makes no request at all. Pure.

@@ -1,5 +1,6 @@
 """The Workspace lifecycle as counters and histograms, under the names LLMSafeSpaces dashboards
-and alert routes use. The Workspace reconciler calls this API where a Workspace changes phase;
+and alert routes use. The Workspace reconciler calls ``status_written`` after every status
+write that changed something and ``deletion_finished`` once a Workspace's finalizer is gone;
 nothing here reads a cache or a clock.
 
 - ``llmsafespaces_workspaces_created_total{runtime,security_level}``: a Workspace became Active
@@ -8,9 +9,11 @@ nothing here reads a cache or a clock.
   finished (its finalizer removed);
 - ``llmsafespaces_workspace_phase_transitions_total{from_phase,to_phase}``;
 - ``llmsafespaces_workspace_create_duration_seconds{has_packages,has_init_script}``: from the
-  request to the first time Active;
-- ``llmsafespaces_workspace_resume_duration_seconds{resume_type}``: from the resume request to
-  Active again (``first_resume`` or ``subsequent_resume``).
+  request (``status.pendingAt``) to the first time Active;
+- ``llmsafespaces_workspace_resume_duration_seconds{resume_type}``: from the resume
+  (``status.resumedAt``) to Active again: ``first_resume`` for a Workspace's first resume
+  (``status.resumeCount`` 1), ``subsequent_resume`` after that. LLMSafeSpaces keyed this on a
+  restart count no resume changes, so every resume read as its first.
 
 Labels are drawn from bounded sets (``wspin.core.fleet``'s runtime and security level, the phase
 enum, booleans): never a Workspace's name or owner, so no counter gains a series per Workspace.
@@ -26,6 +29,7 @@ from typing import Final
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from wspin.core import fleet
+from wspin.core.clock import parse_time
 
 Obj = dict[str, object]
 
@@ -82,9 +86,10 @@ class LifecycleMetrics:
     def transition(self, workspace: Obj, from_phase: str, to_phase: str) -> None:
         """The status write moved ``workspace`` from ``from_phase`` ("" when it had none) to
         ``to_phase``; an Active arrival also counts as created."""
-        if from_phase == to_phase:
+        left, entered = _phase(from_phase or "Pending"), _phase(to_phase)
+        if left == entered:
             return
-        self.transitions.labels(_phase(from_phase or "Pending"), _phase(to_phase)).inc()
+        self.transitions.labels(left, entered).inc()
         if to_phase == fleet.ACTIVE:
             self.created.labels(*_kind(workspace)).inc()
 
@@ -110,6 +115,19 @@ class LifecycleMetrics:
         self.resume_duration.labels(resume_type).observe(
             max(0.0, (now - requested).total_seconds())
         )
+
+    def status_written(self, workspace: Obj, old: Obj, new: Obj, now: datetime.datetime) -> None:
+        """A pass wrote status ``new`` over ``old`` for ``workspace``: its phase change, and the
+        creation or resume it completed (measured from the anchors ``old`` holds)."""
+        before, after = str(old.get("phase") or ""), str(new.get("phase") or "")
+        self.transition(workspace, before, after)
+        if after != fleet.ACTIVE or before == fleet.ACTIVE:
+            return
+        resumed, pending = parse_time(old.get("resumedAt")), parse_time(old.get("pendingAt"))
+        if resumed is not None:
+            self.resumed(resumed, now, first=old.get("resumeCount") == 1)
+        elif pending is not None:
+            self.first_active(workspace, pending, now)
 
     def deletion_finished(self, workspace: Obj) -> None:
         """``workspace``'s finalizer was removed: it is gone."""

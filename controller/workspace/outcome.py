@@ -13,6 +13,7 @@ from typing import Any, Literal
 from controller.types import Obj
 from controller.workspace import verify
 from controller.workspace.agent_status import AgentReport
+from controller.workspace.healing import Assessment
 from controller.workspace.lifecycle import Observation, Phase
 from controller.workspace.podfacts import PodFacts
 
@@ -63,6 +64,9 @@ class Outcome:
     """Raised once the status is written (relay staging incomplete)."""
     staging_due: float | None = None
     """Relay staging's own deadline (seconds)."""
+    recovery: Assessment | None = None
+    """The recovery decision of this pass (``healing``): the record to write and what to
+    report once it is written; None: the record stays as it is."""
     staged: bool = False
     """The staging pass already ran for this reconcile (before the pod was built), or must
     not run (a namespace no workspace may use)."""

@@ -6,8 +6,11 @@ Dispatch is by the phase the status records (``run``); deletion is the reconcile
 - Pending, Creating, Active, Resuming, Failed (``running``): a suspend request or a suspended
   organisation stops the pod; otherwise the pod is built, started when missing, replaced when
   stale (once its agent's sessions drained, ``upkeep``), and its facts decide the phase
-  (``lifecycle.observe``); an Active pod is also suspended when idle or past its lifetime,
-  and replaced when its agent failed its health checks (``upkeep``).
+  (``lifecycle.observe``). Failures are counted and retried with the backoff of their class,
+  a pod that does not start is replaced past its threshold, and a pod lost after a failure is
+  recreated only once its retry is due (``recovery_report``). An Active pod is also suspended
+  when idle or past its lifetime, and replaced when its agent failed its health checks
+  (``upkeep``).
 - Suspending (``suspending``): the pod is deleted (no drain; its grace bounds this) and the
   Workspace is Suspended once it is gone.
 - Suspended (``suspended``): a resume request, or the reactivation of the organisation whose
@@ -47,6 +50,7 @@ from controller.workspace.outcome import Outcome
 from controller.workspace.owned import PodBuildError, names
 from controller.workspace.pod import desired_pod, pod_is_stale, restart_generation_of
 from controller.workspace.podfacts import pod_facts
+from controller.workspace.recovery_report import RecoveryReporter
 from controller.workspace.staging_phases import stages_in
 from controller.workspace.storage import claim_name, desired_pvc
 from controller.workspace.suspension import consumed, suspend_request
@@ -78,6 +82,7 @@ class WorkspacePhases(WorkspaceUpkeep):
     pvcs: ObjectReader
     writes: OwnedWrites
     verifier: VerifyReporter
+    recovery: RecoveryReporter
     staging: StagingPass | None
     orgs: orgstatus.OrgStatusCache | None
     runtimes: Mapping[str, Obj] | None
@@ -215,7 +220,11 @@ class WorkspacePhases(WorkspaceUpkeep):
                 )
                 await self.writes.delete_pod(pod)
                 if why is None:
-                    return Outcome.observed(observe(facts, previous), pod_name=facts.name)
+                    outcome = Outcome.observed(observe(facts, previous), pod_name=facts.name)
+                    await self.recovery.assess(
+                        ws, pod, facts, outcome, previous=previous, credentials=credentials
+                    )
+                    return outcome
                 recycled = Outcome.observed(
                     recycling(previous, why), pod_name=facts.name, restarted=bool(untrusted)
                 )
@@ -223,6 +232,8 @@ class WorkspacePhases(WorkspaceUpkeep):
                 return recycled
         if pod is None:
             outcome = Outcome.observed(observe(None, previous))
+            if self.recovery.missing(ws, outcome, previous):
+                return outcome  # the retry after a failure is not due yet
             # Staged before the pod is built, so its first start finds its relay handoff.
             await self.stage(ws, outcome)
             await self.writes.start_pod(ws, body, credentials)
@@ -233,10 +244,25 @@ class WorkspacePhases(WorkspaceUpkeep):
         outcome = Outcome.observed(
             observe(facts, previous, served=served), pod=facts, pod_name=facts.name
         )
-        if facts.deleting:
-            return outcome
-        if await self.verifier.check(ws, pod, outcome.phase, outcome) is not None:
+        verify_failed = False
+        if not facts.deleting and await self.verifier.check(ws, pod, outcome.phase, outcome):
+            verify_failed = True
             outcome.due(VERIFY_FAILURE_RECHECK)
+        if await self.recovery.assess(
+            ws,
+            pod,
+            facts,
+            outcome,
+            previous=previous,
+            credentials=credentials,
+            verify_failed=verify_failed,
+        ):
+            log.info(
+                "replacing a workspace pod that does not start",
+                extra=fields(workspace=str(ObjectKey.of(ws)), reason=outcome.reason),
+            )
+            await self.writes.delete_pod(pod)
+            return outcome
         kept = await self.upkeep(ws, pod, facts, outcome, held, gate)
         if isinstance(kept, idle.AutoSuspend):
             stopped = await self._stop(ws, kept.reason, kept.message)

@@ -22,8 +22,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Final
+
+from prometheus_client import CollectorRegistry
 
 from controller.settings import WorkspaceSettings
 from controller.toolkit.events import EventRecorder
@@ -43,11 +45,14 @@ from controller.workspace.agent_scheduler import AgentScheduler
 from controller.workspace.credential_keys import CredentialKeys
 from controller.workspace.drain import DrainWindows
 from controller.workspace.egress_sync import EgressPolicies
+from controller.workspace.lifecycle_metrics import LifecycleMetrics
 from controller.workspace.metrics import VerifyMetrics
 from controller.workspace.outcome import Outcome
 from controller.workspace.owned import PodBuildError, names
 from controller.workspace.phases import ORG_SUSPENDED, RUNTIME_NOT_FOUND, WorkspacePhases
 from controller.workspace.podfacts import pod_facts
+from controller.workspace.recovery_metrics import RecoveryMetrics
+from controller.workspace.recovery_report import RecoveryReporter
 from controller.workspace.status import next_status
 from controller.workspace.suspension import clear_request
 from controller.workspace.verify_report import VerifyReporter
@@ -102,6 +107,9 @@ class WorkspaceReconciler(WorkspacePhases):
         namespaces: NamespaceLabels | None = None,
         clock: Clock = utc_now,
         events: EventRecorder | None = None,
+        recovery: RecoveryMetrics | None = None,
+        lifecycle: LifecycleMetrics | None = None,
+        redact: Callable[[str], str] = lambda text: text,
         agents: AgentScheduler | None = None,
         agent_metrics: AgentMetrics | None = None,
     ) -> None:
@@ -125,9 +133,23 @@ class WorkspaceReconciler(WorkspacePhases):
         """The platform's labels on each Namespace (a watch): the runtime-class override and
         the organisation come from them, never from the Workspace (None: no labels)."""
         self.clock = clock
-        self.events = events or EventRecorder(kube, clock=clock)
+        self.events = events or EventRecorder(kube, clock=clock, redact=redact)
         self.writes = OwnedWrites(kube, settings.termination_grace)
         self.verifier = VerifyReporter(kube, metrics, self.events)
+        self.recovery = RecoveryReporter(
+            kube,
+            self.writes,
+            recovery if recovery is not None else RecoveryMetrics(CollectorRegistry()),
+            self.events,
+            clock=clock,
+            redact=redact,
+        )
+        """Failures counted and retried, pods that do not start, boot failures."""
+        self.lifecycle = (
+            lifecycle if lifecycle is not None else LifecycleMetrics(CollectorRegistry())
+        )
+        """Phase changes, creation and resume times, deletions (``recovery`` and
+        ``lifecycle``: None gives each a private registry, for tests)."""
         self.agents = agents
         """The fleet's agent scheduler (None: agentd is not read; recycles never wait)."""
         self.agent_metrics = agent_metrics
@@ -222,6 +244,7 @@ class WorkspaceReconciler(WorkspacePhases):
         # that finds the episode unrecorded, never a second Event for the same one.
         for failure, episode in outcome.failures:
             await self.verifier.report(ws, failure, episode)
+        await self.recovery.report(ws, outcome)
         for notice in outcome.notices:
             await self.events.emit(ws, WORKSPACES, notice.type, notice.reason, notice.message)
         await self.clear_spent_marker(ws, outcome.restart_generation)
@@ -252,6 +275,7 @@ class WorkspaceReconciler(WorkspacePhases):
         updated = await self._write_status(ws, Outcome("Terminated"), written)
         if not await remove_finalizer(self.kube, WORKSPACES, updated or ws, FINALIZER):
             return
+        self.lifecycle.deletion_finished(ws)
         log.info("workspace deleted", extra=fields(workspace=str(ObjectKey.of(ws))))
 
     async def _ensure_finalizer(self, ws: Obj, written: list[str]) -> None:
@@ -303,6 +327,7 @@ class WorkspaceReconciler(WorkspacePhases):
         updated = await write_status(self.kube, WORKSPACES, ws, new)
         if updated is not None:
             written.append(str(updated["metadata"].get("resourceVersion", "")))
+            self.lifecycle.status_written(ws, old, new, now)
         return updated
 
 

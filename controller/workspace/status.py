@@ -17,7 +17,12 @@ fields and when they change:
 - ``failureReason``: why the pod was lost or cannot be built (``lifecycle``); cleared once the
   Workspace is Active, suspended or deleted again.
 - ``reason``/``message``: a cause the user should read (a suspended organisation, a missing
-  runtime, a pod that cannot be built).
+  runtime, a pod that cannot be built, a pod that fails or does not start).
+- the recovery record (``consecutiveFailures``, ``lastFailureClass``, ``lastFailureAt``,
+  ``nextRetryAt``, ``lastStableAt``, ``recoveryAttempts``, ``lastFailedPod``): the pass's
+  decision (``recovery``), cleared when the Workspace is stopped.
+- ``pendingAt``, ``resumedAt``, ``resumeCount``: what creation and resume times are measured
+  from (``anchors``).
 
 Conditions are the toolkit's: re-stating one is a no-op and never causes a write.
 """
@@ -29,9 +34,11 @@ from typing import Final
 
 from controller.toolkit.conditions import condition, remove_conditions, set_conditions
 from controller.types import Obj
+from controller.workspace.anchors import anchor
 from controller.workspace.lifecycle import POD_BUILD_FAILED, Phase, served_before
 from controller.workspace.outcome import Outcome
 from controller.workspace.probes import OPENCODE_PORT
+from controller.workspace.recovery import apply, settle
 from wspin.core.clock import format_time
 
 READY: Final = "Ready"
@@ -120,6 +127,9 @@ def next_status(old: Obj, outcome: Outcome, ws: Obj, now: datetime) -> Obj:
         new["failureReason"] = failure
     else:
         new.pop("failureReason", None)
+    decided = outcome.recovery.state if outcome.recovery is not None else None
+    apply(new, settle(old, generation, decided, phase))
+    anchor(old, new, ws, now)
     return new
 
 

@@ -10,11 +10,13 @@ then means a retry that finds the episode unrecorded, never a second report).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from controller.toolkit.conditions import find_condition
 from controller.toolkit.events import EventRecorder
 from controller.types import Obj, ObjectKey
 from controller.workspace import verify
+from controller.workspace.episodes import new_episode
 from controller.workspace.lifecycle import Phase
 from controller.workspace.metrics import VerifyMetrics
 from controller.workspace.outcome import Outcome
@@ -40,7 +42,6 @@ class VerifyReporter:
         """Verified conditions for ``pod`` into ``outcome``; a failure that starts a new
         episode is queued for its one Event and metric increment."""
         generation = int(ws["metadata"].get("generation") or 0)
-        current = (ws.get("status") or {}).get("conditions") or []
         failure = verify.detect_failure(pod)
         for artifact in ARTIFACTS:
             if not verify.has_marker(pod, artifact):
@@ -50,29 +51,12 @@ class VerifyReporter:
                 continue
             if failure is not None and failure.artifact == artifact:
                 outcome.conditions.append(verify.failed_condition(failure, generation))
-                if await self._new_episode(ws, current, failure):
+                if await new_episode(self.kube, ws, _recorded(failure)):
                     episode = f"{pod['metadata'].get('uid', '')}/{failure.kind.reason}"
                     outcome.failures.append((failure, episode))
             elif phase == "Active":
                 outcome.conditions.append(verify.verified_condition(artifact, generation))
         return failure
-
-    async def _new_episode(
-        self, ws: Obj, current: list[Obj], failure: verify.VerifyFailure
-    ) -> bool:
-        """True unless the same False reason is already recorded; checked against the live
-        object too, since a cached Workspace can lag behind the status written a moment ago."""
-        type_ = verify.condition_type(failure.artifact)
-
-        def recorded(conditions: list[Obj]) -> bool:
-            old = find_condition(conditions, type_)
-            return bool(old and old["status"] == "False" and old["reason"] == failure.kind.reason)
-
-        if recorded(current):
-            return False
-        meta = ws["metadata"]
-        live = await self.kube.get_or_none(WORKSPACES, meta["name"], meta.get("namespace"))
-        return live is not None and not recorded((live.get("status") or {}).get("conditions") or [])
 
     async def report(self, ws: Obj, failure: verify.VerifyFailure, episode: str) -> None:
         """One metric increment, one error log line and one Warning Event."""
@@ -96,3 +80,14 @@ class VerifyReporter:
             verify.event_message(failure),
             episode=episode,
         )
+
+
+def _recorded(failure: verify.VerifyFailure) -> Callable[[list[Obj]], bool]:
+    """Whether conditions already record ``failure``: the same False reason."""
+    type_ = verify.condition_type(failure.artifact)
+
+    def recorded(conditions: list[Obj]) -> bool:
+        old = find_condition(conditions, type_)
+        return bool(old and old["status"] == "False" and old["reason"] == failure.kind.reason)
+
+    return recorded

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Final
 
 from controller.runtime.manager import Manager
@@ -16,9 +17,11 @@ from controller.workspace.dns import DnsResolver
 from controller.workspace.egress import CILIUM_NETWORK_POLICIES, NETWORK_POLICIES
 from controller.workspace.egress_sync import EgressPolicies
 from controller.workspace.fleet_metrics import WorkspaceFleetCollector
+from controller.workspace.lifecycle_metrics import LifecycleMetrics
 from controller.workspace.metrics import VerifyMetrics
 from controller.workspace.orgstatus import OrgStatusCache, OrgStatusMetrics
 from controller.workspace.reconciler import WorkspaceReconciler
+from controller.workspace.recovery_metrics import InRecoveryCollector, RecoveryMetrics
 from controller.workspace.rollout_metrics import WorkspacePodsCollector, served_digests
 from wspin.core.contract import LABEL_APP, LABEL_APP_VALUE, LABEL_WORKSPACE
 from wspin.core.kinds import NAMESPACES, PODS, PVCS, WORKSPACES, Resource
@@ -41,6 +44,7 @@ def register(
     *,
     keys: CredentialKeys,
     staging: StagingPass | None = None,
+    redact: Callable[[str], str] = lambda text: text,
 ) -> None:
     """Add the Workspace reconciler over shared caches of Workspaces, pods and PVCs.
 
@@ -51,7 +55,9 @@ def register(
     watched once: a change to an owned object queues its Workspace, and the reconciler reads
     the same cache. Both hold only objects with the workspace labels, not every pod and PVC
     in the cluster. ``staging`` is the per-workspace relay staging pass (built by
-    ``controller.setup`` when armed), run in Creating and Active.
+    ``controller.setup`` when armed), run in Creating and Active. ``redact`` is the process's
+    redactor: what the kubelet or the scheduler said passes through it before it reaches a
+    condition, a log line or an Event.
     """
     metrics = VerifyMetrics(manager.registry)
     orgs = None
@@ -120,6 +126,9 @@ def register(
         orgs=orgs,
         egress=egress,
         runtimes=runtimes,
+        recovery=RecoveryMetrics(manager.registry),
+        lifecycle=LifecycleMetrics(manager.registry),
+        redact=redact,
         namespaces=NamespaceLabels(manager.cache(NAMESPACES)),
         agents=agents,
         agent_metrics=agent_metrics,
@@ -139,3 +148,4 @@ def register(
         )
     )
     manager.registry.register(WorkspaceFleetCollector(workspaces))
+    manager.registry.register(InRecoveryCollector(workspaces))

@@ -81,7 +81,7 @@ CONTROLLER_CLUSTER_BASE = {
     ("", "serviceaccounts", (), verbs("get", "create")),
     # Each workspace's password Secret, written blind (created or replaced whole, never read).
     ("", "secrets", (), verbs("create", "update")),
-    ("", "events", (), verbs("create")),
+    ("", "events", (), verbs("create", "list")),
     ("llmsafespaces.dev", "runtimeenvironments", (), verbs("list", "watch")),
     ("", "namespaces", (), verbs("list", "watch")),  # the platform's labels, read only
     (

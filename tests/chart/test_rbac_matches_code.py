@@ -183,10 +183,15 @@ LEDGER = (
         {"get_or_none": 1},
         controller=grant("cluster", "pods", ["get"]),
     ),
-    Use(  # the live Workspace before a verify-failure Event
-        "controller/workspace/verify_report.py",
+    Use(  # the live Workspace before a verify-failure or boot-failure Event
+        "controller/workspace/episodes.py",
         {"get_or_none": 1},
         controller=grant("cluster", "workspaces", ["get"], group=CRD_GROUP),
+    ),
+    Use(  # a workspace pod's Warning Events, one bounded page, while it does not start
+        "controller/workspace/pod_events.py",
+        {"list": 1},
+        controller=grant("cluster", "events", ["list"]),
     ),
     Use(  # the owned objects: PVC, ServiceAccount and pod created (one helper; a create
         # answered AlreadyExists is read back for its owner), the password Secret created or

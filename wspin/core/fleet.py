@@ -44,6 +44,8 @@ CONDITIONS: Final[tuple[str, ...]] = (
     "CredentialStale",
     "CredentialRejected",
     "EgressPolicy",
+    "BootReady",
+    "RecoveryExhausted",
     "Ready",
 )
 """The Workspace conditions the controller writes and the gauge reports."""

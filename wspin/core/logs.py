@@ -2,19 +2,17 @@
 
 Never log a secret: callers pass only what is safe to show; every line loses the user and
 password of any URL in it, the process's redactor (``wspin.core.redact``) additionally scrubs
-registered secrets from every line, and aiohttp's own server records are cut to their fixed
-text (``HTTP_SERVER_LOGGERS``).
+registered secrets from every line.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import re
 import sys
 import time
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Any
 
 import orjson
 
@@ -33,31 +31,6 @@ def remove_scrubber(scrub: _Scrubber) -> None:
     """Undo ``add_scrubber`` (a no-op when ``scrub`` is not registered)."""
     if scrub in _scrubbers:
         _scrubbers.remove(scrub)
-
-
-HTTP_SERVER_LOGGERS: Final = (
-    "aiohttp.server",
-    "aiohttp.web",
-    "aiohttp.access",
-    "aiohttp.internal",
-    "aiohttp.websocket",
-)
-"""aiohttp's own server-side loggers. Their records quote what a client sent: a malformed
-header line in a parser error, the request line in the access log, whatever a failing handler
-put in its exception. An admission request carries a pod's env, which can hold secrets, so
-these records keep only aiohttp's fixed text and the exception's type."""
-
-# A printf-style conversion (``%s``, ``%(name)r``, ``%5.2f``): what is left of an argument.
-_FORMAT_SPEC = re.compile(r"%(?:\([^)]*\))?[-#0 +]*(?:\d+|\*)?(?:\.(?:\d+|\*))?[diouxXeEfFgGcrsa%]")
-
-
-def _http_server_entry(record: logging.LogRecord) -> dict[str, Any]:
-    """The message template without its arguments, and no traceback or exception text."""
-    entry: dict[str, Any] = {"msg": _FORMAT_SPEC.sub("…", str(record.msg)).strip()}
-    if record.exc_info and record.exc_info[1] is not None:
-        entry["errorType"] = type(record.exc_info[1]).__name__
-        entry["detail"] = "withheld: it can quote the request's headers or body"
-    return entry
 
 
 class JSONFormatter(logging.Formatter):
@@ -84,15 +57,12 @@ class JSONFormatter(logging.Formatter):
             "level": record.levelname.lower(),
             "logger": record.name,
         }
-        if record.name.startswith(HTTP_SERVER_LOGGERS):
-            entry.update(_http_server_entry(record))
-        else:
-            entry["msg"] = record.getMessage()
-            fields = getattr(record, "fields", None)
-            if isinstance(fields, dict):
-                entry.update(fields)
-            if record.exc_info:
-                entry["error"] = self.formatException(record.exc_info)
+        entry["msg"] = record.getMessage()
+        fields = getattr(record, "fields", None)
+        if isinstance(fields, dict):
+            entry.update(fields)
+        if record.exc_info:
+            entry["error"] = self.formatException(record.exc_info)
         return self.render(entry)
 
     def render(self, entry: dict[str, Any]) -> str:

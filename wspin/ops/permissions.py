@@ -87,7 +87,7 @@ def controller_calls(args: ProcessArgs, install: Installation) -> list[Call]:
         *_each("list watch create", "", "persistentvolumeclaims"),
         *_each("create", "", "serviceaccounts"),
         *_each("create update", "", "secrets"),
-        *_each("create", "", "events"),
+        *_each("create list", "", "events"),
         *_each("list watch", "", "namespaces"),
         *_each("get", "", "secrets", namespace=install.namespace, name=CREDENTIALS_KEY_SECRET),
         *_each("create", "", "secrets", namespace=install.namespace),

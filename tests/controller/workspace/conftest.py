@@ -17,9 +17,19 @@ from prometheus_client import CollectorRegistry
 
 from controller.settings import WorkspaceSettings
 from controller.types import ObjectKey, Requeue
+from controller.workspace import ownership
+from controller.workspace.lifecycle_metrics import LifecycleMetrics
 from controller.workspace.metrics import VerifyMetrics
+from controller.workspace.pod import desired_pod
 from controller.workspace.reconciler import WorkspaceReconciler
-from tests.controller.workspace.factories import AGENTD_IMAGE, OPENCODE_IMAGE, TEST_KEYS
+from controller.workspace.recovery_metrics import RecoveryMetrics
+from tests.controller.workspace.factories import (
+    AGENTD_IMAGE,
+    OPENCODE_IMAGE,
+    TEST_KEYS,
+    credentials,
+)
+from tests.support.clock import FakeClock
 from tests.support.waiting import eventually
 from webhook.inject import InjectConfig, inject
 from wspin.core.contract import (
@@ -65,6 +75,8 @@ class Harness:
     pods: Informer
     pvcs: Informer
     registry: CollectorRegistry
+    clock: FakeClock
+    """The reconciler's clock (2026-11-29 12:00 UTC until a test moves it)."""
     namespaces: Informer
 
     def key(self, name: str = "ws1") -> ObjectKey:
@@ -127,6 +139,19 @@ class Harness:
         uid = (await self.workspace(name))["metadata"]["uid"]
         return f"{name}-{uid[:8]}"
 
+    async def create_pod(self, *, inject: bool = True) -> str:
+        """Play the controller and the admission webhook: create the reconciler's pod (on
+        ``node-a``), labelled as the controller's, with delivery injected (``inject``), before
+        the reconciler does."""
+        ws = await self.workspace()
+        pod = ownership.stamp(desired_pod(ws, SETTINGS, credentials=credentials(ws)), ws)
+        if inject:
+            pod = injected(pod)
+        pod["spec"]["nodeName"] = "node-a"
+        created = await self.kube.create(PODS, pod, self.namespace)
+        await self.synced(self.pods, created["metadata"]["name"], created)
+        return str(created["metadata"]["name"])
+
     async def set_pod_status(self, pod_name: str, status: Obj) -> None:
         pod = await self.kube.patch(
             PODS, pod_name, {"status": status}, self.namespace, sub="status"
@@ -144,6 +169,7 @@ async def harness(kube: Kube, namespace: str) -> AsyncIterator[Harness]:
     informers = (workspaces, pods, pvcs, namespaces)
     tasks = [asyncio.create_task(i.run()) for i in informers]
     registry = CollectorRegistry()
+    clock = FakeClock(datetime(2026, 11, 29, 12, 0, tzinfo=UTC))
     reconciler = WorkspaceReconciler(
         kube,
         workspaces,
@@ -153,12 +179,16 @@ async def harness(kube: Kube, namespace: str) -> AsyncIterator[Harness]:
         keys=TEST_KEYS,
         metrics=VerifyMetrics(registry),
         namespaces=NamespaceLabels(namespaces),
-        clock=lambda: datetime(2026, 11, 29, 12, 0, tzinfo=UTC),
+        clock=clock,
+        recovery=RecoveryMetrics(registry),
+        lifecycle=LifecycleMetrics(registry),
     )
     try:
         for informer in informers:
             await asyncio.wait_for(informer.wait_synced(), 10)
-        yield Harness(kube, namespace, reconciler, workspaces, pods, pvcs, registry, namespaces)
+        yield Harness(
+            kube, namespace, reconciler, workspaces, pods, pvcs, registry, clock, namespaces
+        )
     finally:
         for task in tasks:
             task.cancel()

@@ -77,3 +77,44 @@ def test_a_finished_deletion_is_counted_once() -> None:
     deleted = "llmsafespaces_workspaces_deleted_total"
     key = (deleted, (("runtime", "python"), ("security_level", "high")))
     assert samples(registry)[key] == 1
+
+
+def written(metrics: LifecycleMetrics, old: dict[str, object], new: dict[str, object]) -> None:
+    metrics.status_written(workspace(), old, new, T0)
+
+
+def test_the_first_activation_observes_the_creation_from_pending_at() -> None:
+    registry = CollectorRegistry()
+    metrics = LifecycleMetrics(registry)
+    pending: dict[str, object] = {"phase": "Creating", "pendingAt": "2026-12-01T09:59:18Z"}
+    written(metrics, pending, {"phase": "Active"})
+    found = samples(registry)
+    create = "llmsafespaces_workspace_create_duration_seconds"
+    plain = (("has_init_script", "false"), ("has_packages", "false"))
+    assert found[(f"{create}_sum", plain)] == 42
+    moves = "llmsafespaces_workspace_phase_transitions_total"
+    assert found[(moves, (("from_phase", "Creating"), ("to_phase", "Active")))] == 1
+    # Active again later (after a failure, without an anchor): counted, no creation time.
+    written(metrics, {"phase": "Creating"}, {"phase": "Active"})
+    assert samples(registry)[(f"{create}_count", plain)] == 1
+
+
+def test_a_resume_is_first_only_for_the_first_resume_count() -> None:
+    registry = CollectorRegistry()
+    metrics = LifecycleMetrics(registry)
+    first = {"phase": "Creating", "resumedAt": "2026-12-01T09:59:52Z", "resumeCount": 1}
+    written(metrics, first, {"phase": "Active"})
+    later = {"phase": "Creating", "resumedAt": "2026-12-01T09:59:30Z", "resumeCount": 2}
+    written(metrics, later, {"phase": "Active"})
+    found = samples(registry)
+    resume = "llmsafespaces_workspace_resume_duration_seconds"
+    assert found[(f"{resume}_sum", (("resume_type", "first_resume"),))] == 8
+    assert found[(f"{resume}_sum", (("resume_type", "subsequent_resume"),))] == 30
+
+
+def test_a_first_status_is_no_transition_from_pending_to_pending() -> None:
+    registry = CollectorRegistry()
+    metrics = LifecycleMetrics(registry)
+    written(metrics, {}, {"phase": "Pending"})
+    moves = "llmsafespaces_workspace_phase_transitions_total"
+    assert not [key for key in samples(registry) if key[0] == moves]

@@ -8,11 +8,9 @@ import copy
 from typing import Any
 
 from controller.types import ObjectKey, ObjectReader, Requeue
-from controller.workspace import ownership
-from controller.workspace.pod import desired_pod
 from controller.workspace.reconciler import FINALIZER, VERIFY_FAILURE_REQUEUE
-from tests.controller.workspace.conftest import SETTINGS, Harness, injected
-from tests.controller.workspace.factories import credentials, ready_pod_status, reconcile_until
+from tests.controller.workspace.conftest import SETTINGS, Harness
+from tests.controller.workspace.factories import ready_pod_status, reconcile_until
 from tests.kubeapi import KubeServer
 from wspin.core.contract import LABEL_WORKSPACE_UID
 from wspin.core.kinds import EVENTS, PODS, PVCS, SERVICE_ACCOUNTS, WORKSPACES
@@ -44,16 +42,8 @@ def crashed_status(exit_code: int, message: str, restarts: int = 1) -> Obj:
 
 
 async def create_injected_pod(h: Harness, *, inject: bool = True) -> str:
-    """Play the controller and the admission webhook: create the reconciler's pod, labelled as
-    the controller's, with delivery injected."""
-    ws = await h.workspace()
-    pod = ownership.stamp(desired_pod(ws, SETTINGS, credentials=credentials(ws)), ws)
-    if inject:
-        pod = injected(pod)
-    pod["spec"]["nodeName"] = "node-a"
-    created = await h.kube.create(PODS, pod, h.namespace)
-    await h.synced(h.pods, created["metadata"]["name"], created)
-    return str(created["metadata"]["name"])
+    """Play the admission webhook: create the reconciler's pod with delivery injected."""
+    return await h.create_pod(inject=inject)
 
 
 async def events_for(h: Harness, name: str = "ws1") -> list[Obj]:
@@ -438,9 +428,12 @@ class TestVerifyFailureDetection:
         await harness.reconcile()
         assert condition(await harness.workspace(), "AgentdVerified") is not None
 
-        # The pod goes; its replacement is admitted without delivery (no webhook here).
+        # The pod goes (a loss: its replacement waits the first Infrastructure backoff) and
+        # is admitted without delivery (no webhook here).
         await harness.kube.delete(PODS, pod_name, harness.namespace, grace_seconds=0)
         await reconcile_until(harness, "Creating")
+        harness.clock.advance(5)
+        await harness.reconcile()
         replacement = await harness.kube.get(PODS, pod_name, harness.namespace)
         assert not any(
             e["name"] == "AGENTD_IMAGE_VOLUME" for e in replacement["spec"]["containers"][0]["env"]

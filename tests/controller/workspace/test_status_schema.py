@@ -1,6 +1,7 @@
 """Every status field the Workspace reconciler writes is declared in the CRD (captured at the
 client, so the API server's pruning cannot hide a gap), through a whole lifecycle: Pending,
-Active, a pod that stops being ready, suspend, resume, a pod that cannot be built, deletion."""
+Active, a pod that crashes and recovers, a pod that stops being ready, suspend, resume, a pod
+that cannot be built, deletion."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ async def test_every_status_field_of_the_lifecycle_is_in_the_crd(harness: Harnes
         SETTINGS,
         keys=TEST_KEYS,
         metrics=VerifyMetrics(CollectorRegistry()),
+        clock=harness.clock,
     )
 
     async def spec(**fields: object) -> None:
@@ -33,8 +35,16 @@ async def test_every_status_field_of_the_lifecycle_is_in_the_crd(harness: Harnes
     await harness.apply()
     await harness.reconcile()
     pod = await harness.pod_name()
-    await harness.set_pod_status(pod, ready_pod_status())
+    crashed = ready_pod_status()
+    crashed["containerStatuses"][0].update(
+        ready=False,
+        state={"waiting": {"reason": "CrashLoopBackOff"}},
+        lastState={"terminated": {"exitCode": 1, "reason": "Error"}},
+    )
+    await harness.set_pod_status(pod, crashed)
     await harness.reconcile()
+    await harness.set_pod_status(pod, ready_pod_status())
+    await harness.reconcile()  # Active after a failure: the stable stretch starts
     unready = ready_pod_status()
     unready["containerStatuses"][0]["ready"] = False
     await harness.set_pod_status(pod, unready)
@@ -68,6 +78,16 @@ async def test_every_status_field_of_the_lifecycle_is_in_the_crd(harness: Harnes
         "suspendedAt",
         "failureReason",
         "observedRestartGeneration",
+        "consecutiveFailures",
+        "lastFailureClass",
+        "lastFailureAt",
+        "nextRetryAt",
+        "lastStableAt",
+        "recoveryAttempts",
+        "lastFailedPod",
+        "pendingAt",
+        "resumedAt",
+        "resumeCount",
     } <= written
     schema = status_schema()
     gaps = sorted({p for s in recording.statuses for p in undeclared(s, schema, "status")})
