@@ -349,7 +349,8 @@ def apply(
     # stopped, its spec changes or it stayed Active for the stability window); a health
     # restart adds one.
     restarts = _count(new.get(RESTARTS)) + (1 if report is not None and report.restarted else 0)
-    _set_or_drop(result, RESTARTS, restarts)
+    if restarts or RESTARTS in new:  # a reset reads 0; a Workspace never restarted has none
+        result[RESTARTS] = restarts
     if phase == "Active" and report is not None and report.view is not None:
         _active(old, result, report.view, generation, now)
         _settle_churn(old, result)
