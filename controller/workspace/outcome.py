@@ -44,6 +44,8 @@ class Outcome:
     pod_name: str = ""
     """The pod that exists or was just created for the Workspace ("" = none)."""
     claim: str = ""
+    claim_uid: str = ""
+    """The uid of the claim ``claim`` once it is in the cache (``status.pvcUID``)."""
     """The PVC the pod mounts (``status.pvcName``)."""
     restart_generation: int | None = None
     """The ``spec.restartGeneration`` the Workspace's pod is (being) built for."""

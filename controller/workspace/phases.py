@@ -52,7 +52,7 @@ from controller.workspace.pod import desired_pod, pod_is_stale, restart_generati
 from controller.workspace.podfacts import pod_facts
 from controller.workspace.recovery_report import RecoveryReporter
 from controller.workspace.staging_phases import stages_in
-from controller.workspace.storage import claim_name, desired_pvc
+from controller.workspace.storage import claim_conflict, claim_name, desired_pvc
 from controller.workspace.suspension import consumed, suspend_request
 from controller.workspace.upkeep import Gate, WorkspaceUpkeep, kept_reason
 from controller.workspace.verify_report import VerifyReporter
@@ -184,17 +184,23 @@ class WorkspacePhases(WorkspaceUpkeep):
         if isinstance(runtime, str):
             return self._runtime_missing(ws, runtime)
         owned = names(ws)
-        claim = claim_name(ws, self.pvcs.get(ObjectKey(key.namespace, owned.legacy_pvc)))
+        cutoff = self.writes.legacy_before
+        legacy = self.pvcs.get(ObjectKey(key.namespace, owned.legacy_pvc))
+        claim = claim_name(ws, legacy, legacy_before=cutoff)
         credentials = derive_credentials(self.keys, ws)
         body = desired_pod(ws, self.settings, credentials=credentials, runtime=runtime, claim=claim)
         pvc = self.pvcs.get(ObjectKey(key.namespace, claim))
-        ownership.check_owned(pvc, ws, "PersistentVolumeClaim")
+        found = claim_conflict(pvc, ws, legacy_before=cutoff)
+        if found is not None:
+            raise ownership.ForeignObject(found)
+        # The former name's claim is held to its uid (``storage``); the new name's to its label.
+        claim_uid = str(pvc["metadata"].get("uid") or "") if pvc and claim != owned.pvc else ""
         if pvc is None:
             # Created (or found foreign) before the pod that mounts it: a pod must never
             # start on a claim someone else put at our name.
             await self.writes.create(PVCS, desired_pvc(ws, claim), ws)
         outcome = await self._pod(ws, body, credentials)
-        outcome.claim = claim
+        outcome.claim, outcome.claim_uid = claim, claim_uid
         if outcome.restart_generation is None:  # else: a drain holds the pod it was built for
             outcome.restart_generation = int(restart_generation_of(ws))
         return outcome
@@ -287,8 +293,8 @@ class WorkspacePhases(WorkspaceUpkeep):
             return None
         pod = self.pods.get(ObjectKey(ws["metadata"].get("namespace", ""), names(ws).pod))
         if strict:
-            ownership.check_owned(pod, ws, "Pod")
-        elif ownership.conflict_of(pod, ws, "Pod") is not None:
+            self.writes.check(pod, ws, "Pod")
+        elif self.writes.conflict(pod, ws, "Pod") is not None:
             return None
         return pod
 

@@ -134,7 +134,7 @@ class WorkspaceReconciler(WorkspacePhases):
         the organisation come from them, never from the Workspace (None: no labels)."""
         self.clock = clock
         self.events = events or EventRecorder(kube, clock=clock, redact=redact)
-        self.writes = OwnedWrites(kube, settings.termination_grace)
+        self.writes = OwnedWrites(kube, settings.termination_grace, legacy_before=keys.created)
         self.verifier = VerifyReporter(kube, metrics, self.events)
         self.recovery = RecoveryReporter(
             kube,
@@ -263,7 +263,7 @@ class WorkspaceReconciler(WorkspacePhases):
         # would cut the pod's grace short through owner GC.
         pod = await self.kube.get_or_none(PODS, pod_name, namespace) if pod_name else None
         # A foreign pod at our name is left alone: it was never ours to stop.
-        if pod is not None and ownership.conflict_of(pod, ws, "Pod") is None:
+        if pod is not None and self.writes.owns(pod, ws, "Pod"):
             if not pod_facts(pod).deleting:
                 await self.writes.delete_pod(pod)
             await self._write_status(ws, Outcome("Terminating", pod_name=pod_name), written)

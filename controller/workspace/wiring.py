@@ -83,6 +83,7 @@ def register(
             DnsResolver(),
             settings.workspace.egress,
             cilium=cilium,
+            legacy_before=keys.created,
         )
         owns.append((resource, POLICY_SELECTOR))
     workspaces = manager.cache(WORKSPACES)
