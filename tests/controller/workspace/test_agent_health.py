@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from controller.toolkit.conditions import find_condition
-from tests.controller.staging.test_status_schema import RecordingKube, status_schema, undeclared
+from tests.controller.status_schema import RecordingKube, status_schema, undeclared
 from tests.controller.workspace.agents import FIRST_READS, Agents, agents, harness
 from tests.controller.workspace.factories import credentials
 from tests.support.agentd import busy, healthy_health, healthy_status
