@@ -327,7 +327,8 @@ class WorkspaceReconciler(WorkspacePhases):
         updated = await write_status(self.kube, WORKSPACES, ws, new)
         if updated is not None:
             written.append(str(updated["metadata"].get("resourceVersion", "")))
-            self.lifecycle.status_written(ws, old, new, now)
+            setup = outcome.pod.setup_seconds if outcome.pod is not None else None
+            self.lifecycle.status_written(ws, old, new, now, setup_seconds=setup)
         return updated
 
 

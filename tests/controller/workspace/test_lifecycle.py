@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -140,3 +141,25 @@ def test_a_new_pod_did_not_serve_before_whatever_the_old_start_time() -> None:
     assert not served_before({"startTime": "2026-11-29T10:00:00Z"}, facts)
     assert not served_before({}, facts)
     assert observe(facts, "Creating", served=False).reason == "PodStarting"
+
+
+def test_the_setup_containers_run_time_is_read_only_from_a_completed_run() -> None:
+    def pod_with(setup: Mapping[str, object]) -> dict[str, object]:
+        return {
+            "metadata": {"name": "ws1-b8985526"},
+            "status": {"initContainerStatuses": [{"name": "workspace-setup", "state": setup}]},
+        }
+
+    done = {
+        "terminated": {
+            "exitCode": 0,
+            "startedAt": "2026-12-01T10:00:00Z",
+            "finishedAt": "2026-12-01T10:00:42Z",
+        }
+    }
+    assert pod_facts(pod_with(done)).setup_seconds == 42
+    failed = {"terminated": {**done["terminated"], "exitCode": 1}}
+    backwards = {"terminated": {**done["terminated"], "finishedAt": "2026-12-01T09:00:00Z"}}
+    for state in (failed, backwards, {"running": {"startedAt": "2026-12-01T10:00:00Z"}}, {}):
+        assert pod_facts(pod_with(state)).setup_seconds is None
+    assert pod_facts({"metadata": {"name": "p"}}).setup_seconds is None
