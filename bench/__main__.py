@@ -2,23 +2,29 @@
 
 from __future__ import annotations
 
-import importlib
+from collections.abc import Callable
 
+from bench.agent_scrapes import bench_agent_scrapes
+from bench.relay_orphans import bench_orphan_sweep
 from bench.table import Row, render
+from bench.tenant_quota import bench_tenant_quota
+from bench.webhook import bench_admission_throughput, bench_injector_cost
+from bench.workspaces import bench_workspaces
 
-BENCHMARKS = (
-    ("bench.webhook", "bench_injector_cost"),
-    ("bench.webhook", "bench_admission_throughput"),
-    ("bench.workspaces", "bench_workspaces"),
-    ("bench.relay_orphans", "bench_orphan_sweep"),
-    ("bench.tenant_quota", "bench_tenant_quota"),
+BENCHMARKS: tuple[Callable[[], list[Row]], ...] = (
+    bench_injector_cost,
+    bench_admission_throughput,
+    bench_workspaces,
+    bench_orphan_sweep,
+    bench_tenant_quota,
+    bench_agent_scrapes,
 )
 
 
 def main() -> None:
     rows: list[Row] = []
-    for module, function in BENCHMARKS:
-        rows.extend(getattr(importlib.import_module(module), function)())
+    for benchmark in BENCHMARKS:
+        rows.extend(benchmark())
     print(render(rows))
 
 

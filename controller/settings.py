@@ -115,6 +115,30 @@ class RuntimeSettings:
 
 
 @dataclass(frozen=True)
+class AgentSettings:
+    """How the controller reads agentd in Active workspace pods (one scheduler for the fleet)
+    and drains its sessions before replacing a pod."""
+
+    port: int = 4098
+    """``--agentd-health-port``: agentd's admin port in workspace pods (``/v1/healthz``,
+    ``/v1/statusz``)."""
+    concurrency: int = 64
+    """``--agent-scrape-concurrency``: agentd requests in flight at once across the fleet,
+    1..1024. A healthy answer takes milliseconds; the bound keeps a fleet of hung pods (each
+    holding a request until its timeout) from opening thousands of connections."""
+    health_interval: float = 15.0
+    """``--agent-health-interval`` seconds (5s..10m, 15s): time between liveness checks of
+    one workspace. Three failed checks in a row replace its pod."""
+    status_interval: float = 60.0
+    """``--agent-status-interval`` seconds (15s..1h, 1m): time between deep status reads
+    (sessions, providers, usage) of one workspace."""
+    drain_stall_bound: float = 3600.0
+    """``--session-drain-stall-bound`` seconds (1m..24h, 1h): a recycle the controller starts
+    waits for busy agent sessions to end, and is forced once they made no progress for this
+    long."""
+
+
+@dataclass(frozen=True)
 class WorkspaceSettings:
     """What the Workspace reconciler builds pods and status from."""
 
@@ -157,6 +181,8 @@ class WorkspaceSettings:
     controller checks again before it builds a pod)."""
     egress: EgressSettings = field(default_factory=EgressSettings)
     """Per-Workspace egress policies."""
+    agent: AgentSettings = field(default_factory=AgentSettings)
+    """agentd health, deep status and session drains."""
 
 
 @dataclass(frozen=True)
@@ -177,9 +203,6 @@ class RelayStagingSettings:
     Workspace's staging runs again within this long with no event, so an unbound credential
     is revoked, a rotated key re-sealed and agentd's health report re-read. Shorter costs
     one credential-source call and one health read per Workspace per period."""
-    agentd_health_port: int = 4098
-    """``--agentd-health-port``: the port of agentd's health endpoint in workspace pods
-    (``/v1/healthz``, the sidecar's admin port)."""
 
 
 @dataclass(frozen=True)
@@ -348,6 +371,19 @@ def add_controller_flags(parser: argparse.ArgumentParser) -> None:
     _bool_flag(
         workspace, "--agentd-sidecar", "run agentd as a native sidecar (needs --agentd-image)"
     )
+    agent = parser.add_argument_group("agent health and session drains")
+    add_flag(agent, "--agentd-health-port", default="4098", help="agentd's admin port in pods")
+    add_flag(
+        agent, "--agent-scrape-concurrency", default="64", help="agentd requests at once, 1..1024"
+    )
+    add_flag(agent, "--agent-health-interval", default="15s", help="liveness period, 5s..10m")
+    add_flag(agent, "--agent-status-interval", default="1m", help="deep status period, 15s..1h")
+    add_flag(
+        agent,
+        "--session-drain-stall-bound",
+        default="1h",
+        help="force a recycle after busy sessions made no progress this long, 1m..24h",
+    )
     add_delivery_flags(parser)
 
     staging = parser.add_argument_group("relay staging")
@@ -361,7 +397,6 @@ def add_controller_flags(parser: argparse.ArgumentParser) -> None:
         default="2m",
         help="longest time before a Workspace's staging runs again without an event, 10s..1h",
     )
-    add_flag(staging, "--agentd-health-port", default="4098", help="agentd health port")
 
     relay = parser.add_argument_group("inference relay")
     _bool_flag(relay, "--enable-inference-relay", "run the InferenceRelay controller")
@@ -563,6 +598,21 @@ def settings_from_args(
             agentd=agentd,
             opencode=opencode,
             excluded_namespaces=excluded_namespaces_from(args.excluded_namespaces, namespace),
+            agent=AgentSettings(
+                port=_int("--agentd-health-port", args.agentd_health_port, 1, 65535),
+                concurrency=_int(
+                    "--agent-scrape-concurrency", args.agent_scrape_concurrency, 1, 1024
+                ),
+                health_interval=_bounded_duration(
+                    "--agent-health-interval", args.agent_health_interval, 5.0, 600.0
+                ),
+                status_interval=_bounded_duration(
+                    "--agent-status-interval", args.agent_status_interval, 15.0, 3600.0
+                ),
+                drain_stall_bound=_bounded_duration(
+                    "--session-drain-stall-bound", args.session_drain_stall_bound, 60.0, 86400.0
+                ),
+            ),
             allowed_runtime_classes=runtime_classes_from(args.allowed_runtime_classes),
             egress=egress_settings_from(
                 mode=args.workspace_egress,
@@ -584,7 +634,6 @@ def settings_from_args(
                 10.0,
                 3600.0,
             ),
-            agentd_health_port=_int("--agentd-health-port", args.agentd_health_port, 1, 65535),
         ),
         inference_relay=InferenceRelaySettings(
             enabled=_bool("--enable-inference-relay", args.enable_inference_relay),

@@ -25,7 +25,7 @@ from controller.staging.arming import (
 )
 from controller.workspace.credential_keys import CredentialKeys, load_credential_keys
 from wspin.core.delivery import AgentdDelivery, OpencodeDelivery
-from wspin.core.kinds import PODS, WORKSPACES
+from wspin.core.kinds import WORKSPACES
 from wspin.core.redact import Redactor
 from wspin.kube.client import Kube
 
@@ -79,12 +79,12 @@ def setup_controllers(
     if relay_staging is None:
         wiring.register(manager, settings, keys=credential_keys, redact=redactor.redact)
         return
-    from controller.staging.health import HealthScraper
     from controller.staging.ownership import WorkspaceNames
     from controller.staging.staging_pass import RelayStagingPass
 
     # Relay identities span namespaces: the pass asks this index, fed by the Workspace
-    # cache, who holds a name; agentd's health is read from pods in the pod cache.
+    # cache, who holds a name. What the pod applied (agentd's health report) reaches the pass
+    # in the Workspace it is given: the Workspace reconciler's agent scheduler reads it.
     names = WorkspaceNames()
     manager.cache(WORKSPACES).add_handler(names.observe)
     staging = RelayStagingPass(
@@ -92,8 +92,6 @@ def setup_controllers(
         manager.kube,
         redactor=redactor,
         names=names,
-        pods=manager.cache(PODS, labels=wiring.OWNED_SELECTOR),
-        health=HealthScraper(manager.registry, port=settings.relay_staging.agentd_health_port),
         staleness_bound=settings.relay_staging.revocation_staleness_bound,
     )
     manager.add_cleanup(staging.close)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
+from controller.toolkit.bodies import BodyTooLarge, read_capped
 from wspin.core.errors import ConfigError, WspinError
 
 HEALTHY = "relay_router_relay_healthy"
@@ -108,28 +109,17 @@ class RouterHealth:
                     raise HealthScrapeError(
                         f"relay router {self.url} answered HTTP {response.status}"
                     )
-                body = await _read_capped(response.content)
+                body = await read_capped(response, MAX_BODY)
+        except BodyTooLarge:
+            raise HealthScrapeError(
+                f"relay router {self.url} metrics exceed {MAX_BODY} bytes"
+            ) from None
         except (TimeoutError, aiohttp.ClientError) as err:
             raise HealthScrapeError(
                 f"relay router {self.url} unreachable: {err or type(err).__name__}",
                 "check --relay-router-url and the relay-router Service",
             ) from err
-        if len(body) > MAX_BODY:
-            raise HealthScrapeError(f"relay router {self.url} metrics exceed {MAX_BODY} bytes")
         return parse_metrics(body.decode("utf-8", errors="replace"))
-
-
-async def _read_capped(stream: aiohttp.StreamReader) -> bytes:
-    """The whole body, or ``MAX_BODY + 1`` bytes of it (``read(n)`` returns one chunk)."""
-    chunks: list[bytes] = []
-    size = 0
-    while size <= MAX_BODY:
-        chunk = await stream.read(MAX_BODY + 1 - size)
-        if not chunk:
-            break
-        chunks.append(chunk)
-        size += len(chunk)
-    return b"".join(chunks)
 
 
 def _count(value: float) -> int:

@@ -52,6 +52,8 @@ from wspin.kube.leader import LeaderElector
 log = logging.getLogger("controller.manager")
 
 Periodic = Callable[[], Awaitable[None]]
+Runnable = Callable[[asyncio.Event], Awaitable[None]]
+"""A long-lived task: runs until the event it is given is set, then returns."""
 
 
 @dataclass
@@ -61,6 +63,13 @@ class _PeriodicTask:
     fn: Periodic
     leader_only: bool
     run_at_start: bool
+
+
+@dataclass
+class _RunnableTask:
+    name: str
+    run: Runnable
+    leader_only: bool
 
 
 @dataclass
@@ -96,6 +105,7 @@ class Manager:
         self._informer_tasks: list[asyncio.Task[None]] = []
         self._controllers: list[Controller] = []
         self._periodics: list[_PeriodicTask] = []
+        self._runnables: list[_RunnableTask] = []
         self._cleanups: list[Callable[[], Awaitable[None]]] = []
         self._stopping = asyncio.Event()
         self._running = False
@@ -172,6 +182,23 @@ class Manager:
             raise ValueError(f"periodic task {name!r} needs a positive interval")
         self._periodics.append(_PeriodicTask(name, interval_seconds, fn, leader_only, run_at_start))
 
+    def add_runnable(self, name: str, run: Runnable, *, leader_only: bool = True) -> None:
+        """Run ``run(stop)`` after the caches synced (leader-only: for each leadership term);
+        it must return soon after ``stop`` is set. A failure is logged; it is not restarted
+        within the term."""
+        self._runnables.append(_RunnableTask(name, run, leader_only))
+
+    def requeue(self, controller: str) -> Callable[[ObjectKey], None]:
+        """A function that queues a key for the named controller now (dropped while not
+        leading): for parts that learn of a change no watch reports."""
+
+        def add(key: ObjectKey) -> None:
+            for registered in self._controllers:
+                if registered.name == controller:
+                    registered.queue.add(key)
+
+        return add
+
     def add_cleanup(self, close: Callable[[], Awaitable[None]]) -> None:
         """Run ``close`` on shutdown, after leader-only work has stopped and before the caches
         stop (for resources such as pooled HTTP sessions)."""
@@ -232,6 +259,11 @@ class Manager:
             for task in self._periodics:
                 if not task.leader_only:
                     everywhere.tasks.append(asyncio.create_task(self._periodic(task, everywhere)))
+            for runnable in self._runnables:
+                if not runnable.leader_only:
+                    everywhere.tasks.append(
+                        asyncio.create_task(_run_until_stopped(runnable, everywhere))
+                    )
             stack.push_async_callback(self._stop_tasks, everywhere, graceful=True)
             # 4. Leader election; the lease is released on the way out.
             if self.elector is not None:
@@ -273,6 +305,9 @@ class Manager:
         for task in self._periodics:
             if task.leader_only:
                 term.tasks.append(asyncio.create_task(self._periodic(task, term)))
+        for runnable in self._runnables:
+            if runnable.leader_only:
+                term.tasks.append(asyncio.create_task(_run_until_stopped(runnable, term)))
         log.info(
             "started leader-only work",
             extra=fields(controllers=len(self._controllers), workers_each=workers),
@@ -375,6 +410,13 @@ class Manager:
             "serving probes and metrics",
             extra=fields(health_port=self.health_port, metrics_port=self.metrics_port),
         )
+
+
+async def _run_until_stopped(runnable: _RunnableTask, term: _Term) -> None:
+    try:
+        await runnable.run(term.stop)
+    except Exception:
+        log.exception("background task failed", extra=fields(task=runnable.name))
 
 
 async def _cancel(tasks: Iterable[asyncio.Future[Any]]) -> None:

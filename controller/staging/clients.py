@@ -29,6 +29,7 @@ import aiohttp
 
 from controller.staging.arming import RelayStagingConfig
 from controller.staging.desired import ProviderCredential
+from controller.toolkit import bodies
 from wspin.core.clock import Monotonic, monotonic
 from wspin.core.errors import WspinError
 
@@ -58,18 +59,11 @@ class InternalCallError(WspinError):
 
 
 async def read_capped(response: aiohttp.ClientResponse, limit: int, what: str) -> bytes:
-    """The whole body, or ``InternalCallError`` as soon as it exceeds ``limit`` bytes.
-
-    A loop, not one ``read(limit + 1)``: a stream read returns what has arrived so far, so a
-    single read cuts any answer longer than one network chunk."""
-    chunks: list[bytes] = []
-    size = 0
-    while chunk := await response.content.read(limit + 1 - size):
-        chunks.append(chunk)
-        size += len(chunk)
-        if size > limit:
-            raise InternalCallError(f"{what}: the answer exceeds {limit} bytes")
-    return b"".join(chunks)
+    """The whole body, or ``InternalCallError`` as soon as it exceeds ``limit`` bytes."""
+    try:
+        return await bodies.read_capped(response, limit)
+    except bodies.BodyTooLarge:
+        raise InternalCallError(f"{what}: the answer exceeds {limit} bytes") from None
 
 
 def trimmed(body: bytes, limit: int = 4096) -> str:

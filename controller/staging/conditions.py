@@ -9,7 +9,8 @@
 - ``CredentialRejected``: the router refused a token for a policy reason.
 
 The staleness class is read from ``status.secretsDelivery.degradedReason`` (agentd's degrade
-code, mirrored by the health scrape); a revocation in this pass outranks it.
+code, as the Workspace controller's agent scheduler last read it); a revocation in this pass
+outranks it.
 """
 
 from __future__ import annotations

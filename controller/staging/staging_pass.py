@@ -50,7 +50,6 @@ from controller.staging.envelopes import (
 )
 from controller.staging.escalation import Escalation, Result, escalate, lineage_intact
 from controller.staging.handoff import HandoffWriter, renew, revision
-from controller.staging.health import HealthScraper, mirror_health
 from controller.staging.ownership import WorkspaceNames, staged_for
 from controller.staging.schedule import DEFAULT_STALENESS_BOUND, next_pass_in, staleness_tick
 from controller.staging.secrets import (
@@ -61,7 +60,7 @@ from controller.staging.secrets import (
 )
 from controller.toolkit.conditions import find_condition
 from controller.toolkit.events import EventRecorder
-from controller.types import Obj, ObjectReader, StagingReport
+from controller.types import Obj, StagingReport
 from wspin.core.clock import Clock, utc_now
 from wspin.core.errors import KubeAPIError, TransientError
 from wspin.core.kinds import WORKSPACES
@@ -86,8 +85,6 @@ class RelayStagingPass:
         router: RouterClient | None = None,
         clock: Clock = utc_now,
         names: WorkspaceNames | None = None,
-        pods: ObjectReader | None = None,
-        health: HealthScraper | None = None,
         staleness_bound: float = DEFAULT_STALENESS_BOUND,
     ) -> None:
         self.config = config
@@ -100,16 +97,12 @@ class RelayStagingPass:
         self.events = EventRecorder(kube, clock=clock, redact=redactor.redact)
         self.handoffs = HandoffWriter(kube, config.router_url)
         self.names = names or WorkspaceNames()
-        self.pods = pods
-        self.health = health
         self.staleness_bound = staleness_bound
 
     async def close(self) -> None:
         """Close the pooled connections to the credential source and the router."""
         await self.source.session.close()
         await self.router.session.close()
-        if self.health is not None:
-            await self.health.close()
 
     # -- the pass ---------------------------------------------------------------------------
 
@@ -136,8 +129,6 @@ class RelayStagingPass:
         return report
 
     async def _pass(self, ws: Obj) -> StagingReport:
-        if self.health is not None and self.pods is not None:
-            ws = await mirror_health(self.kube, self.health, self.pods, ws)
         holder = self.names.conflict(ws)
         if holder is not None:
             return self._report(

@@ -8,12 +8,17 @@ the Secret), ``podfacts`` (a pod's status read once), ``lifecycle`` (phases from
 (exit codes 81 to 84 → conditions), ``failures`` (why a pod failed: four classes),
 ``stuck`` (a pod that does not start, and when that counts) and ``stuck_causes`` (why, in
 words a user can act on), ``boot`` (the platform's boot failing), ``recovery``
-(the backoff policy and the status record), ``healing`` (one pass's recovery decision) and
-``anchors`` (what creation and resume times are measured from). I/O: ``credential_keys``
-(the controller's key, read at start), ``writes`` (owned objects), ``pod_events`` (a stuck
-pod's Events, bounded), ``phases`` (one handler per phase), ``recovery_report`` and
-``verify_report`` (what a pass reports once its status is written), ``reconciler`` (the
-reconcile loop, one status write per pass) and ``wiring`` (registration with the manager).
+(the backoff policy and the status record), ``healing`` (one pass's recovery decision),
+``anchors`` (what creation and resume times are measured from), ``agent_report`` (agentd's
+answers, bounded), ``agent_view`` and ``agent_status`` (what the agent's reads make of the
+status), ``drain`` (session drains before a recycle) and ``idle`` (idle, lifetime and TTL
+deadlines). I/O: ``credential_keys`` (the controller's key, read at start), ``writes`` (owned
+objects), ``pod_events`` (a stuck pod's Events, bounded), ``agent_client`` and
+``agent_scheduler`` (the one bounded reader of agentd for the fleet), ``phases`` (one handler
+per phase) with ``upkeep`` (drains, health restarts, automatic suspends, TTL),
+``recovery_report`` and ``verify_report`` (what a pass reports once its status is written),
+``reconciler`` (the reconcile loop, one status write per pass) and ``wiring`` (registration
+with the manager). Metrics: ``agent_metrics`` and ``agent_usage``.
 Delivery wiring (image volumes, their mounts, the pins) is never added here: the admission
 webhook injects it.
 """

@@ -14,6 +14,11 @@ replica that loses that race reads the winner's. It holds one or more keys, each
 values came from (``llmsafespaces.dev/credentials-key``), so adding a key and making it
 active (then restarting the controller) leaves running pods working and builds new pods with
 the new key; a key removed while pods still use it has those pods recreated.
+
+The Secret's creation time also dates this release's first start in the cluster: objects that
+earlier releases created for a Workspace, before the ownership label existed, are older than
+it (``ownership``: they are the Workspace's without the label; anything unlabelled and newer
+was not created by the controller).
 """
 
 from __future__ import annotations
@@ -26,8 +31,10 @@ import logging
 import re
 import secrets
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Final
 
+from wspin.core.clock import parse_time
 from wspin.core.errors import AlreadyExists, ConfigError, Forbidden
 from wspin.core.kinds import SECRETS
 from wspin.core.logs import fields
@@ -65,6 +72,9 @@ class CredentialKeys:
 
     active: str
     keys: dict[str, bytes] = field(repr=False)
+    created: datetime | None = None
+    """When the key Secret was created: the first start of a controller that labels what it
+    creates (None: unknown, so nothing predates it)."""
 
     def knows(self, key_id: str) -> bool:
         return key_id in self.keys
@@ -108,7 +118,8 @@ def parse_key_secret(secret: Obj) -> CredentialKeys:
             f"Secret {KEY_SECRET}: `{ACTIVE}` names key {active!r}, which it does not hold",
             ROTATE_FIX,
         )
-    return CredentialKeys(active, keys)
+    created = parse_time((secret.get("metadata") or {}).get("creationTimestamp"))
+    return CredentialKeys(active, keys, created)
 
 
 def _decoded(value: object, name: str) -> bytes:

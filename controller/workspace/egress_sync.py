@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Final
 
 from controller.egress_settings import EgressSettings
@@ -56,8 +57,11 @@ class EgressPolicies:
         *,
         cilium: bool,
         clock: Monotonic = monotonic,
+        legacy_before: datetime | None = None,
     ) -> None:
         self.kube = kube
+        self.legacy_before = legacy_before
+        """Unlabelled policies created before this are an earlier release's (``ownership``)."""
         self.existing = existing
         self.resolver = resolver
         self.settings = settings
@@ -72,7 +76,9 @@ class EgressPolicies:
         generation = int(ws["metadata"].get("generation") or 0)
         meta = ws["metadata"]
         current = self.existing.get(ObjectKey(meta["namespace"], policy_name(meta["name"])))
-        found = ownership.conflict_of(current, ws, plan.resource.kind)
+        found = ownership.conflict_of(
+            current, ws, plan.resource.kind, legacy_before=self.legacy_before
+        )
         if found is not None:
             message = (
                 f"{plan.resource.kind} {found.name!r} is not this Workspace's ({found.holder}); "
@@ -98,7 +104,8 @@ class EgressPolicies:
         namespace = plan.policy["metadata"]["namespace"]
         if current is None:
             await self.kube.create(plan.resource, plan.policy, namespace)
-        elif current.get("spec") != plan.policy["spec"]:
+        elif current.get("spec") != plan.policy["spec"] or ownership.unlabelled(current):
+            # An earlier release's policy gets the owner label with its next write.
             body = dict(plan.policy)
             body["metadata"] = {
                 **plan.policy["metadata"],

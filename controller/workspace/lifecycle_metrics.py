@@ -13,7 +13,9 @@ nothing here reads a cache or a clock.
 - ``llmsafespaces_workspace_resume_duration_seconds{resume_type}``: from the resume
   (``status.resumedAt``) to Active again: ``first_resume`` for a Workspace's first resume
   (``status.resumeCount`` 1), ``subsequent_resume`` after that. LLMSafeSpaces keyed this on a
-  restart count no resume changes, so every resume read as its first.
+  restart count no resume changes, so every resume read as its first;
+- ``llmsafespaces_workspace_init_container_duration_seconds``: how long ``workspace-setup``
+  (``spec.packages`` and ``spec.initScript``) ran, for the pod that made the Workspace Active.
 
 Labels are drawn from bounded sets (``wspin.core.fleet``'s runtime and security level, the phase
 enum, booleans): never a Workspace's name or owner, so no counter gains a series per Workspace.
@@ -35,6 +37,8 @@ Obj = dict[str, object]
 
 DURATION_BUCKETS: Final = (1, 3, 5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 300)
 """Seconds; the buckets LLMSafeSpaces' creation-time panels and alerts were written for."""
+SETUP_BUCKETS: Final = (0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300)
+"""Seconds; package installs take from under a second to minutes."""
 
 
 def _phase(value: str) -> str:
@@ -82,6 +86,13 @@ class LifecycleMetrics:
             buckets=DURATION_BUCKETS,
             registry=registry,
         )
+        self.setup_duration = Histogram(
+            "llmsafespaces_workspace_init_container_duration_seconds",
+            "Seconds the workspace-setup init container (packages, init script) ran, for "
+            "each pod that made its Workspace Active.",
+            buckets=SETUP_BUCKETS,
+            registry=registry,
+        )
 
     def transition(self, workspace: Obj, from_phase: str, to_phase: str) -> None:
         """The status write moved ``workspace`` from ``from_phase`` ("" when it had none) to
@@ -116,13 +127,24 @@ class LifecycleMetrics:
             max(0.0, (now - requested).total_seconds())
         )
 
-    def status_written(self, workspace: Obj, old: Obj, new: Obj, now: datetime.datetime) -> None:
+    def status_written(
+        self,
+        workspace: Obj,
+        old: Obj,
+        new: Obj,
+        now: datetime.datetime,
+        *,
+        setup_seconds: float | None = None,
+    ) -> None:
         """A pass wrote status ``new`` over ``old`` for ``workspace``: its phase change, and the
-        creation or resume it completed (measured from the anchors ``old`` holds)."""
+        creation or resume it completed (measured from the anchors ``old`` holds);
+        ``setup_seconds``: how long the serving pod's ``workspace-setup`` ran."""
         before, after = str(old.get("phase") or ""), str(new.get("phase") or "")
         self.transition(workspace, before, after)
         if after != fleet.ACTIVE or before == fleet.ACTIVE:
             return
+        if setup_seconds is not None:
+            self.setup_duration.observe(setup_seconds)
         resumed, pending = parse_time(old.get("resumedAt")), parse_time(old.get("pendingAt"))
         if resumed is not None:
             self.resumed(resumed, now, first=old.get("resumeCount") == 1)

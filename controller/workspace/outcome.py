@@ -8,13 +8,23 @@ write (``status.next_status``), then runs what must come after the status is com
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from controller.types import Obj
 from controller.workspace import verify
+from controller.workspace.agent_status import AgentReport
 from controller.workspace.healing import Assessment
 from controller.workspace.lifecycle import Observation, Phase
 from controller.workspace.podfacts import PodFacts
+
+
+@dataclass(frozen=True)
+class Notice:
+    """An Event to record once the status is written."""
+
+    type: Literal["Normal", "Warning"]
+    reason: str
+    message: str
 
 
 @dataclass
@@ -34,6 +44,8 @@ class Outcome:
     pod_name: str = ""
     """The pod that exists or was just created for the Workspace ("" = none)."""
     claim: str = ""
+    claim_uid: str = ""
+    """The uid of the claim ``claim`` once it is in the cache (``status.pvcUID``)."""
     """The PVC the pod mounts (``status.pvcName``)."""
     restart_generation: int | None = None
     """The ``spec.restartGeneration`` the Workspace's pod is (being) built for."""
@@ -60,6 +72,11 @@ class Outcome:
     staged: bool = False
     """The staging pass already ran for this reconcile (before the pod was built), or must
     not run (a namespace no workspace may use)."""
+    agent: AgentReport | None = None
+    """What the Active pod's agent reports, or that it was replaced for failing its health
+    checks (``agent_status``)."""
+    notices: list[Notice] = field(default_factory=list)
+    """Events to record after the status write (drains, automatic suspends, restarts)."""
 
     def due(self, seconds: float | None) -> None:
         """Come back within ``seconds`` (None: no deadline)."""

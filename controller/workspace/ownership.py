@@ -12,14 +12,24 @@ a label the chart's ownership policies let only the controller create, add, chan
 the same uid (a Workspace recreated under the same name has a new uid, so its predecessor's
 leftovers are not adopted either). A foreign object is never adopted, changed or deleted: the
 Workspace reports the conflict and waits.
+
+Earlier releases did not label what they created. Their objects are older than the
+controller's credentials key (``legacy_before``: the key Secret is created at the first start
+of a controller that labels), so an unlabelled object with the Workspace's controller
+ownerReference is the Workspace's when it was created before that moment: a tenant cannot
+backdate ``creationTimestamp``, and anything the controller created since carries the label.
+An upgrade therefore needs no relabelling. The claim of the former name gets one more way in
+(``storage.adopted_claim``), so its data is never left behind.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Final
 
 from controller.toolkit.conditions import condition
+from wspin.core.clock import parse_time
 from wspin.core.contract import API_GROUP, LABEL_WORKSPACE_UID
 from wspin.core.errors import WspinError
 
@@ -74,11 +84,34 @@ def stamp(body: Obj, ws: Obj) -> Obj:
     return body
 
 
-def conflict_of(obj: Obj | None, ws: Obj, kind: str) -> Conflict | None:
-    """None when ``obj`` is absent or the controller created it for ``ws``, else the conflict."""
+def predates(obj: Obj, legacy_before: datetime | None) -> bool:
+    """True when ``obj`` was created before ``legacy_before`` (an earlier release's object)."""
+    created = parse_time((obj.get("metadata") or {}).get("creationTimestamp"))
+    return legacy_before is not None and created is not None and created < legacy_before
+
+
+def conflict_of(
+    obj: Obj | None, ws: Obj, kind: str, *, legacy_before: datetime | None = None
+) -> Conflict | None:
+    """None when ``obj`` is absent or the controller created it for ``ws`` (labelled, or
+    unlabelled from before ``legacy_before``), else the conflict."""
     if obj is None:
         return None
-    meta = ws.get("metadata") or {}
+    found = reference_conflict(obj, ws, kind)
+    if found is not None or labelled_for(obj, ws):
+        return found
+    if unlabelled(obj) and predates(obj, legacy_before):
+        return None
+    return Conflict(
+        kind,
+        str((obj.get("metadata") or {}).get("name", "")),
+        f"it lacks the {LABEL_WORKSPACE_UID} label the controller puts on what it creates; "
+        "its owner reference was written by whoever created it",
+    )
+
+
+def reference_conflict(obj: Obj, ws: Obj, kind: str) -> Conflict | None:
+    """The conflict when ``obj``'s controller ownerReference is not ``ws`` (None when it is)."""
     ref = controller_reference(obj)
     name = str((obj.get("metadata") or {}).get("name", ""))
     if ref is None:
@@ -86,7 +119,7 @@ def conflict_of(obj: Obj | None, ws: Obj, kind: str) -> Conflict | None:
     owned = (
         ref.get("kind") == "Workspace"
         and str(ref.get("apiVersion", "")).split("/")[0] == API_GROUP
-        and ref.get("uid") == meta.get("uid")
+        and ref.get("uid") == (ws.get("metadata") or {}).get("uid")
     )
     if not owned:
         return Conflict(
@@ -94,20 +127,26 @@ def conflict_of(obj: Obj | None, ws: Obj, kind: str) -> Conflict | None:
             name,
             f"its controller is {ref.get('kind')} {ref.get('name')!r} with uid {ref.get('uid')}",
         )
-    labels = (obj.get("metadata") or {}).get("labels") or {}
-    if not meta.get("uid") or labels.get(LABEL_WORKSPACE_UID) != meta.get("uid"):
-        return Conflict(
-            kind,
-            name,
-            f"it lacks the {LABEL_WORKSPACE_UID} label the controller puts on what it creates; "
-            "its owner reference was written by whoever created it",
-        )
     return None
 
 
-def check_owned(obj: Obj | None, ws: Obj, kind: str) -> None:
+def labelled_for(obj: Obj, ws: Obj) -> bool:
+    """True when ``obj`` carries the owner label with ``ws``'s uid."""
+    uid = (ws.get("metadata") or {}).get("uid")
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    return bool(uid) and labels.get(LABEL_WORKSPACE_UID) == uid
+
+
+def unlabelled(obj: Obj) -> bool:
+    """True when ``obj`` has no owner label at all (an earlier release's object has none)."""
+    return LABEL_WORKSPACE_UID not in ((obj.get("metadata") or {}).get("labels") or {})
+
+
+def check_owned(
+    obj: Obj | None, ws: Obj, kind: str, *, legacy_before: datetime | None = None
+) -> None:
     """Raise ``ForeignObject`` unless ``obj`` is absent or the Workspace's own."""
-    found = conflict_of(obj, ws, kind)
+    found = conflict_of(obj, ws, kind, legacy_before=legacy_before)
     if found is not None:
         raise ForeignObject(found)
 

@@ -5,14 +5,17 @@ Dispatch is by the phase the status records (``run``); deletion is the reconcile
 
 - Pending, Creating, Active, Resuming, Failed (``running``): a suspend request or a suspended
   organisation stops the pod; otherwise the pod is built, started when missing, replaced when
-  stale, and its facts decide the phase (``lifecycle.observe``). Failures are counted and
-  retried with the backoff of their class, a pod that does not start is replaced past its
-  threshold, and a pod lost after a failure is recreated only once its retry is due
-  (``recovery_report``).
+  stale (once its agent's sessions drained, ``upkeep``), and its facts decide the phase
+  (``lifecycle.observe``). Failures are counted and retried with the backoff of their class,
+  a pod that does not start is replaced past its threshold, and a pod lost after a failure is
+  recreated only once its retry is due (``recovery_report``). An Active pod is also suspended
+  when idle or past its lifetime, and replaced when its agent failed its health checks
+  (``upkeep``).
 - Suspending (``suspending``): the pod is deleted (no drain; its grace bounds this) and the
   Workspace is Suspended once it is gone.
 - Suspended (``suspended``): a resume request, or the reactivation of the organisation whose
-  suspension stopped it, moves it to Resuming; the next pass builds the pod.
+  suspension stopped it, moves it to Resuming; the next pass builds the pod. One kept past
+  ``spec.ttlSecondsAfterSuspended`` is deleted.
 - Terminating/Terminated without a deletion (``retired``): the pod is stopped; nothing else.
 
 Every handler consumes the ``spec.suspend`` request it was given (``suspension``). The relay
@@ -28,7 +31,7 @@ from typing import Final
 
 from controller.settings import WorkspaceSettings
 from controller.types import Obj, ObjectKey, ObjectReader, StagingPass, StagingReport
-from controller.workspace import orgstatus, ownership
+from controller.workspace import agent_status, idle, orgstatus, ownership
 from controller.workspace.credential_keys import CredentialKeys
 from controller.workspace.credentials import (
     WorkspaceCredentials,
@@ -49,8 +52,9 @@ from controller.workspace.pod import desired_pod, pod_is_stale, restart_generati
 from controller.workspace.podfacts import pod_facts
 from controller.workspace.recovery_report import RecoveryReporter
 from controller.workspace.staging_phases import stages_in
-from controller.workspace.storage import claim_name, desired_pvc
+from controller.workspace.storage import claim_conflict, claim_name, desired_pvc
 from controller.workspace.suspension import consumed, suspend_request
+from controller.workspace.upkeep import Gate, WorkspaceUpkeep, kept_reason
 from controller.workspace.verify_report import VerifyReporter
 from controller.workspace.writes import OwnedWrites
 from wspin.core.kinds import PVCS
@@ -69,7 +73,7 @@ ORG_SUSPENDED: Final = "OrgSuspended"
 Handler = Callable[[Obj], Awaitable[Outcome]]
 
 
-class WorkspacePhases:
+class WorkspacePhases(WorkspaceUpkeep):
     """The per-phase handlers; the reconciler adds the reconcile loop and the status write."""
 
     settings: WorkspaceSettings
@@ -122,6 +126,9 @@ class WorkspacePhases:
         status = ws.get("status") or {}
         if status.get("reason") == ORG_SUSPENDED and suspend_request(ws) is not True:
             return await self._stop(ws, ORG_SUSPENDED, str(status.get("message") or ""))
+        kept = kept_reason(status)
+        if kept is not None and suspend_request(ws) is not True:
+            return await self._stop(ws, *kept)
         return await self._stop(ws)
 
     async def suspended(self, ws: Obj) -> Outcome:
@@ -131,7 +138,10 @@ class WorkspacePhases:
         request = suspend_request(ws)
         by_org = (ws.get("status") or {}).get("reason") == ORG_SUSPENDED
         if request is True or not (request is False or by_org):
-            return Outcome("Suspended")
+            kept = kept_reason(ws.get("status") or {}) if request is None else None
+            stay = Outcome("Suspended", reason=kept[0], detail=kept[1]) if kept else None
+            stay = stay or Outcome("Suspended")
+            return await self.expire(ws, stay)
         org = await self._org_verdict(ws)
         if org is not None and org.suspended:
             outcome = Outcome("Suspended", reason=ORG_SUSPENDED, detail=org.detail)
@@ -174,29 +184,41 @@ class WorkspacePhases:
         if isinstance(runtime, str):
             return self._runtime_missing(ws, runtime)
         owned = names(ws)
-        claim = claim_name(ws, self.pvcs.get(ObjectKey(key.namespace, owned.legacy_pvc)))
+        cutoff = self.writes.legacy_before
+        legacy = self.pvcs.get(ObjectKey(key.namespace, owned.legacy_pvc))
+        claim = claim_name(ws, legacy, legacy_before=cutoff)
         credentials = derive_credentials(self.keys, ws)
         body = desired_pod(ws, self.settings, credentials=credentials, runtime=runtime, claim=claim)
         pvc = self.pvcs.get(ObjectKey(key.namespace, claim))
-        ownership.check_owned(pvc, ws, "PersistentVolumeClaim")
+        found = claim_conflict(pvc, ws, legacy_before=cutoff)
+        if found is not None:
+            raise ownership.ForeignObject(found)
+        # The former name's claim is held to its uid (``storage``); the new name's to its label.
+        claim_uid = str(pvc["metadata"].get("uid") or "") if pvc and claim != owned.pvc else ""
         if pvc is None:
             # Created (or found foreign) before the pod that mounts it: a pod must never
             # start on a claim someone else put at our name.
             await self.writes.create(PVCS, desired_pvc(ws, claim), ws)
         outcome = await self._pod(ws, body, credentials)
-        outcome.claim = claim
-        outcome.restart_generation = int(restart_generation_of(ws))
+        outcome.claim, outcome.claim_uid = claim, claim_uid
+        if outcome.restart_generation is None:  # else: a drain holds the pod it was built for
+            outcome.restart_generation = int(restart_generation_of(ws))
         return outcome
 
     async def _pod(self, ws: Obj, body: Obj, credentials: WorkspaceCredentials) -> Outcome:
         previous = str((ws.get("status") or {}).get("phase") or "")
         pod = self._own_pod(ws, strict=True)
         facts = pod_facts(pod) if pod is not None else None
+        gate, held = Gate(), None
         if pod is not None and facts is not None and not facts.deleting:
             stale = pod_is_stale(pod, ws)
             held = pod_credentials(pod, ws, self.keys) if stale is None else None
             untrusted = held if isinstance(held, str) else None
             why = stale or untrusted
+            if why is not None and not facts.terminal:
+                # A recycle the controller starts waits for the agent's sessions (drain).
+                gate = await self.hold_recycle(ws, pod, facts, previous, untrusted=bool(untrusted))
+                why = None if gate.hold else why
             if why is not None or facts.terminal:
                 log.info(
                     "recreating workspace pod",
@@ -209,9 +231,11 @@ class WorkspacePhases:
                         ws, pod, facts, outcome, previous=previous, credentials=credentials
                     )
                     return outcome
-                return Outcome.observed(
+                recycled = Outcome.observed(
                     recycling(previous, why), pod_name=facts.name, restarted=bool(untrusted)
                 )
+                recycled.notices += gate.notices
+                return recycled
         if pod is None:
             outcome = Outcome.observed(observe(None, previous))
             if self.recovery.missing(ws, outcome, previous):
@@ -244,7 +268,13 @@ class WorkspacePhases:
                 extra=fields(workspace=str(ObjectKey.of(ws)), reason=outcome.reason),
             )
             await self.writes.delete_pod(pod)
-        return outcome
+            return outcome
+        kept = await self.upkeep(ws, pod, facts, outcome, held, gate)
+        if isinstance(kept, idle.AutoSuspend):
+            stopped = await self._stop(ws, kept.reason, kept.message)
+            stopped.notices.append(self.suspended_notice(kept))
+            return stopped
+        return kept
 
     async def _stop(self, ws: Obj, reason: str = "", detail: str = "") -> Outcome:
         """Delete the pod (no drain: the termination grace bounds it); Suspended once gone."""
@@ -263,8 +293,8 @@ class WorkspacePhases:
             return None
         pod = self.pods.get(ObjectKey(ws["metadata"].get("namespace", ""), names(ws).pod))
         if strict:
-            ownership.check_owned(pod, ws, "Pod")
-        elif ownership.conflict_of(pod, ws, "Pod") is not None:
+            self.writes.check(pod, ws, "Pod")
+        elif self.writes.conflict(pod, ws, "Pod") is not None:
             return None
         return pod
 
@@ -275,7 +305,8 @@ class WorkspacePhases:
         if self.staging is None or outcome.staged or not stages_in(outcome.phase):
             return
         outcome.staged = True
-        report = await self.staging.run(ws)
+        # Staging decides on what the pod applied: agentd's latest report, before it is written.
+        report = await self.staging.run(agent_status.with_delivery(ws, outcome.agent))
         if isinstance(report, list):
             report = StagingReport(report)
         outcome.conditions += report.conditions

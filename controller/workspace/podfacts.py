@@ -12,7 +12,7 @@ from typing import Final
 
 from controller.types import Obj
 from wspin.core.clock import parse_time
-from wspin.core.contract import MAIN_CONTAINER
+from wspin.core.contract import MAIN_CONTAINER, WORKSPACE_SETUP_CONTAINER
 
 TERMINAL: Final = ("Succeeded", "Failed")
 MAX_NOT_READY: Final = 8
@@ -44,6 +44,8 @@ class PodFacts:
     message: str
     image_tag: str
     """The workspace image's tag (``imageTag``)."""
+    setup_seconds: float | None = None
+    """How long ``workspace-setup`` ran to completion (None: it has not, or the pod has none)."""
 
     @property
     def terminal(self) -> bool:
@@ -107,7 +109,25 @@ def pod_facts(pod: Obj) -> PodFacts:
         reason=_text(status.get("reason")),
         message=_text(status.get("message")),
         image_tag=_image_tag_of(spec, status),
+        setup_seconds=_setup_seconds(status),
     )
+
+
+def _setup_seconds(status: Obj) -> float | None:
+    """``workspace-setup``'s run time, from its completed state's start and finish."""
+    setup = next(
+        (
+            s
+            for s in _dicts(status.get("initContainerStatuses"))
+            if s.get("name") == WORKSPACE_SETUP_CONTAINER
+        ),
+        {},
+    )
+    done = _obj(_obj(setup.get("state")).get("terminated"))
+    started, finished = parse_time(done.get("startedAt")), parse_time(done.get("finishedAt"))
+    if done.get("exitCode") != 0 or started is None or finished is None or finished < started:
+        return None
+    return (finished - started).total_seconds()
 
 
 def _readiness(spec: Obj, status: Obj) -> tuple[bool, tuple[str, ...]]:

@@ -39,8 +39,11 @@ from controller.types import (
     StagingCleanup,
     StagingPass,
 )
-from controller.workspace import deadlines, orgstatus, ownership
+from controller.workspace import agent_status, deadlines, orgstatus, ownership
+from controller.workspace.agent_metrics import AgentMetrics
+from controller.workspace.agent_scheduler import AgentScheduler
 from controller.workspace.credential_keys import CredentialKeys
+from controller.workspace.drain import DrainWindows
 from controller.workspace.egress_sync import EgressPolicies
 from controller.workspace.lifecycle_metrics import LifecycleMetrics
 from controller.workspace.metrics import VerifyMetrics
@@ -54,7 +57,7 @@ from controller.workspace.status import next_status
 from controller.workspace.suspension import clear_request
 from controller.workspace.verify_report import VerifyReporter
 from controller.workspace.writes import OwnedWrites
-from wspin.core.clock import Clock, utc_now
+from wspin.core.clock import Clock, format_time, utc_now
 from wspin.core.errors import Conflict, KubeAPIError, NamespaceTerminating, NotFound
 from wspin.core.kinds import PODS, WORKSPACES
 from wspin.core.logs import fields
@@ -107,6 +110,8 @@ class WorkspaceReconciler(WorkspacePhases):
         recovery: RecoveryMetrics | None = None,
         lifecycle: LifecycleMetrics | None = None,
         redact: Callable[[str], str] = lambda text: text,
+        agents: AgentScheduler | None = None,
+        agent_metrics: AgentMetrics | None = None,
     ) -> None:
         self.kube = kube
         self.workspaces = workspaces
@@ -129,7 +134,7 @@ class WorkspaceReconciler(WorkspacePhases):
         the organisation come from them, never from the Workspace (None: no labels)."""
         self.clock = clock
         self.events = events or EventRecorder(kube, clock=clock, redact=redact)
-        self.writes = OwnedWrites(kube, settings.termination_grace)
+        self.writes = OwnedWrites(kube, settings.termination_grace, legacy_before=keys.created)
         self.verifier = VerifyReporter(kube, metrics, self.events)
         self.recovery = RecoveryReporter(
             kube,
@@ -145,6 +150,10 @@ class WorkspaceReconciler(WorkspacePhases):
         )
         """Phase changes, creation and resume times, deletions (``recovery`` and
         ``lifecycle``: None gives each a private registry, for tests)."""
+        self.agents = agents
+        """The fleet's agent scheduler (None: agentd is not read; recycles never wait)."""
+        self.agent_metrics = agent_metrics
+        self.drains = DrainWindows()
         self._superseded: dict[ObjectKey, tuple[str, set[str]]] = {}
         """Per Workspace (its uid, and the cached versions this controller's own writes
         replaced): a reconcile that finds one in the cache would act on what it already
@@ -236,6 +245,9 @@ class WorkspaceReconciler(WorkspacePhases):
         for failure, episode in outcome.failures:
             await self.verifier.report(ws, failure, episode)
         await self.recovery.report(ws, outcome)
+        for notice in outcome.notices:
+            await self.events.emit(ws, WORKSPACES, notice.type, notice.reason, notice.message)
+        await self.clear_spent_marker(ws, outcome.restart_generation)
         if outcome.error is not None:
             raise outcome.error
         return deadlines.next_requeue(outcome.requeue, outcome.staging_due)
@@ -251,7 +263,7 @@ class WorkspaceReconciler(WorkspacePhases):
         # would cut the pod's grace short through owner GC.
         pod = await self.kube.get_or_none(PODS, pod_name, namespace) if pod_name else None
         # A foreign pod at our name is left alone: it was never ours to stop.
-        if pod is not None and ownership.conflict_of(pod, ws, "Pod") is None:
+        if pod is not None and self.writes.owns(pod, ws, "Pod"):
             if not pod_facts(pod).deleting:
                 await self.writes.delete_pod(pod)
             await self._write_status(ws, Outcome("Terminating", pod_name=pod_name), written)
@@ -301,12 +313,22 @@ class WorkspaceReconciler(WorkspacePhases):
 
     async def _write_status(self, ws: Obj, outcome: Outcome, written: list[str]) -> Obj | None:
         """Write ``/status`` when, and only when, something changed; the written object."""
+        if self.agents is not None and outcome.phase != "Active":
+            self.agents.forget(ws)  # its agent is no longer read (and no longer metered)
         old, now = dict(ws.get("status") or {}), self.clock()
-        new = next_status(old, outcome, ws, now)
+        new = agent_status.apply(
+            old,
+            next_status(old, outcome, ws, now),
+            outcome.agent,
+            outcome.phase,
+            int(ws["metadata"].get("generation") or 0),
+            format_time(now),
+        )
         updated = await write_status(self.kube, WORKSPACES, ws, new)
         if updated is not None:
             written.append(str(updated["metadata"].get("resourceVersion", "")))
-            self.lifecycle.status_written(ws, old, new, now)
+            setup = outcome.pod.setup_seconds if outcome.pod is not None else None
+            self.lifecycle.status_written(ws, old, new, now, setup_seconds=setup)
         return updated
 
 

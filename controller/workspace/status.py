@@ -105,6 +105,8 @@ def next_status(old: Obj, outcome: Outcome, ws: Obj, now: datetime) -> Obj:
         new["reason"], new["message"] = outcome.reason, outcome.detail
     if outcome.claim:
         new["pvcName"] = outcome.claim
+    if outcome.claim_uid:
+        new["pvcUID"] = outcome.claim_uid
     if phase in _WITHOUT_POD:
         new.pop("podName", None)
         new.pop("podNamespace", None)

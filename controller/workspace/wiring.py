@@ -9,6 +9,9 @@ from typing import Final
 from controller.runtime.manager import Manager
 from controller.settings import ControllerSettings
 from controller.types import Obj, ObjectKey, StagingPass
+from controller.workspace.agent_metrics import AgentMetrics
+from controller.workspace.agent_scheduler import AgentScheduler
+from controller.workspace.agent_usage import AgentUsageCollector
 from controller.workspace.credential_keys import CredentialKeys
 from controller.workspace.dns import DnsResolver
 from controller.workspace.egress import CILIUM_NETWORK_POLICIES, NETWORK_POLICIES
@@ -80,6 +83,7 @@ def register(
             DnsResolver(),
             settings.workspace.egress,
             cilium=cilium,
+            legacy_before=keys.created,
         )
         owns.append((resource, POLICY_SELECTOR))
     workspaces = manager.cache(WORKSPACES)
@@ -98,10 +102,23 @@ def register(
         return [ObjectKey.of(ws) for ws in workspaces.list(namespace["metadata"]["name"])]
 
     runtimes = RuntimeCatalogue(manager.cache(RUNTIME_ENVIRONMENTS))
+    pods = manager.cache(PODS, labels=OWNED_SELECTOR)
+    # One reader of agentd for the whole fleet, leader-only: what it reads that changes a
+    # Workspace's status queues that Workspace, whose reconcile writes it.
+    agent_metrics = AgentMetrics(manager.registry)
+    agents = AgentScheduler(
+        settings.workspace.agent,
+        workspaces=workspaces,
+        pods=pods,
+        metrics=agent_metrics,
+        notify=manager.requeue(WorkspaceReconciler.name),
+    )
+    manager.add_runnable("agent-scheduler", agents.run)
+    manager.registry.register(AgentUsageCollector(agents.targets))
     reconciler = WorkspaceReconciler(
         manager.kube,
         workspaces,
-        manager.cache(PODS, labels=OWNED_SELECTOR),
+        pods,
         manager.cache(PVCS, labels=OWNED_SELECTOR),
         settings.workspace,
         keys=keys,
@@ -114,6 +131,8 @@ def register(
         lifecycle=LifecycleMetrics(manager.registry),
         redact=redact,
         namespaces=NamespaceLabels(manager.cache(NAMESPACES)),
+        agents=agents,
+        agent_metrics=agent_metrics,
     )
     manager.add_controller(
         reconciler,

@@ -9,6 +9,7 @@ server's words) instead of a retry with backoff.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from controller.types import Obj
@@ -23,9 +24,27 @@ from wspin.kube.client import Kube
 class OwnedWrites:
     """Writes through the API for one controller process."""
 
-    def __init__(self, kube: Kube, termination_grace: int) -> None:
+    def __init__(
+        self, kube: Kube, termination_grace: int, *, legacy_before: datetime | None = None
+    ) -> None:
         self.kube = kube
         self.termination_grace = termination_grace
+        self.legacy_before = legacy_before
+        """Unlabelled objects created before this are an earlier release's (``ownership``)."""
+
+    def owns(self, obj: Obj | None, ws: Obj, kind: str) -> bool:
+        """True when ``obj`` is present and the Workspace's own."""
+        return obj is not None and self.conflict(obj, ws, kind) is None
+
+    def conflict(self, obj: Obj | None, ws: Obj, kind: str) -> ownership.Conflict | None:
+        """``ownership.conflict_of`` with this process's cut-off for earlier releases."""
+        return ownership.conflict_of(obj, ws, kind, legacy_before=self.legacy_before)
+
+    def check(self, obj: Obj | None, ws: Obj, kind: str) -> None:
+        """Raise ``ForeignObject`` unless ``obj`` is absent or the Workspace's own."""
+        found = self.conflict(obj, ws, kind)
+        if found is not None:
+            raise ownership.ForeignObject(found)
 
     async def create(
         self, resource: Any, body: Obj, ws: Obj, *, redact: WorkspaceCredentials | None = None
@@ -38,7 +57,7 @@ class OwnedWrites:
             await self.kube.create(resource, body, meta["namespace"])
         except AlreadyExists:
             live = await self.kube.get_or_none(resource, meta["name"], meta["namespace"])
-            ownership.check_owned(live, ws, str(body.get("kind") or resource.kind))
+            self.check(live, ws, str(body.get("kind") or resource.kind))
         except Invalid as err:
             message = redact.redact(err.message) if redact is not None else err.message
             raise PodBuildError(

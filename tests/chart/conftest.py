@@ -6,7 +6,7 @@ from collections.abc import Mapping
 
 import pytest
 
-from tests.chart.helm import Rendered, render
+from tests.chart.helm import PINS, Rendered, render
 
 PROVIDED_CA = "TFMwdExTMUNSVWRKVGlCRFJWSlVTVVpKUTBGVVJTMHRMUzB0Q2c9PQ=="
 
@@ -67,3 +67,9 @@ def default_render(renders: RenderCache) -> Rendered:
 def full_render(renders: RenderCache) -> Rendered:
     """Every optional part enabled."""
     return renders["full"]
+
+
+@pytest.fixture(scope="module")
+def pinned() -> Rendered:
+    """The release the admission captures were made with (its pins set), for the policy tests."""
+    return render(("minimal.yaml",), PINS)

@@ -12,27 +12,25 @@ import copy
 import json
 from typing import Any
 
-import jsonpatch
 import pytest
 
-from tests.chart.helm import NAMESPACE, PINS, Rendered, render
-from tests.fixtures import ADMISSION
+from tests.chart.helm import PINS, Rendered, render
+from tests.chart.pod_policies import (
+    DEBUG,
+    DELIVERY,
+    INTEGRITY,
+    capture,
+    check,
+    container,
+    injected,
+    stored,
+    updated,
+)
 from tests.kubeapi.defaults import drop_image_volumes
-from tests.kubeapi.policies import Denial, judge
 from webhook.demo import DEMO_CONFIG
-from webhook.inject import inject
 from wspin.core.workspace_pod import DELIVERY_ENV_NAMES, SELECTOR_LABELS
 
 Obj = dict[str, Any]
-
-DELIVERY = f"wspin-{NAMESPACE}-workspace-pod-delivery"
-INTEGRITY = f"wspin-{NAMESPACE}-workspace-pod-integrity"
-DEBUG = f"wspin-{NAMESPACE}-workspace-pod-debug"
-
-
-@pytest.fixture(scope="module")
-def pinned() -> Rendered:
-    return render(("minimal.yaml",), PINS)
 
 
 @pytest.fixture(scope="module")
@@ -41,56 +39,11 @@ def registry_pins() -> Rendered:
     return render(("minimal.yaml",), {k: v for k, v in PINS.items() if k.endswith(".image")})
 
 
-def check(rendered: Rendered, policy: str, request: Obj) -> Denial | None:
-    (binding,) = [
-        b
-        for b in rendered.of_kind("ValidatingAdmissionPolicyBinding")
-        if b["spec"]["policyName"] == policy
-    ]
-    return judge(rendered.get("ValidatingAdmissionPolicy", policy), binding, request)
-
-
-def capture(name: str) -> Obj:
-    request: Obj = json.loads((ADMISSION / name).read_text())["request"]
-    return request
-
-
-def injected(name: str = "pod-create-workspace.json") -> Obj:
-    """A CREATE capture with its object as the real injector leaves it."""
-    request = capture(name)
-    patch = inject(request["object"], DEMO_CONFIG).patch
-    request["object"] = jsonpatch.apply_patch(request["object"], list(patch))
-    return request
-
-
 def stripped(request: Obj) -> Obj:
     """The gate-off stored form: image volumes and their mounts dropped, the env pins kept."""
     request = copy.deepcopy(request)
     drop_image_volumes(request["object"]["spec"])
     return request
-
-
-def updated(request: Obj, change: Any) -> Obj:
-    """An UPDATE of the stored pod in ``request`` whose new object ``change`` edits."""
-    old = copy.deepcopy(request["object"])
-    new = copy.deepcopy(old)
-    change(new)
-    return {
-        **request,
-        "operation": "UPDATE",
-        "object": new,
-        "oldObject": old,
-        "options": {"kind": "UpdateOptions", "apiVersion": "meta.k8s.io/v1"},
-    }
-
-
-def container(pod: Obj, name: str) -> Obj:
-    found: Obj = next(
-        c
-        for c in pod["spec"]["containers"] + pod["spec"].get("initContainers", [])
-        if c["name"] == name
-    )
-    return found
 
 
 # -- the policies select what the code calls a workspace pod ---------------------------------
@@ -231,17 +184,6 @@ def test_pods_without_the_workspace_labels_are_not_judged(pinned: Rendered, name
 
 
 # -- UPDATE: post-admission integrity --------------------------------------------------------
-
-
-def stored() -> Obj:
-    """The captured UPDATE of a stored workspace pod (a label added), injected form."""
-    request = capture("extra-gate-off-pod-update-labels-existing-imagevolume.json")
-    for key in ("object", "oldObject"):
-        pod = request[key]
-        pod["metadata"].setdefault("annotations", {})["llmsafespaces.dev/delivery"] = (
-            DEMO_CONFIG.receipt
-        )
-    return request
 
 
 def test_a_label_update_of_a_stored_workspace_pod_is_allowed(pinned: Rendered) -> None:

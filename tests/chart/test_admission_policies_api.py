@@ -20,6 +20,7 @@ import pytest
 from tests.chart.helm import PINS, parse_documents, template
 from tests.fixtures import ADMISSION
 from tests.kubeapi import KubeServer
+from tests.support.policy_resources import BINDINGS, POLICIES
 from tests.support.waiting import eventually
 from webhook.demo import DEMO_CONFIG
 from webhook.inject import inject
@@ -29,11 +30,6 @@ from wspin.kube.client import Kube
 
 Obj = dict[str, Any]
 
-GROUP = "admissionregistration.k8s.io"
-POLICIES = Resource(GROUP, "v1", "validatingadmissionpolicies", False, "ValidatingAdmissionPolicy")
-BINDINGS = Resource(
-    GROUP, "v1", "validatingadmissionpolicybindings", False, "ValidatingAdmissionPolicyBinding"
-)
 GATE_OFF = "ImageVolume feature gate"
 ATTACKER_IMAGE = "docker.io/attacker/anything:1"
 

@@ -15,13 +15,12 @@ from typing import Any
 import pytest
 
 from tests.chart.helm import NAMESPACE, Rendered
-from tests.chart.test_admission_policies import (
+from tests.chart.pod_policies import (
     DELIVERY,
     INTEGRITY,
     check,
     container,
     injected,
-    pinned,
     stored,
     updated,
 )
@@ -31,7 +30,6 @@ from wspin.core.workspace_pod import SIDECAR_COMMAND, WORKSPACE_ARGS, WORKSPACE_
 Obj = dict[str, Any]
 
 BINDING = f"wspin-{NAMESPACE}-workspace-pod-binding"
-__all__ = ["pinned"]  # the module-scoped fixture, shared
 
 
 def with_mount(kind: str, name: str, path: str, *, device: bool = False) -> Obj:

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.chart.alert_rules import alerts, rule_groups
 from tests.chart.conftest import RenderCache
 from tests.chart.helm import CHART, Rendered, render
 from tests.chart.promtool import PromtoolResult, run_promtool
@@ -24,18 +25,6 @@ RULES = CHART / "files" / "alerts"
 UNIT_TESTS = Path(__file__).resolve().parent / "alerts"
 RUNBOOKS = CHART / "docs" / "runbooks.md"
 GROUPS = sorted(path.stem for path in RULES.glob("*.yaml"))
-
-
-def rule_groups(rendered: Rendered) -> dict[str, dict[str, Any]]:
-    """The rendered PrometheusRule's groups by file name (group ``wspin.<file>``)."""
-    groups = rendered.one("PrometheusRule")["spec"]["groups"]
-    return {str(group["name"]).removeprefix("wspin."): group for group in groups}
-
-
-def alerts(rendered: Rendered) -> dict[str, dict[str, Any]]:
-    return {
-        rule["alert"]: rule for group in rule_groups(rendered).values() for rule in group["rules"]
-    }
 
 
 def unit_tests(group: str) -> dict[str, Any]:

@@ -23,7 +23,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from tests.chart.helm import CHART, NAMESPACE, Rendered
+from tests.chart.helm import CHART, NAMESPACE, Rendered, render
+from tests.chart.notes import render_notes
 from tests.fixtures import ADMISSION
 from wspin.core.workspace_pod import entrypoint_problem
 
@@ -101,9 +102,6 @@ def test_without_a_namespace_the_chart_renders_with_its_defaults_and_no_test_hoo
 
 
 def test_a_release_in_default_probes_the_namespace_it_is_told(tmp_path: Path) -> None:
-    from tests.chart.helm import render
-    from tests.chart.test_notes import render_notes
-
     rendered = render(sets={"tests.probeNamespace": "ws-demo"}, namespace="default")
     assert {d["metadata"]["namespace"] for d in hooks(rendered) if d["kind"] == "Role"} == {
         "ws-demo"
@@ -117,8 +115,6 @@ def test_a_release_in_default_probes_the_namespace_it_is_told(tmp_path: Path) ->
 def test_the_notes_say_how_to_name_a_probe_namespace_when_none_can_be_chosen(
     tmp_path: Path,
 ) -> None:
-    from tests.chart.test_notes import render_notes
-
     notes = render_notes(tmp_path, "1.35.0", namespace="default")
     assert "helm test` needs a namespace where the webhook injects" in notes
     assert "--set tests.probeNamespace=<workspace namespace>" in notes

@@ -46,6 +46,21 @@ from tests.chart.helm import Rendered, render, template
             "controller.relayStaging.tokenTTL must be within 1s..168h",
         ),
         (
+            {"controller.workspaces.agent.healthInterval": "1s"},
+            'controller.workspaces.agent.healthInterval must be within 5s..10m, got "1s"',
+        ),
+        (
+            {"controller.workspaces.agent.statusInterval": "2h"},
+            "controller.workspaces.agent.statusInterval must be within 15s..1h",
+        ),
+        (
+            {"controller.workspaces.agent.drainStallBound": "30s"},
+            "controller.workspaces.agent.drainStallBound must be within 1m..24h",
+        ),
+        ({"controller.workspaces.agent.scrapeConcurrency": 1025}, "scrapeConcurrency"),
+        # The port moved from relay staging to the agent settings: the old value is refused.
+        ({"controller.relayStaging.agentdHealthPort": 4098}, "agentdHealthPort"),
+        (
             {"controller.inferenceRelay.orphanDetector.sweepInterval": "0m0s"},
             "controller.inferenceRelay.orphanDetector.sweepInterval must be positive",
         ),
@@ -85,6 +100,10 @@ def boundary_render(monkeypatch: pytest.MonkeyPatch) -> Rendered:
             "controller.inferenceRelay.orphanDetector.maxDeletionsPerSweep": 10000,
             "controller.relayStaging.tokenTTL": "167h59m60s",
             "controller.inferenceRelay.orphanDetector.sweepInterval": "1ms",
+            "controller.workspaces.agent.scrapeConcurrency": 1024,
+            "controller.workspaces.agent.healthInterval": "10m",
+            "controller.workspaces.agent.statusInterval": "1h",
+            "controller.workspaces.agent.drainStallBound": "24h",
         },
     )
 
@@ -102,3 +121,6 @@ def test_the_largest_values_the_chart_accepts_reach_the_controller_unchanged(
     assert settings.inference_relay.orphans.max_deletions_per_sweep == 10000
     assert settings.relay_staging.token_ttl == MAX_TOKEN_TTL  # arming's upper bound
     assert settings.inference_relay.orphans.interval == 0.001
+    agent = settings.workspace.agent
+    assert (agent.concurrency, agent.health_interval) == (1024, 600)
+    assert (agent.status_interval, agent.drain_stall_bound) == (3600, 86400)

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from tests.chart.helm import PINS, parse_documents, template
-from tests.chart.test_admission_policies_api import BINDINGS, POLICIES
+from tests.support.policy_resources import BINDINGS, POLICIES
 from wspin.core.contract import LABEL_WORKSPACE_UID
 from wspin.core.errors import Forbidden
 from wspin.core.kinds import PODS, PVCS, SECRETS, Resource

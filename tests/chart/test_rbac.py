@@ -73,7 +73,7 @@ WEBHOOK_CONFIGS = {
     ),
 }
 CONTROLLER_CLUSTER_BASE = {
-    ("llmsafespaces.dev", "workspaces", (), verbs("get", "list", "watch", "patch")),
+    ("llmsafespaces.dev", "workspaces", (), verbs("get", "list", "watch", "patch", "delete")),
     ("llmsafespaces.dev", "workspaces/status", (), verbs("patch")),
     ("llmsafespaces.dev", "workspaces/finalizers", (), verbs("update")),
     ("", "pods", (), verbs("get", "list", "watch", "create", "delete")),

@@ -210,6 +210,16 @@ LEDGER = (
         {"patch": 1},
         controller=grant("cluster", "workspaces", ["patch"], group=CRD_GROUP),
     ),
+    Use(  # the force-recycle marker, removed by a JSON patch that tests its value
+        "controller/workspace/drain.py",
+        {"patch": 1},
+        controller=grant("cluster", "workspaces", ["patch"], group=CRD_GROUP),
+    ),
+    Use(  # a Workspace kept Suspended past spec.ttlSecondsAfterSuspended, deleted by uid
+        "controller/workspace/upkeep.py",
+        {"delete": 1},
+        controller=grant("cluster", "workspaces", ["delete"], group=CRD_GROUP),
+    ),
     Use(  # the workspace credentials key in the controller's namespace: read by name,
         # created on first start (a create cannot be name-restricted)
         "controller/workspace/credential_keys.py",
@@ -263,11 +273,6 @@ LEDGER = (
         "controller/staging/desired.py",
         {"patch": 1},
         controller=grant("cluster", "workspaces", ["patch"], group=CRD_GROUP),
-    ),
-    Use(  # agentd's health report mirrored into status.secretsDelivery
-        "controller/staging/health.py",
-        {"patch": 1},
-        controller=grant("cluster", "workspaces/status", ["patch"], group=CRD_GROUP),
     ),
     Use(  # envelopes written blind; only the public key and the mint key are read, by name
         "controller/staging/secrets.py",

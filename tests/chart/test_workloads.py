@@ -211,9 +211,9 @@ def test_inference_relay_without_its_artifact_fails_naming_the_value(
     assert message in result.stderr
 
 
-def test_relay_staging_renders_exactly_its_six_flags(full_render: Rendered) -> None:
+def test_relay_staging_renders_exactly_its_five_flags(full_render: Rendered) -> None:
     args = full_render.args("controller")
-    prefixes = ("--relay-only", "--llm-relay", "--relay-token", "--relay-revocation", "--agentd-h")
+    prefixes = ("--relay-only", "--llm-relay", "--relay-token", "--relay-revocation")
     staging = [a for a in args if a.startswith(prefixes)]
     assert staging == [
         "--relay-only-key-delivery=true",
@@ -221,7 +221,35 @@ def test_relay_staging_renders_exactly_its_six_flags(full_render: Rendered) -> N
         "--llm-relay-namespace=llm-relay",
         "--relay-token-ttl=24h",
         "--relay-revocation-staleness-bound=2m",
+    ]
+
+
+def test_the_agent_flags_render_from_their_values() -> None:
+    from tests.chart.helm import render
+
+    prefixes = ("--agentd-health", "--agent-", "--session-drain")
+    defaults = [a for a in render().args("controller") if a.startswith(prefixes)]
+    assert defaults == [
         "--agentd-health-port=4098",
+        "--agent-scrape-concurrency=64",
+        "--agent-health-interval=15s",
+        "--agent-status-interval=1m",
+        "--session-drain-stall-bound=1h",
+    ]
+    agent = {
+        "controller.workspaces.agent.port": 9098,
+        "controller.workspaces.agent.scrapeConcurrency": 256,
+        "controller.workspaces.agent.healthInterval": "30s",
+        "controller.workspaces.agent.statusInterval": "5m",
+        "controller.workspaces.agent.drainStallBound": "2h",
+    }
+    args = render(sets=agent).args("controller")
+    assert [a for a in args if a.startswith(prefixes)] == [
+        "--agentd-health-port=9098",
+        "--agent-scrape-concurrency=256",
+        "--agent-health-interval=30s",
+        "--agent-status-interval=5m",
+        "--session-drain-stall-bound=2h",
     ]
 
 
@@ -264,7 +292,8 @@ def test_egress_allows_dns_and_only_the_listed_ports(default_render: Rendered) -
     ports = [{(p["port"], p["protocol"]) for p in rule["ports"]} for rule in webhook]
     assert ports == [{(53, "UDP"), (53, "TCP")}, {(443, "TCP"), (6443, "TCP")}]
     controller = network_policy(default_render, "controller")["spec"]["egress"]
-    assert {p["port"] for p in controller[1]["ports"]} == {443, 6443, 80, 8080}
+    # The API server, the API service, and agentd's admin port in workspace pods.
+    assert {p["port"] for p in controller[1]["ports"]} == {443, 6443, 80, 8080, 4098}
 
 
 def egress_ports(rendered: Rendered, component: str) -> list[int]:

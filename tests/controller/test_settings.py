@@ -55,6 +55,23 @@ def test_defaults_match_the_documented_values() -> None:
     assert relay.orphans.dry_run is False
 
 
+def test_agent_flags_reach_the_settings_the_scheduler_and_drains_read() -> None:
+    defaults = parse().workspace.agent
+    assert (defaults.port, defaults.concurrency) == (4098, 64)
+    assert (defaults.health_interval, defaults.status_interval) == (15, 60)
+    assert defaults.drain_stall_bound == 3600
+    agent = parse(
+        "--agentd-health-port=9098",
+        "--agent-scrape-concurrency=8",
+        "--agent-health-interval=30s",
+        "--agent-status-interval=5m",
+        "--session-drain-stall-bound=90m",
+    ).workspace.agent
+    assert (agent.port, agent.concurrency) == (9098, 8)
+    assert (agent.health_interval, agent.status_interval) == (30, 300)
+    assert agent.drain_stall_bound == 5400
+
+
 def test_relay_staging_flags_reach_the_settings_the_caller_reads() -> None:
     settings = parse(
         "--relay-only-key-delivery=true",
@@ -62,11 +79,10 @@ def test_relay_staging_flags_reach_the_settings_the_caller_reads() -> None:
         "--llm-relay-namespace=relay-ns",
         "--relay-token-ttl=12h",
         "--relay-revocation-staleness-bound=30s",
-        "--agentd-health-port=9098",
         "--api-service-url=http://api:8080",
     )
     staging = settings.relay_staging
-    assert (staging.revocation_staleness_bound, staging.agentd_health_port) == (30, 9098)
+    assert staging.revocation_staleness_bound == 30
     assert staging.enabled is True
     assert staging.router_url == "http://router.example:8090"
     assert staging.namespace == "relay-ns"
@@ -165,6 +181,13 @@ def test_delivery_flags_are_optional_but_validated_when_given() -> None:
         (["--relay-revocation-staleness-bound=2h"], "--relay-revocation-staleness-bound"),
         (["--relay-revocation-staleness-bound=soon"], "--relay-revocation-staleness-bound"),
         (["--agentd-health-port=0"], "--agentd-health-port"),
+        (["--agent-scrape-concurrency=0"], "--agent-scrape-concurrency"),
+        (["--agent-scrape-concurrency=2000"], "--agent-scrape-concurrency"),
+        (["--agent-health-interval=1s"], "--agent-health-interval"),
+        (["--agent-health-interval=often"], "--agent-health-interval"),
+        (["--agent-status-interval=2h"], "--agent-status-interval"),
+        (["--session-drain-stall-bound=30s"], "--session-drain-stall-bound"),
+        (["--session-drain-stall-bound=2d"], "--session-drain-stall-bound"),
         (["--relay-only-key-delivery=maybe"], "--relay-only-key-delivery"),
         (["--enable-leader-election=yes please"], "--enable-leader-election"),
         (["--relay-cloud=gcp"], "--relay-cloud"),

@@ -7,15 +7,10 @@ from collections.abc import Callable
 import pytest
 
 from tests.kubeapi import KubeServer
+from tests.support.policy_resources import BINDINGS, POLICIES
 from wspin.core.errors import Invalid
-from wspin.core.kinds import CONFIGMAPS, NAMESPACES, PODS, Resource
+from wspin.core.kinds import CONFIGMAPS, NAMESPACES, PODS
 from wspin.kube.client import Kube
-
-GROUP = "admissionregistration.k8s.io"
-POLICIES = Resource(GROUP, "v1", "validatingadmissionpolicies", False, "ValidatingAdmissionPolicy")
-BINDINGS = Resource(
-    GROUP, "v1", "validatingadmissionpolicybindings", False, "ValidatingAdmissionPolicyBinding"
-)
 
 
 async def install(kube: Kube, namespace: str, *, actions: list[str]) -> None:

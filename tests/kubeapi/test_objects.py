@@ -15,6 +15,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from tests.kubeapi import KubeServer
+from tests.support.workspaces import SPEC_DEFAULTS
 from wspin.core.errors import AlreadyExists, Conflict, Invalid, NotFound
 from wspin.core.kinds import CONFIGMAPS, PODS, SECRETS, WORKSPACES
 from wspin.kube.client import Kube
@@ -144,12 +145,13 @@ async def test_status_subresource_isolates_status_from_the_main_endpoint(
     )
     assert "status" not in ws
     ws = await kube.replace(WORKSPACES, {**ws, "spec": {"a": 2}, "status": {"phase": "Main"}})
-    # The CRD's schema defaults spec.architecture, as a real API server does.
-    assert ws["spec"] == {"a": 2, "architecture": "amd64"} and "status" not in ws
+    # The CRD's schema defaults spec fields, as a real API server does: architecture, and the
+    # nested defaults inside the autoSuspend object it defaults to {}.
+    assert ws["spec"] == {"a": 2, **SPEC_DEFAULTS} and "status" not in ws
     ws = await kube.replace(
         WORKSPACES, {**ws, "spec": {"a": 3}, "status": {"phase": "Active"}}, sub="status"
     )
-    assert ws["spec"] == {"a": 2, "architecture": "amd64"} and ws["status"] == {"phase": "Active"}
+    assert ws["spec"] == {"a": 2, **SPEC_DEFAULTS} and ws["status"] == {"phase": "Active"}
 
 
 async def test_pod_status_is_written_only_through_pods_status(

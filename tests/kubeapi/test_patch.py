@@ -9,6 +9,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from tests.kubeapi.patch import merge_patch, strategic_merge_patch
+from tests.support.workspaces import SPEC_DEFAULTS
 from wspin.core.errors import Invalid, KubeAPIError
 from wspin.core.kinds import CONFIGMAPS, PODS, WORKSPACES
 from wspin.kube.client import Kube
@@ -117,7 +118,7 @@ async def test_custom_objects_api_sends_a_dict_as_json_patch_unless_told(
         await custom.patch_namespaced_custom_object(*args)
     assert caught.value.status == 400
     patched = await custom.patch_namespaced_custom_object(*args, **_MERGE_PATCH)
-    assert patched["spec"] == {"a": 1, "architecture": "amd64"}  # defaulted by the schema
+    assert patched["spec"] == {"a": 1, **SPEC_DEFAULTS}  # defaulted by the schema
 
 
 async def test_status_patch_through_custom_objects_api_changes_only_status(
@@ -137,4 +138,4 @@ async def test_status_patch_through_custom_objects_api_changes_only_status(
         **_MERGE_PATCH,
     )
     assert patched["status"] == {"phase": "Active"}
-    assert patched["spec"] == {"architecture": "amd64"}  # the schema's default, no "a"
+    assert patched["spec"] == SPEC_DEFAULTS  # the schema's defaults, no "a"

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tests.chart.alert_rules import alerts
 from tests.chart.dashboards import queries, rendered_dashboards
 from tests.chart.helm import render
 from tests.chart.promql import metric_names
-from tests.chart.test_alerts import alerts
 from tests.controller.conftest import CredentialSource, FakeRouter
 from tests.monitoring import processes
 from wspin.kube.client import Kube

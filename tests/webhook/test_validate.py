@@ -14,6 +14,7 @@ import yaml
 
 from tests.fixtures import ADMISSION
 from tests.webhook.conftest import LiveWebhook
+from tests.webhook.workspace_requests import create, update, workspace
 from webhook.settings import add_validator_flags, validator_config_from_args
 from webhook.validate import ValidatorConfig, validate_workspace
 from wspin.core.errors import ConfigError
@@ -21,28 +22,6 @@ from wspin.core.errors import ConfigError
 CAPTURES = ADMISSION
 DEFAULT = ValidatorConfig()
 GHCR = ValidatorConfig(allowed_runtime_registries=("ghcr.io/acme/",))
-
-
-def workspace(**spec: Any) -> dict[str, Any]:
-    base: dict[str, Any] = {"runtime": "python", "storage": {"size": "10Gi"}}
-    base.update(spec)
-    return {
-        "apiVersion": "llmsafespaces.dev/v1",
-        "kind": "Workspace",
-        "metadata": {"name": "ws1", "namespace": "ws-demo"},
-        "spec": base,
-    }
-
-
-def create(obj: dict[str, Any]) -> dict[str, Any]:
-    return {"operation": "CREATE", "object": obj, "oldObject": None}
-
-
-def update(obj: dict[str, Any], old: dict[str, Any] | None, sub: str = "") -> dict[str, Any]:
-    request: dict[str, Any] = {"operation": "UPDATE", "object": obj, "oldObject": old}
-    if sub:
-        request["subResource"] = sub
-    return request
 
 
 def denial(cfg: ValidatorConfig = DEFAULT, **spec: Any) -> str | None:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.webhook.test_validate import create, update, workspace
+from tests.webhook.workspace_requests import create, update, workspace
 from webhook.validate import ValidatorConfig, validate_workspace
 from wspin.core.objects import ObjectKey
 from wspin.core.tenancy import (

@@ -262,17 +262,17 @@ class Kube:
         *,
         grace_seconds: int | None = None,
         missing_ok: bool = True,
+        uid: str | None = None,
     ) -> None:
-        body = (
-            {
-                "kind": "DeleteOptions",
-                "apiVersion": "v1",
-                "gracePeriodSeconds": grace_seconds,
-                "propagationPolicy": "Background",
-            }
-            if grace_seconds is not None
-            else None
-        )
+        """Delete ``name``; ``uid``: only that very object (a Conflict when the name now holds
+        another, e.g. one re-created meanwhile)."""
+        body: Obj | None = None
+        if grace_seconds is not None or uid is not None:
+            body = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"}
+            if grace_seconds is not None:
+                body["gracePeriodSeconds"] = grace_seconds
+            if uid is not None:
+                body["preconditions"] = {"uid": uid}
         try:
             await self.request(
                 "DELETE",

@@ -80,7 +80,7 @@ def webhook_calls(args: ProcessArgs, install: Installation) -> list[Call]:
 
 def controller_calls(args: ProcessArgs, install: Installation) -> list[Call]:
     calls = [
-        *_each("get list watch patch", _CRD_GROUP, "workspaces"),
+        *_each("get list watch patch delete", _CRD_GROUP, "workspaces"),
         *_each("patch", _CRD_GROUP, "workspaces", subresource="status"),
         *_each("update", _CRD_GROUP, "workspaces", subresource="finalizers"),
         *_each("get list watch create delete", "", "pods"),

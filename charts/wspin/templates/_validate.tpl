@@ -64,6 +64,13 @@ checks need more than one value or a message the schema cannot give.
 {{- if and (not $c.leaderElection) (gt (int $c.replicas) 1) -}}
 {{- fail (printf "controller.leaderElection is required with more than one controller replica (controller.replicas is %d): without the Lease every replica reconciles and sweeps orphan VMs at once" (int $c.replicas)) -}}
 {{- end -}}
+{{- range $name, $bounds := dict "healthInterval" (list 5.0 600.0 "5s..10m") "statusInterval" (list 15.0 3600.0 "15s..1h") "drainStallBound" (list 60.0 86400.0 "1m..24h") -}}
+{{- $given := index $c.workspaces.agent $name -}}
+{{- $seconds := float64 (include "wspin.durationSeconds" $given) -}}
+{{- if or (lt $seconds (index $bounds 0)) (gt $seconds (index $bounds 1)) -}}
+{{- fail (printf "controller.workspaces.agent.%s must be within %s, got %q: the controller refuses to start with any other value" $name (index $bounds 2) $given) -}}
+{{- end -}}
+{{- end -}}
 {{- if $c.relayStaging.enabled -}}
 {{- if not $c.internalToken.secretName -}}
 {{- fail "controller.internalToken.secretName is required when controller.relayStaging.enabled: relay staging fetches provider credentials from the API with that token (give a Secret name, never the token)" -}}

@@ -1,21 +1,29 @@
 """Fixtures for the InferenceRelay suites: fake clouds on a hand-moved clock, the fake relay
-router over HTTP, and a ``Fleet`` harness that drives the reconciler against the Kubernetes
-API test server (or a real cluster: CR names are unique, Secrets live in the test namespace).
+router over HTTP, a ``Fleet`` harness that drives the reconciler against the Kubernetes API
+test server (or a real cluster: CR names are unique, Secrets live in the test namespace), and
+the clouds' own APIs the drivers are tested against (moto's EC2, a loopback OCI compute API).
 """
 
 from __future__ import annotations
 
+import json
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+import boto3
 import pytest
 from aiohttp import web
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+from moto import mock_aws
+from moto.ec2.models import amis as moto_amis
 from prometheus_client import CollectorRegistry
 
 from controller.relay.deps import RelayDeps
-from controller.relay.drivers.base import Driver
+from controller.relay.drivers.base import Driver, vm_tags
 from controller.relay.drivers.fake import FakeCloud
 from controller.relay.health import RouterHealth
 from controller.relay.identity import ClusterIdentity
@@ -24,6 +32,8 @@ from controller.relay.reconciler import InferenceRelayReconciler
 from controller.settings import RelayArtifactConfig
 from controller.types import Obj, ObjectKey, Requeue
 from tests.controller.fakerouter import FakeRouterState, RelayHealthLine, start_fake_router
+from tests.controller.relay.moto_ec2 import AMIS, REGION
+from tests.controller.relay.oci_credentials import TENANCY
 from tests.support.clock import FakeClock
 from wspin.core.kinds import INFERENCE_RELAYS
 from wspin.kube.client import Kube
@@ -210,3 +220,138 @@ async def serve(app: web.Application) -> tuple[web.AppRunner, str]:
     await site.start()
     host, port = runner.addresses[0][:2]
     return runner, f"http://{host}:{port}"
+
+
+# -- the clouds' own APIs: moto's EC2 in process, OCI's compute API on loopback ---------------
+
+
+@pytest.fixture
+def ec2(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Any]:
+    catalogue = tmp_path / "amis.json"
+    catalogue.write_text(json.dumps(AMIS))
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
+    monkeypatch.setenv("MOTO_AMIS_PATH", str(catalogue))
+    monkeypatch.setattr(moto_amis, "AMIS", [dict(ami) for ami in AMIS])
+    with mock_aws():
+        yield boto3.client("ec2", region_name=REGION)
+
+
+@pytest.fixture(scope="module")
+def pem() -> str:
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    return key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    ).decode()
+
+
+@pytest.fixture
+async def compute(pem: str) -> AsyncIterator[tuple[str, list[dict[str, Any]]]]:
+    """A compute API on loopback with three instances; records the signed requests."""
+    seen: list[dict[str, Any]] = []
+
+    def instance(ocid: str, state: str, tags: dict[str, str]) -> dict[str, Any]:
+        return {
+            "id": ocid,
+            "lifecycleState": state,
+            "freeformTags": tags,
+            "compartmentId": TENANCY,
+            "availabilityDomain": "AD-1",
+            "shape": "VM.Standard.A1.Flex",
+            "region": "us-ashburn-1",
+            "displayName": "relay-oci",
+            "timeCreated": "2026-01-01T00:00:00.000Z",
+        }
+
+    ours = vm_tags(cluster="c1", owner_uid="u-1", provider="oci")
+    instances = {
+        "ocid1.instance.ours": instance("ocid1.instance.ours", "RUNNING", ours),
+        "ocid1.instance.gone": instance("ocid1.instance.gone", "TERMINATED", ours),
+        "ocid1.instance.foreign": instance("ocid1.instance.foreign", "RUNNING", {}),
+    }
+
+    async def record(request: web.Request) -> None:
+        seen.append({"method": request.method, "path": request.path,
+                     "authorization": request.headers.get("authorization", "")})  # fmt: skip
+
+    async def list_instances(request: web.Request) -> web.Response:
+        await record(request)
+        return web.json_response(list(instances.values()))
+
+    async def get_instance(request: web.Request) -> web.Response:
+        await record(request)
+        found = instances.get(request.match_info["id"])
+        if found is None:
+            return web.json_response(
+                {"code": "NotAuthorizedOrNotFound", "message": "no"}, status=404
+            )
+        return web.json_response(found)
+
+    async def terminate(request: web.Request) -> web.Response:
+        await record(request)
+        if request.match_info["id"] not in instances:
+            return web.json_response(
+                {"code": "NotAuthorizedOrNotFound", "message": "no"}, status=404
+            )
+        instances[request.match_info["id"]]["lifecycleState"] = "TERMINATING"
+        return web.Response(status=204)
+
+    async def vnic_attachments(request: web.Request) -> web.Response:
+        await record(request)
+        return web.json_response(
+            [{"id": "att", "vnicId": "ocid1.vnic.1", "lifecycleState": "ATTACHED",
+              "instanceId": request.query["instanceId"], "compartmentId": TENANCY,
+              "availabilityDomain": "AD-1"}]
+        )  # fmt: skip
+
+    async def domains(request: web.Request) -> web.Response:
+        await record(request)
+        return web.json_response([{"name": "Uocm:US-ASHBURN-AD-1", "compartmentId": TENANCY}])
+
+    async def images(request: web.Request) -> web.Response:
+        await record(request)
+        seen[-1]["query"] = dict(request.query)
+        return web.json_response([{"id": "ocid1.image.jammy-arm", "compartmentId": TENANCY}])
+
+    async def launch(request: web.Request) -> web.Response:
+        await record(request)
+        body = await request.json()
+        seen[-1]["body"] = body
+        seen[-1]["retry_token"] = request.headers.get("opc-retry-token", "")
+        ocid = "ocid1.instance.launched"
+        instances[ocid] = instance(ocid, "PROVISIONING", body["freeformTags"])
+        return web.json_response(instances[ocid])
+
+    async def get_and_boot(request: web.Request) -> web.Response:
+        found = instances.get(request.match_info["id"])
+        response = await get_instance(request)
+        if found is not None and found["lifecycleState"] == "PROVISIONING":
+            found["lifecycleState"] = "RUNNING"  # boots between two polls
+        return response
+
+    async def vnic(request: web.Request) -> web.Response:
+        await record(request)
+        return web.json_response({"id": "ocid1.vnic.1", "publicIp": "192.0.2.10"})
+
+    app = web.Application()
+    app.router.add_get("/20160918/instances", list_instances)
+    app.router.add_get("/20160918/instances/", list_instances)
+    app.router.add_get("/20160918/instances/{id}", get_and_boot)
+    app.router.add_get("/20160918/availabilityDomains", domains)
+    app.router.add_get("/20160918/availabilityDomains/", domains)
+    app.router.add_get("/20160918/images", images)
+    app.router.add_get("/20160918/images/", images)
+    app.router.add_post("/20160918/instances", launch)
+    app.router.add_post("/20160918/instances/", launch)
+    app.router.add_delete("/20160918/instances/{id}", terminate)
+    app.router.add_get("/20160918/vnicAttachments", vnic_attachments)
+    app.router.add_get("/20160918/vnicAttachments/", vnic_attachments)
+    app.router.add_get("/20160918/vnics/{id}", vnic)
+    runner, url = await serve(app)
+    try:
+        yield url, seen
+    finally:
+        await runner.cleanup()

@@ -3,16 +3,10 @@
 from __future__ import annotations
 
 import base64
-import json
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
 from botocore.exceptions import ClientError
-from moto import mock_aws
-from moto.ec2.models import amis as moto_amis
 
 from controller.relay.drivers.aws import AwsDriver, classify, map_state
 from controller.relay.drivers.base import (
@@ -27,50 +21,11 @@ from controller.relay.drivers.base import (
 )
 from controller.relay.drivers.ec2_setup import ImageQuery
 from controller.relay.providers import AWS, arch_for_shape
+from tests.controller.relay.moto_ec2 import IMAGES, REGION
 from wspin.core.kinds import SECRETS
 from wspin.kube.client import Kube
 
-REGION = "us-east-1"
-CANONICAL = "099720109477"
-# The cloud's image catalogue for these tests: one Canonical jammy image per architecture,
-# named as the production query expects (moto's stock catalogue has no jammy and no arm64,
-# and loading it costs seconds per test).
-
-
-def _ami(ami_id: str, arch: str, aws_arch: str) -> dict[str, object]:
-    return {
-        "ami_id": ami_id,
-        "name": f"ubuntu/images/hvm-ssd/ubuntu-jammy-22.04-{arch}-server-20250101",
-        "architecture": aws_arch,
-        "owner_id": CANONICAL,
-        "state": "available",
-        "creation_date": "2025-01-01T00:00:00.000Z",
-        "virtualization_type": "hvm",
-        "root_device_type": "ebs",
-        "root_device_name": "/dev/sda1",
-        "public": True,
-    }
-
-
-AMIS = [
-    _ami("ami-0a11ce0000000amd", "amd64", "x86_64"),
-    _ami("ami-0a11ce0000000arm", "arm64", "arm64"),
-]
-IMAGES = ImageQuery()
 USER_DATA = "#cloud-config\npackages: [curl]\n"
-
-
-@pytest.fixture
-def ec2(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Any]:
-    catalogue = tmp_path / "amis.json"
-    catalogue.write_text(json.dumps(AMIS))
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
-    monkeypatch.setenv("MOTO_AMIS_PATH", str(catalogue))
-    monkeypatch.setattr(moto_amis, "AMIS", [dict(ami) for ami in AMIS])
-    with mock_aws():
-        yield boto3.client("ec2", region_name=REGION)
 
 
 TAGS = vm_tags(cluster="c1", owner_uid="uid-1", provider="aws") | {

@@ -31,11 +31,8 @@ from controller.relay.providers import AWS, OCI
 from controller.relay.request import build_request
 from controller.relay.spec import ProviderSpec
 from tests.controller.relay.conftest import ARTIFACTS
-from tests.controller.relay.test_aws_driver import IMAGES
-from tests.controller.relay.test_aws_driver import ec2 as ec2
-from tests.controller.relay.test_oci_driver import _data
-from tests.controller.relay.test_oci_driver import compute as compute
-from tests.controller.relay.test_oci_driver import pem as pem
+from tests.controller.relay.moto_ec2 import IMAGES
+from tests.controller.relay.oci_credentials import credential_data
 from tests.support.clock import FakeClock
 from wspin.core.kinds import SECRETS
 from wspin.kube.client import Kube
@@ -106,7 +103,7 @@ def launch_aws(ec2: Any) -> Launched:
 async def launch_oci(
     kube: Kube, namespace: str, pem: str, compute: tuple[str, list[dict[str, Any]]]
 ) -> Launched:
-    data = _data(pem, subnet="ocid1.subnet.relay")
+    data = credential_data(pem, subnet="ocid1.subnet.relay")
     encoded = {k: base64.b64encode(v.encode()).decode() for k, v in data.items()}
     await kube.create(
         SECRETS, {"metadata": {"name": "oci-credentials"}, "data": encoded}, namespace

@@ -5,14 +5,10 @@ from __future__ import annotations
 import base64
 import json
 import threading
-from collections.abc import AsyncIterator
 from typing import Any
 
 import oci
 import pytest
-from aiohttp import web
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
 
 from controller.relay.drivers.base import (
     ConfigurationError,
@@ -26,33 +22,15 @@ from controller.relay.drivers.base import (
 )
 from controller.relay.drivers.oci import OciDriver, classify_status, map_state, oci_config
 from controller.relay.providers import OCI
-from tests.controller.relay.conftest import serve
+from tests.controller.relay.oci_credentials import FINGERPRINT, TENANCY, USER, credential_data
 from wspin.core.kinds import SECRETS
 from wspin.kube.client import Kube
-
-TENANCY = "ocid1.tenancy.oc1..aaaa"
-USER = "ocid1.user.oc1..bbbb"
-FINGERPRINT = "12:34:56:78:90:ab:cd:ef:12:34:56:78:90:ab:cd:ef"
 
 
 def config_of(data: dict[str, str], region: str) -> dict[str, Any]:
     return oci_config(
         data, region, secret_name=OCI.credentials_secret, default_region=OCI.default_region
     )
-
-
-@pytest.fixture(scope="module")
-def pem() -> str:
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    return key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
-    ).decode()
-
-
-def _data(pem: str, **extra: str) -> dict[str, str]:
-    return {"tenancy": TENANCY, "user": USER, "fingerprint": FINGERPRINT, "key": pem} | extra
 
 
 @pytest.mark.parametrize(
@@ -96,15 +74,21 @@ def test_missing_credential_keys_are_named(pem: str) -> None:
 
 def test_an_unparseable_key_is_a_configuration_error(pem: str) -> None:
     with pytest.raises(ConfigurationError, match="unusable OCI API key"):
-        config_of(_data("-----BEGIN PRIVATE KEY-----\nnot a key\n-----END PRIVATE KEY-----"), "r")
+        config_of(
+            credential_data("-----BEGIN PRIVATE KEY-----\nnot a key\n-----END PRIVATE KEY-----"),
+            "r",
+        )
 
 
 def test_the_region_comes_from_the_call_then_the_secret(pem: str) -> None:
-    assert config_of(_data(pem, region="eu-frankfurt-1"), "")["region"] == "eu-frankfurt-1"
     assert (
-        config_of(_data(pem, region="eu-frankfurt-1"), "us-phoenix-1")["region"] == "us-phoenix-1"
+        config_of(credential_data(pem, region="eu-frankfurt-1"), "")["region"] == "eu-frankfurt-1"
     )
-    assert config_of(_data(pem), "")["region"] == "us-ashburn-1"
+    assert (
+        config_of(credential_data(pem, region="eu-frankfurt-1"), "us-phoenix-1")["region"]
+        == "us-phoenix-1"
+    )
+    assert config_of(credential_data(pem), "")["region"] == "us-ashburn-1"
 
 
 async def test_a_missing_secret_is_a_configuration_error(kube: Kube, namespace: str) -> None:
@@ -118,119 +102,10 @@ async def test_a_missing_secret_is_a_configuration_error(kube: Kube, namespace: 
 
 
 @pytest.fixture
-async def compute(pem: str) -> AsyncIterator[tuple[str, list[dict[str, Any]]]]:
-    """A compute API on loopback with three instances; records the signed requests."""
-    seen: list[dict[str, Any]] = []
-
-    def instance(ocid: str, state: str, tags: dict[str, str]) -> dict[str, Any]:
-        return {
-            "id": ocid,
-            "lifecycleState": state,
-            "freeformTags": tags,
-            "compartmentId": TENANCY,
-            "availabilityDomain": "AD-1",
-            "shape": "VM.Standard.A1.Flex",
-            "region": "us-ashburn-1",
-            "displayName": "relay-oci",
-            "timeCreated": "2026-01-01T00:00:00.000Z",
-        }
-
-    ours = vm_tags(cluster="c1", owner_uid="u-1", provider="oci")
-    instances = {
-        "ocid1.instance.ours": instance("ocid1.instance.ours", "RUNNING", ours),
-        "ocid1.instance.gone": instance("ocid1.instance.gone", "TERMINATED", ours),
-        "ocid1.instance.foreign": instance("ocid1.instance.foreign", "RUNNING", {}),
-    }
-
-    async def record(request: web.Request) -> None:
-        seen.append({"method": request.method, "path": request.path,
-                     "authorization": request.headers.get("authorization", "")})  # fmt: skip
-
-    async def list_instances(request: web.Request) -> web.Response:
-        await record(request)
-        return web.json_response(list(instances.values()))
-
-    async def get_instance(request: web.Request) -> web.Response:
-        await record(request)
-        found = instances.get(request.match_info["id"])
-        if found is None:
-            return web.json_response(
-                {"code": "NotAuthorizedOrNotFound", "message": "no"}, status=404
-            )
-        return web.json_response(found)
-
-    async def terminate(request: web.Request) -> web.Response:
-        await record(request)
-        if request.match_info["id"] not in instances:
-            return web.json_response(
-                {"code": "NotAuthorizedOrNotFound", "message": "no"}, status=404
-            )
-        instances[request.match_info["id"]]["lifecycleState"] = "TERMINATING"
-        return web.Response(status=204)
-
-    async def vnic_attachments(request: web.Request) -> web.Response:
-        await record(request)
-        return web.json_response(
-            [{"id": "att", "vnicId": "ocid1.vnic.1", "lifecycleState": "ATTACHED",
-              "instanceId": request.query["instanceId"], "compartmentId": TENANCY,
-              "availabilityDomain": "AD-1"}]
-        )  # fmt: skip
-
-    async def domains(request: web.Request) -> web.Response:
-        await record(request)
-        return web.json_response([{"name": "Uocm:US-ASHBURN-AD-1", "compartmentId": TENANCY}])
-
-    async def images(request: web.Request) -> web.Response:
-        await record(request)
-        seen[-1]["query"] = dict(request.query)
-        return web.json_response([{"id": "ocid1.image.jammy-arm", "compartmentId": TENANCY}])
-
-    async def launch(request: web.Request) -> web.Response:
-        await record(request)
-        body = await request.json()
-        seen[-1]["body"] = body
-        seen[-1]["retry_token"] = request.headers.get("opc-retry-token", "")
-        ocid = "ocid1.instance.launched"
-        instances[ocid] = instance(ocid, "PROVISIONING", body["freeformTags"])
-        return web.json_response(instances[ocid])
-
-    async def get_and_boot(request: web.Request) -> web.Response:
-        found = instances.get(request.match_info["id"])
-        response = await get_instance(request)
-        if found is not None and found["lifecycleState"] == "PROVISIONING":
-            found["lifecycleState"] = "RUNNING"  # boots between two polls
-        return response
-
-    async def vnic(request: web.Request) -> web.Response:
-        await record(request)
-        return web.json_response({"id": "ocid1.vnic.1", "publicIp": "192.0.2.10"})
-
-    app = web.Application()
-    app.router.add_get("/20160918/instances", list_instances)
-    app.router.add_get("/20160918/instances/", list_instances)
-    app.router.add_get("/20160918/instances/{id}", get_and_boot)
-    app.router.add_get("/20160918/availabilityDomains", domains)
-    app.router.add_get("/20160918/availabilityDomains/", domains)
-    app.router.add_get("/20160918/images", images)
-    app.router.add_get("/20160918/images/", images)
-    app.router.add_post("/20160918/instances", launch)
-    app.router.add_post("/20160918/instances/", launch)
-    app.router.add_delete("/20160918/instances/{id}", terminate)
-    app.router.add_get("/20160918/vnicAttachments", vnic_attachments)
-    app.router.add_get("/20160918/vnicAttachments/", vnic_attachments)
-    app.router.add_get("/20160918/vnics/{id}", vnic)
-    runner, url = await serve(app)
-    try:
-        yield url, seen
-    finally:
-        await runner.cleanup()
-
-
-@pytest.fixture
 async def oci_driver(
     kube: Kube, namespace: str, pem: str, compute: tuple[str, list[dict[str, Any]]]
 ) -> OciDriver:
-    data = {k: base64.b64encode(v.encode()).decode() for k, v in _data(pem).items()}
+    data = {k: base64.b64encode(v.encode()).decode() for k, v in credential_data(pem).items()}
     await kube.create(SECRETS, {"metadata": {"name": "oci-credentials"}, "data": data}, namespace)
     return OciDriver(
         kube,
@@ -289,7 +164,7 @@ def _launch_request(**changes: Any) -> LaunchRequest:
 async def test_a_launch_attaches_tags_user_data_and_retry_token_and_returns_at_once(
     kube: Kube, namespace: str, pem: str, compute: tuple[str, list[dict[str, Any]]]
 ) -> None:
-    data = _data(pem, subnet="ocid1.subnet.relay")
+    data = credential_data(pem, subnet="ocid1.subnet.relay")
     encoded = {k: base64.b64encode(v.encode()).decode() for k, v in data.items()}
     await kube.create(
         SECRETS, {"metadata": {"name": "oci-credentials"}, "data": encoded}, namespace

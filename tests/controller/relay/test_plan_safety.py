@@ -30,7 +30,8 @@ from controller.relay.health import HealthReport, RelayHealth
 from controller.relay.plan import plan_fleet
 from controller.relay.replacement import TAG_REPLACES
 from controller.relay.spec import ProviderSpec, RelaySpec, has_real_id
-from tests.controller.relay.test_plan import CASES, plan_case, render
+from tests.controller.relay import plan_cases
+from tests.controller.relay.plan_cases import CASES, plan_case, render
 from wspin.core.clock import format_time
 
 NOW = datetime(2026, 1, 1, 2, 0, tzinfo=UTC)
@@ -98,7 +99,7 @@ def test_another_relays_vms_change_nothing_in_any_plan(
         crowded = dataclasses.replace(observation, vms=[*observation.vms, *foreign])
         return real(args[0], args[1], crowded, *args[3:], **kwargs)
 
-    monkeypatch.setattr("tests.controller.relay.test_plan.plan_fleet", with_foreign)
+    monkeypatch.setattr(plan_cases, "plan_fleet", with_foreign)
     crowded = plan_case(case)
     assert render(crowded) == render(original)
     assert not _named(crowded) & captured["foreign"]
@@ -123,7 +124,7 @@ def test_a_provider_that_could_not_be_listed_loses_no_vm_to_a_guess(
         )
         return real(args[0], args[1], unseen, *args[3:], **kwargs)
 
-    monkeypatch.setattr("tests.controller.relay.test_plan.plan_fleet", blind)
+    monkeypatch.setattr(plan_cases, "plan_fleet", blind)
     reasons = {d.reason for d in plan_case(case).destroys}
     assert not reasons & {"gone", "duplicate"}
 

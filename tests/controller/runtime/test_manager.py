@@ -526,3 +526,44 @@ async def test_owned_objects_outside_the_label_selector_are_neither_cached_nor_m
         secrets = manager.cache(SECRETS, labels="owned=yes")
         assert [s["metadata"]["name"] for s in secrets.list(namespace)] == ["child"]
         assert recorder.calls[key(namespace, "owner")] == 2
+
+
+async def test_a_runnable_runs_for_the_term_and_ends_when_told(kube: Kube, namespace: str) -> None:
+    started, stopped = asyncio.Event(), asyncio.Event()
+    runs: list[str] = []
+
+    async def runnable(stop: asyncio.Event) -> None:
+        runs.append("leader")
+        started.set()
+        await stop.wait()
+        stopped.set()
+
+    async def failing(stop: asyncio.Event) -> None:
+        runs.append("everywhere")
+        raise RuntimeError("broken runnable")
+
+    manager = Manager(kube, settings_for(namespace))
+    manager.add_runnable("scheduler", runnable)
+    manager.add_runnable("failing", failing, leader_only=False)
+    async with running(manager):
+        await asyncio.wait_for(started.wait(), 5)
+        await eventually(lambda: "everywhere" in runs)
+        assert not stopped.is_set()
+    # The manager's stop set the runnable's stop: it returned on its own, not cancelled.
+    assert stopped.is_set()
+    assert sorted(runs) == ["everywhere", "leader"]
+
+
+async def test_requeue_queues_a_key_for_the_named_controller_while_leading(
+    kube: Kube, namespace: str
+) -> None:
+    manager = Manager(kube, settings_for(namespace))
+    recorder, other = Recorder(), Recorder(name="other")
+    manager.add_controller(recorder, for_=CONFIGMAPS)
+    manager.add_controller(other, for_=SECRETS)
+    queue_it = manager.requeue("recorder")
+    async with running(manager):
+        await eventually(lambda: manager.is_leader)
+        queue_it(key(namespace, "not-in-any-cache"))
+        await eventually(lambda: recorder.calls[key(namespace, "not-in-any-cache")] == 1)
+    assert other.calls[key(namespace, "not-in-any-cache")] == 0

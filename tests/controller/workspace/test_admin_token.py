@@ -21,7 +21,7 @@ from controller.workspace.containers import ADMIN_TOKEN_FILE, ADMIN_TOKEN_FILE_E
 from controller.workspace.credentials import ADMIN_TOKEN, AGENTD_PASSWORD, desired_password_secret
 from tests import stub_http as serving
 from tests.controller.workspace.factories import credentials
-from tests.controller.workspace.test_pod_goldens import CASES, TESTDATA, load
+from tests.controller.workspace.pod_cases import CASES, TESTDATA, load
 
 Obj = dict[str, Any]
 GATED = ("/v1/readyz", "/v1/statusz")

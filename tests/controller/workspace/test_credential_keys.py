@@ -14,6 +14,7 @@ from controller.workspace.credential_keys import (
     parse_key_secret,
 )
 from tests.kubeapi import KubeServer
+from wspin.core.clock import parse_time
 from wspin.core.errors import ConfigError
 from wspin.core.kinds import SECRETS
 from wspin.kube.client import Kube
@@ -36,6 +37,9 @@ async def test_the_first_start_generates_a_key_and_the_next_reads_the_same(
     assert len(base64.b64decode(stored["data"]["key-1"])) == 32
     again = await load_credential_keys(kube, namespace)
     assert again.derive(again.active, "admin-token", "u") == first.derive("1", "admin-token", "u")
+    # The key's birth dates the first start of a controller that labels what it creates.
+    assert first.created is not None and first.created == again.created
+    assert first.created == parse_time(stored["metadata"]["creationTimestamp"])
 
 
 async def test_replicas_starting_together_agree_on_one_key(kube: Kube, namespace: str) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -14,69 +15,21 @@ from controller.workspace.lifecycle import (
     served_before,
 )
 from controller.workspace.podfacts import pod_facts
+from tests.controller.workspace.lifecycle_pods import (
+    DELETED,
+    EVICTED,
+    READY,
+    RUNNING,
+    SCHEDULED,
+    STARTED,
+    UNREADY,
+    UNREADY_POD,
+    UNSCHEDULABLE,
+    UNSCHEDULED,
+    pod,
+)
 
 Obj = dict[str, Any]
-
-
-def pod(
-    *,
-    phase: str = "Pending",
-    node: str = "",
-    ip: str = "",
-    ready: bool = False,
-    main: Obj | None = None,
-    sidecar: Obj | None = None,
-    deleting: bool = False,
-    reason: str = "",
-    message: str = "",
-    unschedulable: str = "",
-) -> Obj:
-    """A workspace pod in the state the kubelet and scheduler report."""
-    conditions = [{"type": "Ready", "status": "True" if ready else "False"}]
-    if unschedulable:
-        conditions.append(
-            {
-                "type": "PodScheduled",
-                "status": "False",
-                "reason": "Unschedulable",
-                "message": unschedulable,
-            }
-        )
-    status: Obj = {"phase": phase, "conditions": conditions}
-    if ip:
-        status["podIP"] = ip
-    if main is not None:
-        status["containerStatuses"] = [{"name": "workspace", **main}]
-    if sidecar is not None:
-        status["initContainerStatuses"] = [{"name": "agentd", **sidecar}]
-    if reason:
-        status["reason"], status["message"] = reason, message
-    meta: Obj = {"name": "ws1-b8985526", "creationTimestamp": "2026-11-29T11:00:00Z"}
-    if deleting:
-        meta["deletionTimestamp"] = "2026-11-29T12:00:00Z"
-    spec: Obj = {"containers": [{"name": "workspace", "image": "python"}]}
-    if sidecar is not None:
-        spec["initContainers"] = [{"name": "agentd", "restartPolicy": "Always"}]
-    if node:
-        spec["nodeName"] = node
-    return {"metadata": meta, "spec": spec, "status": status}
-
-
-RUNNING = {"ready": True, "state": {"running": {}}}
-UNREADY = {"ready": False, "state": {"running": {}}}
-CRASHING = {"ready": False, "state": {"waiting": {"reason": "CrashLoopBackOff"}}}
-UNSCHEDULED = pod()
-UNSCHEDULABLE = pod(unschedulable="0/3 nodes are available: 3 Insufficient memory.")
-SCHEDULED = pod(
-    node="n1", main={"ready": False, "state": {"waiting": {"reason": "PodInitializing"}}}
-)
-STARTED = pod(phase="Running", node="n1", ip="10.0.0.7", main=UNREADY)
-READY = pod(phase="Running", node="n1", ip="10.0.0.7", ready=True, main=RUNNING)
-UNREADY_POD = pod(phase="Running", node="n1", ip="10.0.0.7", main=CRASHING)
-DELETED = pod(phase="Running", node="n1", ip="10.0.0.7", ready=True, main=RUNNING, deleting=True)
-EVICTED = pod(
-    phase="Failed", node="n1", reason="Evicted", message="The node was low on resource: memory."
-)
 
 
 @pytest.mark.parametrize(
@@ -188,3 +141,25 @@ def test_a_new_pod_did_not_serve_before_whatever_the_old_start_time() -> None:
     assert not served_before({"startTime": "2026-11-29T10:00:00Z"}, facts)
     assert not served_before({}, facts)
     assert observe(facts, "Creating", served=False).reason == "PodStarting"
+
+
+def test_the_setup_containers_run_time_is_read_only_from_a_completed_run() -> None:
+    def pod_with(setup: Mapping[str, object]) -> dict[str, object]:
+        return {
+            "metadata": {"name": "ws1-b8985526"},
+            "status": {"initContainerStatuses": [{"name": "workspace-setup", "state": setup}]},
+        }
+
+    done = {
+        "terminated": {
+            "exitCode": 0,
+            "startedAt": "2026-12-01T10:00:00Z",
+            "finishedAt": "2026-12-01T10:00:42Z",
+        }
+    }
+    assert pod_facts(pod_with(done)).setup_seconds == 42
+    failed = {"terminated": {**done["terminated"], "exitCode": 1}}
+    backwards = {"terminated": {**done["terminated"], "finishedAt": "2026-12-01T09:00:00Z"}}
+    for state in (failed, backwards, {"running": {"startedAt": "2026-12-01T10:00:00Z"}}, {}):
+        assert pod_facts(pod_with(state)).setup_seconds is None
+    assert pod_facts({"metadata": {"name": "p"}}).setup_seconds is None

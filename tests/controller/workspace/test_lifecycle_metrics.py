@@ -118,3 +118,22 @@ def test_a_first_status_is_no_transition_from_pending_to_pending() -> None:
     written(metrics, {}, {"phase": "Pending"})
     moves = "llmsafespaces_workspace_phase_transitions_total"
     assert not [key for key in samples(registry) if key[0] == moves]
+
+
+def test_the_setup_run_of_the_pod_that_made_the_workspace_active_is_observed_once() -> None:
+    registry = CollectorRegistry()
+    metrics = LifecycleMetrics(registry)
+    setup = "llmsafespaces_workspace_init_container_duration_seconds"
+    metrics.status_written(
+        workspace(), {"phase": "Creating"}, {"phase": "Active"}, T0, setup_seconds=7.5
+    )
+    # Still Active on a later pass, and a pod without workspace-setup: nothing more.
+    metrics.status_written(
+        workspace(), {"phase": "Active"}, {"phase": "Active"}, T0, setup_seconds=7.5
+    )
+    metrics.status_written(workspace(), {"phase": "Creating"}, {"phase": "Active"}, T0)
+    found = samples(registry)
+    assert found[(f"{setup}_count", ())] == 1
+    assert found[(f"{setup}_sum", ())] == 7.5
+    assert found[(f"{setup}_bucket", (("le", "10.0"),))] == 1
+    assert found[(f"{setup}_bucket", (("le", "5.0"),))] == 0

@@ -5,6 +5,7 @@ reconciler against the API)."""
 from __future__ import annotations
 
 import dataclasses
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -47,6 +48,24 @@ def obj(*refs: Obj, labelled: str | None = UID) -> Obj:
 
 
 class TestDecision:
+    def test_an_unlabelled_object_older_than_the_key_is_an_earlier_releases_own(self) -> None:
+        """Earlier releases labelled nothing; a creation time cannot be backdated."""
+        cutoff = datetime(2026, 6, 1, tzinfo=UTC)
+        old, new = obj(ref(), labelled=None), obj(ref(), labelled=None)
+        old["metadata"]["creationTimestamp"] = "2026-05-31T23:59:59Z"
+        new["metadata"]["creationTimestamp"] = "2026-06-01T00:00:00Z"
+        assert conflict_of(old, workspace(), "Pod", legacy_before=cutoff) is None
+        assert conflict_of(new, workspace(), "Pod", legacy_before=cutoff) is not None
+        assert conflict_of(old, workspace(), "Pod") is not None  # no key date: nothing predates
+        # The owner reference still decides: another Workspace's old object is not ours, and
+        # neither is one labelled for another Workspace.
+        other = obj(ref("11111111-2222-3333-4444-555555555555"), labelled=None)
+        other["metadata"]["creationTimestamp"] = "2026-01-01T00:00:00Z"
+        assert conflict_of(other, workspace(), "Pod", legacy_before=cutoff) is not None
+        mislabelled = obj(ref(), labelled="11111111-2222-3333-4444-555555555555")
+        mislabelled["metadata"]["creationTimestamp"] = "2026-01-01T00:00:00Z"
+        assert conflict_of(mislabelled, workspace(), "Pod", legacy_before=cutoff) is not None
+
     def test_an_object_the_controller_created_for_the_workspace_is_its_own(self) -> None:
         assert conflict_of(obj(ref()), workspace(), "Pod") is None
         assert (

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -315,10 +316,32 @@ class TestOwnedObjects:
         deleting["metadata"]["deletionTimestamp"] = "2026-11-29T12:00:00Z"
         unowned = ownership.stamp(desired_pvc(ws, "ws1-workspace"), ws)
         del unowned["metadata"]["ownerReferences"]
-        # An owner reference anyone could write, without the label only the controller sets.
-        unlabelled = desired_pvc(ws, "ws1-workspace")
-        for legacy in (foreign, deleting, unowned, unlabelled):
+        for legacy in (foreign, deleting, unowned):
             assert claim_name(ws, legacy) == "workspace-ws1"
+
+    def test_an_unlabelled_former_name_pvc_is_used_only_as_the_first_claim_of_its_workspace(
+        self,
+    ) -> None:
+        ws = workspace()
+        # Earlier releases made the claim with the owner reference and no label.
+        former = desired_pvc(ws, "ws1-workspace")
+        former["metadata"]["uid"] = "claim-1"
+        assert claim_name(ws, former) == "ws1-workspace"
+        ws["status"] = {"pvcName": "ws1-workspace"}  # an earlier release's status
+        assert claim_name(ws, former) == "ws1-workspace"
+        ws["status"]["pvcUID"] = "claim-1"  # recorded once mounted
+        assert claim_name(ws, former) == "ws1-workspace"
+        # Another claim put at the name later (the uid differs), or one put there after the
+        # Workspace recorded the new name: the owner reference alone proves nothing.
+        ws["status"]["pvcUID"] = "claim-0"
+        assert claim_name(ws, former) == "workspace-ws1"
+        ws["status"] = {"pvcName": "workspace-ws1"}
+        assert claim_name(ws, former) == "workspace-ws1"
+        # Older than the controller's credentials key: an earlier release's, whatever the
+        # status says.
+        former["metadata"]["creationTimestamp"] = "2026-01-01T00:00:00Z"
+        cutoff = datetime(2026, 6, 1, tzinfo=UTC)
+        assert claim_name(ws, former, legacy_before=cutoff) == "ws1-workspace"
 
     def test_a_pvc_without_a_size_fails_naming_the_field(self) -> None:
         with pytest.raises(PodBuildError, match=r"spec\.storage\.size"):

@@ -1,17 +1,16 @@
 """The pod builder against golden files, then through the injector.
 
 Each ``testdata/pod/<case>.yaml`` holds a Workspace and the controller settings that differ
-from ``BASE`` (every optional URL set, default runtime class ``gvisor``). ``<case>.yaml.pod``
-is the pod ``desired_pod`` builds and ``<case>.yaml.injected`` that pod after the admission
-webhook's patch (the example release's pins), keys sorted. Cases are found by listing the
-folder; a golden without an input fails as stale. ``WSPIN_REFRESH_GOLDEN=1`` rewrites the
-goldens (``make refresh-goldens``). Every injected pod is injected again and must give an
-empty patch, and every golden pod is a valid core/v1 Pod of Kubernetes 1.32.
+from ``pod_cases.BASE`` (every optional URL set, default runtime class ``gvisor``).
+``<case>.yaml.pod`` is the pod ``desired_pod`` builds and ``<case>.yaml.injected`` that pod
+after the admission webhook's patch (the example release's pins), keys sorted. Cases are found
+by listing the folder; a golden without an input fails as stale. ``WSPIN_REFRESH_GOLDEN=1``
+rewrites the goldens (``make refresh-goldens``). Every injected pod is injected again and must
+give an empty patch, and every golden pod is a valid core/v1 Pod of Kubernetes 1.32.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import difflib
 import os
 from pathlib import Path
@@ -22,39 +21,12 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from controller.agentd_uploads import parse_upload_staging
-from controller.settings import WorkspaceSettings
 from controller.workspace.pod import desired_pod
 from tests.controller.workspace.factories import credentials
-from tests.webhook.conftest import example_config
+from tests.controller.workspace.pod_cases import CASES, RELEASE, TESTDATA, load
 from webhook.inject import inject
-from wspin.core.delivery import AgentdDelivery, OpencodeDelivery
 
-TESTDATA = Path(__file__).parent / "testdata" / "pod"
 REFRESH = os.environ.get("WSPIN_REFRESH_GOLDEN") == "1"
-RELEASE = example_config()
-
-BASE = WorkspaceSettings(
-    inference_relay_url="http://relay-router.wspin.svc.cluster.local:8080",
-    api_service_url="http://llmsafespaces-api.llmsafespaces.svc.cluster.local:8080",
-    api_public_url="https://api.example.com",
-    preview_origin_base_domain="preview.example.com",
-    default_runtime_class="gvisor",
-    termination_grace=40,
-    agentd=AgentdDelivery(RELEASE.agentd.image),
-    opencode=OpencodeDelivery(RELEASE.opencode.image),
-)
-"""The controller settings every case starts from: the example release, all URLs set."""
-
-CASES = sorted(p.name.removesuffix(".yaml") for p in TESTDATA.glob("*.yaml"))
-
-
-def load(case: str) -> tuple[dict[str, Any], WorkspaceSettings]:
-    doc = yaml.safe_load((TESTDATA / f"{case}.yaml").read_text())
-    overrides = dict(doc.get("settings") or {})
-    if "upload_staging" in overrides:
-        overrides["upload_staging"] = parse_upload_staging(overrides["upload_staging"])
-    return doc["workspace"], dataclasses.replace(BASE, **overrides)
 
 
 def render(obj: dict[str, Any]) -> str:

@@ -15,7 +15,7 @@ from controller.workspace.outcome import Outcome
 from controller.workspace.podfacts import image_tag, pod_facts
 from controller.workspace.status import endpoint, next_status, ready_condition
 from tests.controller.workspace.factories import workspace
-from tests.controller.workspace.test_lifecycle import READY
+from tests.controller.workspace.lifecycle_pods import READY
 
 Obj = dict[str, Any]
 PHASES = get_args(Phase)

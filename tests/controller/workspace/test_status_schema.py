@@ -9,7 +9,7 @@ from prometheus_client import CollectorRegistry
 
 from controller.workspace.metrics import VerifyMetrics
 from controller.workspace.reconciler import WorkspaceReconciler
-from tests.controller.staging.test_status_schema import RecordingKube, status_schema, undeclared
+from tests.controller.status_schema import RecordingKube, status_schema, undeclared
 from tests.controller.workspace.conftest import SETTINGS, Harness
 from tests.controller.workspace.factories import TEST_KEYS, ready_pod_status, reconcile_until
 from wspin.core.kinds import WORKSPACES
