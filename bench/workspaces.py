@@ -3,9 +3,9 @@
 Four figures, each against a baseline measured in the same run:
 
 - creation: N Workspaces to pods through the reconciler (in this process, its default
-  workers) against creating the same pods, PVCs and service accounts directly with 32
-  requests in flight, both against the same server in this process, which answers every
-  request after ``API_LATENCY`` as a real one does;
+  workers) against creating the same pods, PVCs, service accounts and credentials Secrets
+  directly with 32 requests in flight, both against the same server in this process, which
+  answers every request after ``API_LATENCY`` as a real one does;
 - steady state: reconciles/s and API requests/s of a ``wspin controller`` process holding N
   Pending Workspaces (the baseline is the former 2 s poll: N/2 reconciles/s);
 - restart: that process's peak RSS while it lists and first reconciles N Workspaces, their
@@ -42,14 +42,16 @@ from controller.settings import ControllerSettings, RuntimeSettings, WorkspaceSe
 from controller.setup import new_manager
 from controller.workspace import wiring
 from controller.workspace.credential_keys import load_credential_keys
+from controller.workspace.credentials import desired_password_secret
 from controller.workspace.owned import desired_service_account
 from controller.workspace.pod import desired_pod
 from controller.workspace.storage import desired_pvc
 from tests.controller.workspace.factories import credentials, publish_runtime
 from tests.kubeapi import KubeServer
 from wspin.core.delivery import AgentdDelivery
-from wspin.core.kinds import NAMESPACES, PODS, PVCS, SERVICE_ACCOUNTS, WORKSPACES
+from wspin.core.kinds import NAMESPACES, PODS, PVCS, SECRETS, SERVICE_ACCOUNTS, WORKSPACES
 from wspin.kube.client import Kube
+from wspin.kube.config import new_api_client
 from wspin.kube.informer import Informer
 
 COUNT = int(os.environ.get("WSPIN_BENCH_WORKSPACES", "10000"))
@@ -88,15 +90,18 @@ async def _in_parallel(count: int, workers: int, job: Callable[[int], Awaitable[
 
 
 async def _direct(kube: Kube, namespace: str) -> float:
-    """The baseline: the same PVCs, service accounts and pods, created straight away."""
+    """The baseline: the same PVCs, service accounts, credentials Secrets and pods, created
+    straight away."""
     bodies: list[tuple[Any, dict[str, Any]]] = []
     for i in range(COUNT):
         ws = _workspace(f"ws{i}", namespace)
         ws["metadata"]["uid"] = str(uuid.uuid4())
+        derived = credentials(ws)
         bodies += [
             (PVCS, desired_pvc(ws)),
             (SERVICE_ACCOUNTS, desired_service_account(ws)),
-            (PODS, desired_pod(ws, SETTINGS, credentials=credentials(ws))),
+            (SECRETS, desired_password_secret(ws, derived)),
+            (PODS, desired_pod(ws, SETTINGS, credentials=derived)),
         ]
 
     async def create(i: int) -> None:
@@ -342,7 +347,7 @@ async def _run() -> dict[str, float]:
     async with KubeServer(history_limit=4 * COUNT, latency=API_LATENCY) as server:
         configuration = client.Configuration()
         configuration.host = server.url
-        async with client.ApiClient(configuration) as api:
+        async with new_api_client(configuration) as api:
             kube = Kube(api)
             for name in ("bench-direct", "bench-workspaces", ControllerSettings().namespace):
                 await kube.create(NAMESPACES, {"metadata": {"name": name}})
@@ -362,7 +367,7 @@ def bench_workspaces() -> list[Row]:
     n = f"{COUNT:,}"
     return [
         Row(
-            f"time for {n} Workspaces to get pods, vs creating their pods, PVCs and SAs directly",
+            f"time for {n} Workspaces to get pods, vs creating their pods, PVCs, SAs and Secrets directly",
             f["reconciled_s"] / f["direct_s"],
             "≤ 2",
             f"reconciler {f['reconciled_s']:.1f} s ({WORKERS} workers), direct "

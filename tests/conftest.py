@@ -8,7 +8,7 @@ real cluster when ``WSPIN_TEST_KUBECONFIG`` names a kubeconfig):
   ``.store``, ``.writes``, ``.image_volume_gate``, ``fail_next()``, ``compact()``,
   ``drop_watches()``, ``send_bookmarks()``). It is a fault-injection fixture, so it skips
   on a real cluster; request it only in tests that need those controls.
-- ``kube_api`` -> ``kubernetes_asyncio.client.ApiClient`` for the fake server
+- ``kube_api`` -> the ApiClient ``wspin.kube.config.new_api_client`` makes for the fake server
   (``Configuration(host=kube_server.url)``) or the real cluster; closed at teardown.
 - ``kube`` -> ``wspin.kube.client.Kube`` over ``kube_api``.
 - ``kube_as`` -> ``kube_as(user, group=None)``: a ``Kube`` impersonating that user.
@@ -33,6 +33,7 @@ from kubernetes_asyncio import client, config
 from tests.kubeapi import KubeServer
 from wspin.core.kinds import NAMESPACES
 from wspin.kube.client import Kube
+from wspin.kube.config import new_api_client
 
 KUBECONFIG_ENV = "WSPIN_TEST_KUBECONFIG"
 
@@ -68,7 +69,7 @@ async def kube_api(_kube_server_url: str | None) -> AsyncIterator[client.ApiClie
         )
     else:
         configuration.host = _kube_server_url
-    api = client.ApiClient(configuration)
+    api = new_api_client(configuration)
     try:
         yield api
     finally:
@@ -88,7 +89,7 @@ async def kube_as(kube_api: client.ApiClient) -> AsyncIterator[Callable[..., Kub
     opened: list[client.ApiClient] = []
 
     def make(user: str, group: str | None = None) -> Kube:
-        api = client.ApiClient(kube_api.configuration)
+        api = new_api_client(kube_api.configuration)
         api.set_default_header("Impersonate-User", user)
         if group is not None:
             api.set_default_header("Impersonate-Group", group)
