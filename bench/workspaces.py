@@ -367,7 +367,8 @@ def bench_workspaces() -> list[Row]:
     n = f"{COUNT:,}"
     return [
         Row(
-            f"time for {n} Workspaces to get pods, vs creating their pods, PVCs, SAs and Secrets directly",
+            f"time for {n} Workspaces to get pods, vs creating their pods, PVCs, SAs and "
+            "Secrets directly",
             f["reconciled_s"] / f["direct_s"],
             "≤ 2",
             f"reconciler {f['reconciled_s']:.1f} s ({WORKERS} workers), direct "

@@ -65,8 +65,9 @@ def new_api_client(configuration: client.Configuration) -> client.ApiClient:
         connector=library_session.connector, read_bufsize=READ_BUFFER_BYTES
     )
     library_session.detach()
-    if not rest.proxy:
-        rest.proxy = environment_proxy(configuration.host)
+    proxy = environment_proxy(configuration.host or "")
+    if proxy and not rest.proxy:
+        rest.proxy = proxy
     return api
 
 
