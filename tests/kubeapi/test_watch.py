@@ -12,6 +12,7 @@ from kubernetes_asyncio import client, watch
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from tests.kubeapi import KubeServer
+from tests.support.waiting import eventually
 from wspin.core.errors import Gone, KubeAPIError
 from wspin.core.kinds import CONFIGMAPS
 from wspin.kube.client import Kube
@@ -170,6 +171,9 @@ async def test_bookmarks_come_only_when_allowed_and_carry_the_resource_version(
         raise AssertionError("the watch ended without an event")
 
     for allow in (False, True):
+        # The server ends the watch the last round closed when it sees the client gone; a
+        # signal sent before then would count that watch instead of this round's.
+        await eventually(lambda: kube_server.open_watches == 0, "the last round's watch ended")
         rv = (await core.list_namespaced_config_map(namespace)).metadata.resource_version
         async with watch.Watch() as w, asyncio.timeout(5):
             task = await _once_watching(kube_server, first_event(w, rv, allow))
