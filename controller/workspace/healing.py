@@ -34,7 +34,6 @@ from controller.toolkit.conditions import is_true
 from controller.types import Obj
 from controller.workspace import boot, stuck, stuck_causes
 from controller.workspace import failures as fl
-from controller.workspace.lifecycle import Phase
 from controller.workspace.pod_events import PodEvent
 from controller.workspace.podfacts import PodFacts
 from controller.workspace.recovery import (
@@ -45,6 +44,7 @@ from controller.workspace.recovery import (
     stability,
 )
 from wspin.core.clock import format_time
+from wspin.core.fleet import Phase
 
 CRASH_LOOP: Final = "CrashLoopBackOff"
 POD_ENDED: Final = "PodEnded"

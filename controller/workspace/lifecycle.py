@@ -22,23 +22,12 @@ pod that ended before it ever served is ``PodFailedDuringCreation`` (``status.fa
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Final
 
 from controller.types import Obj
 from controller.workspace.podfacts import PodFacts, describe_not_ready
 from wspin.core.clock import parse_time
-
-Phase = Literal[
-    "Pending",
-    "Creating",
-    "Active",
-    "Suspending",
-    "Suspended",
-    "Resuming",
-    "Terminating",
-    "Terminated",
-    "Failed",
-]
+from wspin.core.fleet import Phase
 
 TRANSIENT_POD_LOSS: Final = "TransientPodLoss"
 POD_FAILED_DURING_CREATION: Final = "PodFailedDuringCreation"

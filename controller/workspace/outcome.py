@@ -14,8 +14,9 @@ from controller.types import Obj
 from controller.workspace import verify
 from controller.workspace.agent_status import AgentReport
 from controller.workspace.healing import Assessment
-from controller.workspace.lifecycle import Observation, Phase
+from controller.workspace.lifecycle import Observation
 from controller.workspace.podfacts import PodFacts
+from wspin.core.fleet import Phase
 
 
 @dataclass(frozen=True)

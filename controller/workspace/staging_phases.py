@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from controller.workspace.lifecycle import Phase
+from wspin.core.fleet import Phase
 
 NO_STAGING: Final[frozenset[Phase]] = frozenset({"Terminating"})
 

@@ -35,11 +35,12 @@ from typing import Final
 from controller.toolkit.conditions import condition, remove_conditions, set_conditions
 from controller.types import Obj
 from controller.workspace.anchors import anchor
-from controller.workspace.lifecycle import POD_BUILD_FAILED, Phase, served_before
+from controller.workspace.lifecycle import POD_BUILD_FAILED, served_before
 from controller.workspace.outcome import Outcome
 from controller.workspace.probes import OPENCODE_PORT
 from controller.workspace.recovery import apply, settle
 from wspin.core.clock import format_time
+from wspin.core.fleet import Phase
 
 READY: Final = "Ready"
 

@@ -17,10 +17,10 @@ from controller.toolkit.events import EventRecorder
 from controller.types import Obj, ObjectKey
 from controller.workspace import verify
 from controller.workspace.episodes import new_episode
-from controller.workspace.lifecycle import Phase
 from controller.workspace.metrics import VerifyMetrics
 from controller.workspace.outcome import Outcome
 from wspin.core.contract import ARTIFACTS
+from wspin.core.fleet import Phase
 from wspin.core.kinds import WORKSPACES
 from wspin.core.logs import fields
 from wspin.kube.client import Kube

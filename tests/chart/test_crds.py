@@ -16,9 +16,9 @@ import jsonschema
 import pytest
 import yaml
 
-from controller.workspace.lifecycle import Phase
 from tests.chart.helm import CHART, REPO, Rendered
 from tests.fixtures import MANIFESTS
+from wspin.core.fleet import Phase
 
 FIXTURES = MANIFESTS
 CRD_DIR = CHART / "crds"

@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import Any, Final
+from typing import Any, Final, Literal, get_args
 
 Obj = dict[str, Any]
 
-PHASES: Final[tuple[str, ...]] = (
+Phase = Literal[
     "Pending",
     "Creating",
     "Active",
@@ -31,8 +31,10 @@ PHASES: Final[tuple[str, ...]] = (
     "Terminating",
     "Terminated",
     "Failed",
-)
+]
 """The Workspace CRD's ``status.phase`` enum, in lifecycle order."""
+
+PHASES: Final[tuple[str, ...]] = get_args(Phase)
 
 UNKNOWN: Final = "Unknown"
 ACTIVE: Final = "Active"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import get_args
 
-from controller.workspace.lifecycle import Phase
 from controller.workspace.staging_phases import stages_in
+from wspin.core.fleet import Phase
 
 
 def test_every_phase_but_terminating_runs_the_staging_pass() -> None:
