@@ -21,13 +21,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import http.client
 import json
 import os
 import socket
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -181,37 +179,67 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-class _Prober(threading.Thread):
+_PROBE = """
+import http.client, signal, sys, time
+
+port, slowest, ready = int(sys.argv[1]), 0.0, False
+
+
+def stop(*_):
+    print("slowest", slowest, flush=True)
+    sys.exit(0)
+
+
+signal.signal(signal.SIGTERM, stop)
+while True:
+    for path in ("/healthz", "/readyz"):
+        asked = time.perf_counter()
+        try:
+            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+            connection.request("GET", path)
+            status = connection.getresponse().status
+            connection.close()
+        except OSError:
+            continue  # not listening yet
+        if path == "/healthz":
+            slowest = max(slowest, time.perf_counter() - asked)
+        elif status == 200 and not ready:
+            ready = True
+            print("ready", time.perf_counter(), flush=True)
+    time.sleep(0.02)
+"""
+
+
+class _Prober:
     """Asks ``/healthz`` every 20 ms; records the slowest answer once the server is up and
-    when ``/readyz`` first said yes. A stalled event loop answers neither."""
+    when ``/readyz`` first said yes. A stalled event loop answers neither. It runs in a
+    process of its own: a thread here would wait for this process's interpreter, busy with
+    the API server's 10,000 objects, and count those pauses as the controller's."""
 
-    def __init__(self, port: int) -> None:
-        super().__init__(daemon=True)
-        self.port = port
-        self.slowest = 0.0
-        self.ready_at = 0.0
-        self._halt = threading.Event()
+    def __init__(self, process: asyncio.subprocess.Process) -> None:
+        self.process = process
 
-    def run(self) -> None:
-        while not self._halt.is_set():
-            for path in ("/healthz", "/readyz"):
-                asked = time.perf_counter()
-                try:
-                    connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
-                    connection.request("GET", path)
-                    status = connection.getresponse().status
-                    connection.close()
-                except OSError:
-                    continue  # not listening yet
-                if path == "/healthz":
-                    self.slowest = max(self.slowest, time.perf_counter() - asked)
-                elif status == 200 and not self.ready_at:
-                    self.ready_at = time.perf_counter()
-            self._halt.wait(0.02)
+    @classmethod
+    async def start(cls, port: int) -> _Prober:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", _PROBE, str(port), stdout=asyncio.subprocess.PIPE
+        )
+        return cls(process)
 
-    def stop(self) -> None:
-        self._halt.set()
-        self.join()
+    async def ready(self) -> float:
+        """When ``/readyz`` first answered 200 (``time.perf_counter``: one clock per host)."""
+        assert self.process.stdout is not None
+        word, at = (await self.process.stdout.readline()).split()
+        assert word == b"ready", word
+        return float(at)
+
+    async def stop(self) -> float:
+        """The slowest ``/healthz`` answer, in seconds."""
+        assert self.process.stdout is not None
+        self.process.terminate()
+        output = await self.process.stdout.read()
+        await self.process.wait()
+        return float(output.split()[-1])
 
 
 class _Process:
@@ -294,18 +322,16 @@ async def _restart_and_delete(server: KubeServer, kube: Kube, namespace: str) ->
     writes_before = len(server.writes)
     async with _controller(server) as controller, aiohttp.ClientSession() as session:
         started = time.perf_counter()
-        # Probed from a thread with a blocking client: this process's own loop is busy
-        # serving the lists, and must not be what the figure measures.
-        prober = _Prober(controller.health)
-        prober.start()
+        # Probed from a process of its own: this one is busy serving the lists, and must
+        # not be what the figure measures.
+        prober = await _Prober.start(controller.health)
         try:
-            while not prober.ready_at:  # noqa: ASYNC110
-                await asyncio.sleep(0.05)
+            ready_at = await prober.ready()
             await _quiet(server, 1.0)  # the first pass over every Workspace is done
         finally:
-            prober.stop()
-        figures["ready_s"] = prober.ready_at - started
-        figures["healthz_max_ms"] = prober.slowest * 1000
+            slowest = await prober.stop()
+        figures["ready_s"] = ready_at - started
+        figures["healthz_max_ms"] = slowest * 1000
         figures["restart_writes"] = len(server.writes) - writes_before
 
         # The first pass reconciles every Workspace without a request: wait until it ends.
@@ -387,7 +413,7 @@ def bench_workspaces() -> list[Row]:
             f["peak_mib"] / BUDGET_MIB,
             "≤ 1",
             f"{f['peak_mib']:.0f} MiB vs {BUDGET_MIB:.0f} MiB; ready in {f['ready_s']:.1f} s, "
-            f"{f['restart_writes']:.0f} writes, slowest /readyz {f['healthz_max_ms']:.0f} ms",
+            f"{f['restart_writes']:.0f} writes, slowest /healthz {f['healthz_max_ms']:.0f} ms",
         ),
         Row(
             f"log lines while the namespace of {n} Workspaces is deleted, vs one per Workspace",
