@@ -66,11 +66,17 @@ def parse_quantity(text: object) -> Fraction:
 
     A JSON number is read as its text, as ``Quantity``'s JSON decoding does (``2`` is ``"2"``);
     a boolean, a non-finite float or any other type is not a quantity."""
+    return _parse(_text(text))
+
+
+def _text(text: object) -> str:
+    if type(text) is str:
+        return text
     if isinstance(text, bool) or not isinstance(text, str | int | float):
         raise QuantityError(f"{text!r} is not a quantity (expected a string like '500m')")
     if isinstance(text, float) and not math.isfinite(text):
         raise QuantityError(f"{text!r} is not a quantity")
-    return _parse(text if isinstance(text, str) else repr(text))
+    return text if isinstance(text, str) else repr(text)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -123,12 +129,19 @@ def _bounded(value: Fraction) -> Fraction:
 def millicores(text: object) -> int:
     """A CPU quantity in whole millicores, rounded up (``MilliValue``: ``1.5`` → 1500,
     ``100u`` → 1)."""
-    return math.ceil(parse_quantity(text) * 1000)
+    return _rounded_up(_text(text), 1000)
 
 
 def byte_count(text: object) -> int:
     """A memory or storage quantity in whole bytes, rounded up (``1Ki`` → 1024)."""
-    return math.ceil(parse_quantity(text))
+    return _rounded_up(_text(text), 1)
+
+
+@functools.lru_cache(maxsize=4096)
+def _rounded_up(text: str, unit: int) -> int:
+    # Cached like _parse: the tenant quota sums every request of every pod it admits, and
+    # the Fraction arithmetic costs more than the lookup.
+    return math.ceil(_parse(text) * unit)
 
 
 def is_whole(text: object) -> bool:
