@@ -17,6 +17,7 @@ from typing import Any, Final
 
 from webhook.workspace_syntax import domain_problem, requirement_problem
 from wspin.core.namespaces import ALWAYS_EXCLUDED, excluded_namespace_problem
+from wspin.core.objects import nesting_depth, same_json
 from wspin.core.quantity import QuantityError, byte_count, is_whole, millicores
 from wspin.core.runtimes import image_syntax_problem, registry_problem
 from wspin.core.tenancy import NamespaceLabels, org_problem, runtime_class_problem
@@ -33,6 +34,10 @@ GI: Final = 2**30
 
 # Kubernetes object names (and so StorageClass names) cap at 253 characters (DNS subdomain).
 MAX_STORAGE_CLASS_LENGTH: Final = 253
+MAX_SPEC_DEPTH: Final = 32
+"""Levels of objects and lists a Workspace spec may nest. The spec keeps fields it does not
+declare, so without a cap its author picks the depth, up to the JSON decoders' ~1,024, where
+comparing or copying it recursively fails; the declared fields go six levels deep."""
 
 
 @dataclass(frozen=True)
@@ -100,6 +105,11 @@ def validate_workspace(
         return "spec must be an object"
     if operation == "UPDATE" and _spec_unchanged(request, spec):
         return _status_problem(request, workspace)
+    if nesting_depth(spec, MAX_SPEC_DEPTH) > MAX_SPEC_DEPTH:
+        return (
+            f"spec nests objects and lists more than {MAX_SPEC_DEPTH} levels deep; no "
+            "Workspace field needs that, so flatten the fields you added"
+        )
     namespace = str(
         request.get("namespace") or (workspace.get("metadata") or {}).get("namespace") or ""
     )
@@ -134,7 +144,7 @@ def _spec_unchanged(request: Obj, spec: Obj) -> bool:
     if not isinstance(old, dict):
         return False
     old_spec = old.get("spec")
-    return spec == (old_spec if old_spec is not None else {})
+    return same_json(spec, old_spec if old_spec is not None else {})
 
 
 def _runtime_problem(spec: Obj, cfg: ValidatorConfig) -> str | None:
@@ -422,7 +432,7 @@ def _status_problem(request: Obj, workspace: Obj) -> str | None:
     old_status = old.get("status") if isinstance(old, dict) else None
     if _is_zero(status) and _is_zero(old_status):
         return None
-    if status != old_status:
+    if not same_json(status, old_status):
         return (
             "status cannot be changed through the workspaces endpoint; only the controller "
             "writes it, through the workspaces/status subresource"

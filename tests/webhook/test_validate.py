@@ -16,7 +16,7 @@ from tests.fixtures import ADMISSION
 from tests.webhook.conftest import LiveWebhook
 from tests.webhook.workspace_requests import create, update, workspace
 from webhook.settings import add_validator_flags, validator_config_from_args
-from webhook.validate import ValidatorConfig, validate_workspace
+from webhook.validate import MAX_SPEC_DEPTH, ValidatorConfig, validate_workspace
 from wspin.core.errors import ConfigError
 
 CAPTURES = ADMISSION
@@ -563,3 +563,59 @@ async def test_the_live_webhook_denies_a_workspace_in_kube_system(webhook: LiveW
         response = (await reply.json())["response"]
     assert response["allowed"] is False
     assert "namespace 'kube-system' is excluded" in response["status"]["message"]
+
+
+def deep(levels: int) -> dict[str, Any]:
+    """A value ``levels`` objects and lists deep: a dict, then a dict holding a list, in turn."""
+    nested: dict[str, Any] = {"leaf": True}
+    depth = 1
+    while depth < levels:
+        if depth + 2 <= levels and depth % 3:
+            nested, depth = {"b": [nested]}, depth + 2
+        else:
+            nested, depth = {"a": nested}, depth + 1
+    return nested
+
+
+class TestNesting:
+    def test_a_spec_as_deep_as_the_cap_is_allowed(self) -> None:
+        # spec itself is the first level; its field x the rest.
+        assert denial(x=deep(MAX_SPEC_DEPTH - 1)) is None
+
+    def test_a_deeper_spec_is_denied_naming_the_cap(self) -> None:
+        message = denial(x=deep(MAX_SPEC_DEPTH))
+        assert message and f"more than {MAX_SPEC_DEPTH} levels deep" in message
+        assert "flatten the fields you added" in message
+
+    def test_a_spec_as_deep_as_the_json_decoders_allow_is_denied_not_crashed(self) -> None:
+        assert denial(x=deep(1020))
+
+    def test_an_update_that_changes_a_deep_spec_is_denied(self) -> None:
+        old = workspace(x=deep(1020))
+        new = workspace(x=deep(1020), suspend=True)
+        message = validate_workspace(update(new, old), DEFAULT)
+        assert message and "levels deep" in message
+
+    def test_an_update_that_keeps_a_deep_spec_stored_earlier_is_allowed(self) -> None:
+        # A Workspace stored before the cap must still lose its finalizer and be deleted.
+        old = workspace(x=deep(1020))
+        new = workspace(x=deep(1020))
+        new["metadata"]["finalizers"] = []
+        assert validate_workspace(update(new, old), DEFAULT) is None
+
+
+async def test_the_live_webhook_answers_a_workspace_as_deep_as_json_decodes(
+    webhook: LiveWebhook,
+) -> None:
+    review = json.loads((CAPTURES / "workspace-create.json").read_text())
+    review["request"]["object"]["spec"]["x"] = "DEEP"
+    # orjson decodes 1,024 levels; the review, request, object and spec take four of them.
+    # Written as text: json.dumps recurses too.
+    levels = 1019
+    text = '{"a":' * (levels - 1) + '{"leaf":true}' + "}" * (levels - 1)
+    body = json.dumps(review).replace('"DEEP"', text).encode()
+    async with await webhook.post(body, path="/validate-workspaces?timeout=10s") as reply:
+        assert reply.status == 200
+        response = (await reply.json())["response"]
+    assert response["allowed"] is False
+    assert "levels deep" in response["status"]["message"]

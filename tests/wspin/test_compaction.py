@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -154,3 +155,33 @@ def test_the_compactor_remembers_a_bounded_number_of_subtrees() -> None:
     assert len(compactor) <= 64
     # A subtree every object has is met on every object and so never forgotten.
     assert all(o["spec"] is objects[0]["spec"] for o in objects)
+
+
+def test_an_object_as_deep_as_the_json_decoders_allow_is_compacted_without_recursion() -> None:
+    # A Workspace's spec keeps undeclared fields, so its owner decides its depth; orjson and
+    # the API server accept about 1,024 levels. A recursive compactor needs a call a level,
+    # which Python 3.12 refuses past its recursion limit: with the limit at 200 here, every
+    # Python version would refuse it.
+    steps = 680  # 1,020 levels: a dict, then a dict holding a list, in turn
+    nested: Obj = {"leaf": [1, "two", None]}
+    for step in range(steps):
+        nested = {"a": nested} if step % 2 else {"b": [nested]}
+    workspace: Obj = {"metadata": {"name": "deep"}, "spec": {"x": nested}}
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(200)
+    try:
+        compacted = Compactor()(workspace)
+    finally:
+        sys.setrecursionlimit(limit)
+    node, depth = compacted["spec"]["x"], 0
+    while "leaf" not in node:  # walked, not compared: == recurses too
+        assert isinstance(node, CachedDict)
+        if "a" in node:
+            node = node["a"]
+        else:
+            assert isinstance(node["b"], CachedList)
+            node = node["b"][0]
+        depth += 1
+    assert depth == steps
+    assert node["leaf"] == [1, "two", None]
+    assert isinstance(node["leaf"], CachedList)

@@ -117,40 +117,79 @@ class Compactor:
     def __len__(self) -> int:
         return len(self._seen)
 
-    def _compact(self, value: Any) -> tuple[Any, Any]:
-        """The shared form of ``value`` and what identifies it inside a parent's key."""
-        kind = type(value)
-        if kind is str:
-            text = sys.intern(value) if len(value) <= INTERN_MAX else value
-            return text, text
-        if kind is dict:
-            entries, key = {}, ["d"]
-            for name, item in value.items():
-                name = sys.intern(name)
-                entries[name], part = self._compact(item)
-                key += (name, part)
-            return self._share(tuple(key), CachedDict, entries)
-        if kind is list:
-            items, key = [], ["l"]
-            for item in value:
-                shared, part = self._compact(item)
-                items.append(shared)
-                key.append(part)
-            return self._share(tuple(key), CachedList, items)
-        # Numbers, booleans and null: tagged with their type, as True == 1 == 1.0.
-        return value, (kind, value)
+    def _compact(self, root: Any) -> tuple[Any, Any]:
+        """The shared form of ``root`` and what identifies it inside a parent's key.
 
-    def _share(
-        self, key: tuple[Any, ...], kind: type[CachedDict] | type[CachedList], content: Any
-    ) -> tuple[Any, int]:
+        A loop over an explicit stack, not recursion: a Workspace's spec keeps fields it does
+        not declare, so a tenant decides how deep an object goes (up to the 1,024 levels the
+        JSON decoders allow), and Python 3.12 refuses that many nested calls."""
+        if type(root) is not dict and type(root) is not list:
+            return _leaf(root)
+        # A frame: the container's children still to visit, its compacted content, its key,
+        # and the name under which the child being compacted goes (None in a list).
+        stack: list[list[Any]] = [_frame(root)]
+        while True:
+            frame = stack[-1]
+            children, content, key = frame[0], frame[1], frame[2]
+            descend = None
+            if type(content) is dict:
+                for name, value in children:
+                    name = sys.intern(name)
+                    kind = type(value)
+                    if kind is dict or kind is list:
+                        frame[3], descend = name, value
+                        break
+                    content[name], part = _leaf(value)
+                    key += (name, part)
+            else:
+                for value in children:
+                    kind = type(value)
+                    if kind is dict or kind is list:
+                        descend = value
+                        break
+                    shared, part = _leaf(value)
+                    content.append(shared)
+                    key.append(part)
+            if descend is not None:
+                stack.append(_frame(descend))
+                continue
+            stack.pop()
+            made = self._share(tuple(key), type(content) is dict, content)
+            if not stack:
+                return made
+            parent = stack[-1]
+            name = parent[3]
+            if name is None:
+                parent[1].append(made[0])
+                parent[2].append(made[1])
+            else:
+                parent[1][name] = made[0]
+                parent[2] += (name, made[1])
+
+    def _share(self, key: tuple[Any, ...], is_dict: bool, content: Any) -> tuple[Any, int]:
         seen = self._seen
         found = seen.get(key)
         if found is not None:
             seen.move_to_end(key)
             self.shared += 1
             return found, id(found)
-        made = kind(content)
+        made = CachedDict(content) if is_dict else CachedList(content)
         seen[key] = made
         if len(seen) > self.limit:
             seen.popitem(last=False)
         return made, id(made)
+
+
+def _frame(container: dict[str, Any] | list[Any]) -> list[Any]:
+    if type(container) is dict:
+        return [iter(container.items()), {}, ["d"], None]
+    return [iter(container), [], ["l"], None]
+
+
+def _leaf(value: Any) -> tuple[Any, Any]:
+    """A string, number, boolean or null as stored, and as it stands in a parent's key."""
+    if type(value) is str:
+        text = sys.intern(value) if len(value) <= INTERN_MAX else value
+        return text, text
+    # Numbers, booleans and null: tagged with their type, as True == 1 == 1.0.
+    return value, (type(value), value)
