@@ -9,12 +9,16 @@ so re-stating a condition is a no-op and never causes a status write.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Literal
+from typing import Final, Literal
 
 from controller.types import Obj
 from wspin.core.redact import strip_url_credentials
 
 ConditionStatus = Literal["True", "False", "Unknown"]
+
+MESSAGE_LIMIT: Final = 4096
+"""Characters of a message a condition keeps (the CRDs allow 32768, and a longer one would
+fail the whole status write): messages quote what users wrote, and every cache holds them."""
 
 
 def condition(
@@ -30,6 +34,8 @@ def condition(
     # Messages quote what users wrote (a package source, an image): no URL's user or
     # password reaches the status.
     text = strip_url_credentials(message)
+    if len(text) > MESSAGE_LIMIT:
+        text = text[: MESSAGE_LIMIT - 1] + "…"
     built: Obj = {"type": type_, "status": value, "reason": reason, "message": text}
     if generation is not None:
         built["observedGeneration"] = generation

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import yaml
+
 from controller.toolkit.conditions import (
+    MESSAGE_LIMIT,
     condition,
     find_condition,
     is_true,
@@ -11,6 +14,7 @@ from controller.toolkit.conditions import (
     set_conditions,
 )
 from controller.toolkit.status import status_patch
+from tests.chart.helm import CHART
 
 
 def test_a_bool_status_is_spelled_and_generation_none_is_left_out() -> None:
@@ -56,3 +60,20 @@ def test_status_patch_sends_only_changes_and_nulls_dropped_keys() -> None:
 def test_a_condition_message_loses_the_credentials_of_urls() -> None:
     built = condition("Ready", False, "PodBuildFailed", "image https://u:p4ss@reg.example/x")
     assert built["message"] == "image https://***@reg.example/x"
+
+
+def test_a_long_message_is_cut_where_the_crds_still_take_it() -> None:
+    # A message quoting what a user wrote could exceed the CRD's maxLength, and the API
+    # server would then refuse the whole status write, again on every retry.
+    built = condition("Ready", False, "RuntimeNotFound", "runtime " + "x" * 100_000)
+    assert len(built["message"]) == MESSAGE_LIMIT
+    assert built["message"].startswith("runtime xxx") and built["message"].endswith("…")
+    short = condition("Ready", False, "RuntimeNotFound", "runtime x")
+    assert short["message"] == "runtime x"
+    checked: list[str] = []
+    for crd in sorted((CHART / "crds").glob("*.yaml")):
+        schema = yaml.safe_load(crd.read_text())["spec"]["versions"][0]["schema"]
+        conditions = schema["openAPIV3Schema"]["properties"]["status"]["properties"]
+        if "conditions" in conditions:
+            message = conditions["conditions"]["items"]["properties"]["message"]
+            assert message.get("maxLength", MESSAGE_LIMIT) >= MESSAGE_LIMIT, crd.name
