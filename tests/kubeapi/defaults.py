@@ -176,3 +176,52 @@ def check_name(kind: Kind, name: str) -> None:
             f"alphanumeric character (at most {limit} characters)",
             "Invalid",
         )
+
+
+_LABEL_NAME = r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
+_SUBDOMAIN = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
+
+
+def check_labels(kind: Kind, obj: Obj) -> None:
+    """Label keys are qualified names and values at most 63 characters of the label alphabet,
+    as the API server validates every object's metadata on every write (its wording)."""
+    meta = obj.get("metadata") or {}
+    name = str(meta.get("name", ""))
+    for key, value in (meta.get("labels") or {}).items():
+        problem = _key_problem(str(key))
+        if problem is None and not isinstance(value, str):
+            problem = "must be a string"
+        elif problem is None and len(value) > 63:
+            key, problem = value, "must be no more than 63 characters"
+        elif problem is None and value and not re.fullmatch(_LABEL_NAME, value):
+            key, problem = (
+                value,
+                (
+                    "a valid label must be an empty string or consist of alphanumeric characters, "
+                    "'-', '_' or '.', and must start and end with an alphanumeric character"
+                ),
+            )
+        if problem is not None:
+            raise invalid(kind.kind, name, "metadata.labels", f'Invalid value: "{key}": {problem}')
+
+
+def _key_problem(key: str) -> str | None:
+    prefix, slash, base = key.rpartition("/")
+    if slash and not prefix:
+        return "prefix part must be non-empty"
+    if len(prefix) > 253:
+        return "prefix part must be no more than 253 characters"
+    if prefix and not re.fullmatch(_SUBDOMAIN, prefix):
+        return (
+            "prefix part a lowercase RFC 1123 subdomain must consist of lower case "
+            "alphanumeric characters, '-' or '.', and must start and end with an alphanumeric "
+            "character"
+        )
+    if len(base) > 63:
+        return "name part must be no more than 63 characters"
+    if not re.fullmatch(_LABEL_NAME, base):
+        return (
+            "name part must consist of alphanumeric characters, '-', '_' or '.', and must "
+            "start and end with an alphanumeric character"
+        )
+    return None

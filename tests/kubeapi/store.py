@@ -24,7 +24,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
-from tests.kubeapi.defaults import check_name, prepare_create
+from tests.kubeapi.defaults import check_labels, check_name, prepare_create
 from tests.kubeapi.kinds import Kind, KindRegistry
 from tests.kubeapi.policies import admit
 from tests.kubeapi.review import review_request
@@ -205,6 +205,7 @@ class Store:
         # As kube-apiserver orders it: the structural schema prunes, defaults and validates
         # the object, then validating admission sees what would be stored.
         obj = structural(kind, obj)
+        check_labels(kind, obj)
         self._admit(kind, "CREATE", namespace, obj, None, dry_run=dry_run)
         if dry_run:
             return obj
@@ -466,6 +467,7 @@ class Store:
             result = ephemeral_update(old, new)
         else:
             result = structural(kind, merged_update(kind, old, new, status=status))
+        check_labels(kind, result)
         sub = "status" if status else "ephemeralcontainers" if ephemeral else ""
         namespace = old["metadata"].get("namespace", "")
         # Admission sees no-op updates too (kube-apiserver calls webhooks for them).

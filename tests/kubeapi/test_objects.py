@@ -396,3 +396,29 @@ async def test_a_binding_assigns_the_node_once_and_copies_its_annotations(
     assert pod["metadata"]["annotations"]["scheduled-by"] == "test"
     with pytest.raises(Conflict):
         await kube.request("POST", PODS.path(namespace, "p", "binding"), body=binding)
+
+
+@pytest.mark.parametrize(
+    ("labels", "problem"),
+    [
+        ({"app": "x" * 64}, "must be no more than 63 characters"),
+        ({"app": "-edge"}, "a valid label must be an empty string"),
+        ({"app": "a/b"}, "a valid label must be an empty string"),
+        ({"x" * 64: "v"}, "name part must be no more than 63 characters"),
+        ({"-key": "v"}, "name part must consist of alphanumeric characters"),
+        ({"Bad_Prefix.example/name": "v"}, "prefix part a lowercase RFC 1123 subdomain"),
+    ],
+)
+async def test_labels_are_validated_on_every_write(
+    kube: Kube, namespace: str, labels: dict[str, str], problem: str
+) -> None:
+    body = {"metadata": {"name": "labelled", "labels": labels}, "data": {}}
+    with pytest.raises(Invalid, match=r"metadata\.labels") as created:
+        await kube.create(CONFIGMAPS, body, namespace)
+    assert problem in str(created.value)
+    await kube.create(CONFIGMAPS, {"metadata": {"name": "labelled"}}, namespace)
+    with pytest.raises(Invalid, match=r"metadata\.labels"):
+        await kube.patch(CONFIGMAPS, "labelled", {"metadata": {"labels": labels}}, namespace)
+    longest = {"llmsafespaces.dev/" + "k" * 63: "v" * 63, "empty": ""}
+    patched = await kube.patch(CONFIGMAPS, "labelled", {"metadata": {"labels": longest}}, namespace)
+    assert patched["metadata"]["labels"] == longest

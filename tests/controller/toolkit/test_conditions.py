@@ -77,3 +77,5 @@ def test_a_long_message_is_cut_where_the_crds_still_take_it() -> None:
         if "conditions" in conditions:
             message = conditions["conditions"]["items"]["properties"]["message"]
             assert message.get("maxLength", MESSAGE_LIMIT) >= MESSAGE_LIMIT, crd.name
+            checked.append(crd.name)
+    assert "workspaces.llmsafespaces.dev.yaml" in checked
