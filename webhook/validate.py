@@ -34,6 +34,8 @@ GI: Final = 2**30
 
 # Kubernetes object names (and so StorageClass names) cap at 253 characters (DNS subdomain).
 MAX_STORAGE_CLASS_LENGTH: Final = 253
+MAX_NAME_LENGTH: Final = 63
+"""A Workspace's name is a label value on everything it owns."""
 MAX_SPEC_DEPTH: Final = 32
 """Levels of objects and lists a Workspace spec may nest. The spec keeps fields it does not
 declare, so without a cap its author picks the depth, up to the JSON decoders' ~1,024, where
@@ -120,6 +122,9 @@ def validate_workspace(
         problem = excluded_namespace_problem(namespace, cfg.excluded_namespaces)
         if problem:
             return problem
+        problem = _name_problem(workspace)
+        if problem:
+            return problem
     for check in (
         _runtime_problem(spec, cfg),
         _catalogue_problem(request, spec, catalogue),
@@ -135,6 +140,16 @@ def validate_workspace(
     ):
         if check is not None:
             return check
+    return None
+
+
+def _name_problem(workspace: Obj) -> str | None:
+    name = str((workspace.get("metadata") or {}).get("name") or "")
+    if len(name) > MAX_NAME_LENGTH:
+        return (
+            f"metadata.name is {len(name)} characters; a Workspace's pod and claim carry its "
+            f"name as a label value, which holds at most {MAX_NAME_LENGTH}: choose a shorter name"
+        )
     return None
 
 

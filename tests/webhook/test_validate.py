@@ -619,3 +619,24 @@ async def test_the_live_webhook_answers_a_workspace_as_deep_as_json_decodes(
         response = (await reply.json())["response"]
     assert response["allowed"] is False
     assert "levels deep" in response["status"]["message"]
+
+
+class TestName:
+    def test_a_name_of_63_characters_is_allowed(self) -> None:
+        ws = workspace()
+        ws["metadata"]["name"] = "w" * 63
+        assert validate_workspace(create(ws), DEFAULT) is None
+
+    def test_a_longer_name_is_denied_on_create_saying_why(self) -> None:
+        ws = workspace()
+        ws["metadata"]["name"] = "w" * 64
+        message = validate_workspace(create(ws), DEFAULT)
+        assert message and "metadata.name is 64 characters" in message
+        assert "at most 63" in message
+
+    def test_a_long_name_stored_earlier_can_still_be_updated_and_deleted(self) -> None:
+        old = workspace()
+        old["metadata"]["name"] = "w" * 64
+        new = copy.deepcopy(old)
+        new["metadata"]["finalizers"] = []
+        assert validate_workspace(update(new, old), DEFAULT) is None
