@@ -58,6 +58,12 @@ from tests.chart.helm import Rendered, render, template
             "controller.workspaces.agent.drainStallBound must be within 1m..24h",
         ),
         ({"controller.workspaces.agent.scrapeConcurrency": 1025}, "scrapeConcurrency"),
+        ({"webhook.connections.maxConnections": 0}, "maxConnections"),
+        ({"webhook.connections.maxBufferedBodyBytes": 4194303}, "maxBufferedBodyBytes"),
+        # The API server keeps idle connections 90 s; a shorter idle timeout races its reuse.
+        ({"webhook.connections.idleTimeout": 90}, "idleTimeout"),
+        ({"webhook.connections.headerTimeout": 0}, "headerTimeout"),
+        ({"webhook.connections.drainTimeout": 301}, "drainTimeout"),
         # The port moved from relay staging to the agent settings: the old value is refused.
         ({"controller.relayStaging.agentdHealthPort": 4098}, "agentdHealthPort"),
         (
@@ -124,3 +130,42 @@ def test_the_largest_values_the_chart_accepts_reach_the_controller_unchanged(
     agent = settings.workspace.agent
     assert (agent.concurrency, agent.health_interval) == (1024, 600)
     assert (agent.status_interval, agent.drain_stall_bound) == (3600, 86400)
+
+
+def test_the_widest_webhook_connection_values_the_chart_accepts_start_the_webhook(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import json
+
+    from tests.chart.helm import CHART
+    from webhook.settings import settings_from_args
+    from wspin.cli import build_parser
+
+    for name in list(os.environ):
+        if name.startswith("WSPIN_"):
+            monkeypatch.delenv(name)
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    bounds = schema["properties"]["webhook"]["properties"]["connections"]["properties"]
+    for edge in ("maximum", "minimum"):
+        sets = {
+            f"webhook.connections.{key}": bound.get(edge, bound.get("exclusiveMinimum", 0) + 0.5)
+            for key, bound in bounds.items()
+        }
+        rendered = render(("minimal.yaml",), sets)
+        limits = settings_from_args(build_parser().parse_args(rendered.args("webhook")))
+        assert limits.serving.limits.max_connections == sets["webhook.connections.maxConnections"]
+        assert limits.serving.limits.idle_timeout == sets["webhook.connections.idleTimeout"]
+
+
+def test_a_long_drain_gets_a_termination_grace_it_fits_in() -> None:
+    def grace(rendered: Rendered) -> Any:
+        return rendered.deployment("webhook")["spec"]["template"]["spec"].get(
+            "terminationGracePeriodSeconds"
+        )
+
+    assert grace(render(("minimal.yaml",))) is None  # the kubelet's 30 s hold 5 + 10
+    assert grace(render(("minimal.yaml",), {"webhook.connections.drainTimeout": 12})) == 30
+    # The 5 s shutdown delay, the drain, and 5 s for the process to exit.
+    long_drain = render(("minimal.yaml",), {"webhook.connections.drainTimeout": 120.5})
+    assert grace(long_drain) == 131
+    assert "--drain-timeout=120.5" in long_drain.args("webhook")

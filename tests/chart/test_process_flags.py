@@ -114,6 +114,34 @@ def test_every_webhook_value_reaches_its_setting(full_render: Rendered) -> None:
         "registry.internal:5000/runtimes/",
     )
     assert settings.validator.max_storage_gi == 1024
+    limits = settings.serving.limits
+    assert (limits.max_connections, limits.max_pipelined) == (4000, 8)
+    assert (limits.max_buffered_body_bytes, limits.min_body_rate) == (128 * 2**20, 128 * 2**10)
+    assert limits.max_queued_output_bytes == 96 * 2**20
+    seconds = (limits.handshake_timeout, limits.header_timeout, limits.body_timeout)
+    assert seconds == (10, 7.5, 8)
+    assert (limits.idle_timeout, limits.send_timeout) == (300, 30)
+    assert (limits.linger_timeout, limits.drain_timeout) == (3, 20)
+
+
+def test_every_connection_flag_is_a_webhook_value_and_null_keeps_its_default(
+    full_render: Rendered, default_render: Rendered
+) -> None:
+    import json
+    import re
+
+    from tests.chart.helm import CHART
+    from wspin.http.settings import add_connection_flags
+
+    parser = argparse.ArgumentParser(add_help=False)
+    add_connection_flags(parser)
+    flags = set(re.findall(r"--[a-z-]+", parser.format_usage()))
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    keys = schema["properties"]["webhook"]["properties"]["connections"]["properties"]
+    as_flags = {"--" + re.sub(r"[A-Z]", lambda c: "-" + c[0].lower(), key) for key in keys}
+    assert as_flags == flags
+    assert flags <= {arg.split("=")[0] for arg in full_render.args("webhook")}
+    assert not flags & {arg.split("=")[0] for arg in default_render.args("webhook")}
 
 
 @pytest.mark.usefixtures("clean_environment")
