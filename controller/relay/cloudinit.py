@@ -11,7 +11,10 @@ world-readable unit file, not on relay-proxy's command line (every local user re
 through ``ps`` and ``/proc/<pid>/cmdline``; relay-proxy reads ``RELAY_TOKEN`` from its
 environment), and not in the download script, so cloud-init's output log cannot contain it.
 The service runs as a user of its own (``DynamicUser``), so no other process on the VM shares
-the uid that may read its environment (``/proc/<pid>/environ``).
+the uid that may read its environment (``/proc/<pid>/environ``), and it cannot reach the
+instance metadata service (``IPAddressDeny``), which hands this user data to any process on
+the VM that asks; the drivers also launch with the metadata service's older, header-less
+protocol turned off, so a forwarded plain GET gets nothing.
 """
 
 from __future__ import annotations
@@ -136,6 +139,8 @@ exit 1
 def _unit(upstream_url: str) -> str:
     # systemd expands "%x" specifiers in ExecStart; "%%" is a literal percent sign. The token
     # stays out of ExecStart, also as ${RELAY_TOKEN}: systemd would expand it into argv.
+    # IPAddressDeny: the instance metadata service serves this user data, token included, to
+    # whoever asks from the VM; relay-proxy forwards requests, so it must never reach it.
     upstream = upstream_url.replace("%", "%%")
     return f"""[Unit]
 Description=LLMSafeSpaces inference relay proxy
@@ -149,6 +154,7 @@ ExecStart={BINARY_PATH} --upstream={upstream} --listen={LISTEN}
 Restart=always
 RestartSec=5
 DynamicUser=yes
+IPAddressDeny=169.254.169.254 fd00:ec2::254
 
 [Install]
 WantedBy=multi-user.target

@@ -153,6 +153,13 @@ class AwsDriver:
             "UserData": base64.b64decode(request.cloud_init).decode(),
             "SecurityGroupIds": [group_id],
             "TagSpecifications": [{"ResourceType": "instance", "Tags": tags}],
+            # The user data holds the relay's token: IMDSv2 only (no plain GET reads it) and
+            # one hop (nothing forwarded through the VM does either).
+            "MetadataOptions": {
+                "HttpEndpoint": "enabled",
+                "HttpTokens": "required",
+                "HttpPutResponseHopLimit": 1,
+            },
         }
         if request.client_token:
             launch["ClientToken"] = request.client_token[:64]

@@ -172,6 +172,11 @@ class OciDriver:
                 assign_public_ip=True, subnet_id=subnet
             ),
             metadata={"user_data": request.cloud_init},
+            # The user data holds the relay's token: only the metadata service's v2
+            # endpoints, which want a header a forwarded plain GET does not carry.
+            instance_options=oci.core.models.InstanceOptions(
+                are_legacy_imds_endpoints_disabled=True
+            ),
             freeform_tags=dict(request.tags),
         )
         launched = await self._call(

@@ -74,6 +74,10 @@ async def test_a_launch_is_tagged_carries_the_client_token_and_the_document(ec2:
         "SecurityGroups"
     ]
     assert group["IpPermissions"][0]["FromPort"] == 8080
+    # The user data holds the token: IMDSv2 only, one hop.
+    options = instance["MetadataOptions"]
+    assert (options["HttpTokens"], options["HttpPutResponseHopLimit"]) == ("required", 1)
+    assert options["HttpEndpoint"] == "enabled"  # cloud-init reads the user data through it
 
 
 async def test_a_retried_launch_with_the_same_token_returns_the_same_instance(ec2: Any) -> None:

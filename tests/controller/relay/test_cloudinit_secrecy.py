@@ -181,6 +181,13 @@ def assert_token_private(text: str, token: str) -> None:
             expanded = _expand(start, env)
             assert token not in expanded, f"the token reaches argv through {start!r}"
         assert "DynamicUser=yes" in content.splitlines(), "the service shares its uid"
+        denied = [
+            address
+            for line in content.splitlines()
+            if line.startswith("IPAddressDeny=")
+            for address in line.partition("=")[2].split()
+        ]
+        assert "169.254.169.254" in denied, "the service reaches the metadata service's token"
     for key in ("runcmd", "bootcmd"):
         for command in document.get(key) or []:
             argv = _argv_of(command)
@@ -219,15 +226,22 @@ async def test_the_fake_cloud_keeps_the_vm_token_from_other_local_users(
         ("ExecStart=/usr/local/bin/relay-proxy --token=${RELAY_TOKEN}", "argv"),
         ("ExecStart=/usr/local/bin/relay-proxy --token=$RELAY_TOKEN", "argv"),
         ("User=nobody", "uid"),
+        ("IPAddressDeny=", "metadata"),
     ],
 )
-def test_the_check_catches_a_token_on_the_command_line_or_a_shared_uid(
+def test_the_check_catches_a_token_on_the_command_line_a_shared_uid_or_the_metadata_service(
     unit_line: str, problem: str
 ) -> None:
     """The checker itself can fail: the unit the relay once shipped is caught."""
-    unit = "[Service]\nEnvironmentFile=/etc/relay-proxy/env\nDynamicUser=yes\n"
+    unit = (
+        "[Service]\nEnvironmentFile=/etc/relay-proxy/env\nDynamicUser=yes\n"
+        "IPAddressDeny=169.254.169.254\n"
+    )
     if unit_line.startswith("User="):
         unit = unit.replace("DynamicUser=yes\n", unit_line + "\n") + "ExecStart=/bin/x\n"
+    elif unit_line.startswith("IPAddressDeny="):
+        unit = unit.replace("IPAddressDeny=169.254.169.254\n", unit_line + "\n")
+        unit += "ExecStart=/bin/x\n"
     else:
         unit += unit_line + "\n"
     document = {

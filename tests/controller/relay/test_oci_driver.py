@@ -184,6 +184,8 @@ async def test_a_launch_attaches_tags_user_data_and_retry_token_and_returns_at_o
     assert body["shape"] == "VM.Standard.A1.Flex"
     assert body["createVnicDetails"] == {"assignPublicIp": True, "subnetId": "ocid1.subnet.relay"}
     assert body["sourceDetails"]["imageId"] == "ocid1.image.jammy-arm"
+    # The user data holds the token: the metadata service's v2 endpoints only.
+    assert body["instanceOptions"] == {"areLegacyImdsEndpointsDisabled": True}
     assert launch["retry_token"] == "r" * 64
     [images] = [c for c in compute[1] if c["path"].startswith("/20160918/images")]
     assert images["query"]["shape"] == "VM.Standard.A1.Flex"
