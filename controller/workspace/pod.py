@@ -37,13 +37,13 @@ from controller.workspace.packages import PackagesError, needs_setup, setup_scri
 from controller.workspace.volumes import base_volumes, sidecar_volumes
 from wspin.core.contract import ARCHES, LABEL_WORKSPACE
 from wspin.core.runtimes import Runtime
+from wspin.core.tenancy import LABEL_TENANT
 
 __all__ = ["PodBuildError", "desired_pod", "names", "pod_is_stale", "sanitize_label"]
 
 LABEL_RUNTIME: Final = "runtime"
 ANNOTATION_RUNTIME_ENV: Final = "llmsafespaces.dev/runtime-env"
 """The RuntimeEnvironment a bare ``spec.runtime`` resolved to."""
-LABEL_TENANT: Final = "llmsafespaces.dev/tenant"
 ANNOTATION_CREATED_BY: Final = "llmsafespaces.dev/created-by"
 ANNOTATION_RESTART_GENERATION: Final = "llmsafespaces.dev/restart-generation"
 """The ``spec.restartGeneration`` a pod was built for; a different value recreates the pod."""
@@ -203,6 +203,8 @@ def desired_pod(
     labels = {
         **selector_labels(ws_name),
         LABEL_RUNTIME: sanitize_label(str(spec.get("runtime") or "")),
+        # Informational, as earlier releases wrote it; it decides nothing: the quota's tenant
+        # is this key on the Namespace, which the platform sets.
         LABEL_TENANT: tenant_of(spec),
     }
     volumes = base_volumes(
