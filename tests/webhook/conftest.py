@@ -10,12 +10,14 @@
 from __future__ import annotations
 
 import datetime
+import io
 import json
+import logging
 import ssl
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 import pytest
@@ -27,8 +29,12 @@ from webhook.app import make_app
 from webhook.demo import DEMO_CONFIG
 from webhook.inject import InjectConfig
 from webhook.validate import ValidatorConfig
+from wspin.core.logs import JSONFormatter
 from wspin.http.probes import Readiness
 from wspin.http.server import serve
+
+if TYPE_CHECKING:
+    from tests.webhook.rawhttps import Server
 
 FIXTURES = ADMISSION
 AGENTD_IMAGE = DEMO_CONFIG.agentd.image
@@ -81,3 +87,30 @@ async def webhook(tmp_path: Path) -> AsyncIterator[LiveWebhook]:
     async with aiohttp.ClientSession() as session:
         yield LiveWebhook(f"https://127.0.0.1:{port}", session, trust)
     await runner.shutdown()
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[Server]:
+    """The admission routes over TLS on loopback with the ``QUICK`` deadlines."""
+    # Imported here: rawhttps imports this module's helpers.
+    from tests.webhook.rawhttps import QUICK, serving
+
+    async with serving(QUICK) as running:
+        yield running
+
+
+@pytest.fixture
+def log_lines() -> Iterator[io.StringIO]:
+    """What the process logs meanwhile, as its JSON lines (INFO and above)."""
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(JSONFormatter())
+    root = logging.getLogger()
+    level = root.level
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+    try:
+        yield stream
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(level)

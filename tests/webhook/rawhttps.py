@@ -42,6 +42,8 @@ QUICK = ConnectionLimits(
     header_timeout=2.0, body_timeout=2.0, idle_timeout=10.0, linger_timeout=0.3, drain_timeout=1
 )
 """Deadlines short enough for tests, long enough for a loaded machine."""
+LINGER = QUICK.linger_timeout + 0.5
+"""Seconds: a refused connection is closed within its linger time and a sweep."""
 
 
 def review_for(uid: str) -> bytes:

@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
 
 import pytest
 
 from tests.webhook.rawhttps import (
     QUICK,
     REVIEW,
-    Server,
     answered,
     get,
     read_answer,
@@ -24,16 +22,6 @@ from tests.webhook.rawhttps import (
     until,
 )
 from wspin.http.limits import ConnectionLimits
-
-LINGER = QUICK.linger_timeout + 0.5
-"""Seconds: a refused connection is closed within its linger time and a sweep."""
-
-
-@pytest.fixture
-async def server() -> AsyncIterator[Server]:
-    async with serving(QUICK) as running:
-        yield running
-
 
 # -- fairness and output bounds --------------------------------------------------------------
 

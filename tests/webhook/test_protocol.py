@@ -35,14 +35,13 @@ import asyncio
 import datetime
 import socket
 import time
-from collections.abc import AsyncIterator
 from email.utils import parsedate_to_datetime
 
 import pytest
 
 from tests.webhook.conftest import SERVICE_HOST
 from tests.webhook.rawhttps import (
-    QUICK,
+    LINGER,
     Server,
     answered,
     budget_limits,
@@ -60,15 +59,6 @@ from webhook.http import MAX_BODY_BYTES
 from wspin.http.limits import ConnectionLimits
 
 MAX_HEAD_BYTES = ConnectionLimits().max_head_bytes
-LIMITS = QUICK
-LINGER = LIMITS.linger_timeout + 0.5
-"""Seconds: a refused connection is closed within its linger time and a sweep."""
-
-
-@pytest.fixture
-async def server() -> AsyncIterator[Server]:
-    async with serving(LIMITS) as running:
-        yield running
 
 
 # -- routing, methods, headers -------------------------------------------------------------

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import AsyncIterator
 
 import pytest
 
 from tests.webhook.rawhttps import (
-    QUICK,
+    LINGER,
     REVIEW,
     Server,
     budget_limits,
@@ -24,16 +23,6 @@ from tests.webhook.rawhttps import (
 )
 from webhook.http import MAX_BODY_BYTES
 from wspin.http.limits import ConnectionLimits
-
-LINGER = QUICK.linger_timeout + 0.5
-"""Seconds: a refused connection is closed within its linger time and a sweep."""
-
-
-@pytest.fixture
-async def server() -> AsyncIterator[Server]:
-    async with serving(QUICK) as running:
-        yield running
-
 
 # -- lingering close -------------------------------------------------------------------------
 

@@ -11,8 +11,6 @@ from __future__ import annotations
 import asyncio
 import io
 import json
-import logging
-from collections.abc import Iterator
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -20,25 +18,11 @@ from prometheus_client import CollectorRegistry
 from webhook.app import make_app
 from webhook.demo import DEMO_CONFIG
 from webhook.validate import ValidatorConfig
-from wspin.core.logs import JSONFormatter
 from wspin.http.messages import Reply, Request, Routes
 from wspin.http.probes import Readiness, side_routes
 from wspin.http.server import serve
 
 SECRET = "sk-live-7f3a9c"
-
-
-@pytest.fixture
-def log_lines() -> Iterator[io.StringIO]:
-    stream = io.StringIO()
-    handler = logging.StreamHandler(stream)
-    handler.setFormatter(JSONFormatter())
-    root = logging.getLogger()
-    root.addHandler(handler)
-    try:
-        yield stream
-    finally:
-        root.removeHandler(handler)
 
 
 async def send_raw(port: int, raw: bytes) -> bytes:

@@ -10,37 +10,16 @@ from __future__ import annotations
 
 import io
 import json
-import logging
 import uuid
-from collections.abc import Iterator
 from typing import Any
-
-import pytest
 
 from webhook.app import MUTATE_PODS_PATH, VALIDATE_WORKSPACES_PATH, make_app
 from webhook.demo import DEMO_CONFIG
 from webhook.validate import ValidatorConfig
-from wspin.core.logs import JSONFormatter
 from wspin.http.messages import Request
 from wspin.http.probes import Readiness
 
 TOKEN = "ghp_Zq81kLmT0pSecretToken"
-
-
-@pytest.fixture
-def log_lines() -> Iterator[io.StringIO]:
-    stream = io.StringIO()
-    handler = logging.StreamHandler(stream)
-    handler.setFormatter(JSONFormatter())
-    root = logging.getLogger()
-    level = root.level
-    root.addHandler(handler)
-    root.setLevel(logging.INFO)
-    try:
-        yield stream
-    finally:
-        root.removeHandler(handler)
-        root.setLevel(level)
 
 
 def review(path: str, request: dict[str, Any]) -> dict[str, Any]:
