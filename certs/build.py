@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import dsa, ec, ed448, ed25519, rsa
+from cryptography.hazmat.primitives.asymmetric import ec, ed448, ed25519, rsa
 from cryptography.hazmat.primitives.asymmetric.types import CertificateIssuerPrivateKeyTypes
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
@@ -29,12 +29,13 @@ RENEW_FRACTION = 2 / 3
 
 CA_COMMON_NAME = "llmsafespaces webhook CA"
 
+# The key types a supplied serving certificate may use. Not DSA: TLS 1.3 has no DSA
+# signatures, and cryptography deprecates the type (naming it warns from version 51 on).
 _SIGNING_KEYS = (
     ec.EllipticCurvePrivateKey,
     rsa.RSAPrivateKey,
     ed25519.Ed25519PrivateKey,
     ed448.Ed448PrivateKey,
-    dsa.DSAPrivateKey,
 )
 
 
@@ -235,7 +236,9 @@ def load_key_pair(cert_pem: bytes, key_pem: bytes, what: str) -> tuple[KeyPair, 
             f"{what} key is not a readable unencrypted PEM private key ({err})"
         ) from err
     if not isinstance(key, _SIGNING_KEYS):
-        raise CertificateError(f"{what} key is {type(key).__name__}, not a signing key")
+        raise CertificateError(
+            f"{what} key is {type(key).__name__}, not an ECDSA, RSA, Ed25519 or Ed448 key"
+        )
     if certs[0].public_key() != key.public_key():
         raise KeyMismatch(f"{what} key does not belong to its certificate")
     chain = [c.public_bytes(serialization.Encoding.PEM) for c in certs[1:]]

@@ -48,9 +48,9 @@ def _fail(err: WspinError) -> int:
 
 
 def run_webhook(args: argparse.Namespace) -> int:
+    setup_logging(args.log_level)  # first: a warning while importing is a log line too
     from webhook.server import serve  # the server's imports are not needed by `wspin inject`
 
-    setup_logging(args.log_level)
     try:
         settings = settings_from_args(args)
         import asyncio  # not at the top: `--help` needs no event loop

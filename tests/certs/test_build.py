@@ -145,6 +145,27 @@ def test_unreadable_pem_names_the_part(
         load_key_pair(ca.cert_pem if cert_pem is None else cert_pem, key_pem, "tls.crt")
 
 
+# A 1024-bit DSA key (openssl gendsa): loading one warns on no cryptography release, naming
+# the DSA types does from 51 on, so the code under test must refuse it without naming them.
+DSA_KEY_PEM = b"""-----BEGIN PRIVATE KEY-----
+MIIBWwIBADCCATMGByqGSM44BAEwggEmAoGBANsVnz5qxkReM0Idz8y8QL/NRWVa
+MSE0XERd9okbfwEpTraGcq85NUkr2hgb1oSPArgeLVwnrKm/i6+ZqKwrxx6RkCgL
+cUx+tqykSMZubB/SrbGxa17qp2RvZrlxSMoQBQNyS6+4Sl0fi4hb6Oa3OVUQjrRk
+CZygYdU/ab7Z6IJPAh0A1AfjcrpDNfoIrQzem90dF/qa4gKA2i09yw8fzwKBgETy
+x830p3WL6hnurjxAz1OzLpAQdEi/ZfMHEUhvuolvsdB5KeCqySAxsOqw/vl3B/rL
+GD8yRUmzyrGczVF9L3+PKwc2e4/4m7aU+TCPK3ZDfYsq9iZTsRJwf8CS8FZJwVZm
+RteZnFWKyN+ayu+khErdCdF5E0zsDvnOMWz+nq0fBB8CHQCDoIWAVOxF19BtvC/L
+bJY98/+taAkeN2wbYXsv
+-----END PRIVATE KEY-----
+"""
+
+
+def test_a_dsa_key_is_refused_naming_the_key_types_served(recwarn: pytest.WarningsRecorder) -> None:
+    with pytest.raises(CertificateError, match=r"tls\.key key is \w*DSA\w*, not an ECDSA, RSA"):
+        load_key_pair(new_ca(NOW).cert_pem, DSA_KEY_PEM, "tls.key")
+    assert [str(w.message) for w in recwarn] == []
+
+
 def test_rsa_keys_from_other_issuers_are_accepted() -> None:
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     name = x509.Name([x509.NameAttribute(x509.oid.NameOID.COMMON_NAME, "rsa")])

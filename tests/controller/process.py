@@ -40,6 +40,8 @@ class Controller:
     def __init__(self, process: asyncio.subprocess.Process) -> None:
         self.process = process
         self.lines: list[Line] = []
+        self.stdout: list[str] = []
+        """What the process printed on stdout (nothing, the log goes to stderr)."""
         self._reader = asyncio.create_task(self._read())
 
     @classmethod
@@ -51,12 +53,25 @@ class Controller:
             "controller",
             *argv,
             env=env,
-            stdout=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
         )
         return cls(process)
 
     async def _read(self) -> None:
+        await asyncio.gather(self._read_log(), self._read_stdout())
+
+    async def _read_stdout(self) -> None:
+        assert self.process.stdout is not None
+        async for raw in self.process.stdout:
+            self.stdout.append(raw.decode(errors="replace"))
+
+    @property
+    def not_json(self) -> list[str]:
+        """Every line on either stream that is not one JSON object."""
+        return [str(line["msg"]) for line in self.lines if line.get("raw")] + self.stdout
+
+    async def _read_log(self) -> None:
         assert self.process.stderr is not None
         async for raw in self.process.stderr:
             text = raw.decode(errors="replace").strip()
@@ -66,7 +81,7 @@ class Controller:
                 line = json.loads(text)
             except ValueError:
                 line = {"msg": text, "raw": True}
-            self.lines.append(line if isinstance(line, dict) else {"msg": text})
+            self.lines.append(line if isinstance(line, dict) else {"msg": text, "raw": True})
 
     @property
     def leading(self) -> bool:

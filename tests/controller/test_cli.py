@@ -188,6 +188,9 @@ async def test_an_armed_leader_serves_ready_and_releases_its_lease_on_sigterm(
     lease = await kube.get(LEASES, "wspin-controller", namespace)
     assert not lease["spec"].get("holderIdentity"), "SIGTERM must release the lease"
     assert INTERNAL_TOKEN not in controller.text()
+    # Start, arming, leading, shutdown: every line the process printed is one JSON object.
+    assert controller.not_json == []
+    assert controller.find("released the leader lease")
 
 
 async def test_two_controllers_elect_one_leader_and_the_other_takes_over_after_a_kill(

@@ -112,7 +112,8 @@ async def served(
         str(tmp_path / "tls.crt"),
         "--tls-key-file",
         str(tmp_path / "tls.key"),
-        env=clean_env(),
+        # Every warning shown, even those Python hides by default: each must be a log line.
+        env={**clean_env(), "PYTHONWARNINGS": "default"},
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
@@ -181,12 +182,11 @@ async def test_webhook_process_serves_admission_and_metrics_then_stops_on_sigter
 
     process.send_signal(signal.SIGTERM)
     assert await asyncio.wait_for(process.wait(), 15) == 0
-    assert process.stderr is not None
-    lines = [
-        json.loads(line)
-        for line in (await process.stderr.read()).decode().splitlines()
-        if line.startswith("{")
-    ]
+    assert process.stderr is not None and process.stdout is not None
+    # Start, a review, shutdown: every line either stream carries is one JSON object.
+    assert (await process.stdout.read()).decode() == ""
+    lines = [json.loads(line) for line in (await process.stderr.read()).decode().splitlines()]
+    assert lines and all(isinstance(line, dict) for line in lines)
     decisions = [line for line in lines if line.get("decision")]
     assert len(decisions) == 1
     assert decisions[0]["uid"] == review["request"]["uid"]

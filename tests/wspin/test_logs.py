@@ -7,6 +7,8 @@ from __future__ import annotations
 import io
 import json
 import logging
+import sys
+import warnings
 from collections.abc import Iterator
 
 import pytest
@@ -20,6 +22,7 @@ VALUES = {"webhook": "mutate-pods", "uid": "u-1", "durationMs": 0.123, "dryRun":
 def stream() -> Iterator[io.StringIO]:
     root = logging.getLogger()
     saved_handlers, saved_level = root.handlers[:], root.level
+    saved_hooks = warnings.showwarning, sys.excepthook
     logs.setup_logging("info")
     out = io.StringIO()
     handler = root.handlers[0]
@@ -30,6 +33,7 @@ def stream() -> Iterator[io.StringIO]:
     finally:
         root.handlers[:] = saved_handlers
         root.setLevel(saved_level)
+        warnings.showwarning, sys.excepthook = saved_hooks
 
 
 def lines(stream: io.StringIO) -> list[dict[str, object]]:
@@ -78,3 +82,25 @@ def test_an_info_line_is_a_record_when_something_else_listens(
     assert record.fields == VALUES  # type: ignore[attr-defined]
     (line,) = lines(stream)  # the process's own handler still gets the line
     assert line["uid"] == "u-1"
+
+
+def test_a_python_warning_is_a_line_of_the_log(stream: io.StringIO) -> None:
+    # pytest records warnings by replacing showwarning for each test: install ours inside.
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        logs.setup_logging("info")
+        logging.getLogger().handlers[0].setStream(stream)  # type: ignore[attr-defined]
+        warnings.warn("DSA is deprecated", UserWarning, stacklevel=1)
+    (line,) = lines(stream)
+    assert line["level"] == "warning" and line["logger"] == "py.warnings"
+    assert line["msg"] == "DSA is deprecated" and line["category"] == "UserWarning"
+    assert str(line["source"]).startswith(__file__)
+
+
+def test_an_error_that_ends_the_process_is_a_line_of_the_log(stream: io.StringIO) -> None:
+    try:
+        raise RuntimeError("boom")
+    except RuntimeError as err:
+        sys.excepthook(type(err), err, err.__traceback__)
+    (line,) = lines(stream)
+    assert line["level"] == "critical" and "RuntimeError: boom" in str(line["error"])

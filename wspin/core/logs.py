@@ -11,8 +11,10 @@ import json
 import logging
 import sys
 import time
+import warnings
 from collections.abc import Callable
-from typing import Any
+from types import TracebackType
+from typing import Any, TextIO
 
 import orjson
 
@@ -118,6 +120,33 @@ def setup_logging(level: str = "info") -> None:
     logging.logMultiprocessing = False
     # aiohttp's access log duplicates our one-line-per-decision log.
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
+    # What Python itself would print to stderr (a library's warning, a traceback that ends
+    # the process) becomes a line of the log too, not text between its JSON objects.
+    warnings.showwarning = _log_warning
+    sys.excepthook = _log_uncaught
+
+
+def _log_warning(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: TextIO | None = None,
+    line: str | None = None,
+) -> None:
+    """``warnings.showwarning`` for the JSON log: the filters (once per place, by default)
+    still decide whether it is shown; this decides only how."""
+    logging.getLogger("py.warnings").warning(
+        str(message), extra=fields(category=category.__name__, source=f"{filename}:{lineno}")
+    )
+
+
+def _log_uncaught(
+    kind: type[BaseException], error: BaseException, traceback: TracebackType | None
+) -> None:
+    logging.getLogger("wspin").critical(
+        "the process stopped on an unexpected error", exc_info=(kind, error, traceback)
+    )
 
 
 def info_line(logger: logging.Logger, msg: str, values: dict[str, Any]) -> None:
