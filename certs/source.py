@@ -43,6 +43,12 @@ class CertificateSource(Protocol):
         """What ``healthy()`` is False about, for the readiness reason; None when healthy."""
         ...
 
+    def trust_problem(self) -> str | None:
+        """Why the API server would refuse the served certificate (the webhook configurations
+        do not carry its CA yet), or None; None too where the source cannot know (files,
+        whose CA someone else publishes)."""
+        ...
+
     def not_after(self) -> datetime.datetime | None:
         """Expiry of the certificate currently served."""
         ...

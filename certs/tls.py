@@ -148,6 +148,11 @@ class ServesFromContext:
         found = pair_problem(pair, self._clock())
         return None if found is None else f"serving certificate: {found[1]}"
 
+    def trust_problem(self) -> str | None:
+        """None: a source whose CA someone else publishes cannot tell (the self-managed
+        source, which publishes it, says)."""
+        return None
+
     def not_after(self) -> datetime.datetime | None:
         pair = self._serving.pair
         return pair.not_after if pair else None

@@ -6,10 +6,13 @@ Start order, and why:
 2. The certificate source: the HTTPS listener needs its context.
 3. The plain-HTTP side server (/healthz, /readyz, /metrics) and the HTTPS admission server.
 4. Background work: certificate reload/renewal and the image-volume support probe; /readyz
-   stays 503 with the reason until the certificate is loaded and the probe has passed.
-Shutdown runs in reverse: both ports stop accepting, answer requests already arriving (their
-connections close after the answer) and abort every connection left after ``--drain-timeout``,
-so a client that stopped reading cannot hold the process.
+   stays 503 with the reason until the certificate is loaded, the webhook configurations carry
+   its CA (self-managed mode: before that the API server refuses it) and the probe has passed.
+Shutdown runs in reverse: the certificate work stops first, handing its Lease over at once
+(while an uninstall has most likely not yet deleted the RBAC that allows it, and so that a
+successor need not wait for the Lease to expire); both ports stop accepting, answer requests
+already arriving (their connections close after the answer) and abort every connection left
+after ``--drain-timeout``, so a client that stopped reading cannot hold the process.
 """
 
 from __future__ import annotations
@@ -114,6 +117,7 @@ async def serve(settings: WebhookSettings) -> int:
 
         readiness = Readiness()
         readiness.add("certificate", source.problem)  # covers notBefore and notAfter
+        readiness.add("ca-bundle", source.trust_problem)  # the API server trusts it
         probing = kube is not None and not settings.skip_image_volume_probe
         if not probing:
             log.info(
@@ -123,7 +127,8 @@ async def serve(settings: WebhookSettings) -> int:
         gate = ImageVolumeGate(required=probing, registry=registry)
         readiness.add("image-volume", gate.check)
 
-        background = [asyncio.create_task(source.run(), name="certificate-source")]
+        certificates = asyncio.create_task(source.run(), name="certificate-source")
+        background = [certificates]
         views = None
         if kube is not None:
             views = watched_views(kube, settings.tenant_quota, monotonic)
@@ -178,6 +183,9 @@ async def serve(settings: WebhookSettings) -> int:
             )
             status = await _until_signalled_or_failed(background)
             log.info("webhook shutting down", extra=fields(exitStatus=status))
+            # Its Lease is released while the delay runs (bounded; awaited below). The
+            # certificate already loaded keeps being served.
+            certificates.cancel()
             if status == 0 and serving.shutdown_delay:
                 # Stay reachable while the endpoint is removed; only /readyz changes.
                 readiness.add("shutdown", lambda: "shutting down")

@@ -7,7 +7,8 @@
   certificate source on loopback; yields the port.
 - ``admission_review()``: a real captured pod AdmissionReview.
 - ``webhooks`` (fixture): a Mutating and a ValidatingWebhookConfiguration on the API server,
-  uniquely named (they are cluster scoped), deleted afterwards.
+  uniquely named (they are cluster scoped), deleted afterwards; ``create_configurations`` and
+  ``delete_configurations`` do it again (an uninstall and a re-install).
 - ``replica(kube, namespace, webhooks, identity, …)``: a self-managed source as one webhook
   replica runs it, campaigning for the shared Lease with short test timings; ``identity`` is
   also its pod name.
@@ -125,15 +126,25 @@ def _configuration(name: str, entries: int) -> Obj:
     }
 
 
+async def create_configurations(kube: Kube, names: Webhooks) -> None:
+    """Both configurations as the chart renders them: two mutating entries and one
+    validating, none with a caBundle."""
+    await kube.create(MUTATING_WEBHOOKS, _configuration(names.mutating, 2))
+    await kube.create(VALIDATING_WEBHOOKS, _configuration(names.validating, 1))
+
+
+async def delete_configurations(kube: Kube, names: Webhooks) -> None:
+    await kube.delete(MUTATING_WEBHOOKS, names.mutating)
+    await kube.delete(VALIDATING_WEBHOOKS, names.validating)
+
+
 @pytest.fixture
 async def webhooks(kube: Kube) -> AsyncIterator[Webhooks]:
     suffix = uuid.uuid4().hex[:8]
     names = Webhooks(f"wspin-test-{suffix}", f"wspin-test-{suffix}-workspaces")
-    await kube.create(MUTATING_WEBHOOKS, _configuration(names.mutating, 2))
-    await kube.create(VALIDATING_WEBHOOKS, _configuration(names.validating, 1))
+    await create_configurations(kube, names)
     yield names
-    await kube.delete(MUTATING_WEBHOOKS, names.mutating)
-    await kube.delete(VALIDATING_WEBHOOKS, names.validating)
+    await delete_configurations(kube, names)
 
 
 SECRET = "wspin-webhook-tls"

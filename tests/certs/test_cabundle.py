@@ -6,8 +6,8 @@ import base64
 
 import pytest
 
-from certs.build import new_ca
-from certs.cabundle import patch_ca_bundle, targets, with_ca_bundle
+from certs.build import issue_serving, new_ca
+from certs.cabundle import patch_ca_bundle, targets, trusts, with_ca_bundle
 from tests.certs.conftest import NOW, Webhooks
 from tests.kubeapi import KubeServer
 from wspin.core.errors import NotFound
@@ -54,6 +54,31 @@ def test_a_configuration_already_carrying_the_bundle_needs_no_write() -> None:
     patched = with_ca_bundle(_configuration("m", 2), bundle)
     assert patched is not None
     assert with_ca_bundle(patched, bundle) is None
+
+
+def test_filling_touches_only_entries_without_a_bundle() -> None:
+    bundle, other = new_ca(NOW).cert_pem, new_ca(NOW).cert_pem
+    config = _configuration("m", 3)
+    config["webhooks"][1] = _entry("chosen", base64.b64encode(other).decode())
+    config["webhooks"][2] = _entry("emptied", "")
+    filled = with_ca_bundle(config, bundle, fill_only=True)
+    assert filled is not None
+    assert _bundles(filled) == [bundle, other, bundle]
+    assert with_ca_bundle(filled, bundle, fill_only=True) is None
+
+
+def test_a_configuration_trusts_a_leaf_when_every_entry_carries_its_issuer() -> None:
+    old, new = new_ca(NOW), new_ca(NOW)
+    leaf = issue_serving(new, ["hook"], NOW).cert
+    config = _configuration("m", 2)
+    assert not trusts(config, leaf)  # no bundle: the API server would use no CA of ours
+    both = base64.b64encode(old.cert_pem + new.cert_pem).decode()
+    config["webhooks"] = [_entry("a", both), _entry("b", base64.b64encode(old.cert_pem).decode())]
+    assert not trusts(config, leaf)  # one entry still carries the old CA alone
+    config["webhooks"][1] = _entry("b", both)
+    assert trusts(config, leaf)
+    config["webhooks"][1] = _entry("b", base64.b64encode(b"not PEM").decode())
+    assert not trusts(config, leaf)
 
 
 async def test_both_configurations_are_patched_once(kube: Kube, webhooks: Webhooks) -> None:

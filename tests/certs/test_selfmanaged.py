@@ -25,6 +25,8 @@ from tests.certs.conftest import (
     SECRET,
     TEST_POLICY,
     Webhooks,
+    create_configurations,
+    delete_configurations,
     handshake,
     replica,
     serve,
@@ -155,6 +157,81 @@ async def test_the_leader_restores_a_cabundle_that_an_upgrade_wiped(
         async with asyncio.timeout(10):
             while not await restored():
                 await asyncio.sleep(0.02)
+
+
+async def hold_the_lease_for_a_replica_that_is_gone(kube: Kube, namespace: str) -> None:
+    """The Lease as a replica leaves it when its release fails (an uninstall deletes the
+    RBAC that allows it at the same moment as the replica): held, freshly renewed, and for
+    an hour, so only a successor that does not wait for it gets anywhere in this test."""
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    spec = {
+        "holderIdentity": "wspin-webhook-6d9f-gone_0badcafe",
+        "leaseDurationSeconds": 3600,
+        "acquireTime": now,
+        "renewTime": now,
+    }
+    name = f"{SECRET}-authority"
+    lease = await kube.get_or_none(LEASES, name, namespace)
+    if lease is None:
+        await kube.create(
+            LEASES, {"metadata": {"name": name, "namespace": namespace}, "spec": spec}
+        )
+    else:
+        lease["spec"] = spec
+        await kube.replace(LEASES, lease)
+
+
+async def test_after_a_reinstall_a_replica_publishes_the_ca_at_once_and_is_unready_until_then(
+    kube: Kube, namespace: str, webhooks: Webhooks
+) -> None:
+    first = replica(kube, namespace, webhooks, "old-release")
+    async with running(first):
+        await eventually(lambda: first.healthy() and first.trust_problem() is None)
+    stored = await SecretStore(kube, namespace, SECRET).read()
+    assert stored.published
+    # `helm uninstall`: the configurations go; the Secret stays, and so does the Lease, held
+    # by a replica whose release was refused.
+    await delete_configurations(kube, webhooks)
+    await hold_the_lease_for_a_replica_that_is_gone(kube, namespace)
+
+    successor = replica(kube, namespace, webhooks, "new-release")
+    async with running(successor):
+        await eventually(lambda: successor.healthy() and successor.rounds >= 3)
+        assert f"{webhooks.mutating}: not found" in (successor.trust_problem() or "")
+        # `helm install` again: new configurations, without a caBundle.
+        await create_configurations(kube, webhooks)
+        await eventually(lambda: successor.trust_problem() is None, "the CA published")
+        assert await published_bundle(kube, webhooks) == [stored.bundle_pem] * 3
+        assert not successor.leadership.is_leader  # it did not wait for the hour-long Lease
+    assert (await SecretStore(kube, namespace, SECRET).read()) == stored  # nothing re-issued
+
+
+async def test_a_follower_is_unready_while_a_configuration_lacks_its_ca_and_fills_no_bundle(
+    kube: Kube, namespace: str, webhooks: Webhooks
+) -> None:
+    """A bundle someone else chose (another CA) is the leader's to replace, never a
+    follower's: the follower only reports it."""
+    await hold_the_lease_for_a_replica_that_is_gone(kube, namespace)
+    now = datetime.datetime.now(datetime.UTC)
+    store = SecretStore(kube, namespace, SECRET)
+    created = await store.write(apply_step("create", Stored(), now, TEST_POLICY))
+    await store.write(apply_step("publish", created, now, TEST_POLICY))
+    other = apply_step("create", Stored(), now, TEST_POLICY)
+    config = await kube.get(VALIDATING_WEBHOOKS, webhooks.validating)
+    for entry in config["webhooks"]:
+        entry["clientConfig"]["caBundle"] = base64.b64encode(other.bundle_pem).decode()
+    await kube.replace(VALIDATING_WEBHOOKS, config)
+    follower = replica(kube, namespace, webhooks, "follower")
+    async with running(follower):
+        await eventually(lambda: follower.healthy() and follower.rounds >= 3)
+        problem = follower.trust_problem() or ""
+        assert f"{webhooks.validating}: no CA that signed the served certificate" in problem
+        assert f"{webhooks.mutating}:" not in problem  # filled: it carried no bundle at all
+    validating = await kube.get(VALIDATING_WEBHOOKS, webhooks.validating)
+    assert (
+        validating["webhooks"][0]["clientConfig"]["caBundle"]
+        == config["webhooks"][0]["clientConfig"]["caBundle"]
+    )
 
 
 async def test_api_failures_are_logged_with_the_fix_and_retried(

@@ -106,9 +106,10 @@ LEDGER = (
             grant("release", "endpointslices", ["list"], group=DISCOVERY),
         ),
     ),
-    Use(  # self-managed certificates: the caBundle of the two webhook configurations
+    Use(  # self-managed certificates: the caBundle of the two webhook configurations, and
+        # (every replica, for readiness) whether they carry the CA of the served certificate
         "certs/cabundle.py",
-        {"get": 1, "replace": 1},
+        {"get": 2, "replace": 1},
         webhook=union(
             grant(
                 "cluster",

@@ -8,6 +8,7 @@ import shlex
 
 import pytest
 
+from certs.reports import reports_name
 from controller.workspace.credential_keys import KEY_SECRET
 from tests.chart.helm import CHART, REPO, VALUES, Rendered, run_helm
 
@@ -76,9 +77,32 @@ def test_the_runtime_objects_the_readme_cleans_up_are_the_ones_the_processes_use
     for name in (
         secret,
         f"{secret}-authority",
+        reports_name(secret),
         "wspin-controller",
         KEY_SECRET,
         "llmsafespaces-agentd-pins",
         "llmsafespaces-opencode-pins",
     ):
         assert f" {name}" in cleanup, name
+
+
+def test_the_readme_cleans_up_every_helm_test_object_helm_leaves_behind(
+    default_render: Rendered,
+) -> None:
+    """Helm never deletes hooks at uninstall: the test pod always stays, the rest after a
+    failed test."""
+    hooks = [
+        doc
+        for doc in default_render
+        if (doc["metadata"].get("annotations") or {}).get("helm.sh/hook") == "test"
+    ]
+    assert hooks
+    commands = [shlex.split(c.split("#")[0]) for c in shell_commands()]
+    for doc in hooks:
+        namespace, name = doc["metadata"]["namespace"], doc["metadata"]["name"]
+        assert any(
+            words[:4] == ["kubectl", "-n", namespace, "delete"]
+            and doc["kind"].lower() in words[4].split(",")
+            and name in words[5:]
+            for words in commands
+        ), (doc["kind"], namespace, name)
