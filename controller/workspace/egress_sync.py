@@ -143,11 +143,15 @@ class EgressPolicies:
         if problems is not None:
             reason, message = problems
             return condition(EGRESS_CONDITION, "False", reason, message, generation)
+        # "Applied", never "Enforced": the policy is written, but only the cluster's network
+        # plugin enforces it, and whether it does is nothing the API shows (a plugin without
+        # NetworkPolicy support accepts the object and ignores it).
         return condition(
             EGRESS_CONDITION,
             "True",
-            "Enforced",
-            f"egress limited to DNS, the platform and {declared} declared domain(s)",
+            "Applied",
+            f"policy applied: egress limited to DNS, the platform and {declared} declared "
+            "domain(s) where the network plugin enforces it",
             generation,
         )
 

@@ -90,7 +90,9 @@ async def test_the_policy_follows_a_domain_to_its_new_address_within_its_ttl(
     policy = await policy_of(harness, egress)
     assert policy is not None and cidrs(policy) == ["151.101.0.10/32"]
     assert requeue is not None and requeue.after == pytest.approx(60.0)
-    assert egress_condition(await harness.workspace())["reason"] == "Enforced"
+    applied = egress_condition(await harness.workspace())
+    assert (applied["status"], applied["reason"]) == ("True", "Applied")  # not "Enforced":
+    assert "where the network plugin enforces it" in applied["message"]  # wspin cannot see that
 
     egress.resolver.records["pypi.org"] = Resolution(("151.101.0.20",), 60.0)
     await harness.reconcile()  # within the TTL: the held answer, no lookup, no write
