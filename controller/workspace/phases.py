@@ -39,6 +39,7 @@ from controller.workspace.credentials import (
     pod_credentials,
 )
 from controller.workspace.deadlines import VERIFY_FAILURE_RECHECK
+from controller.workspace.episodes import new_episode
 from controller.workspace.lifecycle import (
     POD_BUILD_FAILED,
     observe,
@@ -46,11 +47,20 @@ from controller.workspace.lifecycle import (
     served_before,
     waiting_phase,
 )
-from controller.workspace.outcome import Outcome
+from controller.workspace.outcome import Notice, Outcome
 from controller.workspace.owned import PodBuildError, names
 from controller.workspace.pod import desired_pod, pod_is_stale, restart_generation_of
 from controller.workspace.podfacts import pod_facts
 from controller.workspace.recovery_report import RecoveryReporter
+from controller.workspace.refusals import (
+    ADMISSION_REFUSED,
+    POD_ADMITTED,
+    PodAdmissionRefused,
+    Refusal,
+    recorded,
+    refused_condition,
+    retry_delay,
+)
 from controller.workspace.staging_phases import stages_in
 from controller.workspace.storage import claim_conflict, claim_name, desired_pvc
 from controller.workspace.suspension import consumed, suspend_request
@@ -119,6 +129,8 @@ class WorkspacePhases(WorkspaceUpkeep):
                 outcome = self._failed(ws, err)
         if org is not None:
             outcome.due(org.recheck)
+        if not any(c.get("type") == POD_ADMITTED for c in outcome.conditions):
+            outcome.remove = (*outcome.remove, POD_ADMITTED)  # no refusal (any more)
         return outcome
 
     async def suspending(self, ws: Obj) -> Outcome:
@@ -198,7 +210,12 @@ class WorkspacePhases(WorkspaceUpkeep):
         if pvc is None:
             # Created (or found foreign) before the pod that mounts it: a pod must never
             # start on a claim someone else put at our name.
-            await self.writes.create(PVCS, desired_pvc(ws, claim), ws)
+            try:
+                await self.writes.create(PVCS, desired_pvc(ws, claim), ws)
+            except PodAdmissionRefused as refused:
+                waiting = Outcome(waiting_phase(str((ws.get("status") or {}).get("phase") or "")))
+                await self._refused(ws, waiting, refused.refusal)
+                return waiting
         outcome = await self._pod(ws, body, credentials)
         outcome.claim, outcome.claim_uid = claim, claim_uid
         if outcome.restart_generation is None:  # else: a drain holds the pod it was built for
@@ -242,7 +259,11 @@ class WorkspacePhases(WorkspaceUpkeep):
                 return outcome  # the retry after a failure is not due yet
             # Staged before the pod is built, so its first start finds its relay handoff.
             await self.stage(ws, outcome)
-            await self.writes.start_pod(ws, body, credentials)
+            try:
+                await self.writes.start_pod(ws, body, credentials)
+            except PodAdmissionRefused as refused:
+                await self._refused(ws, outcome, refused.refusal)
+                return outcome
             outcome.pod_name = body["metadata"]["name"]
             return outcome
         assert facts is not None
@@ -327,6 +348,28 @@ class WorkspacePhases(WorkspaceUpkeep):
         return Outcome(
             "Failed", reason=POD_BUILD_FAILED, detail=str(err), failure_reason=POD_BUILD_FAILED
         )
+
+    async def _refused(self, ws: Obj, outcome: Outcome, refusal: Refusal) -> None:
+        """Admission refused the pod: ``PodAdmitted=False`` and Ready=False naming who and
+        why, a retry after a delay growing with the episode, and for a new episode one log
+        line now and one Warning Event once the status records it (``refusals``)."""
+        generation = int(ws["metadata"].get("generation") or 0)
+        found = refused_condition(refusal, generation)
+        conditions = (ws.get("status") or {}).get("conditions") or []
+        outcome.conditions.append(found)
+        outcome.reason, outcome.detail = ADMISSION_REFUSED, str(found["message"])
+        outcome.due(retry_delay(conditions, self.clock()))
+        if await new_episode(self.kube, ws, recorded(refusal)):
+            log.warning(
+                "admission refused the workspace pod; retrying",
+                extra=fields(
+                    workspace=str(ObjectKey.of(ws)),
+                    reason=refusal.reason,
+                    by=refusal.by,
+                    error=found["message"],
+                ),
+            )
+            outcome.notices.append(Notice("Warning", refusal.reason, str(found["message"])))
 
     def _runtime(self, ws: Obj) -> Runtime | str | None:
         """The RuntimeEnvironment a bare ``spec.runtime`` names, why it names none, or None for

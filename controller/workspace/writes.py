@@ -2,9 +2,10 @@
 password Secret written whole, and the pod's deletion with the termination grace.
 
 Expected answers are not failures: AlreadyExists is our own earlier create (the cache lags) or
-someone else's object at our name, read back and reported; a 422 on a create means the same
-body is refused every time, so it becomes ``PodBuildError`` (phase Failed with the API
-server's words) instead of a retry with backoff.
+someone else's object at our name, read back and reported; a create that admission refused (a
+webhook or policy, ``refusals``) becomes ``PodAdmissionRefused``, reported on the Workspace;
+any other 422 on a create means the same body is refused every time, so it becomes
+``PodBuildError`` (phase Failed with the API server's words) instead of a retry with backoff.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from controller.types import Obj
 from controller.workspace import ownership
 from controller.workspace.credentials import WorkspaceCredentials, desired_password_secret
 from controller.workspace.owned import PodBuildError, desired_service_account
-from wspin.core.errors import AlreadyExists, Invalid
+from controller.workspace.refusals import PodAdmissionRefused, refusal_of
+from wspin.core.errors import AlreadyExists, Invalid, KubeAPIError
 from wspin.core.kinds import PODS, SECRETS, SERVICE_ACCOUNTS
 from wspin.kube.client import Kube
 
@@ -50,19 +52,25 @@ class OwnedWrites:
         self, resource: Any, body: Obj, ws: Obj, *, redact: WorkspaceCredentials | None = None
     ) -> None:
         """Create ``body``; ``ForeignObject`` when something that is not the Workspace's is
-        at its name, ``PodBuildError`` when the API server refuses it (its message with
-        ``redact``'s values blanked: a refusal may quote the body)."""
+        at its name, ``PodAdmissionRefused`` when admission refuses it, ``PodBuildError`` when
+        the API server finds it invalid (messages with ``redact``'s values blanked: a refusal
+        may quote the body)."""
         meta = ownership.stamp(body, ws)["metadata"]
         try:
             await self.kube.create(resource, body, meta["namespace"])
         except AlreadyExists:
             live = await self.kube.get_or_none(resource, meta["name"], meta["namespace"])
             self.check(live, ws, str(body.get("kind") or resource.kind))
-        except Invalid as err:
+        except KubeAPIError as err:
             message = redact.redact(err.message) if redact is not None else err.message
-            raise PodBuildError(
-                f"the API server rejected the {body.get('kind', 'object')}: {message}"
-            ) from None
+            refusal = refusal_of(message, str(body.get("kind") or resource.kind))
+            if refusal is not None:
+                raise PodAdmissionRefused(refusal) from None
+            if isinstance(err, Invalid):
+                raise PodBuildError(
+                    f"the API server rejected the {body.get('kind', 'object')}: {message}"
+                ) from None
+            raise
 
     async def write_secret(self, ws: Obj, credentials: WorkspaceCredentials) -> None:
         """Put ``credentials`` in ``workspace-pw-<ws>``: created, or, when a Secret is already
