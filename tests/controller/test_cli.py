@@ -14,9 +14,11 @@ import pytest
 
 from tests.controller.conftest import INTERNAL_TOKEN, CredentialSource, FakeRouter, publish_pub
 from tests.controller.process import SHORT_LEASE, Controller, clean_env
+from tests.kubeapi import KubeServer
+from tests.kubeapi.admission import Denial
 from tests.support.waiting import eventually
 from wspin.core.clock import utc_now
-from wspin.core.kinds import LEASES
+from wspin.core.kinds import LEASES, NAMESPACES, WORKSPACES
 from wspin.kube.client import Kube
 
 
@@ -238,3 +240,52 @@ async def test_two_controllers_elect_one_leader_and_the_other_takes_over_after_a
         assert ended <= began, f"two leaders at once: {terms}"
     follower.process.send_signal(signal.SIGTERM)
     assert await follower.exit_code() == 0
+
+
+async def test_a_pod_refused_by_admission_is_one_log_line_and_every_line_is_json(
+    spawn: Callable[..., Any],
+    kube: Kube,
+    namespace: str,
+    kubeconfig: Path,
+    kube_server: KubeServer,
+) -> None:
+    own = f"{namespace}-ctl"
+    await kube.create(NAMESPACES, {"metadata": {"name": own}})
+    pods = f"/api/v1/namespaces/{namespace}/pods"
+    kube_server.deny_creates(
+        Denial("webhook", "pods.wspin.llmsafespaces.dev", "injector down", pods, count=1000)
+    )
+    await kube.create(
+        WORKSPACES,
+        {
+            "metadata": {"name": "ws1", "namespace": namespace},
+            # An image reference: a bare name would wait for a RuntimeEnvironment first.
+            "spec": {"runtime": "docker.io/library/python:3.12", "storage": {"size": "1Gi"}},
+        },
+    )
+    controller = await spawn(
+        f"--kubeconfig={kubeconfig}",
+        "--agentd-image=ghcr.io/example/agentd@sha256:" + "a" * 64,
+        "--opencode-image=ghcr.io/example/opencode@sha256:" + "b" * 64,
+        "--health-port=0",
+        "--metrics-port=0",
+        env=clean_env(POD_NAMESPACE=own, POD_NAME="ctrl-a"),
+    )
+
+    def attempts() -> int:
+        return sum(1 for w in kube_server.writes if w.method == "POST" and w.path == pods)
+
+    # The first refusal and two retries (2 s, then half the episode's age).
+    await eventually(lambda: attempts() >= 3, "three refused pod creates", timeout=30)
+    ws = await kube.get(WORKSPACES, "ws1", namespace)
+    assert ws["status"]["reason"] == "PodAdmissionRefused"
+    controller.process.send_signal(signal.SIGTERM)
+    assert await controller.exit_code() == 0
+    refused = controller.find("admission refused the workspace pod; retrying")
+    assert (
+        len(refused) == 1 and refused[0]["by"] == 'admission webhook "pods.wspin.llmsafespaces.dev"'
+    )
+    assert not [line for line in controller.lines if "Traceback" in str(line.get("error", ""))]
+    assert not controller.find("reconcile failed; will retry")
+    # Start, reconciles, shutdown: every line the process printed is one JSON object.
+    assert controller.not_json == []
