@@ -12,14 +12,9 @@ Every replica also reports the leaf it serves (``certs.reports``): after loading
 and on every round of a CA rotation whose entry is missing or stale. The leader finishes a
 rotation only once every replica the Service routes to reports the new leaf.
 
-Every replica reads the webhook configurations each round, too: it is ready only while they
-carry the CA that signed the leaf it serves (``trust_problem``), since before that the API
-server refuses its certificate. After a re-install the configurations are new and carry no
-bundle, while the Lease may still name a replica of the old release that could not release
-it (the uninstall deleted the RBAC it needed at the same moment): so a follower fills
-configurations that carry no bundle at all with the bundle the Secret records as published.
-That decides nothing a leader would not: it repeats a publication already made, and it cannot
-undo a later one, because a leader never publishes an empty bundle.
+Every replica reads the webhook configurations each round, too (``certs.trust``): it is ready
+only while they carry the CA that signed the leaf it serves, and a replica without the Lease
+fills configurations that carry no bundle at all (a re-install) from the published Secret.
 """
 
 from __future__ import annotations
@@ -34,12 +29,13 @@ from typing import Protocol
 
 from certs.authority import Plan, Policy, apply_step, awaiting_replicas, next_step
 from certs.build import CertificateError, fingerprint
-from certs.cabundle import Target, patch_ca_bundle, untrusting
+from certs.cabundle import Target, patch_ca_bundle
 from certs.expiry import ExpiryReporter
 from certs.metrics import CertificateMetrics
 from certs.reports import Replicas, ServingReports, leaf_fingerprint
 from certs.store import SecretStore, Stored
 from certs.tls import ServesFromContext, ServingContext
+from certs.trust import Trust
 from certs.validity import Reason, UnusablePair
 from wspin.core.clock import Clock, utc_now
 from wspin.core.errors import Conflict, Forbidden, KubeAPIError, NotFound
@@ -119,10 +115,7 @@ class SelfManagedSource(ServesFromContext):
         self._rejected: tuple[bytes, str] | None = None
         self._reported: str | None = None
         self._hold_logged: str | None = None
-        self._untrusted: str | None = (
-            "the webhook configurations have not been read yet" if settings.webhooks else None
-        )
-        self._trust_error: str | None = None
+        self._trust = Trust(store.kube, settings.webhooks)
         leadership.add_listener(lambda leading: self._wake.set() if leading else None)
 
     async def run(self) -> None:
@@ -171,7 +164,9 @@ class SelfManagedSource(ServesFromContext):
             else:
                 self._note_hold(None)
             await self._serve(stored)
-            await self._check_trust(stored)
+            if self._serving.pair is not None:
+                leading = self.leadership.is_leader
+                await self._trust.check(self._serving.pair.cert, stored, leading=leading)
             await self._report(stored)
             self._conflicts = 0
         except Conflict:
@@ -316,50 +311,8 @@ class SelfManagedSource(ServesFromContext):
         return True
 
     def trust_problem(self) -> str | None:
-        """Why the API server cannot call this replica yet (its webhook configurations do not
-        carry the CA of the served certificate), or None; the last answer is kept while the
-        configurations cannot be read."""
-        return self._untrusted
-
-    async def _check_trust(self, stored: Stored) -> None:
-        """Read whether the configurations trust the served leaf; as a follower, first fill
-        configurations without any bundle from the published Secret (the module docstring
-        says why that is safe)."""
-        pair, webhooks = self._serving.pair, list(self.settings.webhooks)
-        if pair is None or not webhooks:
-            return
-        kube = self.store.kube
-        try:
-            found = await untrusting(kube, pair.cert, webhooks)
-            present = [target for target, why in found if why != "not found"]
-            if present and stored.published and not self.leadership.is_leader:
-                written = await patch_ca_bundle(kube, stored.bundle_pem, present, fill_only=True)
-                if written:
-                    log.info(
-                        "caBundle filled from the published Secret",
-                        extra=fields(
-                            configurations=written,
-                            bundle=[fingerprint(c) for c in stored.bundle],
-                            reason="the configurations carried no CA bundle and this "
-                            "replica does not hold the Lease",
-                        ),
-                    )
-                    found = await untrusting(kube, pair.cert, webhooks)
-        except KubeAPIError as err:
-            if str(err) != self._trust_error:
-                self._trust_error = str(err)
-                log.warning(
-                    "cannot read the webhook configurations; readiness keeps its last answer",
-                    extra=fields(error=str(err), fix=self._fix(err)),
-                )
-            return
-        self._trust_error = None
-        self._untrusted = (
-            None
-            if not found
-            else "the webhook configurations do not carry the CA of the served certificate "
-            "yet: " + "; ".join(f"{target.name}: {why}" for target, why in found)
-        )
+        """Why the API server cannot call this replica yet (``certs.trust``), or None."""
+        return self._trust.problem()
 
     async def _serve(self, stored: Stored) -> None:
         now = self._clock()
@@ -416,7 +369,7 @@ class SelfManagedSource(ServesFromContext):
 
     def _delay(self) -> float:
         delay = self.settings.refresh
-        if self._untrusted is not None and self._serving.pair is not None:
+        if self._trust.problem() is not None and self._serving.pair is not None:
             delay = min(delay, UNTRUSTED_RECHECK)
         if self._due is not None:
             until = (self._due - self._clock()).total_seconds()

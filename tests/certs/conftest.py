@@ -13,11 +13,15 @@
   replica runs it, campaigning for the shared Lease with short test timings; ``identity`` is
   also its pod name.
 - ``endpoint_slice(kube, namespace, {pod: ready})``: the webhook Service's EndpointSlice.
+- ``published_bundle(kube, webhooks)``: the caBundle of every entry of both configurations.
+- ``hold_the_lease_for_a_replica_that_is_gone(kube, namespace)``: the certificate Lease as a
+  replica leaves it when its release was refused.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import datetime
 import json
@@ -45,7 +49,7 @@ from webhook.demo import DEMO_CONFIG
 from webhook.inject import InjectConfig
 from webhook.validate import ValidatorConfig
 from wspin.core.clock import Clock, utc_now
-from wspin.core.kinds import MUTATING_WEBHOOKS, VALIDATING_WEBHOOKS
+from wspin.core.kinds import LEASES, MUTATING_WEBHOOKS, VALIDATING_WEBHOOKS
 from wspin.core.objects import Obj
 from wspin.http.probes import Readiness
 from wspin.http.server import serve as serve_http
@@ -226,3 +230,38 @@ async def endpoint_slice(kube: Kube, namespace: str, pods: dict[str, bool]) -> N
     else:
         body["metadata"]["resourceVersion"] = existing["metadata"]["resourceVersion"]
         await kube.replace(ENDPOINT_SLICES, body)
+
+
+async def published_bundle(kube: Kube, webhooks: Webhooks) -> list[bytes]:
+    """What the API server would trust for each webhook entry of both configurations."""
+    found = []
+    for resource, name in (
+        (MUTATING_WEBHOOKS, webhooks.mutating),
+        (VALIDATING_WEBHOOKS, webhooks.validating),
+    ):
+        config = await kube.get(resource, name)
+        for entry in config["webhooks"]:
+            found.append(base64.b64decode(entry["clientConfig"].get("caBundle", "")))
+    return found
+
+
+async def hold_the_lease_for_a_replica_that_is_gone(kube: Kube, namespace: str) -> None:
+    """The Lease as a replica leaves it when its release fails (an uninstall deletes the
+    RBAC that allows it at the same moment as the replica): held, freshly renewed, and for
+    an hour, so only a successor that does not wait for it gets anywhere in this test."""
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    spec = {
+        "holderIdentity": "wspin-webhook-6d9f-gone_0badcafe",
+        "leaseDurationSeconds": 3600,
+        "acquireTime": now,
+        "renewTime": now,
+    }
+    name = f"{SECRET}-authority"
+    lease = await kube.get_or_none(LEASES, name, namespace)
+    if lease is None:
+        await kube.create(
+            LEASES, {"metadata": {"name": name, "namespace": namespace}, "spec": spec}
+        )
+    else:
+        lease["spec"] = spec
+        await kube.replace(LEASES, lease)

@@ -27,8 +27,6 @@ from tests.certs.conftest import (
     Webhooks,
     create_configurations,
     delete_configurations,
-)
-from tests.certs.test_selfmanaged import (
     hold_the_lease_for_a_replica_that_is_gone,
     published_bundle,
 )
@@ -144,9 +142,8 @@ async def test_a_reinstalled_webhook_is_ready_once_its_ca_is_published_without_w
     await hold_the_lease_for_a_replica_that_is_gone(kube, namespace)
     async with webhook_replica(kubeconfig, namespace, webhooks, "new") as new:
         # Serving its certificate, yet unready: the API server could not verify it.
-        await eventually(lambda: _only_problem_is_the_ca_bundle(new), timeout=30)
-        status, body = await new.readyz()
-        assert status == 503 and f"{webhooks.mutating}: not found" in body
+        missing = f"{webhooks.mutating}: not found"
+        await eventually(lambda: _only_problem_is_the_ca_bundle(new, missing), timeout=30)
         await create_configurations(kube, webhooks)  # the re-install
         await eventually(lambda: _status(new, 200), "ready after the re-install")
         assert await published_bundle(kube, webhooks) == [stored.bundle_pem] * 3
@@ -165,8 +162,12 @@ async def _status(replica: Replica, expected: int) -> bool:
     return (await replica.readyz())[0] == expected
 
 
-async def _only_problem_is_the_ca_bundle(replica: Replica) -> bool:
+async def _only_problem_is_the_ca_bundle(replica: Replica, saying: str) -> bool:
     assert replica.process.returncode is None, "".join(replica.lines[-20:])
     status, body = await replica.readyz()
     problems = body.splitlines()[1:]
-    return status == 503 and [p.split(":")[0] for p in problems] == ["ca-bundle"]
+    return (
+        status == 503
+        and [p.split(":")[0] for p in problems] == ["ca-bundle"]
+        and saying in problems[0]
+    )

@@ -28,6 +28,8 @@ from tests.certs.conftest import (
     create_configurations,
     delete_configurations,
     handshake,
+    hold_the_lease_for_a_replica_that_is_gone,
+    published_bundle,
     replica,
     serve,
 )
@@ -48,19 +50,6 @@ async def running(*sources: SelfManagedSource) -> AsyncIterator[None]:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-
-
-async def published_bundle(kube: Kube, webhooks: Webhooks) -> list[bytes]:
-    """What the API server would trust for each webhook entry of both configurations."""
-    found = []
-    for resource, name in (
-        (MUTATING_WEBHOOKS, webhooks.mutating),
-        (VALIDATING_WEBHOOKS, webhooks.validating),
-    ):
-        config = await kube.get(resource, name)
-        for entry in config["webhooks"]:
-            found.append(base64.b64decode(entry["clientConfig"].get("caBundle", "")))
-    return found
 
 
 async def test_the_first_replica_creates_publishes_and_serves(
@@ -157,28 +146,6 @@ async def test_the_leader_restores_a_cabundle_that_an_upgrade_wiped(
         async with asyncio.timeout(10):
             while not await restored():
                 await asyncio.sleep(0.02)
-
-
-async def hold_the_lease_for_a_replica_that_is_gone(kube: Kube, namespace: str) -> None:
-    """The Lease as a replica leaves it when its release fails (an uninstall deletes the
-    RBAC that allows it at the same moment as the replica): held, freshly renewed, and for
-    an hour, so only a successor that does not wait for it gets anywhere in this test."""
-    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    spec = {
-        "holderIdentity": "wspin-webhook-6d9f-gone_0badcafe",
-        "leaseDurationSeconds": 3600,
-        "acquireTime": now,
-        "renewTime": now,
-    }
-    name = f"{SECRET}-authority"
-    lease = await kube.get_or_none(LEASES, name, namespace)
-    if lease is None:
-        await kube.create(
-            LEASES, {"metadata": {"name": name, "namespace": namespace}, "spec": spec}
-        )
-    else:
-        lease["spec"] = spec
-        await kube.replace(LEASES, lease)
 
 
 async def test_after_a_reinstall_a_replica_publishes_the_ca_at_once_and_is_unready_until_then(
