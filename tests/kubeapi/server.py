@@ -379,10 +379,12 @@ class KubeServer:
             if not name:
                 labels = label_selector(query.get("labelSelector"))
                 fields = field_selector(query.get("fieldSelector"), kind)
-                deleted = [
+                # The objects themselves, as kube-apiserver answers a collection delete (a
+                # single delete of most kinds answers a Status instead).
+                deleted = []
+                for obj in store.select(kind, ns, labels, fields):
                     store.delete(kind, ns, obj["metadata"]["name"], options, dry_run=dry_run)
-                    for obj in store.select(kind, ns, labels, fields)
-                ]
+                    deleted.append(obj)
                 meta = {"resourceVersion": str(store.resource_version)}
                 return _reply(self._list(kind, deleted, meta))
         raise ApiError(405, f"the server does not allow {method} on {request.path}")

@@ -83,6 +83,7 @@ async def test_every_verb_refuses_a_name_that_is_not_one_path_segment(
         kube.patch(SECRETS, name, {"metadata": {"labels": {"a": "b"}}}, namespace),
         kube.replace(SECRETS, {"metadata": {"name": name, "namespace": namespace}}),
         kube.create(SECRETS, {"metadata": {"name": name}}, namespace),
+        kube.create(SECRETS, {"metadata": {"generateName": "x-"}}, name or "/"),
         kube.list(SECRETS, name or "/"),
         kube.delete_collection(SECRETS, name, labels="a=b"),
         kube.patch(SECRETS, "ok", {}, namespace, sub=name or "/"),

@@ -250,7 +250,7 @@ class Kube:
     ) -> Obj:
         ns = namespace or obj.get("metadata", {}).get("namespace")
         name = obj.get("metadata", {}).get("name")
-        if name is not None or not obj.get("metadata", {}).get("generateName"):
+        if name is not None:  # none: a review, or generateName (the server names it)
             checked_segment(name, f"{res.plural} name")
         body = {"apiVersion": res.api_version, "kind": res.kind, **obj}
         return await self.request(

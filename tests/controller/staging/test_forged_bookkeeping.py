@@ -14,9 +14,13 @@ from __future__ import annotations
 
 import base64
 import json
+import uuid
+from collections.abc import Callable
+from dataclasses import replace
 
 import pytest
 
+from controller.staging.clients import CredentialSource
 from controller.staging.desired import LEGACY_ANNOTATIONS, STAGED_PROVIDERS, recorded
 from controller.staging.envelopes import (
     LABEL_MANAGED_BY,
@@ -25,8 +29,12 @@ from controller.staging.envelopes import (
     MANAGED_BY,
     envelope_name,
 )
+from controller.staging.secrets import RelaySecrets
+from controller.staging.staging_pass import RelayStagingPass
 from tests.controller.staging.conftest import OPENAI_KEY, Obj, Stage, provider
+from tests.support.secret_scope import controller_under_policy
 from wspin.core.kinds import SECRETS, WORKSPACES
+from wspin.kube.client import Kube
 
 ROUTER_KEY = "llm-relay-hpke-key"
 ENTRY = {"keyDigest": "0" * 12, "keyID": "hpke-g2", "modelsDigest": "0" * 12, "redactionID": "x"}
@@ -150,3 +158,41 @@ async def test_an_earlier_releases_unbound_envelopes_are_revoked_after_the_upgra
     assert await stage.envelope_secret("openai", "w") is not None  # still bound
     assert await stage.envelope_secret("mistral", "w-prod") is not None
     assert await stage.envelope_secret("openai", "w-prod") is not None
+
+
+async def test_the_pass_and_its_cleanup_write_only_what_the_secret_scope_policy_allows(
+    stage: Stage, kube_as: Callable[..., Kube]
+) -> None:
+    """The controller's own writes (envelopes, their label-selected revocation and cleanup,
+    the handoff, the bookkeeping) pass the chart's Secret-scope policy, acting as its service
+    account; the forged annotation reaches nothing there either."""
+    release = f"wspin-release-{uuid.uuid4().hex[:8]}"
+    async with controller_under_policy(
+        stage.kube,
+        kube_as,
+        release=release,
+        relay=stage.relay_namespace,
+        probe_namespace=stage.namespace,
+    ) as controller:
+        staging = RelayStagingPass(
+            stage.config,
+            controller,
+            redactor=stage.redactor,
+            relay=RelaySecrets(controller, stage.relay_namespace),
+            source=CredentialSource(stage.config, ttl=0),
+            clock=stage.clock,
+        )
+        try:
+            as_controller = replace(stage, staging=staging)
+            await two_workspaces(as_controller)
+            await plant_router_key(stage)
+            stage.providers.bound["w"] = []
+            await forge(stage, "w", forged_record(*FORGED_SLUGS))
+            assert (await as_controller.run("w")).error is None
+            assert await stage.envelope_secret("openai", "w") is None  # revoked, by label
+            assert await stage.envelope_secret("openai", "w-prod") is not None
+            await staging.cleanup(await stage.get("w-prod"))
+            assert await stage.envelope_secret("openai", "w-prod") is None
+            assert await stage.kube.get_or_none(SECRETS, ROUTER_KEY, stage.relay_namespace)
+        finally:
+            await staging.close()
