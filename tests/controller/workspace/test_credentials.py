@@ -290,3 +290,19 @@ class TestAdminTokenRotation:
         assert old_token not in str(pod)
         await harness.reconcile()
         assert (await harness.workspace())["status"][STATUS_ROTATION] == 1
+
+
+def test_a_workspace_recreated_under_the_same_name_gets_new_credentials() -> None:
+    """Rule: every value is derived from the Workspace's uid, never its namespace and name: a
+    Workspace deleted and created again under the same name (a new uid) must not inherit its
+    predecessor's password, admin token or sidecar password."""
+    first = workspace()
+    again = workspace()
+    again["metadata"]["uid"] = "f" * 8 + first["metadata"]["uid"][8:]
+    assert again["metadata"]["uid"] != first["metadata"]["uid"]
+    before, after = credentials(first).values(), credentials(again).values()
+    for key in KEYS:
+        assert before[key] != after[key], key
+    elsewhere = workspace()
+    elsewhere["metadata"]["namespace"] = "another-team"
+    assert credentials(elsewhere).values() == before, "the uid alone decides"
