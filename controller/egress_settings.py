@@ -11,6 +11,7 @@ dropped, and ``--workspace-egress-ports`` lists the ports a Workspace may ask fo
 from __future__ import annotations
 
 import ipaddress
+import re
 from dataclasses import dataclass
 from typing import Final, Literal
 
@@ -21,7 +22,16 @@ DefaultEgress = Literal["deny", "allow"]
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 DEFAULT_ALLOWED_PORTS: Final = (443, 80)
+DEFAULT_DNS_NAMESPACE: Final = "kube-system"
+DEFAULT_DNS_POD_LABELS: Final = (("k8s-app", "kube-dns"),)
+"""CoreDNS and kube-dns both keep kubeadm's ``k8s-app=kube-dns`` label in ``kube-system``."""
 _VALUE: Final = "controller.workspaces.egress"
+_DNS_LABEL: Final = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+_LABEL_KEY: Final = re.compile(
+    r"^([a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?(\.[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)*/)?"
+    r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
+)
+_LABEL_VALUE: Final = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
 
 
 @dataclass(frozen=True)
@@ -48,6 +58,17 @@ class EgressSettings:
     allowed_ports: tuple[int, ...] = DEFAULT_ALLOWED_PORTS
     """``--workspace-egress-ports``: the ports a declared domain may be reached on (a
     Workspace's ``ports`` outside it are refused and reported). Default 443 and 80."""
+    dns_namespace: str = DEFAULT_DNS_NAMESPACE
+    """``--workspace-egress-dns-namespace``: the namespace of the cluster's DNS pods, the only
+    pods a workspace pod may send port 53 to (with ``dns_pod_labels``). Port 53 anywhere else
+    is a channel out of a default-deny workspace (a resolver the tenant runs, or DNS
+    tunnelling to any address), so it is never opened to every address."""
+    dns_pod_labels: tuple[tuple[str, str], ...] = DEFAULT_DNS_POD_LABELS
+    """``--workspace-egress-dns-pod-labels``: the labels selecting the DNS pods there."""
+    dns_addresses: tuple[Network, ...] = ()
+    """``--workspace-egress-dns-addresses``: further addresses port 53 may go to, for a
+    node-local DNS cache on a link-local address (``169.254.20.10/32``) that no pod selector
+    can match. Default none."""
 
 
 def _items(value: str | None) -> list[str]:
@@ -84,6 +105,35 @@ def _ports(value: str | None) -> tuple[int, ...]:
     return tuple(dict.fromkeys(ports))
 
 
+def _dns_namespace(value: str) -> str:
+    if not _DNS_LABEL.match(value):
+        raise ConfigError(
+            f"--workspace-egress-dns-namespace {value!r} is not a namespace name",
+            f"set --workspace-egress-dns-namespace / {_VALUE}.dns.namespace to the namespace "
+            "of the cluster's DNS pods (kube-system)",
+        )
+    return value
+
+
+def _dns_pod_labels(value: str) -> tuple[tuple[str, str], ...]:
+    fix = (
+        f"set --workspace-egress-dns-pod-labels / {_VALUE}.dns.podLabels to the labels of the "
+        "cluster's DNS pods (k8s-app=kube-dns)"
+    )
+    labels: list[tuple[str, str]] = []
+    for item in _items(value):
+        key, sep, label = item.partition("=")
+        if not sep or not _LABEL_KEY.match(key) or not _LABEL_VALUE.match(label):
+            raise ConfigError(
+                f"--workspace-egress-dns-pod-labels entry {item!r} is not key=value", fix
+            )
+        labels.append((key, label))
+    if not labels:
+        # No labels would select every pod of the namespace, not the DNS pods.
+        raise ConfigError("--workspace-egress-dns-pod-labels is empty", fix)
+    return tuple(labels)
+
+
 def egress_settings_from(
     *,
     mode: EgressMode,
@@ -92,6 +142,9 @@ def egress_settings_from(
     allowed_cidrs: str,
     cluster_cidrs: str,
     ports: str,
+    dns_namespace: str = DEFAULT_DNS_NAMESPACE,
+    dns_pod_labels: str = "k8s-app=kube-dns",
+    dns_addresses: str = "",
 ) -> EgressSettings:
     """The egress flags' values (comma lists as given), checked; ConfigError names the flag
     and the Helm value."""
@@ -102,4 +155,7 @@ def egress_settings_from(
         allowed_cidrs=_networks("--workspace-egress-allowed-cidrs", allowed_cidrs, "allowedCIDRs"),
         cluster_cidrs=_networks("--workspace-egress-cluster-cidrs", cluster_cidrs, "clusterCIDRs"),
         allowed_ports=_ports(ports),
+        dns_namespace=_dns_namespace(dns_namespace),
+        dns_pod_labels=_dns_pod_labels(dns_pod_labels),
+        dns_addresses=_networks("--workspace-egress-dns-addresses", dns_addresses, "dns.addresses"),
     )

@@ -326,6 +326,24 @@ def add_egress_flags(group: argparse.ArgumentParser | argparse._ArgumentGroup) -
         default=",".join(str(p) for p in DEFAULT_ALLOWED_PORTS),
         help="comma-separated ports a declared domain may be reached on",
     )
+    add_flag(
+        group,
+        "--workspace-egress-dns-namespace",
+        default="kube-system",
+        help="namespace of the cluster's DNS pods, the only pods port 53 may go to",
+    )
+    add_flag(
+        group,
+        "--workspace-egress-dns-pod-labels",
+        default="k8s-app=kube-dns",
+        help="comma-separated key=value labels selecting the cluster's DNS pods",
+    )
+    add_flag(
+        group,
+        "--workspace-egress-dns-addresses",
+        default="",
+        help="comma-separated CIDRs of a node-local DNS cache port 53 may also go to",
+    )
 
 
 def add_controller_flags(parser: argparse.ArgumentParser) -> None:
@@ -621,6 +639,9 @@ def settings_from_args(
                 allowed_cidrs=args.workspace_egress_allowed_cidrs,
                 cluster_cidrs=args.workspace_egress_cluster_cidrs,
                 ports=args.workspace_egress_ports,
+                dns_namespace=args.workspace_egress_dns_namespace,
+                dns_pod_labels=args.workspace_egress_dns_pod_labels,
+                dns_addresses=args.workspace_egress_dns_addresses,
             ),
         ),
         relay_staging=RelayStagingSettings(

@@ -7,18 +7,29 @@ CredentialsStaged message. A stageable provider without a model list is refused,
 the router reads an empty allowlist as every model, so no token is minted for it and the
 Workspace reports ``CredentialsStaged=False`` naming it.
 
-What was staged is kept on the Workspace in three annotations and nothing else, because
-envelopes are written blind and never read back (the relay namespace grants no get on them),
-plus a fourth saying whose they are:
+What was staged is kept in the Workspace's status, under ``relayStaging``, because only the
+controller writes status (the status subresource; a tenant's role grants the Workspace, not
+its status) and envelopes are written blind and never read back (the relay namespace grants no
+get on them):
 
-- ``relay-sealed-generation``: the public-key generation last sealed under;
-- ``relay-staged-revision``: the revision of the handoff the pass last wrote;
-- ``relay-staged-providers``: slug → ``{keyDigest, keyID, modelsDigest, redactionID}``;
-- ``relay-staged-for``: ``<namespace>/<uid>`` of the Workspace they describe.
+- ``sealedGeneration``: the public-key generation last sealed under;
+- ``stagedRevision``: the revision of the handoff the pass last wrote;
+- ``providers``: slug → ``{keyDigest, keyID, modelsDigest, redactionID}``;
+- ``stagedFor``: ``<namespace>/<uid>`` of the Workspace they describe.
+
+The bookkeeping decides what is re-sealed and which redaction groups leave the redactor; it
+never names what is deleted. Revocation deletes by label, ``llmsafespaces.dev/workspace-uid``
+and the slug together (``envelopes.revoke``), so whatever a record said, only this
+Workspace's own envelopes can go.
+
+Releases before this one kept the same record in four ``llmsafespaces.dev/relay-*``
+annotations on the Workspace, which its tenant can write. They are never read for what they
+say: their presence only marks a Workspace staged by such a release, whose first pass sweeps
+its own envelopes that are no longer bound (``LEGACY_ANNOTATIONS``) and then removes them.
 
 Absent or unparseable bookkeeping reads as empty: everything is re-sealed, the safe direction.
 Comparing the two (``needs_seal``) is the plan of a pass. Pure, but for
-``write_bookkeeping``, which records the result on the Workspace.
+``write_bookkeeping``, which records the result in the Workspace's status.
 """
 
 from __future__ import annotations
@@ -29,7 +40,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from controller.staging.ownership import STAGED_FOR_ANNOTATION, staged_for
+from controller.staging.ownership import STAGED_FOR_ANNOTATION, STAGED_STATUS_FIELD, staged_for
 from controller.types import Obj
 from wspin.core.errors import NotFound
 from wspin.core.kinds import WORKSPACES
@@ -154,15 +165,30 @@ def desired_set(
     return desired, skipped
 
 
+STATUS_FIELD: Final = STAGED_STATUS_FIELD
+"""The status field holding the bookkeeping (``status.relayStaging``)."""
+SEALED_GENERATION: Final = "sealedGeneration"
+STAGED_REVISION: Final = "stagedRevision"
+STAGED_PROVIDERS: Final = "providers"
+STAGED_FOR: Final = "stagedFor"
+"""``<namespace>/<uid>`` of the Workspace the other three describe. A status restored by a
+backup tool into another namespace or onto a re-created Workspace is not this Workspace's:
+bookkeeping that is not its own reads as nothing staged, so everything is sealed afresh."""
+FIELDS: Final = (SEALED_GENERATION, STAGED_REVISION, STAGED_PROVIDERS, STAGED_FOR)
+
 ANNOTATION_PREFIX: Final = "llmsafespaces.dev/"
-SEALED_GENERATION: Final = ANNOTATION_PREFIX + "relay-sealed-generation"
-STAGED_REVISION: Final = ANNOTATION_PREFIX + "relay-staged-revision"
-STAGED_PROVIDERS: Final = ANNOTATION_PREFIX + "relay-staged-providers"
-STAGED_FOR: Final = STAGED_FOR_ANNOTATION
-"""``<namespace>/<uid>`` of the Workspace the other three describe. Annotations travel with
-a copied manifest (``kubectl get -o yaml`` into another namespace); bookkeeping that is not
-this Workspace's own reads as nothing staged, so everything is sealed afresh under its owner."""
-ANNOTATIONS: Final = (SEALED_GENERATION, STAGED_REVISION, STAGED_PROVIDERS, STAGED_FOR)
+LEGACY_ANNOTATIONS: Final = tuple(
+    ANNOTATION_PREFIX + name
+    for name in (
+        "relay-sealed-generation",
+        "relay-staged-revision",
+        "relay-staged-providers",
+        STAGED_FOR_ANNOTATION.removeprefix(ANNOTATION_PREFIX),
+    )
+)
+"""Where releases before this one kept the bookkeeping (on the tenant's own object): their
+content is never trusted, their presence asks for one sweep of this Workspace's unbound
+envelopes, and the pass removes them."""
 
 
 @dataclass(frozen=True)
@@ -179,10 +205,25 @@ class Staged:
 Bookkeeping = dict[str, Staged]
 
 
-def annotations_of(ws: Obj) -> dict[str, str]:
-    """The three bookkeeping annotations as they are now (missing ones left out)."""
+def recorded(ws: Obj) -> dict[str, str]:
+    """The bookkeeping as the status holds it now (missing fields left out), each as text."""
+    found = (ws.get("status") or {}).get(STATUS_FIELD)
+    if not isinstance(found, dict):
+        return {}
+    result: dict[str, str] = {}
+    for name in FIELDS:
+        value = found.get(name)
+        if isinstance(value, dict):
+            result[name] = go_json(value)
+        elif isinstance(value, str | int) and not isinstance(value, bool):
+            result[name] = str(value)
+    return result
+
+
+def has_legacy_annotations(ws: Obj) -> bool:
+    """Whether a release before this one kept bookkeeping on this Workspace's annotations."""
     current = (ws.get("metadata") or {}).get("annotations") or {}
-    return {name: str(current[name]) for name in ANNOTATIONS if name in current}
+    return any(name in current for name in LEGACY_ANNOTATIONS)
 
 
 def parse_providers(raw: str | None) -> Bookkeeping:
@@ -196,7 +237,7 @@ def parse_providers(raw: str | None) -> Bookkeeping:
         return {}
     result: Bookkeeping = {}
     for slug, entry in decoded.items():
-        if not isinstance(entry, dict):
+        if not isinstance(entry, dict) or not _SLUG.match(str(slug)):
             continue
         values = [entry.get(k) for k in ("keyDigest", "keyID", "modelsDigest", "redactionID")]
         if all(isinstance(v, str) for v in values):
@@ -243,18 +284,48 @@ def with_owner_mark(ws: Obj, wanted: dict[str, str], *, mine: bool) -> dict[str,
     else the mark as it was (absent stays absent)."""
     if mine:
         return {**wanted, STAGED_FOR: staged_for(ws)}
-    current = annotations_of(ws)
+    current = recorded(ws)
     return {**wanted, STAGED_FOR: current[STAGED_FOR]} if STAGED_FOR in current else dict(wanted)
 
 
+def _status_value(wanted: dict[str, str]) -> Obj | None:
+    """The ``status.relayStaging`` object for ``wanted`` (None: no bookkeeping at all)."""
+    if not wanted:
+        return None
+    value: Obj = {}
+    for name in FIELDS:
+        if name not in wanted:
+            continue
+        if name == STAGED_PROVIDERS:
+            providers = json.loads(render_providers(parse_providers(wanted[name])))
+            value[name] = providers
+        else:
+            value[name] = wanted[name]
+    return value
+
+
 async def write_bookkeeping(kube: Kube, ws: Obj, wanted: dict[str, str]) -> None:
-    """Set the bookkeeping annotations to exactly ``wanted``; no write when they are. The one
-    write this module makes: everything above decides, this records."""
-    if annotations_of(ws) == wanted:
-        return
+    """Set the bookkeeping to exactly ``wanted``; no write when it is. The one place this
+    module writes: everything above decides, this records (in status, through the status
+    subresource; an earlier release's annotations are removed once it is recorded)."""
     meta = ws["metadata"]
-    patch = {"metadata": {"annotations": {k: wanted.get(k) for k in ANNOTATIONS}}}
     try:
-        await kube.patch(WORKSPACES, meta["name"], patch, meta.get("namespace"))
+        if recorded(ws) != wanted:
+            old = (ws.get("status") or {}).get(STATUS_FIELD)
+            patch = {"status": {STATUS_FIELD: _replacing(old, _status_value(wanted))}}
+            await kube.patch(WORKSPACES, meta["name"], patch, meta.get("namespace"), sub="status")
+        if has_legacy_annotations(ws):
+            legacy = {"metadata": {"annotations": dict.fromkeys(LEGACY_ANNOTATIONS)}}
+            await kube.patch(WORKSPACES, meta["name"], legacy, meta.get("namespace"))
     except NotFound:
         return  # deleted meanwhile; cleanup runs on termination
+
+
+def _replacing(old: Any, new: Any) -> Any:
+    """A merge patch that turns ``old`` into exactly ``new``: keys ``new`` lacks become null at
+    every depth (a plain merge patch would keep a provider that is gone)."""
+    if not isinstance(old, dict) or not isinstance(new, dict):
+        return new
+    patch = {key: _replacing(old.get(key), value) for key, value in new.items()}
+    patch.update({key: None for key in old if key not in new})
+    return patch

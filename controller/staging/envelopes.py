@@ -12,7 +12,10 @@ Its Secret, ``llm-relay-env-<workspace>-<slug>`` in the relay namespace, is labe
 workspace and the provider slug (the router's informer ignores Secrets lacking either) and with
 the owning Workspace's namespace and uid; it has no owner reference (owners across namespaces
 are illegal), so its lifetime is managed here: revocation and termination delete it. Written
-blind and never read back: the chart grants create, update and delete there, never get.
+blind and never read back: the chart grants create, update and deletecollection there, never
+get. Deletion selects by the owner's uid and slug labels, never by name (``delete_envelope``),
+and the chart's policy lets the controller delete in the relay namespace only what carries
+its labels and never move an envelope from one owner to another.
 
 Revocation is the delete: the router evicts the envelope and the next request with that
 provider's token fails closed. A failed delete keeps the slug in the bookkeeping so the next
@@ -26,6 +29,7 @@ import base64
 import binascii
 import hashlib
 import logging
+import re
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -39,10 +43,10 @@ from cryptography.hazmat.primitives.serialization import (
 from pyhpke import AEADId, CipherSuite, KDFId, KEMId, KEMKeyInterface, PyHPKEError
 
 from controller.staging.desired import Bookkeeping, DesiredProvider, Staged, go_json
-from controller.staging.ownership import owner_labels
+from controller.staging.ownership import LABEL_WORKSPACE_UID, owner_labels
 from controller.staging.secrets import RelaySecrets
 from controller.types import Obj
-from wspin.core.errors import AlreadyExists, KubeAPIError, WspinError
+from wspin.core.errors import AlreadyExists, KubeAPIError, UnsafeName, WspinError
 from wspin.core.logs import fields
 from wspin.core.redact import Redactor
 
@@ -177,9 +181,68 @@ async def write_envelope(secrets: RelaySecrets, body: Obj) -> None:
         await secrets.update(dict(body))
 
 
-async def delete_envelope(secrets: RelaySecrets, workspace: str, slug: str) -> None:
-    """Blind delete; an envelope already gone counts as deleted."""
-    await secrets.delete(envelope_name(workspace, slug))
+_LABEL_VALUE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?$")
+
+
+def _label_value(value: str, what: str) -> str:
+    """``value`` when it can stand in a label selector as itself; ``UnsafeName`` otherwise
+    (a selector built from ``,``, ``=`` or ``!`` would select other objects than it names)."""
+    if not _LABEL_VALUE.match(value):
+        raise UnsafeName(f"refusing {what} {value!r} in a label selector: not a label value")
+    return value
+
+
+def owned_selector(uid: str, slug: str | None = None) -> str:
+    """The envelopes of the Workspace with ``uid`` (only ``slug``'s when given)."""
+    selector = f"{LABEL_WORKSPACE_UID}={_label_value(uid, 'workspace uid')},{LABEL_PROVIDER_SLUG}"
+    return f"{selector}={_label_value(slug, 'provider slug')}" if slug is not None else selector
+
+
+def unbound_selector(owner: str, wanted: list[str]) -> str:
+    """``owner`` (a selector for one Workspace's envelopes) narrowed to the slugs not in
+    ``wanted``."""
+    if not wanted:
+        return owner
+    kept = ",".join(_label_value(slug, "provider slug") for slug in sorted(wanted))
+    return f"{owner},{LABEL_PROVIDER_SLUG} notin ({kept})"
+
+
+def legacy_selector(workspace: str) -> str:
+    """Envelopes of the relay identity ``workspace`` that carry no owner uid: written by the
+    first release, which labelled envelopes with the workspace name and slug only."""
+    name = _label_value(workspace, "workspace name")
+    return (
+        f"{LABEL_MANAGED_BY}={MANAGED_BY},{LABEL_WORKSPACE_ID}={name},"
+        f"!{LABEL_WORKSPACE_UID},{LABEL_PROVIDER_SLUG}"
+    )
+
+
+async def delete_envelope(secrets: RelaySecrets, uid: str, slug: str) -> list[str]:
+    """Delete ``slug``'s envelope of the Workspace with ``uid``, selected by those labels, never
+    by name: the name ``llm-relay-env-<workspace>-<slug>`` is ambiguous (``w`` + ``prod-openai``
+    and ``w-prod`` + ``openai`` meet), the labels are not. An envelope already gone counts as
+    deleted. The slugs deleted."""
+    return slugs_of(await secrets.delete_selected(owned_selector(uid, slug)))
+
+
+async def sweep_unbound(
+    secrets: RelaySecrets, workspace: str, uid: str, wanted: list[str]
+) -> list[str]:
+    """Delete every envelope of the Workspace (``uid``) whose slug is not in ``wanted``, and
+    those of its relay identity an earlier release wrote without an owner uid; the slugs
+    deleted. Needs no record of what was staged, so no record can widen it."""
+    deleted = await secrets.delete_selected(unbound_selector(owned_selector(uid), wanted))
+    deleted += await secrets.delete_selected(unbound_selector(legacy_selector(workspace), wanted))
+    return slugs_of(deleted)
+
+
+def slugs_of(deleted: list[Obj]) -> list[str]:
+    """The provider slugs of deleted envelopes, sorted."""
+    found = {
+        str(((item.get("metadata") or {}).get("labels") or {}).get(LABEL_PROVIDER_SLUG) or "")
+        for item in deleted
+    }
+    return sorted(found - {""})
 
 
 @dataclass
@@ -215,17 +278,19 @@ class Revocation:
 
 async def revoke(
     workspace: str,
+    uid: str,
     slugs: list[str],
     *,
     secrets: RelaySecrets,
     bookkeeping: Bookkeeping,
     redactor: Redactor,
 ) -> Revocation:
-    """Delete each slug's envelope; ``bookkeeping`` loses the slugs that are gone."""
+    """Delete each slug's envelope of the Workspace with ``uid`` (``delete_envelope``: by its
+    owner and slug labels); ``bookkeeping`` loses the slugs that are gone."""
     outcome = Revocation()
     for slug in slugs:
         try:
-            await delete_envelope(secrets, workspace, slug)
+            await delete_envelope(secrets, uid, slug)
         except KubeAPIError as err:
             log.error(
                 "revocation delete failed — envelope retained, retrying",

@@ -11,9 +11,10 @@ The owner of an identity is the oldest live Workspace with that name: smallest
 ``creationTimestamp`` (set by the API server, never by a tenant), so every replica and every
 restart gets the same answer without a stored claim, and the Workspace that was there first
 keeps its key. The timestamp has second precision; within one second the Workspace already
-staged under its own uid (``relay-staged-for``) wins, then the smallest uid. The Workspace
+staged under its own uid wins, then the smallest uid. The Workspace
 cache delivers events in the API server's order, so a Workspace created later can never be
-decided on before the earlier one's staging mark is in the index. Every other Workspace with
+decided on before the earlier one's staging mark (``status.relayStaging.stagedFor``, which
+only the controller writes) is in the index. Every other Workspace with
 that name is not staged at all (``NameConflict`` naming the owner's namespace, never its keys);
 when the owner is deleted, its cleanup runs and the next oldest takes over on its next pass.
 
@@ -36,6 +37,9 @@ and the handoff), so the owner of each is visible to an operator and to the rout
 reading any annotation; the uid label is the controller's alone (the chart's ownership
 policies), so a handoff that carries it was written by the controller."""
 STAGED_FOR_ANNOTATION: Final = "llmsafespaces.dev/relay-staged-for"
+"""Where releases before this one marked whose bookkeeping a Workspace's annotations were."""
+STAGED_STATUS_FIELD: Final = "relayStaging"
+"""The Workspace status field holding the bookkeeping (``desired``), ``stagedFor`` included."""
 
 
 @dataclass(frozen=True, order=True)
@@ -52,7 +56,8 @@ class Claimant:
     @classmethod
     def of(cls, ws: Obj) -> Claimant:
         meta = ws.get("metadata") or {}
-        mark = (meta.get("annotations") or {}).get(STAGED_FOR_ANNOTATION)
+        record = (ws.get("status") or {}).get(STAGED_STATUS_FIELD)
+        mark = record.get("stagedFor") if isinstance(record, dict) else None
         return cls(
             created=str(meta.get("creationTimestamp") or ""),
             unstaged=mark != staged_for(ws),

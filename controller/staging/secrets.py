@@ -3,8 +3,8 @@ controller relies on there.
 
 Direct (no informer cache) for two reasons: arming runs before the manager's caches start,
 and the chart grants only name-scoped ``get`` on ``llm-relay-hpke-pub`` and
-``llm-relay-mint-key`` plus blind create/update/delete, never list or watch, so a cache could
-not be filled anyway.
+``llm-relay-mint-key`` plus blind create/update and label-selected deletecollection, never
+list or watch, so a cache could not be filled anyway.
 """
 
 from __future__ import annotations
@@ -47,7 +47,8 @@ class HpkePublicKey:
 
 
 class RelaySecrets:
-    """Name-addressed Secret access in one namespace: get, create, update, delete. No list."""
+    """Secret access in one namespace: get, create and update by name, delete by label
+    selector (``deletecollection``). No list."""
 
     def __init__(self, kube: Kube, namespace: str) -> None:
         self.kube = kube
@@ -64,8 +65,9 @@ class RelaySecrets:
         secret.setdefault("metadata", {})["namespace"] = self.namespace
         return await self.kube.replace(SECRETS, secret)
 
-    async def delete(self, name: str) -> None:
-        await self.kube.delete(SECRETS, name, self.namespace)
+    async def delete_selected(self, labels: str) -> list[Obj]:
+        """Delete the Secrets the label selector ``labels`` selects; the ones deleted."""
+        return await self.kube.delete_collection(SECRETS, self.namespace, labels=labels)
 
 
 def secret_value(secret: Obj, key: str) -> bytes | None:

@@ -4,12 +4,13 @@ handed to the workspace, revocation, conditions; run inside the Workspace reconc
 Order: fetch the credentials, ensure the mint key, read the
 public key (direct, never cached), work out the desired set and the bookkeeping, revoke what
 is no longer bound, maybe escalate a rotation, seal what changed, mint or reuse tokens,
-compute the revision, write the handoff, then the conditions, Events and annotations.
+compute the revision, write the handoff, then the conditions, Events and the bookkeeping
+(``status.relayStaging``).
 
 Business failures (credential source down, public key unreadable, seal or mint failures)
 become conditions and the reconcile succeeds: relay trouble must not block the rest of the
 workspace. Infrastructure write failures are returned as errors (retry with backoff).
-Nothing changed → zero writes: the handoff is compared byte for byte, the annotations and
+Nothing changed → zero writes: the handoff is compared byte for byte, the bookkeeping and
 conditions are written only on change.
 
 Every pass keeps its state in locals; the object holds only what is shared on purpose (the
@@ -33,10 +34,11 @@ from controller.staging.desired import (
     STAGED_REVISION,
     Bookkeeping,
     DesiredProvider,
-    annotations_of,
     desired_set,
+    has_legacy_annotations,
     needs_seal,
     parse_providers,
+    recorded,
     render_providers,
     sealed_generation,
     with_owner_mark,
@@ -47,6 +49,7 @@ from controller.staging.envelopes import (
     Sealer,
     revoke,
     seal,
+    sweep_unbound,
 )
 from controller.staging.escalation import Escalation, Result, escalate, lineage_intact
 from controller.staging.handoff import HandoffWriter, renew, revision
@@ -137,7 +140,8 @@ class RelayStagingPass:
         meta = ws["metadata"]
         name, generation = meta["name"], int(meta.get("generation") or 0)
         where = f"{meta.get('namespace', '')}/{name}"
-        before = annotations_of(ws)
+        before = recorded(ws)
+        uid = str(meta.get("uid") or "")
         code = cond.degraded_reason(ws)
         owner = str(((ws.get("spec") or {}).get("owner") or {}).get("userID") or "")
 
@@ -163,18 +167,24 @@ class RelayStagingPass:
         bookkeeping = parse_providers(before.get(STAGED_PROVIDERS))
         self._register_staged(desired, bookkeeping)
         last_sealed = sealed_generation(before)
-        # Bookkeeping written before it recorded its Workspace is trusted for what to revoke,
-        # but its envelopes are sealed afresh: they may hold a same-named Workspace's key.
+        # Bookkeeping that does not name its Workspace (none yet, or an earlier release's)
+        # is sealed afresh: the envelopes behind it may hold a same-named Workspace's key.
         force = pub.generation != last_sealed or STAGED_FOR not in before
 
         wanted = {want.slug for want in desired}
         revocation = await revoke(
             name,
+            uid,
             [slug for slug in bookkeeping if slug not in wanted],
             secrets=self.relay,
             bookkeeping=bookkeeping,
             redactor=self.redactor,
         )
+        if has_legacy_annotations(ws):
+            # Staged by an earlier release, whose record (on the tenant's object) says nothing
+            # we may believe: this Workspace's own envelopes no longer bound go, by label.
+            swept = await sweep_unbound(self.relay, name, uid, sorted(wanted))
+            revocation.revoked += [slug for slug in swept if slug not in revocation.revoked]
         if revocation.revoked:  # announced now: an incomplete revocation stops the pass below
             await self.events.emit(
                 ws,
@@ -361,7 +371,7 @@ class RelayStagingPass:
                 )
 
     async def _annotate(self, ws: Obj, wanted: dict[str, str], *, mine: bool = True) -> None:
-        """Write the bookkeeping annotations when they changed; ``mine``: they describe this
+        """Write the bookkeeping (status) when it changed; ``mine``: it describes this
         Workspace (an interrupted pass keeps the owner mark as it was)."""
         await write_bookkeeping(self.kube, ws, with_owner_mark(ws, wanted, mine=mine))
 

@@ -1,9 +1,10 @@
 """Withdrawing what a Workspace staged: when it is deleted, and when its name belongs to
 another Workspace.
 
-- ``clean_up`` (deletion): every envelope the Workspace staged is deleted (its bookkeeping and
-  its handoff both name them) and its keys leave the redactor. A failed delete is reported as
-  orphaned (a Warning Event and an error line naming the Secret), never raised: nothing
+- ``clean_up`` (deletion): every envelope labelled with the Workspace's uid is deleted (one
+  label-selected delete, whatever any record says) and its keys leave the redactor. A failed
+  delete is reported as orphaned (a Warning Event and an error line naming the selector), never
+  raised: nothing
   garbage-collects across namespaces, and termination must not hang on the relay. Only the
   identity's owner deletes anything: the envelopes behind a name in conflict are another
   Workspace's, whatever the annotations of this one claim.
@@ -21,11 +22,12 @@ from typing import TYPE_CHECKING
 from controller.staging import conditions as cond
 from controller.staging.desired import (
     STAGED_PROVIDERS,
-    annotations_of,
+    has_legacy_annotations,
     parse_providers,
+    recorded,
     write_bookkeeping,
 )
-from controller.staging.envelopes import envelope_name
+from controller.staging.envelopes import legacy_selector, owned_selector
 from controller.staging.handoff import revision
 from controller.staging.ownership import Claimant
 from controller.toolkit.conditions import find_condition
@@ -41,8 +43,9 @@ log = logging.getLogger("controller.staging")
 
 
 async def clean_up(self: RelayStagingPass, ws: Obj) -> None:
-    """Delete every envelope this Workspace has (bookkeeping and handoff both name them);
-    a failed delete is reported as orphaned, never raised: termination goes on.
+    """Delete every envelope labelled with this Workspace's uid (and, after an upgrade, its
+    identity's envelopes an earlier release wrote without one); a failed delete is reported as
+    orphaned, never raised: termination goes on.
 
     Only the identity's owner deletes anything: the envelopes of a Workspace in conflict
     are another Workspace's, whatever its own annotations claim."""
@@ -55,31 +58,29 @@ async def clean_up(self: RelayStagingPass, ws: Obj) -> None:
             extra=fields(workspace=where, owner_namespace=holder.namespace),
         )
         return
-    bookkeeping = parse_providers(annotations_of(ws).get(STAGED_PROVIDERS))
-    slugs = set(bookkeeping)
-    try:
-        slugs |= set((await self.handoffs.read(ws)).entries)
-    except KubeAPIError as err:
-        log.warning("handoff unreadable at cleanup", extra=fields(workspace=where, error=str(err)))
-    for slug in sorted(slugs):
-        secret = envelope_name(name, slug)
+    bookkeeping = parse_providers(recorded(ws).get(STAGED_PROVIDERS))
+    uid = str(ws["metadata"].get("uid") or "")
+    selectors = [owned_selector(uid)]
+    if has_legacy_annotations(ws):
+        selectors.append(legacy_selector(name))
+    for selector in selectors:
         try:
-            await self.relay.delete(secret)
+            await self.relay.delete_selected(selector)
         except KubeAPIError as err:
             log.error(
-                "envelope ORPHANED",
-                extra=fields(workspace=where, provider=slug, envelope=secret, error=str(err)),
+                "envelopes ORPHANED",
+                extra=fields(workspace=where, selector=selector, error=str(err)),
             )
             await self.events.emit(
                 ws,
                 WORKSPACES,
                 "Warning",
                 cond.EVENT_ENVELOPE_ORPHANED,
-                f"could not delete envelope {self.config.namespace}/{secret} ({err}); "
-                "delete it by hand",
+                f"could not delete the envelopes in {self.config.namespace} labelled "
+                f"{selector} ({err}); delete them by hand",
             )
-        if slug in bookkeeping:
-            self.redactor.unregister(bookkeeping[slug].redaction_id)
+    for staged in bookkeeping.values():
+        self.redactor.unregister(staged.redaction_id)
     owner = str(((ws.get("spec") or {}).get("owner") or {}).get("userID") or "")
     self.source.forget(name, owner)
 

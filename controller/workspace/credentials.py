@@ -33,6 +33,12 @@ KEYS: Final = (PASSWORD, ADMIN_TOKEN, AGENTD_PASSWORD)
 
 ANNOTATION_CREDENTIALS_KEY: Final = "llmsafespaces.dev/credentials-key"
 """The id of the key a pod's credentials were derived from (written by the controller)."""
+ANNOTATION_CREDENTIALS_ROTATION: Final = "llmsafespaces.dev/credentials-rotation"
+"""The admin-token rotation a pod was built with (absent: 0, a pod of an earlier release)."""
+STATUS_ROTATION: Final = "credentialsRotation"
+"""``status.credentialsRotation``: the highest admin-token rotation a pod was built with.
+Only the controller writes status, and it never goes down, so a token once rotated away
+never comes back (not even when ``spec.restartGeneration`` is set back)."""
 
 
 @dataclass(frozen=True)
@@ -43,6 +49,8 @@ class WorkspaceCredentials:
     password: str = field(repr=False)
     admin_token: str = field(repr=False)
     agentd_password: str = field(repr=False)
+    rotation: int = 0
+    """The admin token's rotation (``credentials_rotation``)."""
 
     def values(self) -> dict[str, str]:
         """The Secret's data, by key."""
@@ -59,17 +67,40 @@ class WorkspaceCredentials:
         return text
 
 
+def whole(value: object) -> int:
+    """``value`` when it is a whole number >= 0, else 0."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def credentials_rotation(ws: Obj) -> int:
+    """The admin-token rotation a pod built now gets: every recycle the Workspace asks for
+    (``spec.restartGeneration``, the force-recycle included) advances it, and the status keeps
+    the highest one built, so it never goes down."""
+    spec = ws.get("spec") or {}
+    status = ws.get("status") or {}
+    return max(whole(spec.get("restartGeneration")), whole(status.get(STATUS_ROTATION)))
+
+
 def derive_credentials(
-    keys: CredentialKeys, ws: Obj, key_id: str | None = None
+    keys: CredentialKeys, ws: Obj, key_id: str | None = None, rotation: int | None = None
 ) -> WorkspaceCredentials:
-    """``ws``'s values from key ``key_id`` (the active key by default)."""
+    """``ws``'s values from key ``key_id`` (the active key by default) and admin-token
+    rotation ``rotation`` (``credentials_rotation`` by default).
+
+    The admin token is HMAC(key, uid and rotation): once read (it is in the pod's probe
+    headers, which the ``view`` role shows), it stays valid only until the next recycle or
+    key rotation, not for the Workspace's whole life. Rotation 0 derives what releases
+    before rotations did, so an upgrade recreates no pod. The password and the sidecar's
+    password are the user's and the API's, and do not rotate with it."""
     chosen = key_id or keys.active
     uid = str(ws["metadata"]["uid"])
+    turn = credentials_rotation(ws) if rotation is None else rotation
     return WorkspaceCredentials(
         chosen,
         password=keys.derive(chosen, PASSWORD, uid),
-        admin_token=keys.derive(chosen, ADMIN_TOKEN, uid),
+        admin_token=keys.derive(chosen, ADMIN_TOKEN, f"{uid}:{turn}" if turn else uid),
         agentd_password=keys.derive(chosen, AGENTD_PASSWORD, uid),
+        rotation=turn,
     )
 
 
@@ -100,7 +131,10 @@ def pod_credentials(pod: Obj, ws: Obj, keys: CredentialKeys) -> WorkspaceCredent
         return "the pod was built without a credentials key the controller knows"
     if not keys.knows(key_id):
         return f"the pod's credentials key {key_id!r} was retired"
-    credentials = derive_credentials(keys, ws, key_id)
+    turn = str(annotations.get(ANNOTATION_CREDENTIALS_ROTATION, "0"))
+    if not turn.isdigit() or len(turn) > 18:
+        return "the pod's credentials rotation is not a whole number"
+    credentials = derive_credentials(keys, ws, key_id, int(turn))
     # Bytes: a header a foreign hand wrote may hold any character, and comparing non-ASCII
     # text raises instead of answering.
     held = _readiness_bearer(pod).encode("utf-8", "replace")

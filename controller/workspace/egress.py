@@ -183,8 +183,7 @@ def _network_policy(
     settings: EgressSettings,
     refused: tuple[str, ...],
 ) -> EgressPlan:
-    dns_ports = [{"port": 53, "protocol": "UDP"}, {"port": 53, "protocol": "TCP"}]
-    rules: list[Obj] = [{"ports": dns_ports}]
+    rules: list[Obj] = [_dns_rule(settings)]
     if settings.platform_namespaces:
         rules.append({"to": [_namespaces_peer(settings.platform_namespaces)]})
     unresolved: list[str] = []
@@ -219,6 +218,23 @@ def _network_policy(
     return EgressPlan(policy, NETWORK_POLICIES, tuple(unresolved), tuple(dropped), refused)
 
 
+def _dns_rule(settings: EgressSettings) -> Obj:
+    """Port 53 to the cluster's DNS pods (and a node-local cache's addresses) only: a rule
+    without ``to`` would open port 53 on every address, a way out of a default-deny workspace
+    (a resolver of the tenant's, or a tunnel over DNS)."""
+    peers: list[Obj] = [
+        {
+            "namespaceSelector": {"matchLabels": {NAMESPACE_LABEL: settings.dns_namespace}},
+            "podSelector": {"matchLabels": dict(settings.dns_pod_labels)},
+        }
+    ]
+    peers += [{"ipBlock": {"cidr": str(network)}} for network in settings.dns_addresses]
+    return {
+        "to": peers,
+        "ports": [{"port": 53, "protocol": "UDP"}, {"port": 53, "protocol": "TCP"}],
+    }
+
+
 def _namespaces_peer(namespaces: tuple[str, ...]) -> Obj:
     return {
         "namespaceSelector": {
@@ -237,17 +253,18 @@ def _cilium_policy(
     ws: Obj, domains: list[tuple[str, tuple[tuple[int, str], ...]]], settings: EgressSettings
 ) -> Obj:
     # DNS goes through Cilium's proxy (the "dns" rule), which is how toFQDNs learns addresses.
-    rules: list[Obj] = [
-        {
-            "toEndpoints": [{"matchLabels": {"k8s:io.kubernetes.pod.namespace": "kube-system"}}],
-            "toPorts": [
-                {
-                    "ports": [{"port": "53", "protocol": "ANY"}],
-                    "rules": {"dns": [{"matchPattern": "*"}]},
-                }
-            ],
-        }
+    dns_ports = [
+        {"ports": [{"port": "53", "protocol": "ANY"}], "rules": {"dns": [{"matchPattern": "*"}]}}
     ]
+    dns_pods = {
+        "k8s:io.kubernetes.pod.namespace": settings.dns_namespace,
+        **{f"k8s:{key}": value for key, value in settings.dns_pod_labels},
+    }
+    rules: list[Obj] = [{"toEndpoints": [{"matchLabels": dns_pods}], "toPorts": dns_ports}]
+    if settings.dns_addresses:
+        rules.append(
+            {"toCIDR": [str(network) for network in settings.dns_addresses], "toPorts": dns_ports}
+        )
     if settings.platform_namespaces:
         rules.append(
             {

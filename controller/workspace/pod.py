@@ -26,7 +26,11 @@ from controller.workspace.containers import (
     workspace_container,
     workspace_setup,
 )
-from controller.workspace.credentials import ANNOTATION_CREDENTIALS_KEY, WorkspaceCredentials
+from controller.workspace.credentials import (
+    ANNOTATION_CREDENTIALS_KEY,
+    ANNOTATION_CREDENTIALS_ROTATION,
+    WorkspaceCredentials,
+)
 from controller.workspace.owned import (
     PodBuildError,
     names,
@@ -249,6 +253,8 @@ def desired_pod(
         ANNOTATION_RESTART_GENERATION: restart_generation_of(ws),
         ANNOTATION_CREDENTIALS_KEY: credentials.key_id,
     }
+    if credentials.rotation:
+        metadata["annotations"][ANNOTATION_CREDENTIALS_ROTATION] = str(credentials.rotation)
     if runtime is not None:
         metadata["annotations"][ANNOTATION_RUNTIME_ENV] = runtime.name
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": pod_spec}

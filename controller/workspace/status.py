@@ -12,7 +12,8 @@ fields and when they change:
 - ``startTime``: when the Workspace became Active on its current pod; a pod that is unready
   for a while and ready again keeps it, a new pod gets a new one.
 - ``restartCount``: +1 each time the controller replaces the pod (a new ``restartGeneration``,
-  credentials it cannot vouch for); ``observedRestartGeneration`` the generation built for.
+  credentials it cannot vouch for); ``observedRestartGeneration`` the generation built for;
+  ``credentialsRotation`` the highest admin-token rotation built (``credentials``), never down.
 - ``suspendedAt``: when the Workspace became Suspended; cleared when it leaves Suspended.
 - ``failureReason``: why the pod was lost or cannot be built (``lifecycle``); cleared once the
   Workspace is Active, suspended or deleted again.
@@ -35,6 +36,7 @@ from typing import Final
 from controller.toolkit.conditions import condition, remove_conditions, set_conditions
 from controller.types import Obj
 from controller.workspace.anchors import anchor
+from controller.workspace.credentials import STATUS_ROTATION, whole
 from controller.workspace.lifecycle import POD_BUILD_FAILED, served_before
 from controller.workspace.outcome import Outcome
 from controller.workspace.probes import OPENCODE_PORT
@@ -142,6 +144,10 @@ def _restarts(old: Obj, outcome: Outcome, new: Obj) -> None:
     recorded = old.get("observedRestartGeneration")
     if outcome.restart_generation is not None:
         new["observedRestartGeneration"] = outcome.restart_generation
+        # The admin token's rotation, never down (credentials.credentials_rotation).
+        rotation = max(outcome.restart_generation, whole(old.get(STATUS_ROTATION)))
+        if rotation:
+            new[STATUS_ROTATION] = rotation
         if isinstance(recorded, int) and recorded != outcome.restart_generation:
             count += 1
     if outcome.restarted:

@@ -93,6 +93,10 @@ def test_every_controller_value_reaches_its_setting(full_render: Rendered) -> No
     )
     assert workspace.api_public_url == "https://api.example.com"
     assert workspace.preview_origin_base_domain == "preview.example.com"
+    egress = workspace.egress
+    assert egress.dns_namespace == "dns-system"
+    assert egress.dns_pod_labels == (("app.kubernetes.io/name", "coredns"), ("tier", "dns"))
+    assert [str(a) for a in egress.dns_addresses] == ["169.254.20.10/32"]
     assert settings.relay_staging.enabled is True
     assert settings.relay_staging.namespace == "llm-relay"
     assert settings.relay_staging.token_ttl == 24 * 3600

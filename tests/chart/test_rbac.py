@@ -114,7 +114,7 @@ CONTROLLER_ROLE_FULL = CONTROLLER_ROLE_BASE | {
 }
 CLOUD_CREDENTIALS = ("", "secrets", ("aws-relay-irwa", "oci-credentials"), verbs("get"))
 RELAY_STAGING_ROLE = {
-    ("", "secrets", (), verbs("create", "update", "delete")),
+    ("", "secrets", (), verbs("create", "update", "deletecollection")),
     ("", "secrets", ("llm-relay-hpke-pub", "llm-relay-mint-key"), verbs("get")),
 }
 

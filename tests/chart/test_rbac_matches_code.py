@@ -41,6 +41,7 @@ KUBE_VERBS = {
     "replace",
     "patch",
     "delete",
+    "delete_collection",
 }
 PACKAGES = ("webhook", "certs", "controller", "wspin")
 CRD_GROUP = "llmsafespaces.dev"
@@ -270,17 +271,20 @@ LEDGER = (
         ),
     ),
     # -- the controller: relay staging ------------------------------------------------------
-    Use(  # the bookkeeping annotations on the Workspace
+    Use(  # the bookkeeping in the Workspace's status; an earlier release's annotations removed
         "controller/staging/desired.py",
-        {"patch": 1},
-        controller=grant("cluster", "workspaces", ["patch"], group=CRD_GROUP),
+        {"patch": 2},
+        controller=union(
+            grant("cluster", "workspaces/status", ["patch"], group=CRD_GROUP),
+            grant("cluster", "workspaces", ["patch"], group=CRD_GROUP),
+        ),
     ),
-    Use(  # envelopes written blind; only the public key and the mint key are read, by name
+    Use(  # envelopes written blind and deleted by label; only two Secrets are read, by name
         "controller/staging/secrets.py",
-        {"get_or_none": 1, "create": 1, "replace": 1, "delete": 1},
+        {"get_or_none": 1, "create": 1, "replace": 1, "delete_collection": 1},
         controller=union(
             grant("relay", "secrets", ["get"], [HPKE_PUB_SECRET, MINT_KEY_SECRET]),
-            grant("relay", "secrets", ["create", "update", "delete"]),
+            grant("relay", "secrets", ["create", "update", "deletecollection"]),
         ),
     ),
     Use(  # the per-workspace handoff Secret (its name varies with the Workspace)

@@ -6,7 +6,7 @@ kubernetes_asyncio client, never by patching it. It emulates what the controller
 server-set metadata, optimistic concurrency, selectors, the three patch flavours, the status
 subresource (on built-in kinds metadata changes through it apply, as on v1.32), generation,
 finalizers, garbage collection and watches with resume, 410 and bookmarks,
-ValidatingAdmissionPolicies (CEL, ``policies``) on every create and update, the
+ValidatingAdmissionPolicies (CEL, ``policies``) on every create, update and delete, the
 ``pods/ephemeralcontainers`` and ``pods/binding`` subresources; mutating admission of pods
 through the stored webhook configurations over verified HTTPS (``admission``);
 SubjectAccessReview decided by the stored RBAC objects (``authorization``); the chart's CRDs

@@ -1,7 +1,7 @@
 """ValidatingAdmissionPolicies as kube-apiserver v1.32 evaluates them, CEL included.
 
-Used by the test API server (every create and update of a matched resource is judged by the
-policies and bindings stored in it) and by the chart tests (the chart's rendered policies
+Used by the test API server (every create, update and delete of a matched resource is judged
+by the policies and bindings stored in it) and by the chart tests (the chart's rendered policies
 judged against real AdmissionReview captures). The request is the AdmissionReview ``request``
 dict a webhook would receive, so the same captures drive both.
 

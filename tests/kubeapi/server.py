@@ -77,9 +77,12 @@ class _Fault:
     message: str
     query: str = ""
     exact: bool = False
+    selecting: str = ""
 
     def matches(self, method: str, path: str, query: Mapping[str, str]) -> bool:
         wanted = not self.query or self.query in query
+        if self.selecting:
+            wanted = wanted and self.selecting in query.get("labelSelector", "")
         where = path == self.path if self.exact else path.startswith(self.path)
         return (self.method in (None, method)) and where and wanted
 
@@ -209,14 +212,18 @@ class KubeServer:
         message: str = "injected failure",
         query: str = "",
         exact: bool = False,
+        selecting: str = "",
     ) -> None:
         """Answer the next ``count`` requests matching method and path prefix (the whole path
         with ``exact``, so an object's subresources are spared), carrying the query parameter
-        ``query`` when given, with ``status``.
+        ``query`` when given, and a label selector containing ``selecting`` when given, with
+        ``status``.
 
         The failed requests change nothing (they are still recorded in ``writes``).
         """
-        fault = _Fault(status, method and method.upper(), path, count, message, query, exact)
+        fault = _Fault(
+            status, method and method.upper(), path, count, message, query, exact, selecting
+        )
         self._faults.append(fault)
 
     def deny_creates(self, denial: Denial) -> None:
@@ -372,10 +379,12 @@ class KubeServer:
             if not name:
                 labels = label_selector(query.get("labelSelector"))
                 fields = field_selector(query.get("fieldSelector"), kind)
-                deleted = [
+                # The objects themselves, as kube-apiserver answers a collection delete (a
+                # single delete of most kinds answers a Status instead).
+                deleted = []
+                for obj in store.select(kind, ns, labels, fields):
                     store.delete(kind, ns, obj["metadata"]["name"], options, dry_run=dry_run)
-                    for obj in store.select(kind, ns, labels, fields)
-                ]
+                    deleted.append(obj)
                 meta = {"resourceVersion": str(store.resource_version)}
                 return _reply(self._list(kind, deleted, meta))
         raise ApiError(405, f"the server does not allow {method} on {request.path}")

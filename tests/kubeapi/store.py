@@ -308,6 +308,9 @@ class Store:
             )
         if pre.get("resourceVersion") and pre["resourceVersion"] != meta["resourceVersion"]:
             raise stale(kind.plural, kind.group, name)
+        # Validating admission sees a delete too (each item of a collection delete): no
+        # object, the stored one as oldObject.
+        self._admit(kind, "DELETE", namespace, None, obj, dry_run=dry_run)
         orphan = options.get("propagationPolicy") == "Orphan" or bool(
             options.get("orphanDependents")
         )

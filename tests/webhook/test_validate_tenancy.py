@@ -44,10 +44,13 @@ def gate(
     *,
     operation: str = "CREATE",
     annotations: dict[str, str] | None = None,
+    labels_on_workspace: dict[str, str] | None = None,
 ) -> str | None:
     obj = workspace(runtimeClass=runtime_class)
     if annotations is not None:
         obj["metadata"]["annotations"] = annotations
+    if labels_on_workspace is not None:
+        obj["metadata"]["labels"] = labels_on_workspace
     request = create(obj) if operation == "CREATE" else update(obj, workspace())
     return validate_workspace(request, cfg, None, labelled(labels or {}))
 
@@ -62,11 +65,21 @@ class TestRuntimeClass:
         assert message and "spec.runtimeClass" in message
         assert LABEL_RUNTIME_CLASS_OVERRIDE in message and RUNTIME_CLASSES_FLAG in message
 
+    @pytest.mark.parametrize("operation", ["CREATE", "UPDATE"])
+    @pytest.mark.parametrize("where", ["annotations", "labels"])
     @pytest.mark.parametrize("runtime_class", ["", "runc"])
-    def test_the_tenants_own_annotation_decides_nothing(self, runtime_class: str) -> None:
-        """What the tenant writes on its Workspace is the tenant's: it cannot open the gate."""
+    def test_the_tenants_own_annotation_or_label_decides_nothing(
+        self, runtime_class: str, where: str, operation: str
+    ) -> None:
+        """Rule: the override is read from the Namespace's label only, never from the
+        Workspace's own labels or annotations: what the tenant writes on its Workspace is the
+        tenant's, and it cannot open the gate."""
         own = {LABEL_RUNTIME_CLASS_OVERRIDE: "true"}
-        assert gate(runtime_class, annotations=own) is not None
+        if where == "annotations":
+            message = gate(runtime_class, operation=operation, annotations=own)
+        else:
+            message = gate(runtime_class, operation=operation, labels_on_workspace=own)
+        assert message is not None and LABEL_RUNTIME_CLASS_OVERRIDE in message
 
     @pytest.mark.parametrize("operation", ["CREATE", "UPDATE"])
     @pytest.mark.parametrize("runtime_class", ["", "runc", "kata"])

@@ -9,8 +9,8 @@ from aiohttp import web
 from kubernetes_asyncio import client
 
 from tests import stub_http as serving
-from wspin.core.errors import KubeAPIError
-from wspin.core.kinds import CONFIGMAPS, LEASES
+from wspin.core.errors import KubeAPIError, UnsafeName
+from wspin.core.kinds import CONFIGMAPS, LEASES, SECRETS
 from wspin.kube.client import Kube
 
 
@@ -62,3 +62,44 @@ async def test_a_body_that_is_not_json_is_an_api_error_not_a_crash(
     finally:
         await api.close()
         await runner.cleanup()
+
+
+UNSAFE_NAMES = ("x/../llm-relay-hpke-key", "..", ".", "", "a/b", "a%2Fb", "a%2e%2e", "a b", "a?b")
+
+
+@pytest.mark.parametrize("name", UNSAFE_NAMES)
+async def test_every_verb_refuses_a_name_that_is_not_one_path_segment(
+    kube: Kube, namespace: str, name: str
+) -> None:
+    """Rule: no name, namespace or subresource goes into a request path unless it is one path
+    segment (no ``/``, ``..``, ``%``, nothing); an HTTP client normalises ``x/../y`` to ``y``,
+    so the object deleted would be another than the one named. Refused before anything is
+    sent: the decoy at the name the path would reach is untouched."""
+    decoy = await kube.create(SECRETS, {"metadata": {"name": "llm-relay-hpke-key"}}, namespace)
+    calls = [
+        kube.get(SECRETS, name, namespace),
+        kube.get_or_none(SECRETS, name, namespace),
+        kube.delete(SECRETS, name, namespace),
+        kube.patch(SECRETS, name, {"metadata": {"labels": {"a": "b"}}}, namespace),
+        kube.replace(SECRETS, {"metadata": {"name": name, "namespace": namespace}}),
+        kube.create(SECRETS, {"metadata": {"name": name}}, namespace),
+        kube.create(SECRETS, {"metadata": {"generateName": "x-"}}, name or "/"),
+        kube.list(SECRETS, name or "/"),
+        kube.delete_collection(SECRETS, name, labels="a=b"),
+        kube.patch(SECRETS, "ok", {}, namespace, sub=name or "/"),
+    ]
+    for call in calls:
+        with pytest.raises(UnsafeName, match="refusing"):
+            await call
+    with pytest.raises(UnsafeName, match="refusing"):
+        async for _ in kube.watch(SECRETS, name or "/"):
+            pytest.fail("a watch was opened")
+    still = await kube.get(SECRETS, "llm-relay-hpke-key", namespace)
+    assert still["metadata"]["uid"] == decoy["metadata"]["uid"]
+
+
+async def test_a_collection_delete_without_a_selector_is_refused(
+    kube: Kube, namespace: str
+) -> None:
+    with pytest.raises(UnsafeName, match="label selector is empty"):
+        await kube.delete_collection(SECRETS, namespace, labels=" ")

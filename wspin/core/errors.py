@@ -78,6 +78,11 @@ class NamespaceTerminating(Forbidden):
     can only get this answer until the owners' deletion arrives."""
 
 
+class UnsafeName(KubeAPIError):
+    """Refused before sending: a name, namespace or selector that is not what it must be to
+    go into a request (``wspin.kube.client.checked_segment``); nothing was sent."""
+
+
 class Gone(KubeAPIError):
     """410: the watch's resourceVersion was compacted away; re-list."""
 

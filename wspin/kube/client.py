@@ -13,6 +13,8 @@ than with ``json``, and decoding holds the event loop.
 
 from __future__ import annotations
 
+import builtins
+import re
 from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -27,6 +29,7 @@ from wspin.core.errors import (
     KubeAPIError,
     NamespaceTerminating,
     NotFound,
+    UnsafeName,
 )
 from wspin.core.kinds import Resource
 from wspin.core.objects import Obj
@@ -47,6 +50,35 @@ _PATCH_CONTENT_TYPES: dict[PatchType, str] = {
     "strategic": "application/strategic-merge-patch+json",
     "apply": "application/apply-patch+yaml",
 }
+
+
+_SEGMENT = re.compile(r"^[A-Za-z0-9_.:-]{1,253}$")
+"""What a name or namespace may be to go into a request path: one path segment of the
+characters Kubernetes names use (DNS subdomains, plus ``_`` and ``:`` for the RBAC and system
+names), never ``/``, ``%``, ``..``, blanks or nothing. An HTTP client normalises
+``x/../y`` before it sends it, so a name taken from an object a tenant writes could otherwise
+address another object than the one it names."""
+
+
+def checked_segment(value: str, what: str) -> str:
+    """``value`` when it is one safe path segment; ``UnsafeName`` naming ``what`` otherwise."""
+    if not isinstance(value, str) or not _SEGMENT.match(value) or ".." in value or value == ".":
+        raise UnsafeName(
+            f"refusing {what} {value!r}: not a Kubernetes object name (one path segment of "
+            "letters, digits, '-', '.', '_' or ':', without '..', '/' or '%')"
+        )
+    return value
+
+
+def _path(res: Resource, namespace: str | None, name: str | None = None, sub: str = "") -> str:
+    """``res``'s REST path, every variable part checked first (``checked_segment``)."""
+    if namespace and res.namespaced:  # none (or "") is every namespace
+        checked_segment(namespace, f"{res.plural} namespace")
+    if name is not None:
+        checked_segment(name, f"{res.plural} name")
+    if sub:
+        checked_segment(sub, f"{res.plural} subresource")
+    return res.path(namespace, name, sub)
 
 
 def _error_for(status: int, body: Obj | None, what: str) -> KubeAPIError:
@@ -156,7 +188,7 @@ class Kube:
 
     async def get(self, res: Resource, name: str, namespace: str | None = None) -> Obj:
         return await self.request(
-            "GET", res.path(namespace, name), what=f"get {res.plural} {_ref(namespace, name)}"
+            "GET", _path(res, namespace, name), what=f"get {res.plural} {_ref(namespace, name)}"
         )
 
     async def get_or_none(
@@ -188,7 +220,7 @@ class Kube:
             "continue": continue_token,
         }
         return await self.request(
-            "GET", res.path(namespace), query=query, what=f"list {res.plural}"
+            "GET", _path(res, namespace), query=query, what=f"list {res.plural}"
         )
 
     async def list_pages(
@@ -217,10 +249,13 @@ class Kube:
         self, res: Resource, obj: Obj, namespace: str | None = None, *, dry_run: bool = False
     ) -> Obj:
         ns = namespace or obj.get("metadata", {}).get("namespace")
+        name = obj.get("metadata", {}).get("name")
+        if name is not None:  # none: a review, or generateName (the server names it)
+            checked_segment(name, f"{res.plural} name")
         body = {"apiVersion": res.api_version, "kind": res.kind, **obj}
         return await self.request(
             "POST",
-            res.path(ns),
+            _path(res, ns),
             body=body,
             query={"dryRun": "All" if dry_run else None},
             what=f"create {res.plural} {_ref(ns, obj.get('metadata', {}).get('name', ''))}",
@@ -231,7 +266,10 @@ class Kube:
         ns, name = meta.get("namespace"), meta["name"]
         body = {"apiVersion": res.api_version, "kind": res.kind, **obj}
         return await self.request(
-            "PUT", res.path(ns, name, sub), body=body, what=f"update {res.plural} {_ref(ns, name)}"
+            "PUT",
+            _path(res, ns, name, sub),
+            body=body,
+            what=f"update {res.plural} {_ref(ns, name)}",
         )
 
     async def patch(
@@ -247,7 +285,7 @@ class Kube:
     ) -> Obj:
         return await self.request(
             "PATCH",
-            res.path(namespace, name, sub),
+            _path(res, namespace, name, sub),
             body=patch,
             content_type=_PATCH_CONTENT_TYPES[patch_type],
             query={"fieldManager": field_manager},
@@ -276,13 +314,29 @@ class Kube:
         try:
             await self.request(
                 "DELETE",
-                res.path(namespace, name),
+                _path(res, namespace, name),
                 body=body,
                 what=f"delete {res.plural} {_ref(namespace, name)}",
             )
         except NotFound:
             if not missing_ok:
                 raise
+
+    async def delete_collection(
+        self, res: Resource, namespace: str, *, labels: str
+    ) -> builtins.list[Obj]:
+        """Delete every object in ``namespace`` the label selector ``labels`` selects, and only
+        those; the objects deleted. An empty selector is refused: it would select everything."""
+        if not labels.strip():
+            raise UnsafeName(f"refusing to delete every {res.plural}: the label selector is empty")
+        answer = await self.request(
+            "DELETE",
+            _path(res, checked_segment(namespace, f"{res.plural} namespace")),
+            query={"labelSelector": labels},
+            what=f"delete {res.plural} in {namespace} selected by {labels}",
+        )
+        items = answer.get("items")
+        return [item for item in items if isinstance(item, dict)] if isinstance(items, list) else []
 
     async def watch(
         self,
@@ -309,7 +363,13 @@ class Kube:
 
         what = f"watch {res.plural}"
         response = await self._send(
-            "GET", res.path(namespace), query, None, "application/json", timeout_seconds + 30, what
+            "GET",
+            _path(res, namespace),
+            query,
+            None,
+            "application/json",
+            timeout_seconds + 30,
+            what,
         )
         try:
             if response.status != 200:

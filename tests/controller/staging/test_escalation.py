@@ -14,6 +14,7 @@ from controller.staging.desired import (
     DesiredProvider,
     ProviderCredential,
     Staged,
+    recorded,
 )
 from controller.staging.escalation import ESCALATION_ANNOTATION, lineage_intact
 from controller.staging.secrets import MINT_KEY_SECRET
@@ -28,7 +29,7 @@ async def staged_workspace(stage: Stage, name: str = "ws-a", **delivery: str) ->
     stage.providers.bound[name] = two_providers()
     await stage.workspace(name)
     await stage.run(name)
-    revision = (await stage.get(name))["metadata"]["annotations"][STAGED_REVISION]
+    revision = recorded(await stage.get(name))[STAGED_REVISION]
     await stage.set_status(name, secretsDelivery={"relayRevision": revision, **delivery})
     return str(revision)
 
@@ -44,7 +45,7 @@ async def test_corruption_with_intact_lineage_rotates_once_and_reseals(stage: St
     assert envelope.startswith("stg:v1:hpke:hpke-g3:")
     assert stage.router.state.open(envelope)
     ws = await stage.get()
-    assert ws["metadata"]["annotations"][SEALED_GENERATION] == "3"
+    assert recorded(ws)[SEALED_GENERATION] == "3"
     mint = await stage.kube.get(SECRETS, MINT_KEY_SECRET, stage.relay_namespace)
     stamp = parse_time(mint["metadata"]["annotations"][ESCALATION_ANNOTATION])
     assert stamp == stage.clock()
@@ -90,7 +91,7 @@ async def test_a_receipt_the_published_key_does_not_match_is_refused(stage: Stag
     assert stale is not None and stale["reason"] == "StaleWrongPubLineage"
     staged = condition(ws, "CredentialsStaged")
     assert staged is not None and staged["status"] == "False"  # not overwritten by the pass end
-    assert ws["metadata"]["annotations"][SEALED_GENERATION] == "2"
+    assert recorded(ws)[SEALED_GENERATION] == "2"
 
 
 async def test_a_failed_rotate_spends_the_budget_and_warns(stage: Stage) -> None:

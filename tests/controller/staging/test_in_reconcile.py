@@ -12,7 +12,7 @@ from prometheus_client import CollectorRegistry
 
 from controller.settings import ControllerSettings, RuntimeSettings
 from controller.setup import new_manager, setup_controllers
-from controller.staging.desired import ANNOTATIONS
+from controller.staging.desired import LEGACY_ANNOTATIONS, STATUS_FIELD
 from controller.staging.envelopes import REDACTION_GROUP_PREFIX
 from controller.staging.handoff import handoff_name
 from tests.controller.staging.conftest import Stage, condition, make_config, two_providers
@@ -66,7 +66,8 @@ async def test_with_staging_off_nothing_relay_related_appears(
     await active(harness)
     await harness.reconcile()
     ws = await harness.workspace()
-    assert not set(ANNOTATIONS) & set(ws["metadata"].get("annotations") or {})
+    assert not set(LEGACY_ANNOTATIONS) & set(ws["metadata"].get("annotations") or {})
+    assert STATUS_FIELD not in (ws.get("status") or {})
     assert condition(ws, "CredentialsStaged") is None
     assert await stage.handoff_raw("ws1") is None
     relay = (await stage.kube.list(SECRETS, stage.relay_namespace))["items"]

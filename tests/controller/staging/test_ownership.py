@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from controller.staging.conditions import EVENT_NAME_CONFLICT as NAME_CONFLICT
-from controller.staging.desired import ANNOTATIONS, STAGED_FOR
+from controller.staging.desired import LEGACY_ANNOTATIONS, STAGED_FOR, STATUS_FIELD, recorded
 from controller.staging.handoff import handoff_name
 from controller.staging.ownership import (
     LABEL_WORKSPACE_NAMESPACE,
@@ -170,7 +170,7 @@ async def test_the_first_keeps_its_key_and_the_second_reports_name_conflict(
     assert [r for r in a.providers.requests if r[1] == "user-b"] == []
     assert len(await conflict_events(b)) == 1, "one Warning Event per episode"
     ws_b = await b.get(name)
-    assert not set(ANNOTATIONS) & set(ws_b["metadata"].get("annotations") or {})
+    assert recorded(ws_b) == {}
 
     # The owner's own passes go on undisturbed.
     await tenants.run(a)
@@ -223,14 +223,23 @@ async def test_deleting_the_first_spares_the_second_which_then_stages_its_own_ke
 async def test_a_copy_of_the_owners_bookkeeping_neither_deletes_nor_reuses_its_envelopes(
     tenants: Tenants,
 ) -> None:
-    """``kubectl get -o yaml`` of the owner, applied in another namespace, carries the owner's
-    annotations: they must not make the copy revoke, clean up or trust the owner's envelopes."""
+    """An earlier release kept the bookkeeping in annotations, which ``kubectl get -o yaml``
+    of the owner, applied in another namespace, carries along: they must not make the copy
+    revoke, clean up or trust the owner's envelopes."""
     bind(tenants)
     a, b, name = tenants.a, tenants.b, tenants.name
     await tenants.create(a, "user-a")
     await tenants.run(a)
     owner = await a.get(name)
-    copied = {k: v for k, v in owner["metadata"]["annotations"].items() if k in ANNOTATIONS}
+    record = recorded(owner)
+    copied = dict(
+        zip(
+            LEGACY_ANNOTATIONS,
+            (record["sealedGeneration"], record["stagedRevision"], record["providers"]),
+            strict=False,
+        )
+    )
+    copied[LEGACY_ANNOTATIONS[3]] = record[STAGED_FOR]
     before = await envelope_state(a, name, "openai")
 
     await tenants.create(b, "user-b", annotations={**copied})
@@ -247,7 +256,8 @@ async def test_a_copy_of_the_owners_bookkeeping_neither_deletes_nor_reuses_its_e
     ]
     await tenants.run(b)
     ws_b = await b.get(name)
-    assert ws_b["metadata"]["annotations"][STAGED_FOR] == f"{b.namespace}/{ws_b['metadata']['uid']}"
+    assert recorded(ws_b)[STAGED_FOR] == f"{b.namespace}/{ws_b['metadata']['uid']}"
+    assert not set(LEGACY_ANNOTATIONS) & set(ws_b["metadata"].get("annotations") or {})
     _, uid, _ = await envelope_state(b, name, "openai")
     assert uid == ws_b["metadata"]["uid"]
 
@@ -255,15 +265,15 @@ async def test_a_copy_of_the_owners_bookkeeping_neither_deletes_nor_reuses_its_e
 class TestTheOwner:
     @staticmethod
     def claimant(created: str, uid: str, namespace: str, *, staged: bool = False) -> Obj:
-        annotations = {STAGED_FOR: f"{namespace}/{uid}"} if staged else {}
+        record = {STATUS_FIELD: {STAGED_FOR: f"{namespace}/{uid}"}} if staged else {}
         return {
             "metadata": {
                 "name": "ws1",
                 "namespace": namespace,
                 "uid": uid,
                 "creationTimestamp": created,
-                "annotations": annotations,
-            }
+            },
+            "status": record,
         }
 
     def test_the_oldest_owns_the_name(self) -> None:
@@ -293,8 +303,11 @@ class TestTheOwner:
 
     def test_a_staging_mark_copied_from_another_workspace_does_not_count(self) -> None:
         forged = self.claimant("2026-12-01T10:00:00Z", "0000", "team-b")
-        forged["metadata"]["annotations"] = {STAGED_FOR: "team-a/ffff"}
+        forged["status"] = {STATUS_FIELD: {STAGED_FOR: "team-a/ffff"}}
         assert Claimant.of(forged).unstaged
+        annotated = self.claimant("2026-12-01T10:00:00Z", "0000", "team-b")
+        annotated["metadata"]["annotations"] = {LEGACY_ANNOTATIONS[3]: "team-b/0000"}
+        assert Claimant.of(annotated).unstaged, "a tenant's annotation is no staging mark"
 
     def test_a_deleted_owner_hands_the_name_on(self) -> None:
         names = WorkspaceNames()

@@ -12,7 +12,7 @@ from datetime import timedelta
 
 import pytest
 
-from controller.staging.desired import STAGED_REVISION
+from controller.staging.desired import STAGED_REVISION, recorded
 from tests.controller.staging.conftest import (
     COMPAT_KEY,
     OPENAI_KEY,
@@ -74,7 +74,7 @@ async def test_no_key_in_any_form_reaches_a_log_line_event_or_condition(
     stage.providers.bound["ws-a"] = two_providers()
     await stage.workspace()
     await stage.run()
-    revision = (await stage.get())["metadata"]["annotations"][STAGED_REVISION]
+    revision = recorded(await stage.get())[STAGED_REVISION]
     # A pod reporting corruption, a router that echoes the key in its rejections, a failing
     # revocation delete, then cleanup with a failing delete: every error path talks.
     await stage.set_status(

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from controller.staging.desired import STAGED_REVISION
+from controller.staging.desired import STAGED_REVISION, recorded
 from tests.controller.staging.conftest import Stage, condition, two_providers
 from tests.controller.staging.support import events, publish_on_rotate
 
@@ -17,7 +17,7 @@ Obj = dict[str, Any]
 
 
 async def staged_revision(stage: Stage, name: str = "ws-a") -> str:
-    return str((await stage.get(name))["metadata"]["annotations"][STAGED_REVISION])
+    return str(recorded(await stage.get(name))[STAGED_REVISION])
 
 
 async def workspace(stage: Stage, name: str = "ws-a") -> None:

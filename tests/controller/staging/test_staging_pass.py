@@ -12,7 +12,13 @@ from typing import Any
 
 import pytest
 
-from controller.staging.desired import SEALED_GENERATION, STAGED_PROVIDERS, STAGED_REVISION
+from controller.staging.desired import (
+    SEALED_GENERATION,
+    STAGED_PROVIDERS,
+    STAGED_REVISION,
+    STATUS_FIELD,
+    recorded,
+)
 from controller.staging.envelopes import (
     LABEL_PROVIDER_SLUG,
     LABEL_WORKSPACE_ID,
@@ -30,12 +36,14 @@ from tests.controller.staging.conftest import (
     two_providers,
 )
 from tests.kubeapi import KubeServer
+from wspin.core.contract import LABEL_WORKSPACE_UID
 from wspin.core.errors import TransientError
 from wspin.core.kinds import EVENTS, SECRETS, WORKSPACES
 
 
 def annotations_on(ws: dict[str, Any]) -> dict[str, str]:
-    return dict(ws["metadata"].get("annotations") or {})
+    """The bookkeeping as recorded in the Workspace's status."""
+    return recorded(ws)
 
 
 async def events(stage: Stage, reason: str) -> list[dict[str, Any]]:
@@ -245,7 +253,8 @@ class TestRevocation:
         kube_server.fail_next(
             500,
             method="DELETE",
-            path=f"/api/v1/namespaces/{stage.relay_namespace}/secrets/llm-relay-env-ws-a-local",
+            path=f"/api/v1/namespaces/{stage.relay_namespace}/secrets",
+            selecting=f"{LABEL_PROVIDER_SLUG}=local",
         )
 
         report = await stage.run()
@@ -274,7 +283,8 @@ class TestRevocation:
         kube_server.fail_next(
             500,
             method="DELETE",
-            path=f"/api/v1/namespaces/{stage.relay_namespace}/secrets/llm-relay-env-ws-a-local",
+            path=f"/api/v1/namespaces/{stage.relay_namespace}/secrets",
+            selecting=f"{LABEL_PROVIDER_SLUG}=local",
         )
 
         report = await stage.run()
@@ -304,7 +314,8 @@ class TestRevocation:
         )
         await stage.staging.cleanup(await stage.get())
         (event,) = await events(stage, "RelayEnvelopeOrphaned")
-        assert event["type"] == "Warning" and "llm-relay-env-ws-a-openai" in event["message"]
+        uid = (await stage.get())["metadata"]["uid"]
+        assert event["type"] == "Warning" and f"{LABEL_WORKSPACE_UID}={uid}" in event["message"]
 
 
 class TestKeysAndTokens:
@@ -386,7 +397,7 @@ class TestKeysAndTokens:
         stale = condition(await stage.get(), "CredentialStale")
         assert stale is not None and stale["reason"] == "StageFailed"
 
-    async def test_a_wiped_bookkeeping_annotation_restages_once_then_goes_quiet(
+    async def test_a_wiped_bookkeeping_record_restages_once_then_goes_quiet(
         self, stage: Stage, kube_server: KubeServer
     ) -> None:
         stage.providers.bound["ws-a"] = two_providers()
@@ -395,8 +406,9 @@ class TestKeysAndTokens:
         await stage.kube.patch(
             WORKSPACES,
             "ws-a",
-            {"metadata": {"annotations": {STAGED_PROVIDERS: None}}},
+            {"status": {STATUS_FIELD: {STAGED_PROVIDERS: None}}},
             stage.namespace,
+            sub="status",
         )
         await stage.run()
         assert STAGED_PROVIDERS in annotations_on(await stage.get())

@@ -60,9 +60,7 @@ async def test_every_status_field_the_controller_writes_is_in_the_crd(
         stage.providers.bound["ws1"] = two_providers()
         # Active on a pod as the webhook admits it (delivery marker on), at 127.0.0.1.
         agent = await agents.active(owner={"userID": "user-1"})
-        revision = (await harness.workspace())["metadata"]["annotations"][
-            "llmsafespaces.dev/relay-staged-revision"
-        ]
+        revision = (await harness.workspace())["status"]["relayStaging"]["stagedRevision"]
         agent.health = healthy_health(
             relayRevision=revision, relay={"degradedReason": "scope_violation"}
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import yaml
 
 from controller.toolkit.conditions import (
@@ -79,3 +80,17 @@ def test_a_long_message_is_cut_where_the_crds_still_take_it() -> None:
             assert message.get("maxLength", MESSAGE_LIMIT) >= MESSAGE_LIMIT, crd.name
             checked.append(crd.name)
     assert "workspaces.llmsafespaces.dev.yaml" in checked
+
+
+@pytest.mark.parametrize("inside", [4, 10, 16, 24])
+def test_url_credentials_are_stripped_before_the_message_is_cut(inside: int) -> None:
+    """Rule: a condition message loses a URL's user and password BEFORE it is cut to
+    MESSAGE_LIMIT; cut first, ``https://user:h…`` no longer looks like a URL with credentials
+    and the part of the password before the cut reaches the status."""
+    url = "https://deploy-user:hunter2-secret@git.example.com/repo.git"
+    cut_at = MESSAGE_LIMIT - 1
+    prefix = "package source failed: " + "x" * (cut_at - 23 - len("https://deploy-user:") - inside)
+    built = condition("Ready", False, "PackagesFailed", prefix + url + " and more" * 50)
+    assert len(built["message"]) == MESSAGE_LIMIT
+    for piece in ("dep", "hun"):  # no part of the user or the password, however cut
+        assert piece not in built["message"], built["message"][-40:]

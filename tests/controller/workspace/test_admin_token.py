@@ -19,6 +19,7 @@ from aiohttp import web
 
 from controller.workspace.containers import ADMIN_TOKEN_FILE, ADMIN_TOKEN_FILE_ENV
 from controller.workspace.credentials import ADMIN_TOKEN, AGENTD_PASSWORD, desired_password_secret
+from controller.workspace.pod import desired_pod
 from tests import stub_http as serving
 from tests.controller.workspace.factories import credentials
 from tests.controller.workspace.pod_cases import CASES, TESTDATA, load
@@ -57,13 +58,15 @@ async def agentd() -> AsyncIterator[tuple[StubAgentd, str]]:
 
 
 def golden_pods() -> list[tuple[str, Obj, Obj]]:
-    """(case/stage, Workspace, golden pod) for every golden pod and injected pod."""
+    """(case/stage, Workspace, pod) for every golden pod and injected pod, and every pod as
+    ``desired_pod`` builds it now: a refreshed golden must not be what makes these pass."""
     found = []
     for case in CASES:
-        ws, _ = load(case)
+        ws, settings = load(case)
         for stage in ("pod", "injected"):
             pod = yaml.safe_load((TESTDATA / f"{case}.yaml.{stage}").read_text())
             found.append((f"{case}.{stage}", ws, pod))
+        found.append((f"{case}.built", ws, desired_pod(ws, settings, credentials=credentials(ws))))
     return found
 
 
@@ -138,6 +141,10 @@ async def test_every_probe_of_every_golden_pod_passes_against_agentd(
 def test_no_uid_1000_container_holds_the_token_in_env_or_a_volume(
     case: str, ws: Obj, pod: Obj
 ) -> None:
+    """Rule: no container running as uid 1000 (tenant code's uid) is given the admin token as
+    env, and only ``platform-init`` mounts the password Secret; in sidecar mode the token is
+    not even projected there. Checked on the pods ``desired_pod`` builds now (``.built``), not
+    only on stored goldens."""
     token = credentials(ws).admin_token
     sidecar = any(c["name"] == "agentd" for c in containers(pod))
     for container in containers(pod):

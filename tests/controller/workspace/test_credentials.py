@@ -18,14 +18,19 @@ import pytest
 from controller.workspace import ownership
 from controller.workspace.credentials import (
     ANNOTATION_CREDENTIALS_KEY,
+    ANNOTATION_CREDENTIALS_ROTATION,
     KEYS,
+    STATUS_ROTATION,
     desired_password_secret,
     pod_credentials,
 )
+from controller.workspace.outcome import Outcome
 from controller.workspace.pod import desired_pod
+from controller.workspace.status import next_status
 from tests.controller.workspace.conftest import SETTINGS, Harness
 from tests.controller.workspace.factories import TEST_KEYS, credentials, workspace
 from tests.kubeapi import KubeServer
+from tests.support.clock import START
 from wspin.core.kinds import EVENTS, PODS, SECRETS, WORKSPACES
 
 Obj = dict[str, Any]
@@ -215,3 +220,89 @@ def test_a_foreign_bearer_of_any_characters_is_refused_not_crashed_on() -> None:
     assert pod_credentials(pod, ws, TEST_KEYS) == "the pod's probes do not carry its admin token"
     del pod["spec"]["containers"][0]["readinessProbe"]
     assert isinstance(pod_credentials(pod, ws, TEST_KEYS), str)
+
+
+def bearer(pod: Obj) -> str:
+    """The admin token the pod's readiness probe carries."""
+    (container,) = [c for c in pod["spec"]["containers"] if c["name"] == "workspace"]
+    headers = container["readinessProbe"]["httpGet"]["httpHeaders"]
+    return str(next(h["value"] for h in headers if h["name"] == "Authorization"))
+
+
+class TestAdminTokenRotation:
+    """Rule: agentd's admin token is derived from the key, the uid and a rotation every
+    recycle advances and the status keeps (never down): once read, it is valid only until
+    the next recycle, never for the Workspace's whole life, and never valid again."""
+
+    def test_a_recycle_rotates_the_token_and_setting_it_back_revives_nothing(self) -> None:
+        ws = workspace()
+        first = credentials(ws)
+        bumped = credentials(workspace(restartGeneration=1))
+        assert bumped.admin_token != first.admin_token
+        assert (bumped.password, bumped.agentd_password) == (first.password, first.agentd_password)
+        back = workspace(restartGeneration=0)
+        back["status"] = {STATUS_ROTATION: 1}
+        assert credentials(back).admin_token == bumped.admin_token, "a rotated token came back"
+        other_key = credentials(workspace(restartGeneration=1), "t0")
+        assert other_key.admin_token not in (first.admin_token, bumped.admin_token)
+
+    def test_the_status_keeps_the_highest_rotation_built(self) -> None:
+        ws = workspace(restartGeneration=1)
+        ws["status"] = {STATUS_ROTATION: 3}
+        outcome = Outcome("Pending", restart_generation=1)
+        new = next_status(ws["status"], outcome, ws, START)
+        assert new[STATUS_ROTATION] == 3
+
+    def test_a_pod_vouches_for_the_rotation_it_was_built_with(self) -> None:
+        ws = workspace(restartGeneration=2)
+        pod = desired_pod(ws, SETTINGS, credentials=credentials(ws))
+        assert pod["metadata"]["annotations"][ANNOTATION_CREDENTIALS_ROTATION] == "2"
+        assert pod_credentials(pod, ws, TEST_KEYS) == credentials(ws)
+        pod["metadata"]["annotations"][ANNOTATION_CREDENTIALS_ROTATION] = "1"  # edited
+        assert isinstance(pod_credentials(pod, ws, TEST_KEYS), str)
+
+    async def test_a_recycle_replaces_the_token_in_the_pod_and_the_secret(
+        self, harness: Harness
+    ) -> None:
+        await harness.apply()
+        await harness.reconcile()
+        first = await harness.kube.get(PODS, await harness.pod_name(), harness.namespace)
+        old_token = decoded(await harness.kube.get(SECRETS, SECRET, harness.namespace))[
+            "admin-token"
+        ]
+        assert bearer(first) == f"Bearer {old_token}"
+        await harness.kube.patch(
+            WORKSPACES, "ws1", {"spec": {"restartGeneration": 1}}, harness.namespace
+        )
+        pod = None
+        for _ in range(100):
+            await harness.settle()
+            await harness.reconcile()
+            pod = await harness.kube.get_or_none(PODS, await harness.pod_name(), harness.namespace)
+            if pod and pod["metadata"]["uid"] != first["metadata"]["uid"]:
+                break
+        assert pod is not None and pod["metadata"]["uid"] != first["metadata"]["uid"]
+        new_token = decoded(await harness.kube.get(SECRETS, SECRET, harness.namespace))[
+            "admin-token"
+        ]
+        assert new_token != old_token
+        assert bearer(pod) == f"Bearer {new_token}"
+        assert old_token not in str(pod)
+        await harness.reconcile()
+        assert (await harness.workspace())["status"][STATUS_ROTATION] == 1
+
+
+def test_a_workspace_recreated_under_the_same_name_gets_new_credentials() -> None:
+    """Rule: every value is derived from the Workspace's uid, never its namespace and name: a
+    Workspace deleted and created again under the same name (a new uid) must not inherit its
+    predecessor's password, admin token or sidecar password."""
+    first = workspace()
+    again = workspace()
+    again["metadata"]["uid"] = "f" * 8 + first["metadata"]["uid"][8:]
+    assert again["metadata"]["uid"] != first["metadata"]["uid"]
+    before, after = credentials(first).values(), credentials(again).values()
+    for key in KEYS:
+        assert before[key] != after[key], key
+    elsewhere = workspace()
+    elsewhere["metadata"]["namespace"] = "another-team"
+    assert credentials(elsewhere).values() == before, "the uid alone decides"

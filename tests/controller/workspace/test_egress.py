@@ -7,7 +7,7 @@ from typing import Any
 import kubernetes_validate
 import pytest
 
-from controller.egress_settings import EgressSettings
+from controller.egress_settings import EgressSettings, egress_settings_from
 from controller.workspace.egress import (
     CILIUM_NETWORK_POLICIES,
     MAX_DOMAINS,
@@ -17,6 +17,8 @@ from controller.workspace.egress import (
     desired_egress_policy,
     next_resolution,
 )
+from tests.support.netpol import Destination, egress_allowed
+from wspin.core.errors import ConfigError
 
 
 def workspace(*domains: Any) -> dict[str, Any]:
@@ -139,3 +141,99 @@ class TestBounds:
         assert next_resolution(domains, {"pypi.org": Resolution(("1.1.1.1",), 0)}) == 5.0
         assert next_resolution(domains, {"pypi.org": Resolution(("1.1.1.1",), 86400)}) == 300.0
         assert next_resolution([], RESOLVED) is None
+
+
+KUBE_SYSTEM = {"kubernetes.io/metadata.name": "kube-system"}
+KUBE_DNS = Destination("10.96.0.10", "kube-system", KUBE_SYSTEM, {"k8s-app": "kube-dns"})
+
+
+def rendered(*domains: Any, settings: EgressSettings = DENY) -> dict[str, Any]:
+    plan = desired_egress_policy(workspace(*domains), RESOLVED, settings, cilium=False)
+    assert plan.policy is not None
+    return plan.policy
+
+
+class TestDnsGoesOnlyToTheClustersDns:
+    """Rule: in networkpolicy mode port 53 is open to the cluster's DNS pods (and a node-local
+    cache the operator names) only, as in the Cilium variant; a DNS rule without ``to`` opened
+    port 53 on every address, a way out of a default-deny workspace."""
+
+    @pytest.mark.parametrize("protocol", ["UDP", "TCP"])
+    @pytest.mark.parametrize("domains", [(), ("pypi.org",)])
+    def test_dns_to_a_foreign_address_is_not_allowed(
+        self, protocol: str, domains: tuple[str, ...]
+    ) -> None:
+        policy = rendered(*domains)
+        assert egress_allowed(policy, KUBE_DNS, 53, protocol)
+        for foreign in ("203.0.113.53", "8.8.8.8", "151.101.0.223", "2001:db8::53"):
+            assert not egress_allowed(policy, Destination(foreign), 53, protocol), foreign
+
+    def test_dns_to_other_pods_is_not_allowed(self) -> None:
+        policy = rendered()
+        own = {"kubernetes.io/metadata.name": "team-a"}
+        for pod in (
+            Destination("10.1.0.7", "kube-system", KUBE_SYSTEM, {"k8s-app": "metrics-server"}),
+            Destination("10.1.0.8", "team-a", own, {"k8s-app": "kube-dns"}),  # the tenant's own
+        ):
+            assert not egress_allowed(policy, pod, 53, "UDP"), pod
+
+    def test_the_operator_names_the_dns_pods_and_a_node_local_cache(self) -> None:
+        settings = egress_settings_from(
+            mode="networkpolicy",
+            default="deny",
+            namespaces="",
+            allowed_cidrs="",
+            cluster_cidrs="",
+            ports="443",
+            dns_namespace="dns-system",
+            dns_pod_labels="app.kubernetes.io/name=coredns,tier=dns",
+            dns_addresses="169.254.20.10/32",
+        )
+        policy = rendered(settings=settings)
+        coredns = Destination(
+            "10.2.0.5",
+            "dns-system",
+            {"kubernetes.io/metadata.name": "dns-system"},
+            {"app.kubernetes.io/name": "coredns", "tier": "dns"},
+        )
+        assert egress_allowed(policy, coredns, 53, "UDP")
+        assert egress_allowed(policy, Destination("169.254.20.10"), 53, "UDP")
+        assert not egress_allowed(policy, Destination("169.254.169.254"), 53, "UDP")
+        assert not egress_allowed(policy, KUBE_DNS, 53, "UDP")  # no longer the DNS named
+        assert not egress_allowed(policy, Destination("169.254.20.10"), 80, "TCP")
+
+    def test_the_cilium_variant_names_the_same_pods(self) -> None:
+        plan = desired_egress_policy(workspace("pypi.org"), {}, DENY, cilium=True)
+        assert plan.policy is not None
+        dns = plan.policy["spec"]["egress"][0]
+        assert dns["toEndpoints"] == [
+            {
+                "matchLabels": {
+                    "k8s:io.kubernetes.pod.namespace": "kube-system",
+                    "k8s:k8s-app": "kube-dns",
+                }
+            }
+        ]
+
+    @pytest.mark.parametrize(
+        ("flag", "value"),
+        [
+            ("dns_namespace", "Kube_System"),
+            ("dns_pod_labels", "k8s-app"),
+            ("dns_pod_labels", ""),
+            ("dns_pod_labels", "bad key=x"),
+            ("dns_addresses", "node-local"),
+        ],
+    )
+    def test_a_bad_dns_setting_names_its_flag(self, flag: str, value: str) -> None:
+        with pytest.raises(ConfigError) as refused:
+            egress_settings_from(
+                mode="networkpolicy",
+                default="deny",
+                namespaces="",
+                allowed_cidrs="",
+                cluster_cidrs="",
+                ports="443",
+                **{flag: value},
+            )
+        assert "--workspace-egress-dns-" in str(refused.value)

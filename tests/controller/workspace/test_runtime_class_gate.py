@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 from tests.controller.workspace.conftest import Harness
 from wspin.core.kinds import PODS, WORKSPACES
 from wspin.core.tenancy import LABEL_RUNTIME_CLASS_OVERRIDE, RUNTIME_CLASSES_FLAG
@@ -32,17 +34,26 @@ async def test_an_override_the_platform_did_not_allow_builds_no_pod(harness: Har
     assert await runtime_class_of_pod(harness) == "runc"
 
 
-async def test_the_tenants_own_annotation_opens_nothing(harness: Harness) -> None:
+@pytest.mark.parametrize("where", ["annotations", "labels"])
+async def test_the_tenants_own_annotation_or_label_opens_nothing(
+    harness: Harness, where: str
+) -> None:
+    """Rule: the controller's gate reads the override from the Namespace's label only, never
+    from the Workspace's own labels or annotations, which its tenant writes."""
     await harness.apply(runtimeClass="")
     await harness.kube.patch(
         WORKSPACES,
         "ws1",
-        {"metadata": {"annotations": {LABEL_RUNTIME_CLASS_OVERRIDE: "true"}}},
+        {"metadata": {where: {LABEL_RUNTIME_CLASS_OVERRIDE: "true"}}},
         harness.namespace,
     )
     await harness.settle()
     await harness.reconcile()
-    assert (await harness.workspace())["status"]["phase"] == "Failed"
+    ws = await harness.workspace()
+    assert ws["metadata"][where][LABEL_RUNTIME_CLASS_OVERRIDE] == "true"
+    assert ws["status"]["phase"] == "Failed"
+    assert LABEL_RUNTIME_CLASS_OVERRIDE in ws["status"]["message"]
+    assert await harness.kube.get_or_none(PODS, await harness.pod_name(), harness.namespace) is None
 
 
 async def test_an_allow_listed_class_runs_in_any_namespace(harness: Harness) -> None:
