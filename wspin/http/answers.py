@@ -15,6 +15,7 @@ REASONS: Final = {
     400: "Bad Request",
     404: "Not Found",
     405: "Method Not Allowed",
+    411: "Length Required",
     413: "Content Too Large",
     415: "Unsupported Media Type",
     417: "Expectation Failed",

@@ -2,6 +2,15 @@
 each part arrives (head size, Host, Content-Length, the body's size and the body budget,
 ``Expect``), and each whole request handed on to be answered in order.
 
+A body comes framed by its Content-Length only: a request with ``Transfer-Encoding`` is
+answered 411 Length Required (RFC 9112 §6.3 lets a server require the length; the API server
+and every probe send it, or no body). So no chunk or trailer is ever parsed: llhttp hands
+trailer fields to the same callback as headers, after the head limit has stopped counting.
+
+A body's progress is judged by its recent rate: each byte pays for ``1/min_body_rate``
+seconds, with at most ``RATE_WINDOW`` in hand (``behind``), so a burst followed by a trickle
+falls behind within the window while a body that moves never does.
+
 ``Parsing`` is the half of ``wspin.http.connection.Connection`` that llhttp calls back; the
 other half (transport, TLS, flow control, answers, closing) is the connection itself.
 """
@@ -15,7 +24,13 @@ from typing import TYPE_CHECKING, cast
 import httptools
 
 from wspin.http.answers import CONTINUE, parser_problem
-from wspin.http.limits import BODY_STALL, ConnectionLimits
+from wspin.http.limits import (
+    BODY_STALL,
+    RATE_WINDOW,
+    SMALL_BODY_BYTES,
+    SMALL_BODY_SHARE,
+    ConnectionLimits,
+)
 from wspin.http.messages import Request
 
 if TYPE_CHECKING:
@@ -25,6 +40,7 @@ if TYPE_CHECKING:
 HANDSHAKE, IDLE, HEAD, BODY, LINGER, CLOSING = range(6)
 """A connection's phase: which deadline applies. The first four wait on the client's next
 bytes; the server may close those to admit a new connection at its cap."""
+PHASE_NAMES = ("handshake", "idle", "header", "body", "linger", "closing")
 
 Queued = tuple[Request, bool, bool]
 """A request waiting for its answer: (request, keep the connection, HTTP/1.0)."""
@@ -76,12 +92,14 @@ class Parsing:
         self._content_encoding: bytes | None = None
         self._expect: bytes | None = None
         self._hosts = 0
+        self._chunked = False
         self._declared = 0
         """The Content-Length of the request being parsed (0 when absent)."""
         self._body: list[bytes] = []
         self.body_bytes = 0
         self.body_started = 0.0
-        self.body_last = 0.0
+        self.paid_until = 0.0
+        """The time up to which the body's bytes, at ``min_body_rate``, pay for its wait."""
 
     def _feed(self, data: bytes | memoryview) -> None:
         self._turn = 0
@@ -121,6 +139,7 @@ class Parsing:
         self._content_encoding = None
         self._expect = None
         self._hosts = 0
+        self._chunked = False
         self._declared = 0
 
     def on_url(self, url: bytes) -> None:
@@ -143,15 +162,20 @@ class Parsing:
                 raise Stop
         elif lowered == b"expect":
             self._expect = value.strip().lower()
+        elif lowered == b"transfer-encoding":
+            self._chunked = True
 
     def on_headers_complete(self) -> None:
         server = self._server
         self.phase = BODY
         now = self._loop.time()
         self.deadline = now + self._limits.body_timeout
-        self.body_started = self.body_last = now
-        server.stop_waiting(self._connection)
+        self.body_started = self.paid_until = now
+        server.receiving(self._connection)
         parser = self._parser
+        if self._chunked:
+            self._refuse(411, "send the body with a Content-Length; Transfer-Encoding is refused")
+            raise Stop
         if self._hosts != 1 and parser.get_http_version() == "1.1":
             # RFC 9112 §3.2: exactly one Host in an HTTP/1.1 request, else 400.
             self._refuse(400, f"an HTTP/1.1 request needs one Host header, got {self._hosts}")
@@ -172,42 +196,52 @@ class Parsing:
         if path not in server.routes:
             self._refuse(404, f"no endpoint at {path[:80]!r}")
             raise Stop
-        budget = self._limits.max_buffered_body_bytes
-        if server.buffered + self._declared > budget and not server.make_room(
-            self._declared, self._connection
+        room = self._room(self._declared)
+        if server.buffered + self._declared > room and not server.make_room(
+            self._declared, room, self._connection
         ):
             self._refuse(503, "too many request bodies in flight; retry")
             raise Stop
         if not self._backlog and self.transport is not None:
             self._send(CONTINUE)
 
+    def _room(self, held: int) -> int:
+        """The body budget a body of ``held`` bytes may fill: all of it for a small body, all
+        but the share kept for small ones for a larger body."""
+        budget = self._limits.max_buffered_body_bytes
+        return budget if held <= SMALL_BODY_BYTES else budget - budget // SMALL_BODY_SHARE
+
     def on_body(self, chunk: bytes) -> None:
         size = len(chunk)
         limits = self._limits
         server = self._server
-        if self.body_bytes + size > limits.max_body_bytes:
+        held = self.body_bytes + size
+        if held > limits.max_body_bytes:
             self._refuse(413, f"body exceeds {limits.max_body_bytes} bytes")
             raise Stop
-        if server.buffered + size > limits.max_buffered_body_bytes and not server.make_room(
-            size, self._connection
-        ):
-            self._refuse(503, "too many request bodies in flight; retry")
-            raise Stop
-        if not self.body_bytes:
-            server.bodies.add(self._connection)
+        if server.buffered + size > limits.max_buffered_body_bytes or held > SMALL_BODY_BYTES:
+            room = self._room(held)
+            if server.buffered + size > room and not server.make_room(size, room, self._connection):
+                self._refuse(503, "too many request bodies in flight; retry")
+                raise Stop
         self._body.append(chunk)
-        self.body_bytes += size
-        self.body_last = self._loop.time()
+        self.body_bytes = held
         server.buffered += size
+        now = self._loop.time()
+        self.paid_until = min(
+            max(self.paid_until, now - RATE_WINDOW) + size / limits.min_body_rate,
+            now + RATE_WINDOW,
+        )
+
+    def behind(self, now: float) -> bool:
+        """A body in progress whose bytes, at ``min_body_rate``, do not pay for the time since
+        its headers, counting at most ``RATE_WINDOW`` of bytes sent earlier."""
+        return self.phase == BODY and not self.closing and self.paid_until < now
 
     def stalled(self, now: float) -> bool:
-        """A body in progress that sent nothing for ``BODY_STALL``, or less than the minimum rate
-        on average since its headers."""
-        if self.phase != BODY or self.closing or now - self.body_started < BODY_STALL:
-            return False
-        if now - self.body_last >= BODY_STALL:
-            return True
-        return self.body_bytes / (now - self.body_started) < self._limits.min_body_rate
+        """Behind the rate, and past the ``BODY_STALL`` every body is given: one the body
+        budget sheds."""
+        return self.behind(now) and now - self.body_started >= BODY_STALL
 
     def on_message_complete(self) -> None:
         self._completed += 1
@@ -228,10 +262,12 @@ class Parsing:
         http10 = parser.get_http_version() == "1.0"
         self.phase = IDLE
         self.deadline = self._loop.time() + self._limits.idle_timeout
-        self._server.wait(self._connection)
         if self._backlog or self._writing_paused or self._turn >= self._limits.max_pipelined:
+            # Waits on the server, not the client: it joins the waiting connections when its
+            # backlog is answered (``_next_turn``).
             self._backlog.append((request, keep_alive, http10))
         else:
+            self._server.wait(self._connection)
             self._answer(request, keep_alive, http10)
         if not keep_alive or self.closing:
             raise Stop  # what follows is not a request on this connection
