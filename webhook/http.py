@@ -46,9 +46,13 @@ class BadRequest(Exception):
 
 
 def _reject(
-    metrics: AdmissionMetrics, webhook: str, bad: BadRequest, started: float, quiet: bool
+    record: Callable[[str, float], None],
+    webhook: str,
+    bad: BadRequest,
+    started: float,
+    quiet: bool,
 ) -> Reply:
-    metrics.record(webhook, "invalid", time.perf_counter() - started)
+    record("invalid", time.perf_counter() - started)
     if not quiet:
         log.warning(
             "rejected admission request",
@@ -147,12 +151,14 @@ def admission_endpoint(webhook: str, policy: Policy, metrics: AdmissionMetrics) 
     """An endpoint answering AdmissionReviews with ``policy``; one log line and one
     ``metrics`` record each."""
 
+    record = metrics.recorder(webhook)
+
     def handle(request: Request) -> Reply:
         started = time.perf_counter()
         try:
             inner = read_review(request)
         except BadRequest as bad:
-            return _reject(metrics, webhook, bad, started, request.quiet)
+            return _reject(record, webhook, bad, started, request.quiet)
         try:
             decision = policy(inner)
         except Exception:  # a policy bug must still answer, never a 500 or a dropped socket
@@ -169,7 +175,7 @@ def admission_endpoint(webhook: str, policy: Policy, metrics: AdmissionMetrics) 
             decision = Decision(responses.denied(inner["uid"], message, 400), "denied", message)
             body = orjson.dumps(responses.review(decision.response))
         elapsed = time.perf_counter() - started
-        metrics.record(webhook, decision.outcome, elapsed)
+        record(decision.outcome, elapsed)
         if decision.outcome == "patched" and decision.injection is not None:
             metrics.injected(decision.injection.artifacts)
         if request.quiet:

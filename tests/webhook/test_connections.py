@@ -375,6 +375,49 @@ async def test_never_ending_trailers_are_refused_from_the_head(tmp_path: Path) -
         await recovers(webhook, idle)
 
 
+async def test_bodies_that_trickle_after_a_burst_are_shed_for_reviews(tmp_path: Path) -> None:
+    """32 connections each send 2 MiB of a 3 MiB body at once, then a byte every 0.3 s, and
+    reconnect when shed or refused: more than the default body budget. Reviews fit in the
+    share kept for small bodies, and a review of a large pod (past that share) sheds a
+    trickling body once its recent rate has fallen behind."""
+    async with webhook_process(tmp_path, "--body-timeout", "30") as webhook:
+        idle = webhook.rss()
+        burst = 2 * 1024 * 1024
+        attacking = True
+        bursts = 0
+
+        async def trickle() -> None:
+            nonlocal bursts
+            while attacking:
+                reader, writer = await webhook.server.connect()
+                writer.write(body_head(3 * 1024 * 1024) + b" " * burst)
+                bursts += 1
+                with contextlib.suppress(ConnectionError, ssl.SSLError, TimeoutError):
+                    while attacking and not reader.at_eof():
+                        await asyncio.wait_for(writer.drain(), 5)
+                        with contextlib.suppress(TimeoutError):
+                            if await asyncio.wait_for(reader.read(65536), 0.3):
+                                break  # refused or shed: its answer came
+                        writer.write(b" ")
+                writer.transport.abort()
+
+        attackers = [asyncio.ensure_future(trickle()) for _ in range(32)]
+        await until(lambda: bursts >= 32)
+        for _ in range(3):
+            await holds_up(webhook)
+        large = REVIEW + b" " * (256 * 1024)
+        started = time.monotonic()
+        reader, writer = await webhook.server.connect()
+        writer.write(request_bytes(large))
+        assert (await read_answer(reader)).status == 200
+        assert time.monotonic() - started < ANSWER_WITHIN
+        writer.close()
+        assert await webhook.refusals("stalled-body") >= 1
+        attacking = False
+        await asyncio.gather(*attackers)
+        await recovers(webhook, idle)
+
+
 def absurd_pod_review(mounts: int) -> bytes:
     """A workspace pod whose containers carry ``mounts`` copies of the agentd mount: each
     would be a removal in the patch, an answer far larger than the gzip-compressed request."""

@@ -68,6 +68,7 @@ class Connection(Parsing, asyncio.BufferedProtocol):
         self, server: HttpServer, loop: asyncio.AbstractEventLoop, tls: ssl.SSLContext | None
     ) -> None:
         self._server = server
+        self._as_connection = self
         self._loop = loop
         self._limits = server.limits
         self._parser = httptools.HttpRequestParser(self)
@@ -125,6 +126,7 @@ class Connection(Parsing, asyncio.BufferedProtocol):
         # when it closes rather than at the next (rare, see the webhook's GC tuning)
         # collection of cycles.
         self._parser = _CLOSED_PARSER
+        del self._as_connection  # the same cycle, through itself
         self._server.forget(self)
 
     @property
@@ -356,7 +358,8 @@ class Connection(Parsing, asyncio.BufferedProtocol):
         if transport is None or transport.is_closing():
             return
         transport.write(data if self._tls is None else self._tls.send(data))
-        self._server.account(self)
+        if transport.get_write_buffer_size() != self.queued:
+            self._server.account(self)
 
     def _flush_tls(self) -> None:
         assert self._tls is not None
@@ -382,5 +385,6 @@ class Connection(Parsing, asyncio.BufferedProtocol):
         server.bodies.pop(self, None)
         if self.body_bytes:
             server.buffered -= self.body_bytes
+            server.released_since_trim += self.body_bytes
             self.body_bytes = 0
         self._body = []

@@ -18,7 +18,8 @@ the bound of ``ConnectionLimits`` and, at the bound, a rule for who gives way:
 - deadlines: a sweep, a few times per shortest deadline, ends each connection past its own.
 
 Refusals are counted by kind and logged at most once per kind per ten seconds. Once a hundred
-connections have closed, the sweep gives the memory they freed back to the system
+connections have closed, or 16 MiB of request bodies been let go, the sweep gives the memory
+they freed back to the system
 (``wspin.http.memory``), so a process returns to its idle size after a flood.
 
 Shutdown (``shutdown()``): stop accepting; close idle connections at once; answer requests
@@ -49,6 +50,9 @@ ACCEPT_BACKLOG = 1024
 """Connections the kernel queues before accept."""
 TRIM_AFTER_CLOSES = 100
 """Connections closed since memory was last given back that make it worth doing again."""
+TRIM_AFTER_BODY_BYTES = 16 * 1024 * 1024
+"""Request body bytes let go since memory was last given back that make it worth doing again:
+a few dozen large bodies are held in pieces of a read each, which the C heap keeps."""
 TRIM_INTERVAL = 5.0
 """Seconds between two returns of freed memory to the system, at most."""
 _ABORTED_GONE = 1.0
@@ -91,6 +95,8 @@ class HttpServer:
         self._sweeper: asyncio.Task[None] | None = None
         self._gone = asyncio.Event()
         self._closed_since_trim = 0
+        self.released_since_trim = 0
+        """Request body bytes let go since memory was last given back."""
         self._trimmed_at = 0.0
 
     async def start(self, host: str, port: int) -> int:
@@ -261,10 +267,12 @@ class HttpServer:
                 total += connection.queued
             self.queued_output = total
             self.refusals.flush()
-            if self._closed_since_trim >= TRIM_AFTER_CLOSES and now - self._trimmed_at > (
-                TRIM_INTERVAL
-            ):
+            if (
+                self._closed_since_trim >= TRIM_AFTER_CLOSES
+                or self.released_since_trim >= TRIM_AFTER_BODY_BYTES
+            ) and now - self._trimmed_at > TRIM_INTERVAL:
                 self._closed_since_trim = 0
+                self.released_since_trim = 0
                 self._trimmed_at = now
                 release_freed_memory()
 
