@@ -376,8 +376,8 @@ async def test_never_ending_trailers_are_refused_from_the_head(tmp_path: Path) -
 
 
 async def test_bodies_that_trickle_after_a_burst_are_shed_for_reviews(tmp_path: Path) -> None:
-    """32 connections each send 2 MiB of a 3 MiB body at once, then a byte every 0.3 s, and
-    reconnect when shed or refused: more than the default body budget. Reviews fit in the
+    """40 connections each send 2 MiB of a 3 MiB body at once, then a byte every 0.3 s, and
+    reconnect when shed or refused: more than the default 64 MiB body budget. Reviews fit in the
     share kept for small bodies, and a review of a large pod (past that share) sheds a
     trickling body once its recent rate has fallen behind."""
     async with webhook_process(tmp_path, "--body-timeout", "30") as webhook:
@@ -401,8 +401,8 @@ async def test_bodies_that_trickle_after_a_burst_are_shed_for_reviews(tmp_path: 
                         writer.write(b" ")
                 writer.transport.abort()
 
-        attackers = [asyncio.ensure_future(trickle()) for _ in range(32)]
-        await until(lambda: bursts >= 32)
+        attackers = [asyncio.ensure_future(trickle()) for _ in range(40)]
+        await until(lambda: bursts >= 40)
         for _ in range(3):
             await holds_up(webhook)
         large = REVIEW + b" " * (256 * 1024)
