@@ -39,7 +39,8 @@ if TYPE_CHECKING:
 
 HANDSHAKE, IDLE, HEAD, BODY, LINGER, CLOSING = range(6)
 """A connection's phase: which deadline applies. The first four wait on the client's next
-bytes; the server may close those to admit a new connection at its cap."""
+bytes; at its cap the server may close one of the first three, or one in BODY behind the
+minimum rate, to admit a new connection (never one with a request to answer)."""
 PHASE_NAMES = ("handshake", "idle", "header", "body", "linger", "closing")
 
 _HOST, _CONTENT_TYPE, _CONTENT_ENCODING, _CONTENT_LENGTH, _EXPECT, _TRANSFER_ENCODING = range(6)
