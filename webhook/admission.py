@@ -31,9 +31,9 @@ class Decision:
     injection: Injection | None = None
 
 
-def _cut(text: str, limit: int = 253) -> str:
-    """A caller-supplied string for a message, at most ``limit`` characters (a name's limit)."""
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+def _cut_name(text: str) -> str:
+    """A caller-supplied name for a message: at most 253 characters (a name's limit)."""
+    return responses.cut(text, 253)
 
 
 def _name(request: dict[str, Any]) -> str:
@@ -43,15 +43,15 @@ def _name(request: dict[str, Any]) -> str:
     """
     name = request.get("name")
     if isinstance(name, str) and name:
-        return _cut(name)
+        return _cut_name(name)
     pod = request.get("object")
     metadata = pod.get("metadata") if isinstance(pod, dict) else None
     if not isinstance(metadata, dict):
         return "<unnamed>"
     name, prefix = metadata.get("name"), metadata.get("generateName")
     if isinstance(name, str) and name:
-        return _cut(name)
-    return _cut(f"{prefix if isinstance(prefix, str) else ''}<generated>")
+        return _cut_name(name)
+    return _cut_name(f"{prefix if isinstance(prefix, str) else ''}<generated>")
 
 
 def review_pod(request: dict[str, Any], cfg: InjectConfig) -> Decision:
@@ -59,7 +59,7 @@ def review_pod(request: dict[str, Any], cfg: InjectConfig) -> Decision:
     uid = str(request.get("uid", ""))
     operation = request.get("operation")
     if operation != "CREATE":
-        shown_op = _cut(operation, 16) if isinstance(operation, str) else "operation"
+        shown_op = responses.cut(operation, 16) if isinstance(operation, str) else "operation"
         message = f"{shown_op} of pod {_name(request)}: delivery is injected on CREATE only"
         return Decision(responses.allowed(uid, message), "allowed", message)
     pod = request.get("object")

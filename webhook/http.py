@@ -29,6 +29,9 @@ log = logging.getLogger("wspin.webhook")
 
 # The server refuses a larger body before it arrives; the same bound applies once decompressed.
 MAX_BODY_BYTES = ConnectionLimits().max_body_bytes
+MAX_UID_BYTES = 128
+"""The longest review uid answered: the API server sends a UUID (36 characters), and the uid
+is logged and echoed, so a longer one is refused with 400 rather than written anywhere."""
 
 Policy = Callable[[dict[str, Any]], Decision]
 
@@ -43,13 +46,19 @@ class BadRequest(Exception):
 
 
 def _reject(
-    metrics: AdmissionMetrics, webhook: str, status: int, reason: str, started: float
+    record: Callable[[str, float], None],
+    webhook: str,
+    bad: BadRequest,
+    started: float,
+    quiet: bool,
 ) -> Reply:
-    metrics.record(webhook, "invalid", time.perf_counter() - started)
-    log.warning(
-        "rejected admission request", extra=fields(webhook=webhook, status=status, reason=reason)
-    )
-    return error_reply(status, reason)
+    record("invalid", time.perf_counter() - started)
+    if not quiet:
+        log.warning(
+            "rejected admission request",
+            extra=fields(webhook=webhook, status=bad.status, reason=bad.reason),
+        )
+    return error_reply(bad.status, bad.reason)
 
 
 # Content-Encoding → zlib's window bits. "deflate" is zlib-wrapped by the HTTP spec; a raw
@@ -118,6 +127,12 @@ def read_review(request: Request) -> dict[str, Any]:
     inner = review.get("request")
     if not isinstance(inner, dict) or not isinstance(inner.get("uid"), str):
         raise BadRequest(400, "AdmissionReview has no request, or the request has no uid")
+    if len(inner["uid"]) > MAX_UID_BYTES // 4 and len(inner["uid"].encode()) > MAX_UID_BYTES:
+        raise BadRequest(
+            400,
+            f"request.uid is {len(inner['uid'].encode())} bytes; a uid is a UUID of at most "
+            f"{MAX_UID_BYTES} bytes",
+        )
     return inner
 
 
@@ -136,18 +151,21 @@ def admission_endpoint(webhook: str, policy: Policy, metrics: AdmissionMetrics) 
     """An endpoint answering AdmissionReviews with ``policy``; one log line and one
     ``metrics`` record each."""
 
+    record = metrics.recorder(webhook)
+
     def handle(request: Request) -> Reply:
         started = time.perf_counter()
         try:
             inner = read_review(request)
         except BadRequest as bad:
-            return _reject(metrics, webhook, bad.status, bad.reason, started)
+            return _reject(record, webhook, bad, started, request.quiet)
         try:
             decision = policy(inner)
         except Exception:  # a policy bug must still answer, never a 500 or a dropped socket
-            log.exception(
-                "admission policy failed", extra=fields(webhook=webhook, uid=inner.get("uid"))
-            )
+            if not request.quiet:
+                log.exception(
+                    "admission policy failed", extra=fields(webhook=webhook, uid=inner["uid"])
+                )
             message = "internal error in the wspin webhook; see its log"
             decision = Decision(responses.denied(inner["uid"], message, 500), "error", message)
         try:
@@ -157,12 +175,14 @@ def admission_endpoint(webhook: str, policy: Policy, metrics: AdmissionMetrics) 
             decision = Decision(responses.denied(inner["uid"], message, 400), "denied", message)
             body = orjson.dumps(responses.review(decision.response))
         elapsed = time.perf_counter() - started
-        metrics.record(webhook, decision.outcome, elapsed)
+        record(decision.outcome, elapsed)
         if decision.outcome == "patched" and decision.injection is not None:
             metrics.injected(decision.injection.artifacts)
+        if request.quiet:
+            return Reply(200, body)
         info_line(
             log,
-            decision.message,
+            responses.cut(decision.message, responses.MAX_MESSAGE_CHARS),
             dict(
                 webhook=webhook,
                 uid=inner["uid"],

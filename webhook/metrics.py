@@ -12,7 +12,7 @@ lock is needed.
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Final
 
 from prometheus_client import CollectorRegistry
@@ -49,17 +49,24 @@ class AdmissionMetrics(Collector):
     ``wspin_webhook_injections_total{artifact}``, registered on ``registry``."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
-        self._series: dict[tuple[str, str], _Series] = {}
+        self._series: dict[str, dict[str, _Series]] = {}
+        """Webhook → outcome → series."""
         self._injected: dict[str, int] = {}
         registry.register(self)
 
-    def record(self, webhook: str, outcome: str, seconds: float) -> None:
-        """Count one answered request and observe its latency."""
-        series = self._series.get((webhook, outcome))
-        if series is None:
-            series = self._series[(webhook, outcome)] = _Series()
-        series.counts[bisect_left(BUCKETS, seconds)] += 1
-        series.total += seconds
+    def recorder(self, webhook: str) -> Callable[[str, float], None]:
+        """``record(outcome, seconds)`` for one webhook's requests, made once per endpoint: a
+        request finds its series by its outcome alone."""
+        by_outcome = self._series.setdefault(webhook, {})
+
+        def record(outcome: str, seconds: float) -> None:
+            series = by_outcome.get(outcome)
+            if series is None:
+                series = by_outcome[outcome] = _Series()
+            series.counts[bisect_left(BUCKETS, seconds)] += 1
+            series.total += seconds
+
+        return record
 
     def injected(self, artifacts: tuple[str, ...]) -> None:
         """Count one patched pod for each artifact whose image volume the patch adds or
@@ -77,13 +84,15 @@ class AdmissionMetrics(Collector):
     def collect(self) -> Iterator[Metric]:
         requests = CounterMetricFamily(REQUESTS, _REQUESTS_HELP, labels=_LABELS)
         latency = HistogramMetricFamily(LATENCY, _LATENCY_HELP, labels=_LABELS)
-        for labels, series in sorted(self._series.items()):
-            requests.add_metric(list(labels), sum(series.counts))
+        every = ((w, o, s) for w, by in self._series.items() for o, s in by.items())
+        for webhook, outcome, series in sorted(every, key=lambda item: item[:2]):
+            labels = [webhook, outcome]
+            requests.add_metric(labels, sum(series.counts))
             cumulative, buckets = 0, []
             for bound, count in zip((*BUCKETS, float("inf")), series.counts, strict=True):
                 cumulative += count
                 buckets.append((_le(bound), cumulative))
-            latency.add_metric(list(labels), buckets, series.total)
+            latency.add_metric(labels, buckets, series.total)
         injections = CounterMetricFamily(INJECTIONS, _INJECTIONS_HELP, labels=["artifact"])
         for artifact, count in sorted(self._injected.items()):
             injections.add_metric([artifact], count)

@@ -215,6 +215,18 @@ class WebhookProcess:
                     return sample.value
         return 0.0
 
+    async def healthz_seconds(self) -> float:
+        """Seconds a ``GET /healthz`` on a new connection to the probe port takes to be
+        answered with a 200, as the kubelet probes."""
+        started = time.monotonic()
+        reader, writer = await asyncio.open_connection("127.0.0.1", self.metrics_port)
+        try:
+            writer.write(get("/healthz"))
+            assert (await read_answer(reader)).status == 200
+        finally:
+            writer.close()
+        return time.monotonic() - started
+
     async def refusals(self, kind: str, port: str = "admission") -> float:
         """``wspin_http_refusals_total`` of ``kind``."""
         return await self.sample("wspin_http_refusals_total", port=port, kind=kind)
@@ -325,3 +337,40 @@ async def slow_reader(server: Server, reviews: int) -> asyncio.StreamWriter:
     )
     writer.write(request_bytes() * reviews)
     return writer
+
+
+def body_head(size: int, path: bytes = b"/mutate-pods") -> bytes:
+    """A review's head as the API server sends it, for a body of ``size`` bytes."""
+    return (
+        b"POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"
+        b"Content-Length: %d\r\n\r\n" % (path, SERVICE_HOST.encode(), size)
+    )
+
+
+@dataclass
+class Sent:
+    bytes: int = 0
+
+
+@contextlib.asynccontextmanager
+async def sending(writer: asyncio.StreamWriter, piece: bytes, every: float) -> AsyncIterator[Sent]:
+    """Write ``piece`` every ``every`` seconds while the block runs (a body that trickles or
+    moves at a chosen rate), counting what was sent; stops quietly when the server closes the
+    connection."""
+    sent = Sent()
+
+    async def go_on() -> None:
+        with contextlib.suppress(ConnectionError, ssl.SSLError):
+            while not writer.is_closing():
+                writer.write(piece)
+                sent.bytes += len(piece)
+                await writer.drain()
+                await asyncio.sleep(every)
+
+    task = asyncio.ensure_future(go_on())
+    try:
+        yield sent
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task

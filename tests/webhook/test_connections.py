@@ -11,9 +11,11 @@ with limits lowered by flags, except where the default is the point (the handsha
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gzip
 import json
 import socket
+import ssl
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -26,15 +28,19 @@ from tests.webhook.rawhttps import (
     Server,
     WebhookProcess,
     answered,
+    body_head,
+    gather_bounded,
     get,
     read_answer,
     request_bytes,
     seconds_until_closed,
+    sending,
     serving,
+    slow_reader,
     until,
     webhook_process,
 )
-from wspin.http.limits import BODY_STALL, ConnectionLimits
+from wspin.http.limits import BODY_STALL, RATE_WINDOW, ConnectionLimits
 
 LIMITS = ConnectionLimits(
     handshake_timeout=0.5, header_timeout=0.5, body_timeout=0.5, idle_timeout=1.5
@@ -135,35 +141,77 @@ async def test_at_the_cap_the_longest_idle_connection_makes_room() -> None:
 
 
 async def test_at_the_cap_a_new_connection_is_refused_only_when_every_one_is_busy() -> None:
-    limits = ConnectionLimits(max_connections=3, header_timeout=10, body_timeout=10)
+    """Bodies that move at the minimum rate (here a byte a second) are busy: the newcomer is
+    refused, and each body is answered once it is whole."""
+    limits = ConnectionLimits(
+        max_connections=3, header_timeout=10, body_timeout=10, min_body_rate=1
+    )
     async with serving(limits) as running:
-        whole = request_bytes()
+        body = REVIEW + b" " * 100
         busy = []
-        for _ in range(3):  # each has its headers in and its body half sent: busy, not idle
-            reader, writer = await running.connect()
-            writer.write(whole[: len(whole) - len(REVIEW) // 2])
-            busy.append((reader, writer))
-        assert running.http is not None
-        http = running.http
-        await until(lambda: len(http.bodies) == 3)
-        reader, writer = await asyncio.open_connection("127.0.0.1", running.port)
-        assert await seconds_until_closed(reader) < 1.0
-        assert http.refusals.counts["connection-cap"] == 1
-        writer.close()
-        for busy_reader, busy_writer in busy:  # the busy ones finish and are answered
-            busy_writer.write(whole[len(whole) - len(REVIEW) // 2 :])
+        async with contextlib.AsyncExitStack() as moving:
+            for _ in range(3):  # each has its headers in and sends its body a byte at a time
+                reader, writer = await running.connect()
+                writer.write(body_head(len(body)) + body[: len(REVIEW)])
+                sent = await moving.enter_async_context(sending(writer, b" ", 0.2))
+                busy.append((reader, writer, sent))
+            assert running.http is not None
+            http = running.http
+            await until(lambda: len(http.bodies) == 3)
+            reader, writer = await asyncio.open_connection("127.0.0.1", running.port)
+            assert await seconds_until_closed(reader) < 1.0
+            assert http.refusals.counts["connection-cap"] == 1
+            writer.close()
+        for busy_reader, busy_writer, sent in busy:  # the busy ones finish and are answered
+            busy_writer.write(b" " * (len(body) - len(REVIEW) - sent.bytes))
             answer = await read_answer(busy_reader)
             assert answer.status == 200
             busy_writer.close()
+
+
+async def test_at_the_cap_the_oldest_body_behind_the_rate_makes_room() -> None:
+    """Every connection has its headers in and one body byte sent: the oldest is behind the
+    minimum rate and gives way; a connection whose request is whole and waits to be answered
+    (a client reading nothing) is never the one."""
+    limits = ConnectionLimits(
+        max_connections=3, header_timeout=10, body_timeout=10, send_timeout=30
+    )
+    async with serving(limits) as running:
+        assert running.http is not None
+        http = running.http
+        trickling = []
+        for _ in range(2):
+            reader, writer = await running.connect()
+            writer.write(body_head(len(REVIEW)) + REVIEW[:1])
+            trickling.append((reader, writer))
+            await until(lambda: len(http.bodies) == len(trickling))
+        oldest, newer = http.bodies
+        # The third: whole requests it does not read the answers of (its reading paused, in
+        # the middle of a pipelined body), the least progress on the wire, but all answers.
+        answering = await slow_reader(running, 400)
+        await until(lambda: any(c.answering and c in http.bodies for c in http.connections))
+        (slow,) = http.connections - {oldest, newer}
+        assert await running.review_seconds() < ANSWER_WITHIN
+        assert await seconds_until_closed(trickling[0][0], 2) < 2
+        assert http.refusals.counts["evicted"] == 1
+        assert "connection-cap" not in http.refusals.counts
+        assert oldest not in http.connections
+        assert {newer, slow} <= http.connections
+        answering.transport.abort()
+        for _, writer in trickling:
+            writer.close()
 
 
 # -- attacks on the webhook process -----------------------------------------------------------
 
 
 async def holds_up(webhook: WebhookProcess) -> None:
-    """During an attack: a real review on a new connection in time, and bounded memory."""
+    """During an attack: a real review on a new connection and a kubelet's ``GET /healthz`` on
+    the probe port answered in time, and bounded memory."""
     seconds = await webhook.server.review_seconds()
     assert seconds < ANSWER_WITHIN, f"a review took {seconds:.2f} s"
+    seconds = await webhook.healthz_seconds()
+    assert seconds < ANSWER_WITHIN, f"GET /healthz took {seconds:.2f} s"
     assert webhook.rss() < MAX_RSS, f"RSS {webhook.rss():.0f} MiB"
 
 
@@ -234,6 +282,139 @@ async def test_a_flood_of_handshakes_that_never_finish_at_the_default_cap(
         finally:
             for sock in sockets:
                 sock.close()
+        await recovers(webhook, idle)
+
+
+async def test_a_thousand_bodies_that_stopped_after_one_byte_never_lock_out_a_review(
+    tmp_path: Path,
+) -> None:
+    """The default cap's worth of TLS connections, each with a review's headers and one body
+    byte sent: each is behind the minimum rate, so a review or a probe arriving meanwhile
+    closes the oldest; the body deadline is far off, so only that rule makes room."""
+    async with webhook_process(tmp_path, "--body-timeout", "60") as webhook:
+        idle = webhook.rss()
+        cap = ConnectionLimits().max_connections
+        flood: list[asyncio.StreamWriter] = []
+
+        async def stall() -> None:
+            _, writer = await webhook.server.connect()
+            writer.write(body_head(len(REVIEW)) + REVIEW[:1])
+            await writer.drain()
+            flood.append(writer)
+
+        await gather_bounded([stall] * cap)
+        await until(lambda: len(flood) == cap)
+        assert await webhook.sample("wspin_http_connections", port="admission") == cap
+        for _ in range(3):
+            await holds_up(webhook)
+        assert await webhook.refusals("evicted") >= 1
+        assert await webhook.refusals("connection-cap") == 0
+        for writer in flood:
+            writer.transport.abort()
+        await recovers(webhook, idle)
+
+
+async def test_a_thousand_bodies_that_stopped_never_lock_out_the_kubelets_probe(
+    tmp_path: Path,
+) -> None:
+    """The same on the plain probe and metrics port the kubelet probes: a POST head and one
+    body byte on each of 1,000 connections; ``GET /healthz`` on a new connection is answered."""
+    async with webhook_process(tmp_path, "--body-timeout", "60") as webhook:
+        idle = webhook.rss()
+        cap = ConnectionLimits().max_connections
+        flood: list[asyncio.StreamWriter] = []
+
+        async def stall() -> None:
+            _, writer = await asyncio.open_connection("127.0.0.1", webhook.metrics_port)
+            writer.write(body_head(100, b"/healthz") + b"{")
+            await writer.drain()
+            flood.append(writer)
+
+        await gather_bounded([stall] * cap)
+        await until(lambda: len(flood) == cap)
+        assert await webhook.refusals("evicted", port="metrics") >= 1  # the scrape itself
+        for _ in range(3):
+            await holds_up(webhook)
+        assert await webhook.refusals("connection-cap", port="metrics") == 0
+        for writer in flood:
+            writer.transport.abort()
+        await recovers(webhook, idle)
+
+
+async def test_never_ending_trailers_are_refused_from_the_head(tmp_path: Path) -> None:
+    """64 connections send a chunked review whose trailer field never ends, and reconnect as
+    soon as they are closed: each is answered 411 from its head, before any chunk or trailer
+    is read, and what it sends after is discarded up to the linger bound."""
+    async with webhook_process(tmp_path) as webhook:
+        idle = webhook.rss()
+        head = (
+            b"POST /mutate-pods HTTP/1.1\r\nHost: h\r\nContent-Type: application/json\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n1\r\n{\r\n0\r\nX-Trailer: "
+        )
+        statuses: list[int] = []
+        attacking = True
+
+        async def attack() -> None:
+            while attacking:
+                reader, writer = await webhook.server.connect()
+                writer.write(head)
+                statuses.append((await read_answer(reader)).status)
+                with contextlib.suppress(ConnectionError, ssl.SSLError, TimeoutError):
+                    while attacking:
+                        writer.write(b"a" * 65536)
+                        await asyncio.wait_for(writer.drain(), 5)
+                writer.transport.abort()
+
+        attackers = [asyncio.ensure_future(attack()) for _ in range(64)]
+        await until(lambda: len(statuses) >= 64)
+        for _ in range(3):
+            await holds_up(webhook)
+        attacking = False
+        await asyncio.gather(*attackers)
+        assert set(statuses) == {411}
+        await recovers(webhook, idle)
+
+
+async def test_bodies_that_trickle_after_a_burst_are_shed_for_reviews(tmp_path: Path) -> None:
+    """40 connections each send 2 MiB of a 3 MiB body at once, then a byte every 0.3 s, and
+    reconnect when shed or refused: more than the default 64 MiB body budget. Reviews fit in the
+    share kept for small bodies, and a review of a large pod (past that share) sheds a
+    trickling body once its recent rate has fallen behind."""
+    async with webhook_process(tmp_path, "--body-timeout", "30") as webhook:
+        idle = webhook.rss()
+        burst = 2 * 1024 * 1024
+        attacking = True
+        bursts = 0
+
+        async def trickle() -> None:
+            nonlocal bursts
+            while attacking:
+                reader, writer = await webhook.server.connect()
+                writer.write(body_head(3 * 1024 * 1024) + b" " * burst)
+                bursts += 1
+                with contextlib.suppress(ConnectionError, ssl.SSLError, TimeoutError):
+                    while attacking and not reader.at_eof():
+                        await asyncio.wait_for(writer.drain(), 5)
+                        with contextlib.suppress(TimeoutError):
+                            if await asyncio.wait_for(reader.read(65536), 0.3):
+                                break  # refused or shed: its answer came
+                        writer.write(b" ")
+                writer.transport.abort()
+
+        attackers = [asyncio.ensure_future(trickle()) for _ in range(40)]
+        await until(lambda: bursts >= 40)
+        for _ in range(3):
+            await holds_up(webhook)
+        large = REVIEW + b" " * (256 * 1024)
+        started = time.monotonic()
+        reader, writer = await webhook.server.connect()
+        writer.write(request_bytes(large))
+        assert (await read_answer(reader)).status == 200
+        assert time.monotonic() - started < ANSWER_WITHIN
+        writer.close()
+        assert await webhook.refusals("stalled-body") >= 1
+        attacking = False
+        await asyncio.gather(*attackers)
         await recovers(webhook, idle)
 
 
@@ -332,29 +513,30 @@ async def test_a_pipelining_flood_does_not_hold_up_a_review(tmp_path: Path) -> N
         await recovers(webhook, idle)
 
 
-async def test_stalled_bodies_are_shed_for_a_real_review(tmp_path: Path) -> None:
-    """Stalled 3 MiB bodies fill the body budget; a review arriving whole sheds them rather
-    than being refused."""
+async def test_stalled_bodies_are_shed_for_a_large_body_that_moves(tmp_path: Path) -> None:
+    """Stalled 3 MiB bodies fill the large bodies' share of the body budget: a review still
+    fits in the share kept for small bodies, and a large body arriving whole sheds a stalled
+    one rather than being refused."""
     budget = 4 * 1024 * 1024
     flags = ("--max-buffered-body-bytes", str(budget), "--body-timeout", "30")
     async with webhook_process(tmp_path, *flags) as webhook:
         idle = webhook.rss()
-        head = (
-            b"POST /mutate-pods HTTP/1.1\r\nHost: h\r\nContent-Type: application/json\r\n"
-            b"Content-Length: %d\r\n\r\n" % (3 * 1024 * 1024)
-        )
         stalled = []
-        for _ in range(8):  # 8 x 512 KiB: the whole budget
+        for _ in range(8):  # 8 x 512 KiB: the whole budget, more than large bodies may hold
             reader, writer = await webhook.server.connect()
-            writer.write(head + b" " * (512 * 1024))
+            writer.write(body_head(3 * 1024 * 1024) + b" " * (512 * 1024))
             await writer.drain()
             stalled.append((reader, writer))
-        # The attack is bodies that stopped: they must have been silent for the stall time.
+        # The attack is bodies that stopped: they must have been silent past the rate window.
         since = time.monotonic()
-        await until(lambda: time.monotonic() - since > BODY_STALL)
+        await until(lambda: time.monotonic() - since > max(BODY_STALL, RATE_WINDOW))
         await holds_up(webhook)
-        closed = await asyncio.gather(*(seconds_until_closed(r, 5) for r, _ in stalled[:1]))
-        assert closed[0] < 5
+        large = REVIEW + b" " * (1024 * 1024)
+        reader, writer = await webhook.server.connect()
+        writer.write(request_bytes(large))
+        assert (await read_answer(reader)).status == 200
+        writer.close()
+        assert await webhook.refusals("stalled-body") >= 1
         for _, writer in stalled:
             writer.close()
         await recovers(webhook, idle)

@@ -184,6 +184,28 @@ async def test_bad_requests_get_a_status_and_a_json_reason(
     assert reason in answer["error"]
 
 
+@pytest.mark.parametrize("uid", ["u" * 129, "é" * 65, "x" * (2 * 1024 * 1024)])
+async def test_a_uid_longer_than_a_uuid_allows_is_a_400_and_never_echoed(
+    webhook: LiveWebhook, uid: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    review = load_capture("pod-create-workspace.json")
+    review["request"]["uid"] = uid
+    with caplog.at_level(logging.INFO):
+        response = await webhook.post(review)
+    assert response.status == 400
+    size = len(uid.encode())
+    error = (await response.json())["error"]
+    assert error == f"request.uid is {size} bytes; a uid is a UUID of at most 128 bytes"
+    assert uid not in caplog.text
+
+
+async def test_a_uid_of_128_bytes_is_answered(webhook: LiveWebhook) -> None:
+    review = load_capture("pod-create-workspace.json")
+    review["request"]["uid"] = "u" * 128
+    answer = await answer_for(webhook, review, "/mutate-pods")
+    assert answer["uid"] == "u" * 128
+
+
 async def test_bodies_over_three_mebibytes_are_refused_with_413(webhook: LiveWebhook) -> None:
     review = load_capture("pod-create-workspace.json")
     review["request"]["object"]["metadata"]["annotations"]["padding"] = "x" * (3 * 1024 * 1024)
@@ -281,7 +303,7 @@ async def test_bad_compressed_bodies_get_a_4xx_never_a_500(
     assert answer["allowed"] is True
 
 
-async def test_a_broken_chunked_body_is_a_400(webhook: LiveWebhook) -> None:
+async def test_a_broken_chunked_body_is_refused_before_its_chunks(webhook: LiveWebhook) -> None:
     port = int(webhook.url.rsplit(":", 1)[1])
     reader, writer = await asyncio.open_connection(
         "127.0.0.1", port, ssl=webhook.trust, server_hostname="wspin-webhook.wspin-system.svc"
@@ -291,6 +313,6 @@ async def test_a_broken_chunked_body_is_a_400(webhook: LiveWebhook) -> None:
         b'Transfer-Encoding: chunked\r\n\r\n5\r\n{"a":\r\nzz-not-a-size\r\n'
     )
     head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
-    # Refused by the parser itself, before any endpoint sees the request.
-    assert head.split(b"\r\n")[0].endswith(b" 400 Bad Request"), head
+    # Refused from the head, before any chunk is read or any endpoint sees the request.
+    assert head.split(b"\r\n")[0].endswith(b" 411 Length Required"), head
     writer.close()

@@ -7,10 +7,12 @@ client, and the answers are read back byte for byte. This proves that:
   the probes refuse methods other than GET and HEAD with 405, every answer carries a
   ``Date``, and an answer to HEAD has no body;
 - the head limit (431; a large head under it is answered, also after another request in the
-  same read), the body limit (413 on Content-Length before any body byte is read, and on a
-  chunked body once it grows over) and the body budget across connections hold: a body that
-  is moving keeps its share (503 for the newcomer), a stalled one is shed for a moving one,
-  and a cut connection gives its share back;
+  same read), the body limit (413 on Content-Length before any body byte is read) and the
+  body budget across connections hold: a body that is moving keeps its share (503 for the
+  newcomer), a stalled one is shed for a moving one, and a cut connection gives its share
+  back;
+- a body comes with a Content-Length only: ``Transfer-Encoding`` is 411 before any chunk is
+  read, so a trailer can neither grow without bound nor change how the body is read;
 - after a refusal the server lingers (RFC 9112 §9.6): a client still sending reads the
   refusal, and the lingering ends at its byte or time bound;
 - Host (RFC 9112 §3.2) and ``Expect: 100-continue`` (RFC 9110 §10.1.1): exactly one Host in
@@ -32,8 +34,10 @@ client, and the answers are read back byte for byte. This proves that:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime
 import socket
+import ssl
 import time
 from email.utils import parsedate_to_datetime
 
@@ -42,6 +46,7 @@ import pytest
 from tests.webhook.conftest import SERVICE_HOST
 from tests.webhook.rawhttps import (
     LINGER,
+    QUICK,
     Server,
     answered,
     budget_limits,
@@ -215,33 +220,61 @@ async def test_a_content_length_over_the_limit_is_413_before_any_body_byte(
     writer.close()
 
 
-async def test_a_chunked_body_over_the_limit_is_413(server: Server) -> None:
-    reader, writer = await server.connect()
-    piece = b"x" * (1024 * 1024)
-    chunks = b"".join(b"%x\r\n%s\r\n" % (len(piece), piece) for _ in range(3))
-    writer.write(
-        b"POST /mutate-pods HTTP/1.1\r\nHost: h\r\nContent-Type: application/json\r\n"
-        b"Transfer-Encoding: chunked\r\n\r\n" + chunks + b"1\r\nx\r\n0\r\n\r\n"
-    )
-    answer = await read_answer(reader)
-    assert answer.status == 413
-    assert answer.json()["error"] == f"body exceeds {MAX_BODY_BYTES} bytes"
-    assert await seconds_until_closed(reader) < LINGER
-    writer.close()
-
-
-async def test_a_chunked_body_under_the_limit_is_answered(server: Server) -> None:
-    reader, writer = await server.connect()
-    body = review_for("chunked-1")
+def chunked(body: bytes, trailers: bytes = b"", path: bytes = b"/mutate-pods") -> bytes:
+    """``body`` POSTed in two chunks, with ``trailers`` after the last."""
     cut = len(body) // 3
-    writer.write(
-        b"POST /mutate-pods HTTP/1.1\r\nHost: h\r\nContent-Type: application/json\r\n"
-        b"Transfer-Encoding: chunked\r\n\r\n"
-        b"%x\r\n%s\r\n%x\r\n%s\r\n0\r\n\r\n" % (cut, body[:cut], len(body) - cut, body[cut:])
+    return (
+        b"POST %s HTTP/1.1\r\nHost: h\r\nContent-Type: application/json\r\n"
+        b"Transfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n%x\r\n%s\r\n0\r\n%s\r\n"
+        % (path, cut, body[:cut], len(body) - cut, body[cut:], trailers)
     )
+
+
+@pytest.mark.parametrize(
+    "trailers",
+    [
+        b"",
+        b"Content-Type: text/plain\r\n",
+        b"Content-Encoding: gzip\r\n",
+        b"Content-Length: 5\r\nHost: other\r\n",
+    ],
+)
+@pytest.mark.parametrize("path", [b"/mutate-pods", b"/healthz"])
+async def test_a_chunked_request_is_411_and_neither_its_chunks_nor_trailers_are_read(
+    server: Server, trailers: bytes, path: bytes
+) -> None:
+    """The API server always sends a Content-Length; a trailer field could otherwise change
+    how the body is read (a trailer Content-Encoding or Content-Type) or grow past every
+    bound, since llhttp hands trailers to the header callback after the head is counted."""
+    reader, writer = await server.connect()
+    writer.write(chunked(review_for("chunked-1"), trailers, path) + get("/healthz"))
     answer = await read_answer(reader)
-    assert answer.status == 200
-    assert answer.json()["response"]["uid"] == "chunked-1"
+    assert answer.status == 411
+    assert answer.json()["error"] == (
+        "send the body with a Content-Length; Transfer-Encoding is refused"
+    )
+    assert answer.headers["connection"] == "close"
+    assert await seconds_until_closed(reader) < LINGER  # and nothing after it is answered
+    writer.close()
+    assert server.http is not None
+    assert server.http.buffered == 0
+
+
+async def test_a_never_ending_trailer_is_refused_before_it_is_read(server: Server) -> None:
+    """A trailer field that never ends: answered 411 from the head, then at most the linger
+    bound is read and discarded before the connection closes."""
+    reader, writer = await server.connect()
+    writer.write(chunked(b"{}")[:-2] + b"X-Trailer: ")
+    answer = await read_answer(reader)
+    assert answer.status == 411
+    sent = 0
+    with contextlib.suppress(ConnectionError, ssl.SSLError):
+        while not reader.at_eof() and sent < 64 * 1024 * 1024:
+            writer.write(b"a" * 65536)
+            await asyncio.wait_for(writer.drain(), LINGER)
+            sent += 65536
+    assert await seconds_until_closed(reader) < LINGER
+    assert sent <= QUICK.linger_bytes + 8 * 1024 * 1024  # what the socket buffers held
     writer.close()
 
 

@@ -15,6 +15,7 @@ REASONS: Final = {
     400: "Bad Request",
     404: "Not Found",
     405: "Method Not Allowed",
+    411: "Length Required",
     413: "Content Too Large",
     415: "Unsupported Media Type",
     417: "Expectation Failed",
@@ -43,19 +44,25 @@ class _Date:
         return cls.header
 
 
+_STARTS: dict[tuple[int, str], bytes] = {}
+"""The status line and Content-Type of each (status, content type) the endpoints answer with,
+encoded once: both come from code, never from a request, so there are a handful."""
+
+
 def encode(reply: Reply, connection: bytes, with_body: bool = True) -> bytes:
     """``reply`` as HTTP/1.1; ``connection`` is its Connection header line, or empty. An answer
     to HEAD has no body (its Content-Length still says how long the body is), or the client
     would read the body as the start of the next answer."""
     body = reply.body
-    head = b"HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %d\r\n%s%s\r\n" % (
-        reply.status,
-        REASONS.get(reply.status, "Unknown").encode(),
-        reply.content_type.encode(),
-        len(body),
-        _Date.now(),
-        connection,
-    )
+    key = (reply.status, reply.content_type)
+    start = _STARTS.get(key)
+    if start is None:
+        start = _STARTS[key] = b"HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: " % (
+            reply.status,
+            REASONS.get(reply.status, "Unknown").encode(),
+            reply.content_type.encode(),
+        )
+    head = b"%s%d\r\n%s%s\r\n" % (start, len(body), _Date.now(), connection)
     return head + body if with_body else head
 
 

@@ -41,6 +41,7 @@ from wspin.http.parsing import (
     HEAD,
     IDLE,
     LINGER,
+    PHASE_NAMES,
     Parsing,
     Queued,
 )
@@ -67,6 +68,7 @@ class Connection(Parsing, asyncio.BufferedProtocol):
         self, server: HttpServer, loop: asyncio.AbstractEventLoop, tls: ssl.SSLContext | None
     ) -> None:
         self._server = server
+        self._as_connection = self
         self._loop = loop
         self._limits = server.limits
         self._parser = httptools.HttpRequestParser(self)
@@ -89,6 +91,9 @@ class Connection(Parsing, asyncio.BufferedProtocol):
         self._reading_paused = False
         self._eof = False
         self._lingered = 0
+        self.log_lines = float(self._limits.log_burst_lines)
+        """Log lines this connection's requests may still cause; the server's sweep refills
+        it at ``log_lines_per_second``."""
         self._new_requests()
 
     # -- connection ------------------------------------------------------------------------
@@ -121,7 +126,12 @@ class Connection(Parsing, asyncio.BufferedProtocol):
         # when it closes rather than at the next (rare, see the webhook's GC tuning)
         # collection of cycles.
         self._parser = _CLOSED_PARSER
+        del self._as_connection  # the same cycle, through itself
         self._server.forget(self)
+
+    @property
+    def phase_name(self) -> str:
+        return PHASE_NAMES[self.phase]
 
     @property
     def answering(self) -> bool:
@@ -194,6 +204,7 @@ class Connection(Parsing, asyncio.BufferedProtocol):
         # send_timeout to start reading again.
         self._writing_paused = True
         self.send_deadline = self._loop.time() + self._limits.send_timeout
+        self._server.stop_waiting(self)  # it has answers to deliver: not one to close at the cap
         self._pace()
 
     def resume_writing(self) -> None:
@@ -203,6 +214,8 @@ class Connection(Parsing, asyncio.BufferedProtocol):
         if self._backlog and not self._scheduled and not self.closing:
             self._scheduled = True
             self._loop.call_soon(self._next_turn)
+        elif not self._backlog and not self.closing and self.phase in (IDLE, HEAD):
+            self._server.wait(self)
         self._pace()
 
     def _pace(self) -> None:
@@ -292,11 +305,22 @@ class Connection(Parsing, asyncio.BufferedProtocol):
         elif self._eof:
             self.close()
             return
+        elif not self._writing_paused and self.phase in (IDLE, HEAD):
+            self._server.wait(self)  # everything asked is answered: waiting on the client
         self._pace()
 
     def _answer(self, request: Request, keep_alive: bool, http10: bool) -> None:
         self._turn += 1
         server = self._server
+        if self.log_lines >= 1:
+            self.log_lines -= 1
+        else:
+            request.quiet = True
+            server.refusals.note(
+                "log-budget",
+                "a connection's requests are over its log budget: answered without log lines",
+                linesPerSecond=self._limits.log_lines_per_second,
+            )
         endpoint = server.routes.get(request.path)
         if endpoint is None:
             reply = error_reply(404, f"no endpoint at {request.path[:80]!r}")
@@ -305,14 +329,15 @@ class Connection(Parsing, asyncio.BufferedProtocol):
                 reply = endpoint(request)
             except Exception as err:  # an endpoint bug: answer and log, never drop the socket
                 # The type and the frames, never the message: it can quote the request.
-                server.log.error(
-                    "endpoint failed",
-                    extra=fields(
-                        path=request.path[:80],
-                        errorType=type(err).__name__,
-                        frames="".join(traceback.format_tb(err.__traceback__)),
-                    ),
-                )
+                if not request.quiet:
+                    server.log.error(
+                        "endpoint failed",
+                        extra=fields(
+                            path=request.path[:80],
+                            errorType=type(err).__name__,
+                            frames="".join(traceback.format_tb(err.__traceback__)),
+                        ),
+                    )
                 reply = error_reply(500, "internal error; see the server's log")
         keep = keep_alive and not server.draining
         if not keep:
@@ -333,7 +358,8 @@ class Connection(Parsing, asyncio.BufferedProtocol):
         if transport is None or transport.is_closing():
             return
         transport.write(data if self._tls is None else self._tls.send(data))
-        self._server.account(self)
+        if transport.get_write_buffer_size() != self.queued:
+            self._server.account(self)
 
     def _flush_tls(self) -> None:
         assert self._tls is not None
@@ -355,8 +381,10 @@ class Connection(Parsing, asyncio.BufferedProtocol):
         self._linger()
 
     def _release_body(self) -> None:
+        server = self._server
+        server.bodies.pop(self, None)
         if self.body_bytes:
-            self._server.buffered -= self.body_bytes
-            self._server.bodies.discard(self)
+            server.buffered -= self.body_bytes
+            server.released_since_trim += self.body_bytes
             self.body_bytes = 0
         self._body = []

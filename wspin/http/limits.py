@@ -26,8 +26,21 @@ One read is also the most a connection can have parsed and waiting to be answere
 MIB = 1024 * 1024
 
 BODY_STALL = 0.5
-"""Seconds without a byte after which a body in progress counts as stalled: above Linux's
-200 ms minimum TCP retransmission timeout, so one lost segment does not make a sender stall."""
+"""Seconds a body is given from its headers before the body budget may shed it as stalled:
+above Linux's 200 ms minimum TCP retransmission timeout, so a body whose first segment after
+the headers was lost is not shed for it."""
+
+RATE_WINDOW = 1.0
+"""Seconds over which a body's rate is judged. Each byte received pays for ``1/min_body_rate``
+seconds, and a body can be at most this far ahead (nor further behind): a body that sent a
+burst and then trickles is behind the rate within this window, however large the burst was,
+while one that moves at the rate never is."""
+
+SMALL_BODY_BYTES = 64 * 1024
+"""A body of at most this size (every review of a real pod: the captures are 9 and 41 KB) may
+use the last ``1/SMALL_BODY_SHARE`` of the body budget; a larger one may not, so large bodies
+in progress never leave a review without room."""
+SMALL_BODY_SHARE = 8
 
 
 @dataclass(frozen=True)
@@ -55,9 +68,11 @@ class ConnectionLimits:
     """The most that is read and discarded while lingering: a whole refused body fits."""
     max_connections: int = 1000
     """Open connections, counted from accept (before the TLS handshake). At the cap the
-    connection waiting longest on its client (idle, or still in its handshake or headers) is
-    closed to admit the new one, so a flood of idle connections never locks out a client that
-    is working; only when every connection is busy is the new one refused."""
+    connection with least progress towards a complete request is closed to admit the new one:
+    first the one waiting longest on its client (idle, or still in its handshake or headers),
+    then the oldest body behind ``min_body_rate``; a connection with a whole request to answer
+    never is. So a flood of idle or trickling connections never locks out a client that is
+    working; only when every connection is busy is the new one refused."""
     max_pipelined: int = 16
     """Requests a connection gets answered per turn of the event loop; the rest of what it
     pipelined waits for the next turn, with its reading paused, so one connection cannot hold
@@ -70,11 +85,12 @@ class ConnectionLimits:
     max_buffered_body_bytes: int = 64 * MIB
     """Request body bytes held across all connections at once: 22 whole 3 MiB bodies, a
     quarter of the chart's 256 MiB memory limit. A body that would go over it first sheds the
-    stalled bodies (below ``min_body_rate``), slowest first; only when none is stalled is it
-    refused with 503."""
+    stalled bodies (behind ``min_body_rate``, after ``BODY_STALL``), furthest behind first; only
+    when none is stalled is it refused with 503. The last ``1/SMALL_BODY_SHARE`` is kept for
+    bodies of at most ``SMALL_BODY_BYTES``."""
     min_body_rate: int = 64 * 1024
-    """Bytes per second under which a body counts as stalled when the budget is full: one
-    that sent nothing for ``BODY_STALL``, or less than this on average since its headers."""
+    """Bytes per second a body in progress must keep up over the last ``RATE_WINDOW``; behind
+    it, the body may be shed for the budget and its connection closed at the cap."""
     write_buffer_bytes: int = 64 * 1024
     """Answer bytes waiting in a connection's send queue above which the server stops reading
     and answering that connection until the client reads: a connection holds at most this
@@ -82,6 +98,12 @@ class ConnectionLimits:
     max_queued_output_bytes: int = 64 * MIB
     """Answer bytes waiting across all connections. Past it the connections holding most of
     it that are not reading are aborted, largest first."""
+    log_lines_per_second: int = 100
+    """Log lines one connection's requests may cause per second (one per admission decision
+    or refused request), with ``log_burst_lines`` in hand: past it the requests are still
+    answered and counted in the metrics, without their line, so one client cannot fill the
+    log. The API server spreads its reviews over many connections."""
+    log_burst_lines: int = 1000
     drain_timeout: float = 10.0
     """At shutdown, how long requests already arriving get to be answered (idle connections
     close at once); past it every connection left is aborted."""

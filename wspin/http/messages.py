@@ -26,6 +26,8 @@ class Request:
     """The Content-Type header as sent ("" when absent)."""
     content_encoding: str | None
     body: bytes
+    quiet: bool = False
+    """Set when the connection is over its log budget: answer, count, but log nothing."""
 
 
 @dataclass(slots=True)

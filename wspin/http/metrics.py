@@ -31,7 +31,8 @@ class ServerCollector(Collector):
             "wspin_http_refusals",
             "Connections and requests refused, shed or dropped, by kind: connection-cap, "
             "evicted, stalled-body, output-budget, send-timeout, handshake-timeout, "
-            "header-timeout, body-timeout, tls, and the HTTP status of a refused request.",
+            "header-timeout, body-timeout, tls, log-budget, and the HTTP status of a refused "
+            "request.",
             labels=["port", "kind"],
         )
         for port, server in self._servers.items():

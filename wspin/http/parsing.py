@@ -2,6 +2,15 @@
 each part arrives (head size, Host, Content-Length, the body's size and the body budget,
 ``Expect``), and each whole request handed on to be answered in order.
 
+A body comes framed by its Content-Length only: a request with ``Transfer-Encoding`` is
+answered 411 Length Required (RFC 9112 §6.3 lets a server require the length; the API server
+and every probe send it, or no body). So no chunk or trailer is ever parsed: llhttp hands
+trailer fields to the same callback as headers, after the head limit has stopped counting.
+
+A body's progress is judged by its recent rate: each byte pays for ``1/min_body_rate``
+seconds, with at most ``RATE_WINDOW`` in hand (``behind``), so a burst followed by a trickle
+falls behind within the window while a body that moves never does.
+
 ``Parsing`` is the half of ``wspin.http.connection.Connection`` that llhttp calls back; the
 other half (transport, TLS, flow control, answers, closing) is the connection itself.
 """
@@ -10,12 +19,18 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 import httptools
 
 from wspin.http.answers import CONTINUE, parser_problem
-from wspin.http.limits import BODY_STALL, ConnectionLimits
+from wspin.http.limits import (
+    BODY_STALL,
+    RATE_WINDOW,
+    SMALL_BODY_BYTES,
+    SMALL_BODY_SHARE,
+    ConnectionLimits,
+)
 from wspin.http.messages import Request
 
 if TYPE_CHECKING:
@@ -24,7 +39,20 @@ if TYPE_CHECKING:
 
 HANDSHAKE, IDLE, HEAD, BODY, LINGER, CLOSING = range(6)
 """A connection's phase: which deadline applies. The first four wait on the client's next
-bytes; the server may close those to admit a new connection at its cap."""
+bytes; at its cap the server may close one of the first three, or one in BODY behind the
+minimum rate, to admit a new connection (never one with a request to answer)."""
+PHASE_NAMES = ("handshake", "idle", "header", "body", "linger", "closing")
+
+_HOST, _CONTENT_TYPE, _CONTENT_ENCODING, _CONTENT_LENGTH, _EXPECT, _TRANSFER_ENCODING = range(6)
+_HEADERS = {
+    b"host": _HOST,
+    b"content-type": _CONTENT_TYPE,
+    b"content-encoding": _CONTENT_ENCODING,
+    b"content-length": _CONTENT_LENGTH,
+    b"expect": _EXPECT,
+    b"transfer-encoding": _TRANSFER_ENCODING,
+}
+"""The header fields the server reads; every other one is passed over with one lookup."""
 
 Queued = tuple[Request, bool, bool]
 """A request waiting for its answer: (request, keep the connection, HTTP/1.0)."""
@@ -51,6 +79,9 @@ class Parsing:
     phase: int
     deadline: float
     closing: bool
+    _reading_paused: bool
+    _as_connection: Connection
+    """This object, as the server knows it: a ``Parsing`` is only ever a ``Connection``."""
 
     if TYPE_CHECKING:
 
@@ -62,11 +93,6 @@ class Parsing:
         def _pace(self) -> None: ...
         def _release_body(self) -> None: ...
 
-    @property
-    def _connection(self) -> Connection:
-        """This object, as the server knows it: a ``Parsing`` is only ever a ``Connection``."""
-        return cast("Connection", self)
-
     def _new_requests(self) -> None:
         self._completed = 0
         """Requests parsed whole on this connection."""
@@ -76,15 +102,21 @@ class Parsing:
         self._content_encoding: bytes | None = None
         self._expect: bytes | None = None
         self._hosts = 0
+        self._chunked = False
         self._declared = 0
         """The Content-Length of the request being parsed (0 when absent)."""
         self._body: list[bytes] = []
         self.body_bytes = 0
         self.body_started = 0.0
-        self.body_last = 0.0
+        self.paid_until = 0.0
+        """The time up to which the body's bytes, at ``min_body_rate``, pay for its wait."""
+        self._now = 0.0
+        """The event loop's clock at the start of the read being parsed."""
 
     def _feed(self, data: bytes | memoryview) -> None:
         self._turn = 0
+        # One clock reading per read: every deadline and rate the callbacks set is from it.
+        self._now = self._loop.time()
         completed = self._completed
         try:
             self._parser.feed_data(data)
@@ -107,56 +139,68 @@ class Parsing:
                         431,
                         f"request line and headers exceed {self._limits.max_head_bytes} bytes",
                     )
-        if self._backlog and not self._scheduled and not self.closing:
-            self._scheduled = True
-            self._loop.call_soon(self._next_turn)
-        self._pace()
+        if self._backlog or self._writing_paused or self._reading_paused:
+            if self._backlog and not self._scheduled and not self.closing:
+                self._scheduled = True
+                self._loop.call_soon(self._next_turn)
+            self._pace()
 
     def on_message_begin(self) -> None:
         self.phase = HEAD
-        self.deadline = self._loop.time() + self._limits.header_timeout
+        self.deadline = self._now + self._limits.header_timeout
         self._head_bytes = 0
         self._url = b""
         self._content_type = b""
         self._content_encoding = None
         self._expect = None
         self._hosts = 0
+        self._chunked = False
         self._declared = 0
 
     def on_url(self, url: bytes) -> None:
         self._url += url
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        lowered = name.lower()
-        if lowered == b"host":
+        field = _HEADERS.get(name.lower())
+        if field is None:
+            return
+        if field == _HOST:
             self._hosts += 1
-        elif lowered == b"content-type":
+        elif field == _CONTENT_TYPE:
             self._content_type = value
-        elif lowered == b"content-encoding":
+        elif field == _CONTENT_ENCODING:
             self._content_encoding = value
-        elif lowered == b"content-length":
+        elif field == _CONTENT_LENGTH:
             # llhttp has checked the digits and refuses a second, different length.
             limit = self._limits.max_body_bytes
             self._declared = int(value)
             if self._declared > limit:
                 self._refuse(413, f"body of {self._declared} bytes exceeds {limit}")
                 raise Stop
-        elif lowered == b"expect":
+        elif field == _EXPECT:
             self._expect = value.strip().lower()
+        else:
+            self._chunked = True
 
     def on_headers_complete(self) -> None:
         server = self._server
         self.phase = BODY
-        now = self._loop.time()
+        now = self._now
         self.deadline = now + self._limits.body_timeout
-        self.body_started = self.body_last = now
-        server.stop_waiting(self._connection)
+        self.body_started = self.paid_until = now
+        server.receiving(self._as_connection)
         parser = self._parser
-        if self._hosts != 1 and parser.get_http_version() == "1.1":
+        if self._chunked:
+            self._refuse(411, "send the body with a Content-Length; Transfer-Encoding is refused")
+            raise Stop
+        if self._hosts == 1 and self._expect is None:
+            return
+        version = parser.get_http_version()
+        if self._hosts != 1 and version == "1.1":
             # RFC 9112 §3.2: exactly one Host in an HTTP/1.1 request, else 400.
             self._refuse(400, f"an HTTP/1.1 request needs one Host header, got {self._hosts}")
             raise Stop
-        if self._expect is not None and parser.get_http_version() == "1.1":
+        if self._expect is not None and version == "1.1":
             self._expect_continue()  # an HTTP/1.0 expectation is ignored (RFC 9110 §10.1.1)
 
     def _expect_continue(self) -> None:
@@ -172,42 +216,54 @@ class Parsing:
         if path not in server.routes:
             self._refuse(404, f"no endpoint at {path[:80]!r}")
             raise Stop
-        budget = self._limits.max_buffered_body_bytes
-        if server.buffered + self._declared > budget and not server.make_room(
-            self._declared, self._connection
+        room = self._room(self._declared)
+        if server.buffered + self._declared > room and not server.make_room(
+            self._declared, room, self._as_connection
         ):
             self._refuse(503, "too many request bodies in flight; retry")
             raise Stop
         if not self._backlog and self.transport is not None:
             self._send(CONTINUE)
 
+    def _room(self, held: int) -> int:
+        """The body budget a body of ``held`` bytes may fill: all of it for a small body, all
+        but the share kept for small ones for a larger body."""
+        budget = self._limits.max_buffered_body_bytes
+        return budget if held <= SMALL_BODY_BYTES else budget - budget // SMALL_BODY_SHARE
+
     def on_body(self, chunk: bytes) -> None:
         size = len(chunk)
         limits = self._limits
         server = self._server
-        if self.body_bytes + size > limits.max_body_bytes:
+        held = self.body_bytes + size
+        if held > limits.max_body_bytes:
             self._refuse(413, f"body exceeds {limits.max_body_bytes} bytes")
             raise Stop
-        if server.buffered + size > limits.max_buffered_body_bytes and not server.make_room(
-            size, self._connection
-        ):
-            self._refuse(503, "too many request bodies in flight; retry")
-            raise Stop
-        if not self.body_bytes:
-            server.bodies.add(self._connection)
+        if server.buffered + size > limits.max_buffered_body_bytes or held > SMALL_BODY_BYTES:
+            room = self._room(held)
+            if server.buffered + size > room and not server.make_room(
+                size, room, self._as_connection
+            ):
+                self._refuse(503, "too many request bodies in flight; retry")
+                raise Stop
         self._body.append(chunk)
-        self.body_bytes += size
-        self.body_last = self._loop.time()
+        self.body_bytes = held
         server.buffered += size
+        now = self._now
+        self.paid_until = min(
+            max(self.paid_until, now - RATE_WINDOW) + size / limits.min_body_rate,
+            now + RATE_WINDOW,
+        )
+
+    def behind(self, now: float) -> bool:
+        """A body in progress whose bytes, at ``min_body_rate``, do not pay for the time since
+        its headers, counting at most ``RATE_WINDOW`` of bytes sent earlier."""
+        return self.phase == BODY and not self.closing and self.paid_until < now
 
     def stalled(self, now: float) -> bool:
-        """A body in progress that sent nothing for ``BODY_STALL``, or less than the minimum rate
-        on average since its headers."""
-        if self.phase != BODY or self.closing or now - self.body_started < BODY_STALL:
-            return False
-        if now - self.body_last >= BODY_STALL:
-            return True
-        return self.body_bytes / (now - self.body_started) < self._limits.min_body_rate
+        """Behind the rate, and past the ``BODY_STALL`` every body is given: one the body
+        budget sheds."""
+        return self.behind(now) and now - self.body_started >= BODY_STALL
 
     def on_message_complete(self) -> None:
         self._completed += 1
@@ -227,11 +283,13 @@ class Parsing:
         keep_alive = parser.should_keep_alive() and not parser.should_upgrade()
         http10 = parser.get_http_version() == "1.0"
         self.phase = IDLE
-        self.deadline = self._loop.time() + self._limits.idle_timeout
-        self._server.wait(self._connection)
+        self.deadline = self._now + self._limits.idle_timeout
         if self._backlog or self._writing_paused or self._turn >= self._limits.max_pipelined:
+            # Waits on the server, not the client: it joins the waiting connections when its
+            # backlog is answered (``_next_turn``).
             self._backlog.append((request, keep_alive, http10))
         else:
+            self._server.wait(self._as_connection)
             self._answer(request, keep_alive, http10)
         if not keep_alive or self.closing:
             raise Stop  # what follows is not a request on this connection

@@ -4,18 +4,22 @@ the probe and metrics ports in plain HTTP.
 A listening socket, its connections (``wspin.http.connection``) and what they share, each with
 the bound of ``ConnectionLimits`` and, at the bound, a rule for who gives way:
 
-- connections, counted from accept: at the cap the one waiting longest on its client (idle
-  between requests, or still in its handshake or headers) is closed to admit the new one, as
-  nginx reuses idle keep-alive connections; only when every connection is busy is the new one
-  refused;
+- connections, counted from accept: at the cap the one with least progress towards a complete
+  request is closed to admit the new one: the one waiting longest on its client (idle between
+  requests, or still in its handshake or headers), as nginx reuses idle keep-alive
+  connections, else the oldest body behind the minimum rate. One with a whole request to
+  answer never is; only when every connection is busy is the new one refused;
 - request bodies held at once: a body that would go over the budget first sheds the stalled
-  ones, slowest first, and is refused (503) only when none is stalled;
+  ones, furthest behind first, and is refused (503) only when none is stalled; the last part
+  of the budget is kept for small bodies (reviews);
+- log lines per connection: past its budget a connection's requests are answered unlogged;
 - answers waiting to be sent: past the total, the largest held by clients that stopped
   reading are aborted;
 - deadlines: a sweep, a few times per shortest deadline, ends each connection past its own.
 
 Refusals are counted by kind and logged at most once per kind per ten seconds. Once a hundred
-connections have closed, the sweep gives the memory they freed back to the system
+connections have closed, or 16 MiB of request bodies been let go, the sweep gives the memory
+they freed back to the system
 (``wspin.http.memory``), so a process returns to its idle size after a flood.
 
 Shutdown (``shutdown()``): stop accepting; close idle connections at once; answer requests
@@ -46,6 +50,9 @@ ACCEPT_BACKLOG = 1024
 """Connections the kernel queues before accept."""
 TRIM_AFTER_CLOSES = 100
 """Connections closed since memory was last given back that make it worth doing again."""
+TRIM_AFTER_BODY_BYTES = 16 * 1024 * 1024
+"""Request body bytes let go since memory was last given back that make it worth doing again:
+a few dozen large bodies are held in pieces of a read each, which the C heap keeps."""
 TRIM_INTERVAL = 5.0
 """Seconds between two returns of freed memory to the system, at most."""
 _ABORTED_GONE = 1.0
@@ -71,9 +78,11 @@ class HttpServer:
         """The bound port once started (differs from the one asked when 0 was asked)."""
         self.connections: set[Connection] = set()
         self.waiting: OrderedDict[Connection, None] = OrderedDict()
-        """Connections waiting on their client, longest first: the ones to close at the cap."""
-        self.bodies: set[Connection] = set()
-        """Connections holding part of a request body."""
+        """Connections waiting on their client, longest first, none with a request to answer:
+        the first to close at the cap."""
+        self.bodies: dict[Connection, None] = {}
+        """Connections receiving a request body, oldest first: the next to close at the cap,
+        when behind the minimum rate."""
         self.buffered = 0
         """Request body bytes held across connections."""
         self.queued_output = 0
@@ -86,6 +95,8 @@ class HttpServer:
         self._sweeper: asyncio.Task[None] | None = None
         self._gone = asyncio.Event()
         self._closed_since_trim = 0
+        self.released_since_trim = 0
+        """Request body bytes let go since memory was last given back."""
         self._trimmed_at = 0.0
 
     async def start(self, host: str, port: int) -> int:
@@ -113,24 +124,40 @@ class HttpServer:
         if self.draining:
             return False
         if len(self.connections) >= self.limits.max_connections:
-            if not self.waiting:
+            victim = self._least_progress()
+            if victim is None:
                 self.refusals.note(
                     "connection-cap",
                     "connection refused: every connection is busy",
                     maxConnections=self.limits.max_connections,
                 )
                 return False
-            oldest, _ = self.waiting.popitem(last=False)
-            self._drop(oldest)
-            oldest.abort()
             self.refusals.note(
                 "evicted",
-                "closed the connection waiting longest on its client to admit a new one",
+                "closed the connection with least progress to admit a new one",
                 maxConnections=self.limits.max_connections,
+                phase=victim.phase_name,
             )
+            self._drop(victim)
+            victim.abort()
         self.connections.add(connection)
         self.waiting[connection] = None
         return True
+
+    def _least_progress(self) -> Connection | None:
+        """The connection to close at the cap: the one waiting longest on its client, else the
+        oldest body behind the minimum rate; None when every connection is busy (answering, or
+        receiving a body that moves)."""
+        for connection in self.waiting:
+            return connection
+        assert self._loop is not None
+        now = self._loop.time()
+        for connection in self.bodies:
+            # One with requests to answer has its reading paused until its client reads them:
+            # its body waits on the server, and its send timeout bounds it.
+            if connection.behind(now) and not connection.answering:
+                return connection
+        return None
 
     def forget(self, connection: Connection) -> None:
         """A connection has closed."""
@@ -145,7 +172,7 @@ class HttpServer:
             self.queued_output -= connection.queued
             connection.queued = 0
         self.waiting.pop(connection, None)
-        self.bodies.discard(connection)
+        self.bodies.pop(connection, None)
 
     def wait(self, connection: Connection) -> None:
         """``connection`` now waits on its client (the newest to do so)."""
@@ -155,6 +182,11 @@ class HttpServer:
     def stop_waiting(self, connection: Connection) -> None:
         self.waiting.pop(connection, None)
 
+    def receiving(self, connection: Connection) -> None:
+        """``connection`` has a request's headers and waits for its body (the newest to)."""
+        self.waiting.pop(connection, None)
+        self.bodies[connection] = None
+
     def first_to_evict(self, connection: Connection) -> None:
         """``connection`` is ending: the first to close at the cap."""
         if connection in self.connections:
@@ -163,24 +195,24 @@ class HttpServer:
 
     # -- budgets -------------------------------------------------------------------------------
 
-    def make_room(self, size: int, asking: Connection) -> bool:
-        """Shed stalled bodies, slowest first, until ``size`` more bytes fit the body budget."""
-        budget = self.limits.max_buffered_body_bytes
+    def make_room(self, size: int, room: int, asking: Connection) -> bool:
+        """Shed stalled bodies, furthest behind first, until ``size`` more bytes fit within
+        ``room`` of the body budget."""
         assert self._loop is not None
         now = self._loop.time()
-        stalled = [c for c in self.bodies if c is not asking and c.stalled(now)]
-        stalled.sort(key=lambda c: c.body_last)
+        stalled = [c for c in self.bodies if c is not asking and c.body_bytes and c.stalled(now)]
+        stalled.sort(key=lambda c: c.paid_until)
         for victim in stalled:
-            if self.buffered + size <= budget:
+            if self.buffered + size <= room:
                 break
             self.refusals.note(
                 "stalled-body",
                 "dropped a stalled request body to make room for one that is moving",
                 heldBytes=victim.body_bytes,
-                budgetBytes=budget,
+                budgetBytes=self.limits.max_buffered_body_bytes,
             )
             victim.abort()
-        return self.buffered + size <= budget
+        return self.buffered + size <= room
 
     def account(self, connection: Connection) -> None:
         """Note what ``connection`` has waiting to be sent; shed the largest stalled senders
@@ -219,6 +251,8 @@ class HttpServer:
             limits.linger_timeout,
         )
         interval = min(1.0, shortest / 5)
+        log_refill = limits.log_lines_per_second * interval
+        log_burst = float(limits.log_burst_lines)
         while True:
             await asyncio.sleep(interval)
             now = loop.time()
@@ -226,15 +260,19 @@ class HttpServer:
             for connection in list(self.connections):
                 if connection.deadline < now or connection.send_deadline < now:
                     connection.expire(now)
+                if connection.log_lines < log_burst:
+                    connection.log_lines = min(log_burst, connection.log_lines + log_refill)
                 transport = connection.transport
                 connection.queued = transport.get_write_buffer_size() if transport else 0
                 total += connection.queued
             self.queued_output = total
             self.refusals.flush()
-            if self._closed_since_trim >= TRIM_AFTER_CLOSES and now - self._trimmed_at > (
-                TRIM_INTERVAL
-            ):
+            if (
+                self._closed_since_trim >= TRIM_AFTER_CLOSES
+                or self.released_since_trim >= TRIM_AFTER_BODY_BYTES
+            ) and now - self._trimmed_at > TRIM_INTERVAL:
                 self._closed_since_trim = 0
+                self.released_since_trim = 0
                 self._trimmed_at = now
                 release_freed_memory()
 

@@ -84,8 +84,9 @@ _COUNTS = (
         "max_connections",
         1,
         100_000,
-        "open connections per port, counted from accept; at the cap the one waiting longest "
-        "on its client is closed to admit a new one",
+        "open connections per port, counted from accept; at the cap the one with least "
+        "progress (waiting longest on its client, else the oldest body behind "
+        "--min-body-rate) is closed to admit a new one",
         "to fit the memory limit (about 60 KiB per stalled connection)",
     ),
     _Bound(
@@ -109,7 +110,8 @@ _COUNTS = (
         "min_body_rate",
         1,
         1024 * MIB,
-        "bytes/s under which a body in progress is shed when the body budget is full",
+        "bytes/s a body in progress must keep up over the last second; behind it, it is shed "
+        "when the body budget is full and closed first at the connection cap",
         "a rate any real client exceeds (65536)",
     ),
     _Bound(

@@ -55,6 +55,8 @@ class TlsChannel:
                 self.peer_closed = True
                 break
             chunks.append(chunk)
+            if not self._incoming.pending and not self._tls.pending():
+                break  # all taken: another read would only raise SSLWantReadError
         if len(chunks) == 1:
             return chunks[0]
         return b"".join(chunks)
