@@ -152,6 +152,23 @@ class TestApply:
         assert "reason" not in ws["status"]
         assert await harness.kube.get_or_none(PODS, await harness.pod_name(), harness.namespace)
 
+    async def test_a_finalizer_write_refused_with_a_conflict_is_counted_and_left_to_the_next_event(
+        self, harness: Harness, kube_server: KubeServer
+    ) -> None:
+        await harness.apply()
+        workspaces = f"/apis/llmsafespaces.dev/v1/namespaces/{harness.namespace}/workspaces"
+        kube_server.fail_next(409, method="PATCH", path=f"{workspaces}/ws1", exact=True)
+        assert await harness.reconcile() is None  # no backoff: the newer version's event comes
+
+        def conflicts(site: str) -> float | None:
+            return harness.registry.get_sample_value(
+                "llmsafespaces_workspace_status_update_conflicts_total", {"site": site}
+            )
+
+        assert (conflicts("finalizer"), conflicts("status")) == (1, 0)
+        await harness.reconcile()
+        assert FINALIZER in (await harness.workspace())["metadata"]["finalizers"]
+
     async def test_a_deleted_workspace_is_not_found_and_that_is_success(
         self, harness: Harness
     ) -> None:
