@@ -7,12 +7,15 @@ import asyncio
 import copy
 from typing import Any
 
+import pytest
+
 from controller.types import ObjectKey, ObjectReader, Requeue
 from controller.workspace.reconciler import FINALIZER, VERIFY_FAILURE_REQUEUE
 from tests.controller.workspace.conftest import SETTINGS, Harness
 from tests.controller.workspace.factories import ready_pod_status, reconcile_until
 from tests.kubeapi import KubeServer
 from wspin.core.contract import LABEL_WORKSPACE_UID
+from wspin.core.errors import Invalid
 from wspin.core.kinds import EVENTS, PODS, PVCS, SERVICE_ACCOUNTS, WORKSPACES
 
 Obj = dict[str, Any]
@@ -151,6 +154,32 @@ class TestApply:
         assert ws["status"]["phase"] == "Pending"
         assert "reason" not in ws["status"]
         assert await harness.kube.get_or_none(PODS, await harness.pod_name(), harness.namespace)
+
+    async def test_the_workspaces_dev_preview_and_session_cap_reach_agentd_as_env(
+        self, harness: Harness
+    ) -> None:
+        def settings_env(pod: Obj) -> dict[str, str]:
+            env = pod["spec"]["containers"][0]["env"]
+            return {e["name"]: e["value"] for e in env if e["name"].startswith("WORKSPACE_")}
+
+        # The CRD's defaults: no preview, five sessions.
+        await harness.apply()
+        await harness.reconcile()
+        pod = await harness.kube.get(PODS, await harness.pod_name(), harness.namespace)
+        assert settings_env(pod) == {
+            "WORKSPACE_ID": "ws1",
+            "WORKSPACE_DIR": "/workspace",
+            "WORKSPACE_DEV_PREVIEW_ENABLED": "false",
+            "WORKSPACE_MAX_ACTIVE_SESSIONS": "5",
+        }
+        await harness.apply("ws2", maxActiveSessions=12, networkAccess={"devPreview": True})
+        await harness.reconcile("ws2")
+        pod = await harness.kube.get(PODS, await harness.pod_name("ws2"), harness.namespace)
+        assert settings_env(pod)["WORKSPACE_DEV_PREVIEW_ENABLED"] == "true"
+        assert settings_env(pod)["WORKSPACE_MAX_ACTIVE_SESSIONS"] == "12"
+        # The CRD bounds the cap.
+        with pytest.raises(Invalid, match="maxActiveSessions"):
+            await harness.apply("ws3", maxActiveSessions=21)
 
     async def test_a_finalizer_write_refused_with_a_conflict_is_counted_and_left_to_the_next_event(
         self, harness: Harness, kube_server: KubeServer
