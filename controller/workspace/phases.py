@@ -47,7 +47,7 @@ from controller.workspace.lifecycle import (
     waiting_phase,
 )
 from controller.workspace.outcome import Outcome
-from controller.workspace.owned import PodBuildError, names
+from controller.workspace.owned import PodBuildError, PodRejected, names
 from controller.workspace.pod import desired_pod, pod_is_stale, restart_generation_of
 from controller.workspace.podfacts import pod_facts
 from controller.workspace.recovery_report import RecoveryReporter
@@ -317,16 +317,22 @@ class WorkspacePhases(WorkspaceUpkeep):
     # -- causes ---------------------------------------------------------------------------
 
     def _failed(self, ws: Obj, err: PodBuildError) -> Outcome:
+        """Phase Failed, counted as a Configuration failure: a pod the API server rejected is
+        sent again once the class's backoff has passed (an admission policy or a quota may
+        change meanwhile), one the builder refuses as soon as its cause is gone."""
         status = ws.get("status") or {}
         # The message carries the fix too (which flag, value or field to change).
-        if (status.get("phase"), status.get("message")) != ("Failed", str(err)):
+        said = str(status.get("message") or "")
+        if status.get("phase") != "Failed" or not said.startswith(str(err)):
             log.warning(  # once per cause: the reconciles its own status write brings are quiet
                 "workspace pod cannot be built",
                 extra=fields(workspace=str(ObjectKey.of(ws)), error=err.message),
             )
-        return Outcome(
+        outcome = Outcome(
             "Failed", reason=POD_BUILD_FAILED, detail=str(err), failure_reason=POD_BUILD_FAILED
         )
+        self.recovery.build_failed(ws, outcome, str(err), rejected=isinstance(err, PodRejected))
+        return outcome
 
     def _runtime(self, ws: Obj) -> Runtime | str | None:
         """The RuntimeEnvironment a bare ``spec.runtime`` names, why it names none, or None for

@@ -125,6 +125,15 @@ class RecoveryReporter:
         _merge(outcome, decided)
         return decided.due is not None
 
+    def build_failed(self, ws: Obj, outcome: Outcome, problem: str, *, rejected: bool) -> None:
+        """Decide recovery for ``ws`` whose pod cannot be built (``problem``; ``rejected``: by
+        the API server) into ``outcome``: a Configuration failure, tried again after its
+        backoff (``healing.assess_build_failure``)."""
+        decided = healing.assess_build_failure(
+            ws.get("status") or {}, _generation(ws), self.clock(), problem, rejected=rejected
+        )
+        _merge(outcome, decided)
+
     def _redactor(self, credentials: WorkspaceCredentials) -> Redact:
         return lambda text: credentials.redact(self.redact(strip_url_credentials(text)))
 

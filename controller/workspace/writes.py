@@ -3,8 +3,9 @@ password Secret written whole, and the pod's deletion with the termination grace
 
 Expected answers are not failures: AlreadyExists is our own earlier create (the cache lags) or
 someone else's object at our name, read back and reported; a 422 on a create means the same
-body is refused every time, so it becomes ``PodBuildError`` (phase Failed with the API
-server's words) instead of a retry with backoff.
+body is refused every time until something changes, so it becomes ``PodRejected`` (phase
+Failed with the API server's words, sent again after the Configuration class's backoff)
+instead of a retry on the work queue's.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 from controller.types import Obj
 from controller.workspace import ownership
 from controller.workspace.credentials import WorkspaceCredentials, desired_password_secret
-from controller.workspace.owned import PodBuildError, desired_service_account
+from controller.workspace.owned import PodRejected, desired_service_account
 from wspin.core.errors import AlreadyExists, Invalid
 from wspin.core.kinds import PODS, SECRETS, SERVICE_ACCOUNTS
 from wspin.kube.client import Kube
@@ -50,7 +51,7 @@ class OwnedWrites:
         self, resource: Any, body: Obj, ws: Obj, *, redact: WorkspaceCredentials | None = None
     ) -> None:
         """Create ``body``; ``ForeignObject`` when something that is not the Workspace's is
-        at its name, ``PodBuildError`` when the API server refuses it (its message with
+        at its name, ``PodRejected`` when the API server refuses it (its message with
         ``redact``'s values blanked: a refusal may quote the body)."""
         meta = ownership.stamp(body, ws)["metadata"]
         try:
@@ -60,7 +61,7 @@ class OwnedWrites:
             self.check(live, ws, str(body.get("kind") or resource.kind))
         except Invalid as err:
             message = redact.redact(err.message) if redact is not None else err.message
-            raise PodBuildError(
+            raise PodRejected(
                 f"the API server rejected the {body.get('kind', 'object')}: {message}"
             ) from None
 
