@@ -133,6 +133,8 @@ class PodView:
     previous: str
     now: datetime
     verify_failed: bool = False
+    spec: str = ""
+    """The digest of the Workspace's spec (``recovery.spec_digest``)."""
     events: Sequence[PodEvent] = ()
     redact: Callable[[str], str] = lambda text: text
 
@@ -260,7 +262,7 @@ def _memory_limit(pod: Obj, container: str) -> str:
 
 def assess_pod(view: PodView) -> Assessment:
     """The recovery decision for a Workspace whose pod is ``view.pod`` (see the module)."""
-    result = Assessment(RecoveryState.of(view.status, view.generation))
+    result = Assessment(RecoveryState.of(view.status, view.generation, view.spec))
     uid = str((view.pod.get("metadata") or {}).get("uid") or "")
     whole = _pod_failure(view, result)
     exits, counted = fl.crash_count(view.pod), result.state.exits(uid)
@@ -307,10 +309,12 @@ def assess_pod(view: PodView) -> Assessment:
     return result
 
 
-def assess_missing(status: Obj, generation: int, previous: str, now: datetime) -> Assessment:
+def assess_missing(
+    status: Obj, generation: int, previous: str, now: datetime, spec: str = ""
+) -> Assessment:
     """For a Workspace without a pod: a pod lost while Active is an Infrastructure failure; a
     new pod waits until the retry is due (``due`` set: wait that long, create nothing)."""
-    result = Assessment(RecoveryState.of(status, generation))
+    result = Assessment(RecoveryState.of(status, generation, spec))
     if previous == "Active":
         lost = fl.classify(None)
         _count(result, status, generation, now, lost, 1, pod_level=True)
@@ -329,7 +333,7 @@ def assess_missing(status: Obj, generation: int, previous: str, now: datetime) -
 
 
 def assess_build_failure(
-    status: Obj, generation: int, now: datetime, problem: str, *, rejected: bool
+    status: Obj, generation: int, now: datetime, problem: str, *, rejected: bool, spec: str = ""
 ) -> Assessment:
     """For a Workspace whose pod cannot be built (``problem`` says why and what fixes it): a
     Configuration failure, counted again only once the class's backoff after the last one has
@@ -338,7 +342,7 @@ def assess_build_failure(
     A pod the API server ``rejected`` is sent again no earlier than ``nextRetryAt``; one the
     builder refuses is built as soon as its cause is gone (the spec, the Namespace's labels
     and the runtime catalogue are watched), so it sets no ``nextRetryAt``."""
-    result = Assessment(RecoveryState.of(status, generation))
+    result = Assessment(RecoveryState.of(status, generation, spec))
     state = result.state
     due = None
     if status.get("failureReason") == POD_BUILD_FAILED and state.last_failure_at is not None:
