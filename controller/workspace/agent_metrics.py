@@ -106,7 +106,8 @@ class AgentMetrics:
         )
         self.ttl_expirations = Counter(
             "llmsafespaces_workspace_ttl_expirations_total",
-            "Suspended Workspaces deleted once spec.ttlSecondsAfterSuspended passed.",
+            "Suspended Workspaces ended once spec.ttlSecondsAfterSuspended passed (kept as "
+            "Terminated without their volume, or deleted: --workspace-ttl-action).",
             registry=registry,
         )
         self.in_flight = Gauge(

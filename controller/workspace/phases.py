@@ -151,9 +151,15 @@ class WorkspacePhases(WorkspaceUpkeep):
         return Outcome("Resuming")
 
     async def retired(self, ws: Obj) -> Outcome:
-        """Terminating or Terminated without a deletion: the pod is stopped, nothing else."""
+        """Terminating or Terminated without a deletion: the pod is stopped, nothing else (a
+        Workspace kept past its TTL keeps saying so)."""
         pod = self._own_pod(ws, strict=False)
         if pod is None:
+            status = ws.get("status") or {}
+            if status.get("reason") == idle.TTL_EXPIRED:
+                return Outcome(
+                    "Terminated", reason=idle.TTL_EXPIRED, detail=str(status.get("message") or "")
+                )
             return Outcome("Terminated")
         if not pod_facts(pod).deleting:
             await self.writes.delete_pod(pod)
