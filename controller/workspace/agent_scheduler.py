@@ -285,6 +285,7 @@ class AgentScheduler:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Read agents as their deadlines come, until ``stop`` is set."""
+        self.metering.new_term(self.clock())
         watcher = asyncio.ensure_future(stop.wait())
         watcher.add_done_callback(lambda _: self._wake.set())
         try:

@@ -21,8 +21,8 @@ Active Workspace's agent with the seconds since the previous one (however many r
 in between), and the bytes its latest deep status reported; the byte-seconds are those bytes
 held over that time. CPU is the growth of agentd's cumulative counter between two deep status
 reads of the same pod (a new pod, or an agentd that started again, counts from 0). CPU a pod
-used before this process first read it (it ran under another controller, which counted it) is
-not counted again.
+used before the current leadership term began (``new_term``) is another leader's to count: a
+pod that started earlier is first read as a baseline, never counted again.
 
 **Bounded.** Owner ids are whatever a Workspace says, so the series are capped: at most
 ``max_workspaces`` Workspaces and ``max_users`` users have series of their own; the rest are
@@ -118,8 +118,8 @@ class Metering:
         max_users: int = MAX_USERS,
     ) -> None:
         self.started = started
-        """When this process began metering: CPU a pod used before is another's to count
-        (None: count everything)."""
+        """When the current leadership term began: CPU a pod used before is another leader's
+        to count (None: count everything)."""
         self.max_workspaces = max_workspaces
         self.max_users = max_users
         once = " Metered from the wall-clock time between observations of its agent."
@@ -230,6 +230,13 @@ class Metering:
         if used > 0:
             self.cpu.labels(*meter.workspace).inc(used / 1000)
             self.user_cpu.labels(meter.user).inc(used / 1000)
+
+    def new_term(self, now: datetime) -> None:
+        """This process leads (again) from ``now``: what the pods used meanwhile was another
+        leader's to count, so every pod's CPU is read afresh as a baseline."""
+        self.started = now
+        for meter in self._meters.values():
+            meter.pod_uid, meter.cpu_micros = "", 0
 
     def forget(self, key: ObjectKey) -> None:
         """The Workspace is gone: its series go, and its user's with the user's last one."""

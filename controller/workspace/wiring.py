@@ -24,7 +24,6 @@ from controller.workspace.orgstatus import OrgStatusCache, OrgStatusMetrics
 from controller.workspace.reconciler import WorkspaceReconciler
 from controller.workspace.recovery_metrics import InRecoveryCollector, RecoveryMetrics
 from controller.workspace.rollout_metrics import WorkspacePodsCollector, served_digests
-from wspin.core.clock import utc_now
 from wspin.core.contract import LABEL_APP, LABEL_APP_VALUE, LABEL_WORKSPACE
 from wspin.core.kinds import NAMESPACES, PODS, PVCS, WORKSPACES, Resource
 from wspin.core.runtimes import RUNTIME_ENVIRONMENTS, RuntimeCatalogue
@@ -109,7 +108,7 @@ def register(
     # Workspace's status queues that Workspace, whose reconcile writes it.
     agent_metrics = AgentMetrics(manager.registry)
     # Billing counters; a deleted Workspace's series go with it.
-    metering = Metering(manager.registry, started=utc_now())
+    metering = Metering(manager.registry)
     workspaces.add_handler(metering.workspace_event)
     agents = AgentScheduler(
         settings.workspace.agent,

@@ -37,6 +37,7 @@ from tests.support.agentd import Agent, StubAgentd
 from tests.support.clock import FakeClock
 from tests.support.waiting import eventually
 from tests.support.waker import FakeWaker
+from wspin.core.clock import format_time
 from wspin.core.kinds import EVENTS, PODS
 
 Obj = dict[str, Any]
@@ -70,7 +71,10 @@ class Agents:
         await self.inject(name)
         await self.h.reconcile(name)
         pod = await self.h.pod_name(name)
-        await self.h.set_pod_status(pod, ready_pod_status(ip))
+        # Started now, as the kubelet records it.
+        await self.h.set_pod_status(
+            pod, {**ready_pod_status(ip), "startTime": format_time(self.clock())}
+        )
         await self.h.reconcile(name)
         assert (await self.h.workspace(name))["status"]["phase"] == "Active"
         return agent

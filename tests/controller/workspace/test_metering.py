@@ -176,3 +176,18 @@ def test_a_new_runtime_moves_the_active_series_and_a_new_owner_moves_them_all() 
         ws_labels(WS1, "mallory")
     ]
     assert {s["user_id"] for s in m.series("llmsafespaces_user_active_seconds")} == {"mallory"}
+
+
+def test_a_new_leadership_term_reads_every_pods_cpu_afresh_as_a_baseline() -> None:
+    m = Meters()
+    fresh = START + timedelta(seconds=5)
+    m.metering.observe_cpu(WS1, account(WS1), "pod-1", 3_000_000, pod_started=fresh)
+    # Another replica led meanwhile and counted what the pod used then.
+    m.metering.new_term(START + timedelta(hours=1))
+    m.metering.observe_cpu(WS1, account(WS1), "pod-1", 9_000_000, pod_started=fresh)
+    m.metering.observe_cpu(WS1, account(WS1), "pod-1", 9_500_000, pod_started=fresh)
+    assert m.value("llmsafespaces_workspace_cpu_milliseconds_total", **ws_labels(WS1)) == 3_500
+    # A pod that started in this term counts from its start.
+    later = START + timedelta(hours=2)
+    m.metering.observe_cpu(WS1, account(WS1), "pod-2", 1_000_000, pod_started=later)
+    assert m.value("llmsafespaces_workspace_cpu_milliseconds_total", **ws_labels(WS1)) == 4_500
