@@ -19,7 +19,7 @@ import socket
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 from controller.agentd_uploads import UploadStagingConfig, parse_upload_staging
 from controller.durations import format_duration, parse_duration
@@ -76,6 +76,8 @@ MIN_TERMINATION_GRACE = 36
 """Seconds: agentd's shutdown (HTTP drain, background work, children) takes 35 s; less cuts
 sessions off mid-write."""
 TERMINATION_GRACE_FLAG = "--workspace-termination-grace-seconds"
+TtlAction = Literal["terminate", "delete"]
+TTL_ACTIONS: tuple[TtlAction, ...] = ("terminate", "delete")
 TERMINATION_GRACE_ALIAS = "--workspace-termination-grace"
 """The flag's former name, still accepted (the new name wins when both are given)."""
 
@@ -181,6 +183,11 @@ class WorkspaceSettings:
     controller checks again before it builds a pod)."""
     egress: EgressSettings = field(default_factory=EgressSettings)
     """Per-Workspace egress policies."""
+    ttl_action: TtlAction = "terminate"
+    """``--workspace-ttl-action``: what becomes of a Workspace kept Suspended past its
+    ``spec.ttlSecondsAfterSuspended``: ``terminate`` (default) deletes its volume and keeps it
+    as phase Terminated, so the API and its users still see what became of it; ``delete``
+    deletes the Workspace (its volume goes with it)."""
     agent: AgentSettings = field(default_factory=AgentSettings)
     """agentd health, deep status and session drains."""
 
@@ -373,6 +380,13 @@ def add_controller_flags(parser: argparse.ArgumentParser) -> None:
     add_excluded_namespaces_flag(workspace)
     add_runtime_classes_flag(workspace)
     add_egress_flags(workspace)
+    add_flag(
+        workspace,
+        "--workspace-ttl-action",
+        default="terminate",
+        help="a Workspace Suspended past spec.ttlSecondsAfterSuspended: terminate (delete its "
+        "volume, keep it as Terminated) or delete it",
+    )
     for flag in (
         "--inference-relay-url",
         "--api-service-url",
@@ -613,6 +627,7 @@ def settings_from_args(
             upload_staging=upload_staging,
             agentd_sidecar=sidecar,
             termination_grace=_termination_grace(args),
+            ttl_action=_ttl_action(args.workspace_ttl_action),
             agentd=agentd,
             opencode=opencode,
             excluded_namespaces=excluded_namespaces_from(args.excluded_namespaces, namespace),
@@ -679,6 +694,17 @@ def settings_from_args(
             ),
             cluster_id=args.relay_cluster_id.strip(),
         ),
+    )
+
+
+def _ttl_action(value: str) -> TtlAction:
+    for action in TTL_ACTIONS:
+        if value == action:
+            return action
+    raise _flag_error(
+        "--workspace-ttl-action",
+        f"must be terminate or delete (got {value!r})",
+        "set controller.workspaces.ttlAction to terminate or delete",
     )
 
 

@@ -110,7 +110,9 @@ async def reconcile_one(
 ) -> None:
     """Run one reconcile and turn its outcome into the queue decision (the one place)."""
     name = controller.name
+    resource = controller.primary.resource.kind
     started = time.perf_counter()
+    status = "error"
     metrics.active_workers.labels(name).inc()
     try:
         result = await controller.reconciler.reconcile(key)
@@ -118,12 +120,14 @@ async def reconcile_one(
         queue.forget(key)
         metrics.reconcile_total.labels(name, RESULT_TERMINAL).inc()
         metrics.reconcile_errors.labels(name).inc()
+        metrics.reconciliation_errors.labels(resource, "terminal").inc()
         log.error(
             "reconcile failed permanently; not retrying",
             extra=fields(controller=name, key=str(key), error=str(err)),
         )
     except TransientError as err:
         _count_error(metrics, name)
+        metrics.reconciliation_errors.labels(resource, "transient").inc()
         if err.delay is not None:
             queue.forget(key)
             queue.add_after(key, err.delay)
@@ -137,6 +141,7 @@ async def reconcile_one(
         )
     except Exception as err:
         _count_error(metrics, name)
+        metrics.reconciliation_errors.labels(resource, "unexpected").inc()
         retry_in = queue.add_rate_limited(key)
         metrics.queue_retries.labels(name).inc()
         log.warning(
@@ -145,6 +150,7 @@ async def reconcile_one(
             extra=fields(controller=name, key=str(key), error=str(err), retry_in=retry_in),
         )
     else:
+        status = "ok"
         queue.forget(key)
         if isinstance(result, Requeue):
             queue.add_after(key, result.after)
@@ -153,7 +159,9 @@ async def reconcile_one(
             metrics.reconcile_total.labels(name, RESULT_SUCCESS).inc()
     finally:
         metrics.active_workers.labels(name).dec()
-        metrics.reconcile_time.labels(name).observe(time.perf_counter() - started)
+        elapsed = time.perf_counter() - started
+        metrics.reconcile_time.labels(name).observe(elapsed)
+        metrics.reconciliation_duration.labels(resource, status).observe(elapsed)
 
 
 def _count_error(metrics: RuntimeMetrics, name: str) -> None:

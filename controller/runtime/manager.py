@@ -152,7 +152,7 @@ class Manager:
         """
         primary = self.cache(for_)
         controller = Controller(reconciler, primary, self._new_queue(reconciler.name))
-        self.metrics.init_controller(reconciler.name)
+        self.metrics.init_controller(reconciler.name, for_.kind)
         self._controllers.append(controller)
 
         def on_primary(_: EventType, obj: Obj, old: Obj | None) -> None:

@@ -1,10 +1,14 @@
-"""The runtime's Prometheus metrics, named in controller-runtime's spirit.
+"""The runtime's Prometheus metrics, named in controller-runtime's spirit, and the two
+LLMSafeSpaces' dashboards and alerts read (``llmsafespaces_reconciliation_*``, by the kind
+reconciled).
 
 Registered on the manager's registry (``manager.registry``, the process's one registry,
 served on ``--metrics-port``); reconcilers register their own metrics objects on it too.
 """
 
 from __future__ import annotations
+
+from typing import Literal
 
 from prometheus_client import (
     CollectorRegistry,
@@ -62,6 +66,11 @@ RESULT_ERROR = "error"
 RESULT_REQUEUE_AFTER = "requeue_after"
 RESULT_TERMINAL = "terminal_error"
 
+ErrorType = Literal["transient", "terminal", "unexpected"]
+ERROR_TYPES: tuple[ErrorType, ...] = ("transient", "terminal", "unexpected")
+"""How a reconcile failed: a ``TransientError`` (retried), a ``TerminalError`` (dropped until
+the next event), anything else (retried with backoff)."""
+
 
 class RuntimeMetrics:
     """Reconcile counts, errors and latency per controller; queue depth; leader status."""
@@ -111,9 +120,26 @@ class RuntimeMetrics:
             ["lease", "identity"],
             registry=self.registry,
         )
+        self.reconciliation_duration = Histogram(
+            "llmsafespaces_reconciliation_duration_seconds",
+            "Time per reconcile, by the kind reconciled (resource) and status (ok, error).",
+            ["resource", "status"],
+            registry=self.registry,
+        )
+        self.reconciliation_errors = Counter(
+            "llmsafespaces_reconciliation_errors_total",
+            "Reconciles that failed, by the kind reconciled (resource) and error_type: "
+            "transient (retried), terminal (dropped until the next event), unexpected "
+            "(retried with backoff).",
+            ["resource", "error_type"],
+            registry=self.registry,
+        )
 
-    def init_controller(self, name: str) -> None:
-        """Expose zero-valued series at once so dashboards and alerts see the controller."""
+    def init_controller(self, name: str, resource: str = "") -> None:
+        """Expose zero-valued series at once so dashboards and alerts see the controller
+        (``resource``: the kind it reconciles)."""
+        for error_type in ERROR_TYPES:
+            self.reconciliation_errors.labels(resource, error_type)
         for result in (RESULT_SUCCESS, RESULT_ERROR, RESULT_REQUEUE_AFTER, RESULT_TERMINAL):
             self.reconcile_total.labels(name, result)
         self.reconcile_errors.labels(name)

@@ -1,4 +1,4 @@
-"""Metrics of agent health, session drains, automatic suspends and metering.
+"""Metrics of agent health, session drains and automatic suspends.
 
 Counters carry only labels from small fixed sets (an endpoint, an outcome, a drain reason, a
 runtime and security level): never a Workspace's or an owner's name, so no counter gains a
@@ -15,14 +15,12 @@ series per Workspace or per user and none grows without end.
   not be asked) and ``llmsafespaces_workspace_drain_duration_seconds{reason,outcome}``;
 - ``llmsafespaces_workspace_auto_suspensions_total{reason}`` (``idle``, ``timeout``) and
   ``llmsafespaces_workspace_ttl_expirations_total``;
-- ``llmsafespaces_workspace_active_seconds_total{runtime,security_level}``: Active
-  Workspace-seconds, metered from the wall-clock time between two observations of each
-  Workspace's agent (never a fixed amount per pass);
 - the scheduler's own: ``llmsafespaces_workspace_agent_scrape_targets``,
   ``…_agent_scrapes_in_flight`` and ``…_agent_scrape_lag_seconds`` (how late a read started
   against its deadline: a fleet larger than the concurrency bound can serve shows here).
 
-Per-Workspace usage is reported by ``AgentUsageCollector`` as gauges computed at scrape time.
+Per-Workspace usage is reported by ``AgentUsageCollector`` as gauges computed at scrape time,
+and metered for billing by ``metering``.
 """
 
 from __future__ import annotations
@@ -108,14 +106,8 @@ class AgentMetrics:
         )
         self.ttl_expirations = Counter(
             "llmsafespaces_workspace_ttl_expirations_total",
-            "Suspended Workspaces deleted once spec.ttlSecondsAfterSuspended passed.",
-            registry=registry,
-        )
-        self.active_seconds = Counter(
-            "llmsafespaces_workspace_active_seconds_total",
-            "Active Workspace-seconds, by runtime and security level, metered from the "
-            "wall-clock time between two observations of a Workspace's agent.",
-            ["runtime", "security_level"],
+            "Suspended Workspaces ended once spec.ttlSecondsAfterSuspended passed (kept as "
+            "Terminated without their volume, or deleted: --workspace-ttl-action).",
             registry=registry,
         )
         self.in_flight = Gauge(

@@ -34,7 +34,10 @@ import heapq
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from typing import Literal, Protocol
+
+from prometheus_client import CollectorRegistry
 
 from controller.settings import AgentSettings
 from controller.types import Obj, ObjectKey, ObjectReader
@@ -55,7 +58,7 @@ from controller.workspace.agent_report import (
 )
 from controller.workspace.agent_status import changes_status
 from controller.workspace.agent_view import COUNTED, AgentView, Liveness
-from wspin.core import fleet
+from controller.workspace.metering import Account, Metering
 from wspin.core.clock import Clock, format_time, parse_time, utc_now
 from wspin.core.contract import AGENTD, MAIN_CONTAINER
 
@@ -140,9 +143,9 @@ class _Target:
     phase: float
     due: dict[str, float]
     view: AgentView = field(default_factory=AgentView)
-    labels: tuple[str, str] = ("", "")
-    """(runtime, security level) for metering."""
-    owner: str = ""
+    account: Account = field(default_factory=lambda: Account("", "", "", "", ""))
+    """What its Active time and usage are metered under."""
+    pod_started: datetime | None = None
     busy: dict[str, int] | None = None
     drain_epoch: int = 0
     observed: float = 0.0
@@ -163,6 +166,7 @@ class AgentScheduler:
         workspaces: ObjectReader,
         pods: ObjectReader,
         metrics: AgentMetrics,
+        metering: Metering | None = None,
         notify: Callable[[ObjectKey], None] = lambda key: None,
         clock: Clock = utc_now,
         waker: Waker | None = None,
@@ -173,6 +177,9 @@ class AgentScheduler:
         self.workspaces = workspaces
         self.pods = pods
         self.metrics = metrics
+        self.metering = metering if metering is not None else Metering(CollectorRegistry())
+        """Active time, disk, memory and CPU per Workspace and per user (None: a private
+        registry, for tests)."""
         self.notify = notify
         """Queues a Workspace for a reconcile (the manager's queue, set at wiring)."""
         self.clock = clock
@@ -221,14 +228,14 @@ class AgentScheduler:
                 # A restarted controller continues the count the status recorded.
                 view=AgentView(failures=failures if isinstance(failures, int) else 0),
                 observed=now,
+                pod_started=parse_time((pod.get("status") or {}).get("startTime")),
             )
             self._targets[ident] = target
             self._schedule(ident, "health", first + phase * self.settings.health_interval)
             self._schedule(ident, "status", first + phase * self.settings.status_interval)
         target.key, target.token = ObjectKey.of(ws), token
-        target.labels = (fleet.runtime_label(ws), fleet.security_level_label(ws))
-        owner = ((ws.get("spec") or {}).get("owner") or {}).get("userID")
-        target.owner = owner[:128] if isinstance(owner, str) else ""
+        target.account = Account.of(ws)
+        self.metering.track(target.key, target.account)
         return target.view
 
     def view(self, ws: Obj) -> AgentView | None:
@@ -264,7 +271,7 @@ class AgentScheduler:
 
     def targets(self) -> list[tuple[ObjectKey, str, AgentView]]:
         """(Workspace, owner, view) of every tracked agent, for the usage metrics."""
-        return [(t.key, t.owner, t.view) for t in self._targets.values()]
+        return [(t.key, t.account.user, t.view) for t in self._targets.values()]
 
     @property
     def in_flight(self) -> int:
@@ -278,6 +285,7 @@ class AgentScheduler:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Read agents as their deadlines come, until ``stop`` is set."""
+        self.metering.new_term(self.clock())
         watcher = asyncio.ensure_future(stop.wait())
         watcher.add_done_callback(lambda _: self._wake.set())
         try:
@@ -412,6 +420,14 @@ class AgentScheduler:
                     status_epoch=epoch,
                     busy_changes=view.busy_changes + (1 if changed else 0),
                 )
+                if status.cpu_usage_micros is not None:
+                    self.metering.observe_cpu(
+                        target.key,
+                        target.account,
+                        target.pod_uid,
+                        status.cpu_usage_micros,
+                        pod_started=target.pod_started,
+                    )
                 return
         self.metrics.check_failures.labels("statusz", outcome).inc()
         target.drain_news = True  # a drain fails open
@@ -476,13 +492,20 @@ class AgentScheduler:
 
     def _meter(self, target: _Target) -> None:
         """Active seconds since the previous observation of ``target`` (its registration, its
-        last liveness read). A target lives only within one leadership term, and is dropped
-        by the first look that finds its Workspace no longer Active on that pod, so every gap
-        is time the Workspace was Active, however late a read ran."""
+        last liveness read), with the disk and memory its latest deep status reported held
+        over them. A target lives only within one leadership term, and is dropped by the
+        first look that finds its Workspace no longer Active on that pod, so every gap is
+        time the Workspace was Active, however late a read ran."""
         now = self.waker.now()
         gap, target.observed = now - target.observed, now
-        if gap > 0:
-            self.metrics.active_seconds.labels(*target.labels).inc(gap)
+        status = target.view.status
+        self.metering.observe(
+            target.key,
+            target.account,
+            gap,
+            disk_bytes=status.disk.used if status is not None and status.disk else None,
+            memory_bytes=status.memory.used if status is not None and status.memory else None,
+        )
 
 
 def judge_health(answer: Answer) -> Liveness:

@@ -45,6 +45,10 @@ SIDECAR_GID: Final = 1000
 XDG_DATA_HOME: Final = "/workspace/.local"
 RESTART_MARKER_PATH: Final = "/sandbox-runtime/last-restart-reason.json"
 """One marker file both halves write in sidecar mode (0640, shared gid 1000)."""
+DEV_PREVIEW_ENV: Final = "WORKSPACE_DEV_PREVIEW_ENABLED"
+MAX_ACTIVE_SESSIONS_ENV: Final = "WORKSPACE_MAX_ACTIVE_SESSIONS"
+DEFAULT_MAX_ACTIVE_SESSIONS: Final = 5
+"""The CRD's default of ``spec.maxActiveSessions`` (1-20)."""
 AGENT_CONFIG_FILE: Final = f"{vol.AGENTD_CONFIG_PATH}/agent-config.json"
 ADMIN_TOKEN_FILE_ENV: Final = "AGENTD_ADMIN_TOKEN_FILE"  # noqa: S105 - a variable name
 ADMIN_TOKEN_FILE: Final = f"{vol.SANDBOX_CFG_PATH}/admin-token"
@@ -88,6 +92,10 @@ class PodInputs:
     preview_origin_base_domain: str = ""
     upload_staging: UploadStagingConfig = field(default_factory=UploadStagingConfig)
     admin_token: str = ""
+    dev_preview: bool = False
+    """``spec.networkAccess.devPreview``."""
+    max_active_sessions: int = DEFAULT_MAX_ACTIVE_SESSIONS
+    """``spec.maxActiveSessions``."""
 
     @property
     def password_secret(self) -> str:
@@ -138,6 +146,15 @@ def _preview_env(inputs: PodInputs) -> list[Obj]:
     )
 
 
+def _workspace_settings_env(inputs: PodInputs) -> list[Obj]:
+    """The Workspace's settings agentd enforces, on every container agentd runs in. Both
+    values are always set: an absent variable tells agentd its controller predates them."""
+    return [
+        _value(DEV_PREVIEW_ENV, "true" if inputs.dev_preview else "false"),
+        _value(MAX_ACTIVE_SESSIONS_ENV, str(inputs.max_active_sessions)),
+    ]
+
+
 def workspace_container(inputs: PodInputs) -> Obj:
     """The main container (index 0, named ``workspace``).
 
@@ -170,6 +187,7 @@ def workspace_container(inputs: PodInputs) -> Obj:
             ("PREVIEW_ORIGIN_BASE_DOMAIN", inputs.preview_origin_base_domain),
         ),
         *inputs.upload_staging.env(),
+        *_workspace_settings_env(inputs),
     ]
     mounts = vol.workspace_mounts()
     liveness = probes.workspace_liveness()
@@ -315,6 +333,8 @@ def agentd_sidecar(inputs: PodInputs) -> Obj:
         _value("LLMSAFESPACES_ENRICHER_CACHE_DIR", f"{vol.SANDBOX_RUNTIME_PATH}/enricher-cache"),
         *_optional(("INFERENCE_RELAY_BASEURL", inputs.inference_relay_url)),
         *inputs.upload_staging.env(),
+        # The sessions and the dev-preview tool are served here in this mode.
+        *_workspace_settings_env(inputs),
     ]
     return {
         "name": SIDECAR_CONTAINER,

@@ -19,6 +19,10 @@
 ``assess_missing`` decides for a Workspace without a pod: one lost while Active has failed
 (class Infrastructure); a new pod waits for ``nextRetryAt``.
 
+``assess_build_failure`` decides for a Workspace whose pod cannot be built (a field the
+builder refuses, a pod the API server rejects): a Configuration failure, counted once per try,
+and tried again when the class's backoff has passed (a spec change starts over at once).
+
 What to report once the status is written travels as notices (``Counted``, ``Exhausted``,
 ``Recovered``, ``BootFailed``), so a failed status write never reports an episode twice.
 """
@@ -27,13 +31,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Final
 
 from controller.toolkit.conditions import is_true
 from controller.types import Obj
 from controller.workspace import boot, stuck, stuck_causes
 from controller.workspace import failures as fl
+from controller.workspace.lifecycle import POD_BUILD_FAILED
 from controller.workspace.pod_events import PodEvent
 from controller.workspace.podfacts import PodFacts
 from controller.workspace.recovery import (
@@ -128,14 +133,17 @@ class PodView:
     previous: str
     now: datetime
     verify_failed: bool = False
+    spec: str = ""
+    """The digest of the Workspace's spec (``recovery.spec_digest``)."""
     events: Sequence[PodEvent] = ()
     redact: Callable[[str], str] = lambda text: text
 
 
-def _retry(state: RecoveryState, now: datetime) -> str:
+def _retry(state: RecoveryState, now: datetime, due: datetime | None = None) -> str:
     note = f"failure {state.failures} in a row ({state.failure_class})"
-    if state.next_retry_at is not None and state.next_retry_at > now:
-        note += f"; the next try is due at {format_time(state.next_retry_at)}"
+    due = due or state.next_retry_at
+    if due is not None and due > now:
+        note += f"; the next try is due at {format_time(due)}"
     if state.failures >= policy(state.failure_class).exhausted_after:
         note += "; recovery is exhausted (retries continue: spec.suspend: true stops them)"
     return note
@@ -254,7 +262,7 @@ def _memory_limit(pod: Obj, container: str) -> str:
 
 def assess_pod(view: PodView) -> Assessment:
     """The recovery decision for a Workspace whose pod is ``view.pod`` (see the module)."""
-    result = Assessment(RecoveryState.of(view.status, view.generation))
+    result = Assessment(RecoveryState.of(view.status, view.generation, view.spec))
     uid = str((view.pod.get("metadata") or {}).get("uid") or "")
     whole = _pod_failure(view, result)
     exits, counted = fl.crash_count(view.pod), result.state.exits(uid)
@@ -301,10 +309,12 @@ def assess_pod(view: PodView) -> Assessment:
     return result
 
 
-def assess_missing(status: Obj, generation: int, previous: str, now: datetime) -> Assessment:
+def assess_missing(
+    status: Obj, generation: int, previous: str, now: datetime, spec: str = ""
+) -> Assessment:
     """For a Workspace without a pod: a pod lost while Active is an Infrastructure failure; a
     new pod waits until the retry is due (``due`` set: wait that long, create nothing)."""
-    result = Assessment(RecoveryState.of(status, generation))
+    result = Assessment(RecoveryState.of(status, generation, spec))
     if previous == "Active":
         lost = fl.classify(None)
         _count(result, status, generation, now, lost, 1, pod_level=True)
@@ -318,5 +328,35 @@ def assess_missing(status: Obj, generation: int, previous: str, now: datetime) -
     if wait is None:
         result.state = replace(result.state, next_retry_at=None)
         result.reason = result.message = ""
+    result.wake(wait)
+    return result
+
+
+def assess_build_failure(
+    status: Obj, generation: int, now: datetime, problem: str, *, rejected: bool, spec: str = ""
+) -> Assessment:
+    """For a Workspace whose pod cannot be built (``problem`` says why and what fixes it): a
+    Configuration failure, counted again only once the class's backoff after the last one has
+    passed (the passes in between, its own status write's included, count nothing).
+
+    A pod the API server ``rejected`` is sent again no earlier than ``nextRetryAt``; one the
+    builder refuses is built as soon as its cause is gone (the spec, the Namespace's labels
+    and the runtime catalogue are watched), so it sets no ``nextRetryAt``."""
+    result = Assessment(RecoveryState.of(status, generation, spec))
+    state = result.state
+    due = None
+    if status.get("failureReason") == POD_BUILD_FAILED and state.last_failure_at is not None:
+        due = state.last_failure_at + timedelta(seconds=state.backoff())
+    if state.failures and due is not None and due > now:
+        wait = (due - now).total_seconds()
+    else:
+        failure = fl.Failure(fl.CONFIGURATION, POD_BUILD_FAILED, problem)
+        _count(result, status, generation, now, failure, 1, pod_level=False)
+        wait = result.state.backoff()
+        due = now + timedelta(seconds=wait)
+        if not rejected:
+            result.state = replace(result.state, next_retry_at=None)
+    result.reason = POD_BUILD_FAILED
+    result.message = f"{problem}; {_retry(result.state, now, due)}"
     result.wake(wait)
     return result

@@ -13,8 +13,8 @@ earliest deadline (never on a fixed period).
 - **Lifetime** (``spec.timeout`` seconds, 0 = none): an Active pod older than that since it
   became Active (``status.startTime``) is suspended; every new pod starts the clock again.
 - **Kept while suspended** (``spec.ttlSecondsAfterSuspended``, 0 = forever): a Workspace
-  Suspended that long is deleted, as a Job is after ``ttlSecondsAfterFinished``; deletion
-  removes its volume with it.
+  Suspended that long ends: its volume is deleted and it is kept as Terminated, or it is
+  deleted, as a Job is after ``ttlSecondsAfterFinished`` (``--workspace-ttl-action``).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ IDLE: Final = "IdleTimeout"
 LIFETIME: Final = "LifetimeExceeded"
 """Reason of a suspend after ``spec.timeout``."""
 TTL_EXPIRED: Final = "TTLExpired"
-"""Reason of the deletion after ``spec.ttlSecondsAfterSuspended``."""
+"""Reason of the end after ``spec.ttlSecondsAfterSuspended``."""
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,11 @@ nothing here reads a cache or a clock.
   (``status.resumeCount`` 1), ``subsequent_resume`` after that. LLMSafeSpaces keyed this on a
   restart count no resume changes, so every resume read as its first;
 - ``llmsafespaces_workspace_init_container_duration_seconds``: how long ``workspace-setup``
-  (``spec.packages`` and ``spec.initScript``) ran, for the pod that made the Workspace Active.
+  (``spec.packages`` and ``spec.initScript``) ran, for the pod that made the Workspace Active;
+- ``llmsafespaces_workspace_status_update_conflicts_total{site}``: the controller's own writes
+  of a Workspace the API server answered with a conflict (409): ``status`` (a merge patch
+  without a resourceVersion, which a conflict cannot meet, so it stays 0) and ``finalizer``
+  (written with the version read, so another writer's change in between refuses it).
 
 Labels are drawn from bounded sets (``wspin.core.fleet``'s runtime and security level, the phase
 enum, booleans): never a Workspace's name or owner, so no counter gains a series per Workspace.
@@ -37,6 +41,8 @@ Obj = dict[str, object]
 
 DURATION_BUCKETS: Final = (1, 3, 5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 300)
 """Seconds; the buckets LLMSafeSpaces' creation-time panels and alerts were written for."""
+CONFLICT_SITES: Final = ("status", "finalizer")
+"""Where a Workspace write can meet a conflict (``write_conflict``)."""
 SETUP_BUCKETS: Final = (0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300)
 """Seconds; package installs take from under a second to minutes."""
 
@@ -54,6 +60,15 @@ class LifecycleMetrics:
 
     def __init__(self, registry: CollectorRegistry) -> None:
         kinds = ["runtime", "security_level"]
+        self.conflicts = Counter(
+            "llmsafespaces_workspace_status_update_conflicts_total",
+            "The controller's writes of a Workspace answered with a conflict (409), by site: "
+            "status, finalizer.",
+            ["site"],
+            registry=registry,
+        )
+        for site in CONFLICT_SITES:
+            self.conflicts.labels(site)
         self.created = Counter(
             "llmsafespaces_workspaces_created_total",
             "Workspaces that became Active (every activation), by runtime and security level.",
@@ -150,6 +165,10 @@ class LifecycleMetrics:
             self.resumed(resumed, now, first=old.get("resumeCount") == 1)
         elif pending is not None:
             self.first_active(workspace, pending, now)
+
+    def write_conflict(self, site: str) -> None:
+        """A write at ``site`` (one of ``CONFLICT_SITES``) was answered with a conflict."""
+        self.conflicts.labels(site).inc()
 
     def deletion_finished(self, workspace: Obj) -> None:
         """``workspace``'s finalizer was removed: it is gone."""

@@ -26,6 +26,11 @@ class PodBuildError(WspinError):
     """The Workspace cannot become a pod; the message names the field (phase Failed)."""
 
 
+class PodRejected(PodBuildError):
+    """The API server refused the pod, or an object it needs, as written: sent again only
+    once the retry after the failure is due."""
+
+
 @dataclass(frozen=True)
 class Names:
     """The names of everything one Workspace owns."""

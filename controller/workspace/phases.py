@@ -48,7 +48,7 @@ from controller.workspace.lifecycle import (
     waiting_phase,
 )
 from controller.workspace.outcome import Notice, Outcome
-from controller.workspace.owned import PodBuildError, names
+from controller.workspace.owned import PodBuildError, PodRejected, names
 from controller.workspace.pod import desired_pod, pod_is_stale, restart_generation_of
 from controller.workspace.podfacts import pod_facts
 from controller.workspace.recovery_report import RecoveryReporter
@@ -163,9 +163,15 @@ class WorkspacePhases(WorkspaceUpkeep):
         return Outcome("Resuming")
 
     async def retired(self, ws: Obj) -> Outcome:
-        """Terminating or Terminated without a deletion: the pod is stopped, nothing else."""
+        """Terminating or Terminated without a deletion: the pod is stopped, nothing else (a
+        Workspace kept past its TTL keeps saying so)."""
         pod = self._own_pod(ws, strict=False)
         if pod is None:
+            status = ws.get("status") or {}
+            if status.get("reason") == idle.TTL_EXPIRED:
+                return Outcome(
+                    "Terminated", reason=idle.TTL_EXPIRED, detail=str(status.get("message") or "")
+                )
             return Outcome("Terminated")
         if not pod_facts(pod).deleting:
             await self.writes.delete_pod(pod)
@@ -338,16 +344,22 @@ class WorkspacePhases(WorkspaceUpkeep):
     # -- causes ---------------------------------------------------------------------------
 
     def _failed(self, ws: Obj, err: PodBuildError) -> Outcome:
+        """Phase Failed, counted as a Configuration failure: a pod the API server rejected is
+        sent again once the class's backoff has passed (an admission policy or a quota may
+        change meanwhile), one the builder refuses as soon as its cause is gone."""
         status = ws.get("status") or {}
         # The message carries the fix too (which flag, value or field to change).
-        if (status.get("phase"), status.get("message")) != ("Failed", str(err)):
+        said = str(status.get("message") or "")
+        if status.get("phase") != "Failed" or not said.startswith(str(err)):
             log.warning(  # once per cause: the reconciles its own status write brings are quiet
                 "workspace pod cannot be built",
                 extra=fields(workspace=str(ObjectKey.of(ws)), error=err.message),
             )
-        return Outcome(
+        outcome = Outcome(
             "Failed", reason=POD_BUILD_FAILED, detail=str(err), failure_reason=POD_BUILD_FAILED
         )
+        self.recovery.build_failed(ws, outcome, str(err), rejected=isinstance(err, PodRejected))
+        return outcome
 
     async def _refused(self, ws: Obj, outcome: Outcome, refusal: Refusal) -> None:
         """Admission refused the pod: ``PodAdmitted=False`` and Ready=False naming who and

@@ -18,6 +18,7 @@ from controller.settings import WorkspaceSettings
 from controller.types import Obj
 from controller.workspace.compute import ResourcesError, container_resources
 from controller.workspace.containers import (
+    DEFAULT_MAX_ACTIVE_SESSIONS,
     PodInputs,
     agentd_sidecar,
     platform_bootstrap,
@@ -84,6 +85,21 @@ def tenant_of(spec: Obj) -> str:
     if isinstance(owner, dict):
         tenant = str(owner.get("orgID") or "") or str(owner.get("userID") or "")
     return sanitize_label(tenant)
+
+
+def dev_preview_of(spec: Obj) -> bool:
+    """``spec.networkAccess.devPreview``: only a literal true enables it."""
+    access = spec.get("networkAccess")
+    return isinstance(access, dict) and access.get("devPreview") is True
+
+
+def max_active_sessions_of(spec: Obj) -> int:
+    """``spec.maxActiveSessions`` within the CRD's 1-20, else the CRD's default (an object
+    stored before the field was declared has none)."""
+    value = spec.get("maxActiveSessions")
+    if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 20:
+        return value
+    return DEFAULT_MAX_ACTIVE_SESSIONS
 
 
 def _spec(ws: Obj) -> Obj:
@@ -203,6 +219,8 @@ def desired_pod(
         preview_origin_base_domain=settings.preview_origin_base_domain,
         upload_staging=settings.upload_staging,
         admin_token=credentials.admin_token,
+        dev_preview=dev_preview_of(spec),
+        max_active_sessions=max_active_sessions_of(spec),
     )
     labels = {
         **selector_labels(ws_name),

@@ -37,10 +37,15 @@ def _timing(initial: int, period: int, timeout: int, failures: int) -> Obj:
     }
 
 
+STARTUP_BUDGET: Final = 180
+"""Seconds the workspace container may take to serve: a cold pull of the agentd and opencode
+image volumes on a fresh node, the inits and opencode's start fit in 3 minutes."""
+
+
 def workspace_startup(token: str) -> Obj:
-    """1 s probes during boot, 2 minutes of budget (image pull, inits, opencode start);
-    readiness and liveness wait until it passes."""
-    return {**_http("/v1/readyz", token), **_timing(1, 1, 2, 120)}
+    """1 s probes during boot, ``STARTUP_BUDGET`` seconds of failures allowed; readiness
+    and liveness wait until it passes."""
+    return {**_http("/v1/readyz", token), **_timing(1, 1, 2, STARTUP_BUDGET)}
 
 
 def workspace_readiness(token: str) -> Obj:

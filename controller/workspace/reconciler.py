@@ -273,7 +273,12 @@ class WorkspaceReconciler(WorkspacePhases):
         # The finalizer goes with the version the status write returned: its own version
         # would be stale by then.
         updated = await self._write_status(ws, Outcome("Terminated"), written)
-        if not await remove_finalizer(self.kube, WORKSPACES, updated or ws, FINALIZER):
+        try:
+            removed = await remove_finalizer(self.kube, WORKSPACES, updated or ws, FINALIZER)
+        except Conflict:
+            self.lifecycle.write_conflict("finalizer")
+            raise
+        if not removed:
             return
         self.lifecycle.deletion_finished(ws)
         log.info("workspace deleted", extra=fields(workspace=str(ObjectKey.of(ws))))
@@ -281,7 +286,11 @@ class WorkspaceReconciler(WorkspacePhases):
     async def _ensure_finalizer(self, ws: Obj, written: list[str]) -> None:
         if has_finalizer(ws, FINALIZER):
             return
-        updated = await add_finalizer(self.kube, WORKSPACES, ws, FINALIZER)
+        try:
+            updated = await add_finalizer(self.kube, WORKSPACES, ws, FINALIZER)
+        except Conflict:
+            self.lifecycle.write_conflict("finalizer")
+            raise
         written.append(str(updated["metadata"].get("resourceVersion", "")))
 
     async def _conflict(
@@ -324,7 +333,11 @@ class WorkspaceReconciler(WorkspacePhases):
             int(ws["metadata"].get("generation") or 0),
             format_time(now),
         )
-        updated = await write_status(self.kube, WORKSPACES, ws, new)
+        try:
+            updated = await write_status(self.kube, WORKSPACES, ws, new)
+        except Conflict:
+            self.lifecycle.write_conflict("status")
+            raise
         if updated is not None:
             written.append(str(updated["metadata"].get("resourceVersion", "")))
             setup = outcome.pod.setup_seconds if outcome.pod is not None else None

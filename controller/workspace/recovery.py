@@ -21,8 +21,11 @@ restart is due at the earliest.
 
 Crossing a class's threshold sets ``RecoveryExhausted=True`` once (one Event, one metric
 increment); retries go on at the capped backoff, and ``spec.suspend: true`` is what stops them.
-The record starts over when the Workspace's spec changes (a new ``metadata.generation``,
-a ``restartGeneration`` bump included) and when it is suspended; it clears once the
+The record starts over when the Workspace's spec changes (a ``restartGeneration`` bump
+included; ``recoverySpec`` holds a digest of the spec it was counted under) and when it is
+suspended. ``spec.suspend`` is not part of that digest: it is a request the API writes and the
+controller removes, never a new spec, so neither writing nor consuming one (a resume sent
+while running, say) loses a failure count or a ``RecoveryExhausted`` episode; it clears once the
 Workspace has been Active for ``STABILITY_WINDOW`` in one stretch (``lastStableAt`` marks the
 start of that stretch; a new failure or leaving Active ends it), which also zeroes
 ``controllerRestartCount``, the health restarts' counter.
@@ -36,6 +39,8 @@ count that keeps its old exits).
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Final
@@ -60,6 +65,16 @@ FIELDS: Final = (
     "lastFailedPod",
 )
 RESTARTS_FIELD: Final = "controllerRestartCount"
+SPEC_FIELD: Final = "recoverySpec"
+"""The digest of the spec the record was counted under (``spec_digest``)."""
+
+
+def spec_digest(spec: object) -> str:
+    """What a spec change means to the record: 16 hex of the sha256 of ``spec`` without
+    ``suspend``, in canonical JSON."""
+    kept = {k: v for k, v in spec.items() if k != "suspend"} if isinstance(spec, dict) else {}
+    text = json.dumps(kept, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 @dataclass(frozen=True)
@@ -112,10 +127,14 @@ class RecoveryState:
     """Its failure as a whole (ended, disrupted, stuck) counted."""
     restarts_cleared: bool = False
     """This pass ends the episode: ``controllerRestartCount`` goes back to 0."""
+    spec: str = ""
+    """The digest of the spec the pass saw ("" unknown: its generation decides)."""
 
     @classmethod
-    def of(cls, status: Obj, generation: int) -> RecoveryState:
-        """The state ``status`` records; a spec newer than the status observed starts over."""
+    def of(cls, status: Obj, generation: int, spec: str = "") -> RecoveryState:
+        """The state ``status`` records; another spec than the one it was counted under (a
+        record without that digest: a generation newer than the status observed) starts
+        over."""
         counted = status.get("lastFailedPod")
         counted = counted if isinstance(counted, dict) else {}
         state = cls(
@@ -128,9 +147,14 @@ class RecoveryState:
             pod=str(counted.get("uid") or ""),
             pod_exits=_int(counted.get("containerExits")),
             pod_failed=counted.get("podFailed") is True,
+            spec=spec,
         )
-        observed = status.get("observedGeneration")
-        renewed = isinstance(observed, int) and observed != generation
+        recorded = status.get(SPEC_FIELD)
+        if spec and isinstance(recorded, str) and recorded:
+            renewed = recorded != spec
+        else:
+            observed = status.get("observedGeneration")
+            renewed = isinstance(observed, int) and observed != generation
         if renewed and (state.failures or _int(status.get(RESTARTS_FIELD))):
             return state.cleared()
         return state
@@ -143,6 +167,7 @@ class RecoveryState:
             pod_exits=self.pod_exits,
             pod_failed=self.pod_failed,
             restarts_cleared=True,
+            spec=self.spec,
         )
 
     def exits(self, pod_uid: str) -> int:
@@ -222,10 +247,13 @@ def exhausted_condition(state: RecoveryState, generation: int) -> Obj:
     )
 
 
-def settle(old: Obj, generation: int, state: RecoveryState | None, phase: str) -> RecoveryState:
-    """The state a pass in ``phase`` writes: the one it decided (None: what ``old`` records),
-    cleared when the Workspace is stopped; the stable stretch ends when it is not Active."""
-    settled = state if state is not None else RecoveryState.of(old, generation)
+def settle(
+    old: Obj, generation: int, state: RecoveryState | None, phase: str, spec: str = ""
+) -> RecoveryState:
+    """The state a pass in ``phase`` over a spec of digest ``spec`` writes: the one it
+    decided (None: what ``old`` records), cleared when the Workspace is stopped; the stable
+    stretch ends when it is not Active."""
+    settled = state if state is not None else RecoveryState.of(old, generation, spec)
     if phase in STOPPED and (settled.failures or _int(old.get(RESTARTS_FIELD))):
         settled = settled.cleared()
     if phase != "Active" and settled.last_stable_at is not None:
@@ -243,6 +271,10 @@ def apply(status: Obj, state: RecoveryState) -> None:
             status[key] = value
     if state.restarts_cleared and RESTARTS_FIELD in status:
         status[RESTARTS_FIELD] = 0
+    if state.spec and (state.failures or _int(status.get(RESTARTS_FIELD))):
+        status[SPEC_FIELD] = state.spec
+    else:
+        status.pop(SPEC_FIELD, None)
     if not state.failures:
         kept = remove_conditions(status.get("conditions") or [], [RECOVERY_EXHAUSTED])
         status["conditions"] = kept

@@ -28,7 +28,7 @@ from controller.workspace.outcome import Outcome
 from controller.workspace.owned import names
 from controller.workspace.pod_events import PodEvent, PodEventReader
 from controller.workspace.podfacts import PodFacts
-from controller.workspace.recovery import RECOVERY_EXHAUSTED
+from controller.workspace.recovery import RECOVERY_EXHAUSTED, spec_digest
 from controller.workspace.recovery_metrics import RecoveryMetrics
 from controller.workspace.writes import OwnedWrites
 from wspin.core.clock import Clock, utc_now
@@ -94,6 +94,7 @@ class RecoveryReporter:
                 previous=previous,
                 now=now,
                 verify_failed=verify_failed,
+                spec=_spec(ws),
                 events=events,
                 redact=self._redactor(credentials),
             )
@@ -120,10 +121,24 @@ class RecoveryReporter:
         """Decide recovery for ``ws`` without a pod into ``outcome``; True: a retry is not due
         yet, so no pod is created this pass."""
         decided = healing.assess_missing(
-            ws.get("status") or {}, _generation(ws), previous, self.clock()
+            ws.get("status") or {}, _generation(ws), previous, self.clock(), _spec(ws)
         )
         _merge(outcome, decided)
         return decided.due is not None
+
+    def build_failed(self, ws: Obj, outcome: Outcome, problem: str, *, rejected: bool) -> None:
+        """Decide recovery for ``ws`` whose pod cannot be built (``problem``; ``rejected``: by
+        the API server) into ``outcome``: a Configuration failure, tried again after its
+        backoff (``healing.assess_build_failure``)."""
+        decided = healing.assess_build_failure(
+            ws.get("status") or {},
+            _generation(ws),
+            self.clock(),
+            problem,
+            rejected=rejected,
+            spec=_spec(ws),
+        )
+        _merge(outcome, decided)
 
     def _redactor(self, credentials: WorkspaceCredentials) -> Redact:
         return lambda text: credentials.redact(self.redact(strip_url_credentials(text)))
@@ -189,6 +204,10 @@ def _merge(outcome: Outcome, decided: healing.Assessment) -> None:
 
 def _generation(ws: Obj) -> int:
     return int(ws["metadata"].get("generation") or 0)
+
+
+def _spec(ws: Obj) -> str:
+    return spec_digest(ws.get("spec"))
 
 
 def _stamp(moment: datetime | None) -> str:

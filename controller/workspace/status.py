@@ -40,7 +40,7 @@ from controller.workspace.credentials import STATUS_ROTATION, whole
 from controller.workspace.lifecycle import POD_BUILD_FAILED, served_before
 from controller.workspace.outcome import Outcome
 from controller.workspace.probes import OPENCODE_PORT
-from controller.workspace.recovery import apply, settle
+from controller.workspace.recovery import apply, settle, spec_digest
 from wspin.core.clock import format_time
 from wspin.core.fleet import Phase
 
@@ -133,7 +133,7 @@ def next_status(old: Obj, outcome: Outcome, ws: Obj, now: datetime) -> Obj:
     else:
         new.pop("failureReason", None)
     decided = outcome.recovery.state if outcome.recovery is not None else None
-    apply(new, settle(old, generation, decided, phase))
+    apply(new, settle(old, generation, decided, phase, spec_digest(ws.get("spec"))))
     anchor(old, new, ws, now)
     return new
 

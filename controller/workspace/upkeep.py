@@ -10,11 +10,12 @@ status to write once, its Events, its deadline. Health itself is read by the fle
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from dataclasses import dataclass, field
 
 from controller.settings import WorkspaceSettings
-from controller.types import Obj, ObjectKey
+from controller.types import Obj, ObjectKey, ObjectReader
 from controller.workspace import drain, idle
 from controller.workspace.agent_metrics import USER_FORCED, AgentMetrics, DrainReason
 from controller.workspace.agent_scheduler import AgentScheduler
@@ -24,12 +25,14 @@ from controller.workspace.credentials import WorkspaceCredentials
 from controller.workspace.deadlines import MIN_REQUEUE
 from controller.workspace.lifecycle import recycling
 from controller.workspace.outcome import Notice, Outcome
+from controller.workspace.owned import names
 from controller.workspace.pod import ANNOTATION_RESTART_GENERATION
 from controller.workspace.podfacts import PodFacts
+from controller.workspace.storage import claim_conflict
 from controller.workspace.writes import OwnedWrites
 from wspin.core.clock import Clock
-from wspin.core.errors import KubeAPIError
-from wspin.core.kinds import WORKSPACES
+from wspin.core.errors import KubeAPIError, NotFound
+from wspin.core.kinds import PVCS, WORKSPACES
 from wspin.core.logs import fields
 from wspin.kube.client import Kube
 
@@ -54,6 +57,7 @@ class WorkspaceUpkeep:
     kube: Kube
     clock: Clock
     settings: WorkspaceSettings
+    pvcs: ObjectReader
     writes: OwnedWrites
     agents: AgentScheduler | None
     agent_metrics: AgentMetrics | None
@@ -235,8 +239,11 @@ class WorkspaceUpkeep:
     # -- Suspended ---------------------------------------------------------------------------
 
     async def expire(self, ws: Obj, outcome: Outcome) -> Outcome:
-        """Delete a Workspace kept Suspended past ``spec.ttlSecondsAfterSuspended`` (its
-        deletion then runs as any other); otherwise come back when it is due."""
+        """End a Workspace kept Suspended past ``spec.ttlSecondsAfterSuspended``: its volume
+        is deleted and it is kept as Terminated (``--workspace-ttl-action=terminate``, the
+        default: the API and its users still see what became of it), or the Workspace itself
+        is deleted (``delete``; its deletion then runs as any other). Otherwise come back when
+        it is due."""
         left = idle.ttl_left(ws, self.clock())
         if left is None:
             return outcome
@@ -244,17 +251,37 @@ class WorkspaceUpkeep:
             outcome.due(left)
             return outcome
         meta = ws["metadata"]
-        await self.kube.delete(
-            WORKSPACES, meta["name"], meta.get("namespace"), uid=str(meta.get("uid") or "")
-        )
+        ttl = (ws.get("spec") or {}).get("ttlSecondsAfterSuspended")
+        said = f"suspended longer than spec.ttlSecondsAfterSuspended ({ttl} s)"
+        if self.settings.ttl_action == "delete":
+            await self.kube.delete(
+                WORKSPACES, meta["name"], meta.get("namespace"), uid=str(meta.get("uid") or "")
+            )
+            expired = Outcome("Terminating", reason=idle.TTL_EXPIRED, detail=f"{said}; deleted")
+        else:
+            await self.release_volume(ws)
+            message = f"{said}; its volume is deleted and the workspace is kept as Terminated"
+            expired = Outcome("Terminated", reason=idle.TTL_EXPIRED, detail=message)
         if self.agent_metrics is not None:
             self.agent_metrics.ttl_expirations.inc()
-        ttl = (ws.get("spec") or {}).get("ttlSecondsAfterSuspended")
-        message = f"suspended longer than spec.ttlSecondsAfterSuspended ({ttl} s); deleted"
         log.info("workspace expired", extra=fields(workspace=str(ObjectKey.of(ws))))
-        expired = Outcome("Terminating", reason=idle.TTL_EXPIRED, detail=message)
-        expired.notices.append(Notice("Normal", idle.TTL_EXPIRED, message))
+        expired.notices.append(Notice("Normal", idle.TTL_EXPIRED, expired.detail))
         return expired
+
+    async def release_volume(self, ws: Obj) -> None:
+        """Delete the Workspace's own claim (by either name it may have), never another's."""
+        key = ObjectKey.of(ws)
+        owned = names(ws)
+        for name in dict.fromkeys((owned.pvc, owned.legacy_pvc)):
+            pvc = self.pvcs.get(ObjectKey(key.namespace, name))
+            if pvc is None or (pvc.get("metadata") or {}).get("deletionTimestamp"):
+                continue
+            if claim_conflict(pvc, ws, legacy_before=self.writes.legacy_before) is not None:
+                continue
+            with contextlib.suppress(NotFound):
+                await self.kube.delete(
+                    PVCS, name, key.namespace, uid=str(pvc["metadata"].get("uid") or "")
+                )
 
     async def clear_spent_marker(self, ws: Obj, observed: int | None) -> None:
         """Remove a force-recycle marker whose generation the status already observed."""

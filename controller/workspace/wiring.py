@@ -18,6 +18,7 @@ from controller.workspace.egress import CILIUM_NETWORK_POLICIES, NETWORK_POLICIE
 from controller.workspace.egress_sync import EgressPolicies
 from controller.workspace.fleet_metrics import WorkspaceFleetCollector
 from controller.workspace.lifecycle_metrics import LifecycleMetrics
+from controller.workspace.metering import Metering
 from controller.workspace.metrics import VerifyMetrics
 from controller.workspace.orgstatus import OrgStatusCache, OrgStatusMetrics
 from controller.workspace.reconciler import WorkspaceReconciler
@@ -106,11 +107,15 @@ def register(
     # One reader of agentd for the whole fleet, leader-only: what it reads that changes a
     # Workspace's status queues that Workspace, whose reconcile writes it.
     agent_metrics = AgentMetrics(manager.registry)
+    # Billing counters; a deleted Workspace's series go with it.
+    metering = Metering(manager.registry)
+    workspaces.add_handler(metering.workspace_event)
     agents = AgentScheduler(
         settings.workspace.agent,
         workspaces=workspaces,
         pods=pods,
         metrics=agent_metrics,
+        metering=metering,
         notify=manager.requeue(WorkspaceReconciler.name),
     )
     manager.add_runnable("agent-scheduler", agents.run)

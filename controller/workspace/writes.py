@@ -4,8 +4,9 @@ password Secret written whole, and the pod's deletion with the termination grace
 Expected answers are not failures: AlreadyExists is our own earlier create (the cache lags) or
 someone else's object at our name, read back and reported; a create that admission refused (a
 webhook or policy, ``refusals``) becomes ``PodAdmissionRefused``, reported on the Workspace;
-any other 422 on a create means the same body is refused every time, so it becomes
-``PodBuildError`` (phase Failed with the API server's words) instead of a retry with backoff.
+any other 422 on a create means the same body is refused every time until something changes,
+so it becomes ``PodRejected`` (phase Failed with the API server's words, sent again after the
+Configuration class's backoff) instead of a retry on the work queue's.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 from controller.types import Obj
 from controller.workspace import ownership
 from controller.workspace.credentials import WorkspaceCredentials, desired_password_secret
-from controller.workspace.owned import PodBuildError, desired_service_account
+from controller.workspace.owned import PodRejected, desired_service_account
 from controller.workspace.refusals import PodAdmissionRefused, refusal_of
 from wspin.core.errors import AlreadyExists, Invalid, KubeAPIError
 from wspin.core.kinds import PODS, SECRETS, SERVICE_ACCOUNTS
@@ -52,7 +53,7 @@ class OwnedWrites:
         self, resource: Any, body: Obj, ws: Obj, *, redact: WorkspaceCredentials | None = None
     ) -> None:
         """Create ``body``; ``ForeignObject`` when something that is not the Workspace's is
-        at its name, ``PodAdmissionRefused`` when admission refuses it, ``PodBuildError`` when
+        at its name, ``PodAdmissionRefused`` when admission refuses it, ``PodRejected`` when
         the API server finds it invalid (messages with ``redact``'s values blanked: a refusal
         may quote the body)."""
         meta = ownership.stamp(body, ws)["metadata"]
@@ -67,7 +68,7 @@ class OwnedWrites:
             if refusal is not None:
                 raise PodAdmissionRefused(refusal) from None
             if isinstance(err, Invalid):
-                raise PodBuildError(
+                raise PodRejected(
                     f"the API server rejected the {body.get('kind', 'object')}: {message}"
                 ) from None
             raise

@@ -20,7 +20,9 @@ SCHEMAS = CHART.parents[1] / "tests" / "chart" / "grafana"
 CONFIGMAP = "wspin-dashboards"
 # Grafana's own interval macros, with the values a 6-hour range at 30 s resolution gives.
 MACROS = {"__rate_interval": "2m", "__interval": "30s", "__range": "6h"}
-SAMPLE_VALUES = {"namespace": "wspin"}
+SAMPLE_VALUES = {"namespace": "wspin", "user": "alice|bob"}
+"""A value each query variable can take (``user``: a multi-value selection, as Grafana sends
+it to a ``=~`` matcher)."""
 _VARIABLE = re.compile(r"\$\{(\w+)\}|\$(\w+)")
 
 

@@ -44,7 +44,13 @@ def test_one_configmap_carries_every_dashboard_with_the_sidecar_label(
     config_map = full_render.get("ConfigMap", "wspin-dashboards")
     assert config_map["metadata"]["labels"]["grafana_dashboard"] == "1"
     assert config_map["metadata"]["annotations"] == {"grafana_folder": "wspin"}
-    assert set(DASHBOARDS) == {"admission.json", "fleet.json", "relay.json", "rollout.json"}
+    assert set(DASHBOARDS) == {
+        "admission.json",
+        "billing.json",
+        "fleet.json",
+        "relay.json",
+        "rollout.json",
+    }
     dashboards = rendered_dashboards(full_render)
     assert sorted(dashboards) == DASHBOARDS
     for name, dashboard in dashboards.items():
@@ -128,3 +134,20 @@ def test_every_wspin_query_is_scoped_to_the_chosen_release(full_render: Rendered
         ours = {n for n in names if n.startswith(("wspin_", "llmsafespaces_")) or n == "up"}
         if ours:
             assert query.raw.count('namespace="$namespace"') >= len(ours), (query.panel, query.raw)
+
+
+def test_the_billing_dashboard_reads_every_metering_counter(full_render: Rendered) -> None:
+    from prometheus_client import CollectorRegistry
+
+    from controller.workspace.metering import Metering
+
+    registry = CollectorRegistry()
+    Metering(registry)
+    counters = {family.name + "_total" for family in registry.collect()}
+    assert len(counters) == 8
+    found = queries(rendered_dashboards(full_render))
+    billing = [query for query in found if query.dashboard == "billing.json"]
+    named = set().union(*(metric_names(q.expr) for q in billing))
+    assert counters <= named, sorted(counters - named)
+    for query in billing:  # every figure follows the chosen users, or says it is past the caps
+        assert 'user_id=~"$user"' in query.raw or "_overflow" in query.raw, query.panel

@@ -20,6 +20,7 @@ from tests.chart.helm import Rendered, render, template
         ({"controller.workspaces.terminationGraceSeconds": 86401}, "terminationGraceSeconds"),
         # agentd needs 35 s to drain; the controller would refuse to start.
         ({"controller.workspaces.terminationGraceSeconds": 30}, "terminationGraceSeconds"),
+        ({"controller.workspaces.ttlAction": "archive"}, "ttlAction"),
         (
             {"controller.inferenceRelay.orphanDetector.maxDeletionsPerSweep": 10001},
             "maxDeletionsPerSweep",
@@ -103,6 +104,7 @@ def boundary_render(monkeypatch: pytest.MonkeyPatch) -> Rendered:
         {
             "controller.maxConcurrentReconciles": 64,
             "controller.workspaces.terminationGraceSeconds": 86400,
+            "controller.workspaces.ttlAction": "delete",
             "controller.inferenceRelay.orphanDetector.maxDeletionsPerSweep": 10000,
             "controller.relayStaging.tokenTTL": "167h59m60s",
             "controller.inferenceRelay.orphanDetector.sweepInterval": "1ms",
@@ -124,6 +126,7 @@ def test_the_largest_values_the_chart_accepts_reach_the_controller_unchanged(
     settings = settings_from_args(args, environ={})
     assert settings.runtime.max_concurrent_reconciles == 64
     assert settings.workspace.termination_grace == 86400
+    assert settings.workspace.ttl_action == "delete"
     assert settings.inference_relay.orphans.max_deletions_per_sweep == 10000
     assert settings.relay_staging.token_ttl == MAX_TOKEN_TTL  # arming's upper bound
     assert settings.inference_relay.orphans.interval == 0.001

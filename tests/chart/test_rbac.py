@@ -77,7 +77,7 @@ CONTROLLER_CLUSTER_BASE = {
     ("llmsafespaces.dev", "workspaces/status", (), verbs("patch")),
     ("llmsafespaces.dev", "workspaces/finalizers", (), verbs("update")),
     ("", "pods", (), verbs("get", "list", "watch", "create", "delete")),
-    ("", "persistentvolumeclaims", (), verbs("get", "list", "watch", "create")),
+    ("", "persistentvolumeclaims", (), verbs("get", "list", "watch", "create", "delete")),
     ("", "serviceaccounts", (), verbs("get", "create")),
     # Each workspace's password Secret, written blind (created or replaced whole, never read).
     ("", "secrets", (), verbs("create", "update")),

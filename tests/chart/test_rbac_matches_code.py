@@ -217,10 +217,14 @@ LEDGER = (
         {"patch": 1},
         controller=grant("cluster", "workspaces", ["patch"], group=CRD_GROUP),
     ),
-    Use(  # a Workspace kept Suspended past spec.ttlSecondsAfterSuspended, deleted by uid
+    Use(  # a Workspace kept Suspended past spec.ttlSecondsAfterSuspended: its own PVC
+        # deleted by uid (kept as Terminated), or the Workspace deleted by uid (ttlAction delete)
         "controller/workspace/upkeep.py",
-        {"delete": 1},
-        controller=grant("cluster", "workspaces", ["delete"], group=CRD_GROUP),
+        {"delete": 2},
+        controller=union(
+            grant("cluster", "workspaces", ["delete"], group=CRD_GROUP),
+            grant("cluster", "persistentvolumeclaims", ["delete"]),
+        ),
     ),
     Use(  # the workspace credentials key in the controller's namespace: read by name,
         # created on first start (a create cannot be name-restricted)

@@ -196,6 +196,7 @@ def test_delivery_flags_are_optional_but_validated_when_given() -> None:
         (["--orphan-max-deletions-per-sweep=-1"], "--orphan-max-deletions-per-sweep"),
         (["--workspace-termination-grace=forever"], "--workspace-termination-grace"),
         (["--workspace-termination-grace-seconds=35"], "--workspace-termination-grace-seconds"),
+        (["--workspace-ttl-action=archive"], "--workspace-ttl-action"),
     ],
 )
 def test_invalid_values_raise_a_config_error_naming_the_flag_and_its_env(
@@ -329,6 +330,15 @@ def test_bad_upload_staging_knobs_are_a_config_error_naming_the_flag(
     with pytest.raises(ConfigError) as caught:
         parse(f"--upload-staging={value}")
     assert "--upload-staging" in str(caught.value) and fragment in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("argv", "action"), [([], "terminate"), (["--workspace-ttl-action=delete"], "delete")]
+)
+def test_a_workspace_past_its_ttl_is_kept_as_terminated_unless_deletion_is_asked(
+    argv: list[str], action: str
+) -> None:
+    assert parse(*argv).workspace.ttl_action == action
 
 
 @pytest.mark.parametrize(

@@ -115,3 +115,14 @@ def test_hostile_reasons_and_statuses_collapse_into_a_bounded_set() -> None:
     assert false["Other"] == 202 - fleet.MAX_REASONS
     assert counts[("Ready", "Unknown", "Other")] == 1
     assert sum(counts.values()) == 203
+
+
+def test_the_owner_a_workspace_is_metered_to_is_its_user_id_or_none() -> None:
+    assert fleet.owner_user_id({"spec": {"owner": {"userID": "alice", "orgID": "o"}}}) == "alice"
+    for broken in (
+        {},
+        {"spec": None},
+        {"spec": {"owner": "alice"}},
+        {"spec": {"owner": {"userID": 7}}},
+    ):
+        assert fleet.owner_user_id(broken) == ""

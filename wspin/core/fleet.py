@@ -93,6 +93,16 @@ def security_level_label(workspace: Obj) -> str:
     return level if level in SECURITY_LEVELS else "none"
 
 
+def owner_user_id(workspace: Obj) -> str:
+    """The user a Workspace is metered and billed to: ``spec.owner.userID`` ("" when unset).
+
+    The one place every metric reads a Workspace's user from, so the source can change (to an
+    owner recorded where only the platform writes) without touching a counter."""
+    owner = (workspace.get("spec") or {}).get("owner")
+    user = owner.get("userID") if isinstance(owner, dict) else None
+    return user if isinstance(user, str) else ""
+
+
 def running_counts(workspaces: Iterable[Obj]) -> dict[tuple[str, str], int]:
     """Active Workspaces per (runtime, security level)."""
     counts: dict[tuple[str, str], int] = {}

@@ -84,7 +84,7 @@ def controller_calls(args: ProcessArgs, install: Installation) -> list[Call]:
         *_each("patch", _CRD_GROUP, "workspaces", subresource="status"),
         *_each("update", _CRD_GROUP, "workspaces", subresource="finalizers"),
         *_each("get list watch create delete", "", "pods"),
-        *_each("list watch create", "", "persistentvolumeclaims"),
+        *_each("list watch create delete", "", "persistentvolumeclaims"),
         *_each("create", "", "serviceaccounts"),
         *_each("create update", "", "secrets"),
         *_each("create list", "", "events"),

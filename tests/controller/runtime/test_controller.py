@@ -88,3 +88,50 @@ async def test_a_success_resets_the_backoff_and_the_next_failure_starts_at_5ms()
     await reconcile_one(controller, queue, item, metrics)
     assert queue.backoff.retries(item) == 1  # 5 ms again, not 20 ms
     queue.shut_down()
+
+
+async def test_each_reconcile_is_timed_and_each_failure_counted_by_kind_and_error_type() -> None:
+    from wspin.core.errors import TerminalError, TransientError
+
+    outcomes: list[Exception | Requeue | None] = [
+        None,
+        Requeue(after=5),
+        TransientError("busy"),
+        TerminalError("never"),
+        RuntimeError("bug"),
+    ]
+
+    class Scripted:
+        name = "scripted"
+
+        async def reconcile(self, _: ObjectKey) -> Requeue | None:
+            outcome = outcomes.pop(0)
+            if isinstance(outcome, Exception):
+                raise outcome
+            return outcome
+
+    registry = CollectorRegistry()
+    queue = WorkQueue("scripted")
+    controller = Controller(Scripted(), Informer(Kube(None), WORKSPACES), queue)  # type: ignore[arg-type]
+    metrics = RuntimeMetrics(registry)
+    metrics.init_controller("scripted", "Workspace")
+
+    def errors(error_type: str) -> float | None:
+        return registry.get_sample_value(
+            "llmsafespaces_reconciliation_errors_total",
+            {"resource": "Workspace", "error_type": error_type},
+        )
+
+    assert [errors(kind) for kind in ("transient", "terminal", "unexpected")] == [0, 0, 0]
+    for _ in range(5):
+        await reconcile_one(controller, queue, ObjectKey("ns", "a"), metrics)
+    assert [errors(kind) for kind in ("transient", "terminal", "unexpected")] == [1, 1, 1]
+    for status, count in (("ok", 2), ("error", 3)):
+        assert (
+            registry.get_sample_value(
+                "llmsafespaces_reconciliation_duration_seconds_count",
+                {"resource": "Workspace", "status": status},
+            )
+            == count
+        )
+    queue.shut_down()

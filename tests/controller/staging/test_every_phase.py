@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from controller.types import Requeue
 from tests.controller.staging.conftest import Stage, condition, two_providers
 from tests.controller.workspace.conftest import SETTINGS, Harness
 from tests.controller.workspace.conftest import harness as harness
@@ -96,7 +97,7 @@ async def test_a_workspace_in_an_excluded_namespace_is_never_staged(
         SETTINGS, excluded_namespaces=frozenset({"kube-system", harness.namespace})
     )
     await harness.apply(owner={"userID": "user-1"})
-    assert await harness.reconcile() is None
+    assert await harness.reconcile() == Requeue(30.0)  # looked at again after the backoff
     assert (await harness.workspace())["status"]["phase"] == "Failed"
     assert stage.providers.requests == [] and stage.mints() == 0
     assert await stage.handoff_raw("ws1") is None

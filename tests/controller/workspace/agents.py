@@ -20,6 +20,7 @@ from controller.types import ObjectKey
 from controller.workspace import ownership
 from controller.workspace.agent_metrics import AgentMetrics
 from controller.workspace.agent_scheduler import AgentScheduler, Timing
+from controller.workspace.metering import Metering
 from controller.workspace.metrics import VerifyMetrics
 from controller.workspace.pod import desired_pod
 from controller.workspace.reconciler import WorkspaceReconciler
@@ -27,6 +28,7 @@ from tests.controller.workspace.conftest import SETTINGS, Harness
 from tests.controller.workspace.conftest import harness as harness
 from tests.controller.workspace.factories import (
     TEST_KEYS,
+    create_service_account,
     credentials,
     injected,
     ready_pod_status,
@@ -35,6 +37,7 @@ from tests.support.agentd import Agent, StubAgentd
 from tests.support.clock import FakeClock
 from tests.support.waiting import eventually
 from tests.support.waker import FakeWaker
+from wspin.core.clock import format_time
 from wspin.core.kinds import EVENTS, PODS
 
 Obj = dict[str, Any]
@@ -68,7 +71,10 @@ class Agents:
         await self.inject(name)
         await self.h.reconcile(name)
         pod = await self.h.pod_name(name)
-        await self.h.set_pod_status(pod, ready_pod_status(ip))
+        # Started now, as the kubelet records it.
+        await self.h.set_pod_status(
+            pod, {**ready_pod_status(ip), "startTime": format_time(self.clock())}
+        )
         await self.h.reconcile(name)
         assert (await self.h.workspace(name))["status"]["phase"] == "Active"
         return agent
@@ -83,6 +89,7 @@ class Agents:
         """Play the controller and the admission webhook: create the Workspace's pod, labelled
         as the controller's, with delivery injected."""
         ws = await self.h.workspace(name)
+        await create_service_account(self.h.kube, ws)
         pod = injected(ownership.stamp(desired_pod(ws, SETTINGS, credentials=credentials(ws)), ws))
         created = await self.h.kube.create(PODS, pod, self.h.namespace)
         await self.h.synced(self.h.pods, created["metadata"]["name"], created)
@@ -132,6 +139,8 @@ async def agents(harness: Harness) -> AsyncIterator[Agents]:
     waker = FakeWaker(clock)
     registry = CollectorRegistry()
     metrics = AgentMetrics(registry)
+    metering = Metering(registry)
+    harness.workspaces.add_handler(metering.workspace_event)
     async with StubAgentd() as stub:
         found = Agents(harness, stub, None, clock, waker, registry)  # type: ignore[arg-type]
         scheduler = AgentScheduler(
@@ -139,6 +148,7 @@ async def agents(harness: Harness) -> AsyncIterator[Agents]:
             workspaces=harness.workspaces,
             pods=harness.pods,
             metrics=metrics,
+            metering=metering,
             notify=lambda key: found.queued.append(key),
             clock=clock,
             waker=waker,

@@ -27,6 +27,7 @@ from tests.controller.workspace.factories import (
     AGENTD_IMAGE,
     OPENCODE_IMAGE,
     TEST_KEYS,
+    create_service_account,
     credentials,
 )
 from tests.support.clock import FakeClock
@@ -144,6 +145,7 @@ class Harness:
         ``node-a``), labelled as the controller's, with delivery injected (``inject``), before
         the reconciler does."""
         ws = await self.workspace()
+        await create_service_account(self.kube, ws)
         pod = ownership.stamp(desired_pod(ws, SETTINGS, credentials=credentials(ws)), ws)
         if inject:
             pod = injected(pod)

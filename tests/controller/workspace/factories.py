@@ -50,6 +50,18 @@ async def publish_runtime(kube: Kube, name: str = "python") -> None:
         await kube.create(RUNTIME_ENVIRONMENTS, body)
 
 
+async def create_service_account(kube: Kube, ws: dict[str, Any]) -> None:
+    """Play the controller's first write for ``ws``'s pod: its service account (a real API
+    server refuses a pod whose account is missing)."""
+    from controller.workspace import ownership
+    from controller.workspace.owned import desired_service_account
+    from wspin.core.kinds import SERVICE_ACCOUNTS
+
+    account = ownership.stamp(desired_service_account(ws), ws)
+    with contextlib.suppress(AlreadyExists):
+        await kube.create(SERVICE_ACCOUNTS, account, ws["metadata"]["namespace"])
+
+
 def workspace(name: str = "ws1", **spec: Any) -> dict[str, Any]:
     body: dict[str, Any] = {"runtime": "python", "storage": {"size": "10Gi"}}
     body.update(spec)

@@ -14,7 +14,8 @@ from tests.controller.status_schema import RecordingKube, status_schema, undecla
 from tests.controller.workspace.agents import FIRST_READS, Agents, agents, harness
 from tests.controller.workspace.factories import credentials
 from tests.support.agentd import busy, healthy_health, healthy_status
-from wspin.core.kinds import PODS
+from tests.support.waiting import eventually
+from wspin.core.kinds import PODS, WORKSPACES
 
 Obj = dict[str, Any]
 
@@ -335,19 +336,71 @@ async def test_a_restarted_controller_continues_the_recorded_failure_count(agent
     await assert_restarted(agents, pod_uid)
 
 
-async def test_active_time_is_metered_by_the_clock_not_by_passes(agents: Agents) -> None:
-    await agents.active(owner={"userID": "alice"})
+async def test_active_time_and_usage_are_metered_by_the_clock_not_by_passes(
+    agents: Agents,
+) -> None:
+    agent = await agents.active(owner={"userID": "alice"})
     tracked = agents.waker.now()
     await agents.advance(FIRST_READS)
     for _ in range(4):
         await agents.advance(15)
-    labels = {"runtime": "python", "security_level": "none"}
-    metered = agents.sample("llmsafespaces_workspace_active_seconds_total", **labels)
+    workspace = {
+        "workspace_namespace": agents.h.namespace,
+        "workspace_id": "ws1",
+        "user_id": "alice",
+    }
+    levels = {"runtime": "python", "security_level": "none"}
+    metered = agents.sample("llmsafespaces_workspace_active_seconds_total", **workspace, **levels)
     elapsed = agents.waker.now() - tracked
     assert elapsed - 15 < metered <= elapsed
+    assert agents.sample("llmsafespaces_user_active_seconds_total", user_id="alice", **levels) == (
+        metered
+    )
+    # Disk and memory held over the time since the deep status first reported them.
+    disk = agents.sample("llmsafespaces_workspace_disk_used_bytes_seconds_total", **workspace)
+    assert 0 < disk <= 2 * 1024**3 * (elapsed - 30)
+    assert disk % (2 * 1024**3) == 0
+    assert agents.sample("llmsafespaces_user_disk_bytes_seconds_total", user_id="alice") == disk
+    memory = agents.sample("llmsafespaces_workspace_memory_used_bytes_seconds_total", **workspace)
+    assert memory == disk / 8  # 256 MiB against 2 GiB, over the same seconds
+    # CPU: agentd's counter as first read (the pod is new), then its growth.
+    assert agents.sample("llmsafespaces_workspace_cpu_milliseconds_total", **workspace) == 1_500
+    agent.status = healthy_status(cpu={"usage_micros": 4_000_000, "limit_micros_per_sec": 2})
+    await agents.advance(60)
+    assert agents.sample("llmsafespaces_user_cpu_milliseconds_total", user_id="alice") == 4_000
+    metered = agents.sample("llmsafespaces_workspace_active_seconds_total", **workspace, **levels)
     for _ in range(10):  # reconciles add nothing
         await agents.h.reconcile()
-    assert agents.sample("llmsafespaces_workspace_active_seconds_total", **labels) == metered
+    assert (
+        agents.sample("llmsafespaces_workspace_active_seconds_total", **workspace, **levels)
+        == metered
+    )
+
+
+async def test_a_deleted_workspace_takes_its_metering_series_with_it(agents: Agents) -> None:
+    await agents.active(owner={"userID": "alice"})
+    await agents.advance(FIRST_READS)
+    workspace = {"workspace_namespace": agents.h.namespace, "workspace_id": "ws1"}
+    assert agents.sample(
+        "llmsafespaces_workspace_cpu_milliseconds_total", **workspace, user_id="alice"
+    )
+    pod = await agents.h.pod_name()
+    await agents.h.kube.delete(PODS, pod, agents.h.namespace, grace_seconds=0)
+    await agents.h.kube.delete(WORKSPACES, "ws1", agents.h.namespace)
+    await agents.h.settle()
+    await agents.h.reconcile()
+
+    def gone() -> bool:
+        return agents.h.workspaces.get(agents.h.key()) is None
+
+    await eventually(gone, "the Workspace to leave the cache")
+    names = {metric.name for metric in agents.registry.collect() if metric.samples}
+    assert not {
+        n for n in names if n.startswith(("llmsafespaces_user_", "llmsafespaces_workspace_cpu_m"))
+    }
+    for metric in agents.registry.collect():
+        for sample in metric.samples:
+            assert sample.labels.get("workspace_id") != "ws1", sample
 
 
 async def test_every_agent_status_field_written_is_declared_in_the_crd(agents: Agents) -> None:

@@ -207,3 +207,25 @@ def test_active_again_reports_the_recovery_and_clears_after_the_stable_window() 
     later = assess(ready, status, seconds=210, previous="Active")
     assert later.state.failures == 0 and later.due is None and not later.notices
     assert written(status, later).get("consecutiveFailures") is None
+
+
+def test_a_pod_that_cannot_be_built_counts_once_per_backoff_and_only_a_rejection_waits() -> None:
+    status: dict[str, Any] = {"observedGeneration": 1}
+    for rejected, retry_at in ((True, "2026-11-29T12:00:30Z"), (False, None)):
+        first = healing.assess_build_failure(status, 1, CREATED, "no", rejected=rejected)
+        assert [type(n) for n in first.notices] == [Counted] and first.due == 30
+        assert first.state.fields()["nextRetryAt"] == retry_at
+        assert first.message == (
+            "no; failure 1 in a row (Configuration); the next try is due at 2026-11-29T12:00:30Z"
+        )
+        written = {**status, "failureReason": "PodBuildFailed"}
+        apply(written, first.state)
+        # Passes before the backoff has passed count nothing; the one after counts the next.
+        later = healing.assess_build_failure(
+            written, 1, CREATED + timedelta(seconds=10), "no", rejected=rejected
+        )
+        assert later.notices == [] and later.due == 20 and later.state.failures == 1
+        due = healing.assess_build_failure(
+            written, 1, CREATED + timedelta(seconds=30), "no", rejected=rejected
+        )
+        assert due.state.failures == 2 and due.due == 60

@@ -3,6 +3,7 @@ suspended Workspace is kept; decided at each pass and looked at again exactly wh
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -13,7 +14,7 @@ from controller.workspace import idle
 from tests.controller.workspace.agents import Agents, agents, harness
 from tests.controller.workspace.factories import reconcile_until
 from wspin.core.clock import format_time
-from wspin.core.kinds import WORKSPACES
+from wspin.core.kinds import PODS, PVCS, WORKSPACES
 
 Obj = dict[str, Any]
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
@@ -203,7 +204,50 @@ async def test_a_resume_after_an_automatic_suspend_runs_again(agents: Agents) ->
     assert "reason" not in ws["status"]
 
 
-async def test_a_workspace_kept_suspended_past_its_ttl_is_deleted(agents: Agents) -> None:
+async def test_a_workspace_kept_suspended_past_its_ttl_loses_its_volume_and_stays_terminated(
+    agents: Agents,
+) -> None:
+    await agents.active(ttlSecondsAfterSuspended=60)
+    claim = (await agents.h.workspace())["status"]["pvcName"]
+    assert await agents.h.kube.get_or_none(PVCS, claim, agents.h.namespace)
+    live = await agents.h.kube.patch(
+        WORKSPACES, "ws1", {"spec": {"suspend": True}}, agents.h.namespace
+    )
+    await agents.h.synced(agents.h.workspaces, "ws1", live)
+    await reconcile_until(agents.h, "Suspending")
+    # Play the kubelet: the pod is gone once its containers stopped.
+    await agents.h.kube.delete(PODS, await agents.h.pod_name(), agents.h.namespace, grace_seconds=0)
+    await reconcile_until(agents.h, "Suspended")
+    agents.clock.advance(61)
+    await agents.h.reconcile()
+    ws = await agents.h.workspace()
+    assert not ws["metadata"].get("deletionTimestamp")
+    assert (ws["status"]["phase"], ws["status"]["reason"]) == ("Terminated", idle.TTL_EXPIRED)
+    assert "kept as Terminated" in ws["status"]["message"]
+    pvc = await agents.h.kube.get_or_none(PVCS, claim, agents.h.namespace)
+    assert pvc is None or pvc["metadata"].get("deletionTimestamp")  # pvc-protection may hold it
+    (event,) = await agents.events(idle.TTL_EXPIRED)
+    assert "ttlSecondsAfterSuspended (60 s)" in event["message"]
+    assert agents.sample("llmsafespaces_workspace_ttl_expirations_total") == 1
+    # Kept as it is: later passes write nothing, and a resume request does not revive it.
+    await agents.h.settle()
+    version = (await agents.h.workspace())["metadata"]["resourceVersion"]
+    assert await agents.h.reconcile() is None
+    assert (await agents.h.workspace())["metadata"]["resourceVersion"] == version
+    live = await agents.h.kube.patch(
+        WORKSPACES, "ws1", {"spec": {"suspend": False}}, agents.h.namespace
+    )
+    await agents.h.synced(agents.h.workspaces, "ws1", live)
+    await agents.h.reconcile()
+    ws = await agents.h.workspace()
+    assert (ws["status"]["phase"], ws["status"]["reason"]) == ("Terminated", idle.TTL_EXPIRED)
+    assert agents.sample("llmsafespaces_workspace_ttl_expirations_total") == 1
+
+
+async def test_with_the_delete_action_a_workspace_past_its_ttl_is_deleted(agents: Agents) -> None:
+    agents.h.reconciler.settings = dataclasses.replace(
+        agents.h.reconciler.settings, ttl_action="delete"
+    )
     await agents.h.apply(suspend=True, ttlSecondsAfterSuspended=60)
     await agents.h.reconcile()
     assert (await agents.h.workspace())["status"]["phase"] == "Suspended"

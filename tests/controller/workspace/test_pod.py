@@ -17,6 +17,8 @@ from controller.workspace.pod import (
     ANNOTATION_RESTART_GENERATION,
     PodBuildError,
     desired_pod,
+    dev_preview_of,
+    max_active_sessions_of,
     pod_is_stale,
     sanitize_label,
 )
@@ -388,3 +390,20 @@ def test_the_built_pod_runs_the_entry_point_the_injector_and_the_policy_require(
     pod = desired_pod(workspace(), settings, credentials=credentials())
     assert entrypoint_problem(pod) is None
     assert main_container(pod)["command"] == list(WORKSPACE_COMMAND)
+
+
+@pytest.mark.parametrize(
+    ("spec", "preview", "sessions"),
+    [
+        ({}, False, 5),
+        ({"networkAccess": {"devPreview": True}, "maxActiveSessions": 20}, True, 20),
+        ({"networkAccess": {"devPreview": "true"}, "maxActiveSessions": True}, False, 5),
+        ({"networkAccess": "open", "maxActiveSessions": 0}, False, 5),
+        ({"maxActiveSessions": 21}, False, 5),
+        ({"maxActiveSessions": "3"}, False, 5),
+    ],
+)
+def test_only_well_formed_settings_reach_agentd_and_the_rest_are_the_crds_defaults(
+    spec: dict[str, Any], preview: bool, sessions: int
+) -> None:
+    assert (dev_preview_of(spec), max_active_sessions_of(spec)) == (preview, sessions)

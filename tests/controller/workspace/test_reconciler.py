@@ -7,12 +7,15 @@ import asyncio
 import copy
 from typing import Any
 
+import pytest
+
 from controller.types import ObjectKey, ObjectReader, Requeue
 from controller.workspace.reconciler import FINALIZER, VERIFY_FAILURE_REQUEUE
 from tests.controller.workspace.conftest import SETTINGS, Harness
 from tests.controller.workspace.factories import ready_pod_status, reconcile_until
 from tests.kubeapi import KubeServer
 from wspin.core.contract import LABEL_WORKSPACE_UID
+from wspin.core.errors import Invalid
 from wspin.core.kinds import EVENTS, PODS, PVCS, SERVICE_ACCOUNTS, WORKSPACES
 
 Obj = dict[str, Any]
@@ -111,46 +114,115 @@ class TestApply:
         assert await harness.reconcile() is None
         assert (await harness.workspace())["metadata"]["resourceVersion"] == version
 
-    async def test_a_workspace_that_cannot_become_a_pod_fails_with_the_reason(
+    async def test_a_workspace_that_cannot_become_a_pod_fails_and_is_retried_with_backoff(
         self, harness: Harness
     ) -> None:
         await harness.apply(podSecurityContext={"runAsUser": -5})
-        assert await harness.reconcile() is None
+        waits = []
+        for _ in range(3):
+            result = await harness.reconcile()
+            assert isinstance(result, Requeue)
+            waits.append(result.after)
+            ws = await harness.workspace()
+            assert ws["status"]["phase"] == "Failed"
+            assert ws["status"]["reason"] == "PodBuildFailed"
+            assert "spec.podSecurityContext.runAsUser" in ws["status"]["message"]
+            # Its own status write brings a reconcile: nothing more is counted before the retry.
+            await harness.settle()
+            assert await harness.reconcile() == result
+            harness.clock.advance(result.after)
+        assert waits == [30.0, 60.0, 120.0]  # the Configuration class's backoff
         ws = await harness.workspace()
-        assert ws["status"]["phase"] == "Failed"
-        assert ws["status"]["reason"] == "PodBuildFailed"
-        assert "spec.podSecurityContext.runAsUser" in ws["status"]["message"]
+        assert (ws["status"]["consecutiveFailures"], ws["status"]["lastFailureClass"]) == (
+            3,
+            "Configuration",
+        )
+        exhausted = condition(ws, "RecoveryExhausted")
+        assert exhausted is not None and exhausted["status"] == "True"
+        assert [e["reason"] for e in await events_for(harness)].count("RecoveryExhausted") == 1
         assert harness.pods.list() == []
+        # A spec change starts over at once: the pod is built.
+        await harness.kube.patch(
+            WORKSPACES, "ws1", {"spec": {"podSecurityContext": None}}, harness.namespace
+        )
+        await harness.settle()
+        await harness.reconcile()
+        ws = await harness.workspace()
+        assert ws["status"]["phase"] == "Pending" and "consecutiveFailures" not in ws["status"]
+        assert await harness.kube.get_or_none(PODS, await harness.pod_name(), harness.namespace)
 
-    async def test_a_pod_the_api_server_rejects_fails_the_workspace_with_its_reason(
+    async def test_a_pod_the_api_server_rejects_fails_the_workspace_and_is_built_again_later(
         self, harness: Harness, kube_server: KubeServer
     ) -> None:
         await harness.apply()
         rejection = 'Pod "ws1" is invalid: spec.runtimeClassName: Invalid value: "Bad!"'
-        kube_server.fail_next(
-            422,
-            method="POST",
-            path=f"/api/v1/namespaces/{harness.namespace}/pods",
-            message=rejection,
-        )
-        assert await harness.reconcile() is None  # not retried with backoff: the same body fails
+        pods = f"/api/v1/namespaces/{harness.namespace}/pods"
+        kube_server.fail_next(422, method="POST", path=pods, message=rejection)
+        assert await harness.reconcile() == Requeue(30.0)  # the Configuration class's backoff
         ws = await harness.workspace()
         assert ws["status"]["phase"] == "Failed"
         assert ws["status"]["reason"] == "PodBuildFailed"
         assert "rejected the Pod" in ws["status"]["message"]
         assert rejection in ws["status"]["message"]
+        assert "the next try is due at 2026-11-29T12:00:30Z" in ws["status"]["message"]
         assert condition(ws, "Ready")["message"] == ws["status"]["message"]  # type: ignore[index]
 
-        # A spec edit reconciles again; this time the API server takes the pod.
-        await harness.kube.patch(
-            WORKSPACES, "ws1", {"spec": {"restartGeneration": 1}}, harness.namespace
-        )
+        # Not before the backoff has passed: no pod is sent meanwhile.
         await harness.settle()
+        kube_server.writes.clear()
+        assert await harness.reconcile() == Requeue(30.0)
+        assert not [w for w in kube_server.writes if w.path == pods]
+        # Then the API server takes it, with no edit of the Workspace.
+        harness.clock.advance(30)
         await harness.reconcile()
+        assert [w for w in kube_server.writes if w.path == pods]
         ws = await harness.workspace()
         assert ws["status"]["phase"] == "Pending"
-        assert "reason" not in ws["status"]
+        assert "reason" not in ws["status"] and "failureReason" not in ws["status"]
         assert await harness.kube.get_or_none(PODS, await harness.pod_name(), harness.namespace)
+
+    async def test_the_workspaces_dev_preview_and_session_cap_reach_agentd_as_env(
+        self, harness: Harness
+    ) -> None:
+        def settings_env(pod: Obj) -> dict[str, str]:
+            env = pod["spec"]["containers"][0]["env"]
+            return {e["name"]: e["value"] for e in env if e["name"].startswith("WORKSPACE_")}
+
+        # The CRD's defaults: no preview, five sessions.
+        await harness.apply()
+        await harness.reconcile()
+        pod = await harness.kube.get(PODS, await harness.pod_name(), harness.namespace)
+        assert settings_env(pod) == {
+            "WORKSPACE_ID": "ws1",
+            "WORKSPACE_DIR": "/workspace",
+            "WORKSPACE_DEV_PREVIEW_ENABLED": "false",
+            "WORKSPACE_MAX_ACTIVE_SESSIONS": "5",
+        }
+        await harness.apply("ws2", maxActiveSessions=12, networkAccess={"devPreview": True})
+        await harness.reconcile("ws2")
+        pod = await harness.kube.get(PODS, await harness.pod_name("ws2"), harness.namespace)
+        assert settings_env(pod)["WORKSPACE_DEV_PREVIEW_ENABLED"] == "true"
+        assert settings_env(pod)["WORKSPACE_MAX_ACTIVE_SESSIONS"] == "12"
+        # The CRD bounds the cap.
+        with pytest.raises(Invalid, match="maxActiveSessions"):
+            await harness.apply("ws3", maxActiveSessions=21)
+
+    async def test_a_finalizer_write_refused_with_a_conflict_is_counted_and_left_to_the_next_event(
+        self, harness: Harness, kube_server: KubeServer
+    ) -> None:
+        await harness.apply()
+        workspaces = f"/apis/llmsafespaces.dev/v1/namespaces/{harness.namespace}/workspaces"
+        kube_server.fail_next(409, method="PATCH", path=f"{workspaces}/ws1", exact=True)
+        assert await harness.reconcile() is None  # no backoff: the newer version's event comes
+
+        def conflicts(site: str) -> float | None:
+            return harness.registry.get_sample_value(
+                "llmsafespaces_workspace_status_update_conflicts_total", {"site": site}
+            )
+
+        assert (conflicts("finalizer"), conflicts("status")) == (1, 0)
+        await harness.reconcile()
+        assert FINALIZER in (await harness.workspace())["metadata"]["finalizers"]
 
     async def test_a_deleted_workspace_is_not_found_and_that_is_success(
         self, harness: Harness

@@ -163,3 +163,36 @@ async def test_a_request_written_meanwhile_is_never_cleared_unseen(harness: Harn
     await request(harness, False)  # ... and the API wrote false right after
     assert await clear_request(harness.kube, seen, True) is None
     assert (await harness.workspace())["spec"]["suspend"] is False
+
+
+async def test_a_request_and_its_consumption_keep_the_recovery_record(harness: Harness) -> None:
+    await active(harness)
+    record = {
+        "consecutiveFailures": 2,
+        "lastFailureClass": "Process",
+        "lastFailureAt": "2026-11-29T11:59:00Z",
+        "recoveryAttempts": 2,
+    }
+    live = await harness.kube.patch(
+        WORKSPACES, "ws1", {"status": record}, harness.namespace, sub="status"
+    )
+    await harness.synced(harness.workspaces, "ws1", live)
+    await harness.reconcile()
+    status = (await harness.workspace())["status"]
+    assert status["lastStableAt"] and status["recoverySpec"]  # the stable stretch began
+    for value in (False, False):  # a stray resume while running: consumed, nothing else
+        await request(harness, value)
+        await harness.reconcile()
+        assert "suspend" not in (await harness.workspace())["spec"]
+        await harness.settle()
+        await harness.reconcile()
+        status = (await harness.workspace())["status"]
+        assert {key: status.get(key) for key in record} == record
+        assert status["lastStableAt"]
+    # A spec change of the user's still starts the record over.
+    await harness.kube.patch(WORKSPACES, "ws1", {"spec": {"timeout": 600}}, harness.namespace)
+    await harness.settle()
+    await harness.reconcile()
+    status = (await harness.workspace())["status"]
+    assert "consecutiveFailures" not in status and "recoverySpec" not in status
+    assert status["recoveryAttempts"] == 2  # a life's count is never reset
