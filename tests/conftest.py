@@ -22,6 +22,7 @@ tasks running after its fixtures are torn down; sync tests are not affected.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import os
 import uuid
@@ -31,7 +32,8 @@ import pytest
 from kubernetes_asyncio import client, config
 
 from tests.kubeapi import KubeServer
-from wspin.core.kinds import NAMESPACES
+from wspin.core.errors import NotFound
+from wspin.core.kinds import NAMESPACES, WORKSPACES
 from wspin.kube.client import Kube
 from wspin.kube.config import new_api_client
 
@@ -109,6 +111,15 @@ async def namespace(kube: Kube, real_cluster: bool) -> AsyncIterator[str]:
     await kube.create(NAMESPACES, {"metadata": {"name": name, "labels": {"wspin-test": "1"}}})
     yield name
     if real_cluster:
+        # Gone before the next test starts (the test server is discarded whole instead): no
+        # controller is left to release a Workspace's finalizer, which would hold it (and the
+        # namespace) forever, and until the namespace controller gets to it every later
+        # cluster-wide informer sees it (a Workspace's name is claimed cluster-wide).
+        for ws in (await kube.list(WORKSPACES, name))["items"]:
+            with contextlib.suppress(NotFound):
+                unheld = {"metadata": {"finalizers": None}}
+                await kube.patch(WORKSPACES, ws["metadata"]["name"], unheld, name)
+                await kube.delete(WORKSPACES, ws["metadata"]["name"], name)
         await kube.delete(NAMESPACES, name)
 
 
