@@ -11,6 +11,8 @@ real cluster when ``WSPIN_TEST_KUBECONFIG`` names a kubeconfig):
 - ``kube_api`` -> the ApiClient ``wspin.kube.config.new_api_client`` makes for the fake server
   (``Configuration(host=kube_server.url)``) or the real cluster; closed at teardown.
 - ``kube`` -> ``wspin.kube.client.Kube`` over ``kube_api``.
+- ``kubeconfig`` -> Path: a kubeconfig file for the same API server (console scripts and
+  subprocesses): ``WSPIN_TEST_KUBECONFIG`` itself, or one naming the test server's URL.
 - ``kube_as`` -> ``kube_as(user, group=None)``: a ``Kube`` impersonating that user.
 - ``namespace`` -> str: a fresh, uniquely named namespace (deleted at teardown on a real
   cluster; the fake server is discarded whole).
@@ -27,8 +29,10 @@ import inspect
 import os
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
 
 import pytest
+import yaml
 from kubernetes_asyncio import client, config
 
 from tests.kubeapi import KubeServer
@@ -76,6 +80,27 @@ async def kube_api(_kube_server_url: str | None) -> AsyncIterator[client.ApiClie
         yield api
     finally:
         await api.close()
+
+
+@pytest.fixture
+def kubeconfig(_kube_server_url: str | None, tmp_path: Path) -> Path:
+    """A kubeconfig file for the same API server, for console scripts and subprocesses."""
+    if _kube_server_url is None:
+        return Path(os.environ[KUBECONFIG_ENV])
+    path = tmp_path / "kubeconfig"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "test", "cluster": {"server": _kube_server_url}}],
+                "users": [{"name": "test", "user": {"token": "test-token"}}],
+                "contexts": [{"name": "test", "context": {"cluster": "test", "user": "test"}}],
+                "current-context": "test",
+            }
+        )
+    )
+    return path
 
 
 @pytest.fixture
