@@ -20,7 +20,7 @@ async def test_a_netrc_entry_for_the_api_server_changes_nothing(
     # With the environment trusted, this entry made every bearer-token request fail
     # ("Cannot combine AUTHORIZATION header with AUTH argument").
     configuration = copy.copy(kube_api.configuration)
-    host = urlsplit(configuration.host).hostname
+    host = str(urlsplit(str(configuration.host)).hostname)
     netrc = tmp_path / "netrc"
     netrc.write_text(f"machine {host} login someone password hunter2\n")
     netrc.chmod(0o600)
