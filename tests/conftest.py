@@ -27,6 +27,7 @@ import asyncio
 import contextlib
 import inspect
 import os
+import re
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
@@ -49,10 +50,44 @@ def real_cluster() -> bool:
     return bool(os.environ.get(KUBECONFIG_ENV))
 
 
+#: What a test does with the test API server that a real one cannot be made to do, by the
+#: control it uses (the reason its skip gives on a real cluster).
+CONTROLS = {
+    "fail_next": "fails chosen requests",
+    "deny_creates": "refuses chosen creates",
+    "compact": "compacts the history on demand",
+    "drop_watches": "drops open watches",
+    "send_bookmarks": "sends bookmarks on demand",
+    "bookmark_interval": "sets the bookmark interval",
+    "image_volume_gate": "switches the ImageVolume gate while running",
+    "requests": "reads the log of requests it received",
+    "writes": "reads the log of writes it received",
+    "open_watches": "counts open watches",
+    "route_service": "routes a Service to a loopback port",
+    "url": "checks its own address",
+    "store": "reads its store directly",
+}
+
+
+def injected_controls(test: object) -> list[str]:
+    """What ``test``'s own source does with ``kube_server`` (best effort: a helper it hands
+    the server to is not read)."""
+    try:
+        source = inspect.getsource(test)  # type: ignore[arg-type]
+    except (OSError, TypeError):
+        return []
+    used = set(re.findall(r"\bkube_server\.(\w+)", source))
+    return [CONTROLS[name] for name in CONTROLS if name in used]
+
+
 @pytest.fixture
-async def kube_server(real_cluster: bool) -> AsyncIterator[KubeServer]:
+async def kube_server(
+    real_cluster: bool, request: pytest.FixtureRequest
+) -> AsyncIterator[KubeServer]:
     if real_cluster:
-        pytest.skip(f"fault injection needs the test API server; {KUBECONFIG_ENV} is set")
+        controls = injected_controls(getattr(request, "function", None))
+        what = "; ".join(controls) or "uses the test API server's own controls"
+        pytest.skip(f"needs the test API server ({what}), which a real one cannot do")
     async with KubeServer() as server:
         yield server
 
