@@ -34,6 +34,10 @@ def _owned_by(owner: dict[str, Any], name: str) -> dict[str, Any]:
     return {"metadata": {"name": name, "ownerReferences": [ref]}}
 
 
+async def _absent(kube: Kube, res: Any, name: str) -> bool:
+    return await kube.get_or_none(res, name) is None
+
+
 async def _equals(value: Any, expected: Any) -> bool:
     return bool(await value == expected)
 
@@ -135,7 +139,8 @@ async def test_deleting_a_namespace_deletes_its_content(kube: Kube) -> None:
     held = await kube.get(CONFIGMAPS, "held", doomed)
     assert held["metadata"].get("deletionTimestamp")
     await kube.patch(CONFIGMAPS, "held", {"metadata": {"finalizers": None}}, doomed)
-    assert await _gone(kube, NAMESPACES, doomed)
+    # The namespace controller retries a namespace it found not yet empty with a backoff.
+    await eventually(lambda: _absent(kube, NAMESPACES, doomed), "the namespace gone", timeout=60)
 
 
 async def test_dry_run_delete_keeps_the_object(kube: Kube, namespace: str) -> None:

@@ -79,11 +79,14 @@ async def test_watch_resumes_after_the_given_resource_version(kube: Kube, namesp
 
 
 async def test_no_op_write_emits_no_event(kube: Kube, namespace: str) -> None:
-    cm = await kube.create(CONFIGMAPS, {"metadata": {"name": "a"}, "data": {"k": "v"}}, namespace)
+    body = {"metadata": {"name": "a", "labels": OURS}, "data": {"k": "v"}}
+    cm = await kube.create(CONFIGMAPS, body, namespace)
     await kube.replace(CONFIGMAPS, cm)
     await kube.patch(CONFIGMAPS, "a", {"data": {"k": "w"}}, namespace)
     rv = cm["metadata"]["resourceVersion"]
-    watching = kube.watch(CONFIGMAPS, namespace, resource_version=rv, timeout_seconds=10)
+    watching = kube.watch(
+        CONFIGMAPS, namespace, labels=SELECT_OURS, resource_version=rv, timeout_seconds=10
+    )
     async with _closing(watching) as stream:
         events = await _take(stream, 1)
     assert events[0]["type"] == "MODIFIED" and events[0]["object"]["data"] == {"k": "w"}
