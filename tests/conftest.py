@@ -11,6 +11,8 @@ real cluster when ``WSPIN_TEST_KUBECONFIG`` names a kubeconfig):
 - ``kube_api`` -> the ApiClient ``wspin.kube.config.new_api_client`` makes for the fake server
   (``Configuration(host=kube_server.url)``) or the real cluster; closed at teardown.
 - ``kube`` -> ``wspin.kube.client.Kube`` over ``kube_api``.
+- ``kubeconfig`` -> Path: a kubeconfig file for the same API server (console scripts and
+  subprocesses): ``WSPIN_TEST_KUBECONFIG`` itself, or one naming the test server's URL.
 - ``kube_as`` -> ``kube_as(user, group=None)``: a ``Kube`` impersonating that user.
 - ``namespace`` -> str: a fresh, uniquely named namespace (deleted at teardown on a real
   cluster; the fake server is discarded whole).
@@ -22,16 +24,21 @@ tasks running after its fixtures are torn down; sync tests are not affected.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import os
+import re
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
 
 import pytest
+import yaml
 from kubernetes_asyncio import client, config
 
 from tests.kubeapi import KubeServer
-from wspin.core.kinds import NAMESPACES
+from wspin.core.errors import NotFound
+from wspin.core.kinds import NAMESPACES, WORKSPACES
 from wspin.kube.client import Kube
 from wspin.kube.config import new_api_client
 
@@ -43,10 +50,44 @@ def real_cluster() -> bool:
     return bool(os.environ.get(KUBECONFIG_ENV))
 
 
+#: What a test does with the test API server that a real one cannot be made to do, by the
+#: control it uses (the reason its skip gives on a real cluster).
+CONTROLS = {
+    "fail_next": "fails chosen requests",
+    "deny_creates": "refuses chosen creates",
+    "compact": "compacts the history on demand",
+    "drop_watches": "drops open watches",
+    "send_bookmarks": "sends bookmarks on demand",
+    "bookmark_interval": "sets the bookmark interval",
+    "image_volume_gate": "switches the ImageVolume gate while running",
+    "requests": "reads the log of requests it received",
+    "writes": "reads the log of writes it received",
+    "open_watches": "counts open watches",
+    "route_service": "routes a Service to a loopback port",
+    "url": "checks its own address",
+    "store": "reads its store directly",
+}
+
+
+def injected_controls(test: object) -> list[str]:
+    """What ``test``'s own source does with ``kube_server`` (best effort: a helper it hands
+    the server to is not read)."""
+    try:
+        source = inspect.getsource(test)  # type: ignore[arg-type]
+    except (OSError, TypeError):
+        return []
+    used = set(re.findall(r"\bkube_server\.(\w+)", source))
+    return [CONTROLS[name] for name in CONTROLS if name in used]
+
+
 @pytest.fixture
-async def kube_server(real_cluster: bool) -> AsyncIterator[KubeServer]:
+async def kube_server(
+    real_cluster: bool, request: pytest.FixtureRequest
+) -> AsyncIterator[KubeServer]:
     if real_cluster:
-        pytest.skip(f"fault injection needs the test API server; {KUBECONFIG_ENV} is set")
+        controls = injected_controls(getattr(request, "function", None))
+        what = "; ".join(controls) or "uses the test API server's own controls"
+        pytest.skip(f"needs the test API server ({what}), which a real one cannot do")
     async with KubeServer() as server:
         yield server
 
@@ -74,6 +115,27 @@ async def kube_api(_kube_server_url: str | None) -> AsyncIterator[client.ApiClie
         yield api
     finally:
         await api.close()
+
+
+@pytest.fixture
+def kubeconfig(_kube_server_url: str | None, tmp_path: Path) -> Path:
+    """A kubeconfig file for the same API server, for console scripts and subprocesses."""
+    if _kube_server_url is None:
+        return Path(os.environ[KUBECONFIG_ENV])
+    path = tmp_path / "kubeconfig"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "test", "cluster": {"server": _kube_server_url}}],
+                "users": [{"name": "test", "user": {"token": "test-token"}}],
+                "contexts": [{"name": "test", "context": {"cluster": "test", "user": "test"}}],
+                "current-context": "test",
+            }
+        )
+    )
+    return path
 
 
 @pytest.fixture
@@ -109,6 +171,15 @@ async def namespace(kube: Kube, real_cluster: bool) -> AsyncIterator[str]:
     await kube.create(NAMESPACES, {"metadata": {"name": name, "labels": {"wspin-test": "1"}}})
     yield name
     if real_cluster:
+        # Gone before the next test starts (the test server is discarded whole instead): no
+        # controller is left to release a Workspace's finalizer, which would hold it (and the
+        # namespace) forever, and until the namespace controller gets to it every later
+        # cluster-wide informer sees it (a Workspace's name is claimed cluster-wide).
+        for ws in (await kube.list(WORKSPACES, name))["items"]:
+            with contextlib.suppress(NotFound):
+                unheld = {"metadata": {"finalizers": None}}
+                await kube.patch(WORKSPACES, ws["metadata"]["name"], unheld, name)
+                await kube.delete(WORKSPACES, ws["metadata"]["name"], name)
         await kube.delete(NAMESPACES, name)
 
 

@@ -4,19 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import os
 import ssl
 import stat
 from pathlib import Path
 
 import pytest
-import yaml
 from cryptography import x509
-from kubernetes_asyncio.client import ApiClient
 
 from certs.build import dns_names_of, load_certificates, new_ca, signed_by
 from tests.certs.conftest import NOW, Webhooks
-from tests.conftest import KUBECONFIG_ENV
 from wspin.cli import main
 from wspin.core.kinds import MUTATING_WEBHOOKS, VALIDATING_WEBHOOKS
 from wspin.kube.client import Kube
@@ -92,31 +88,10 @@ def test_generate_into_an_unwritable_place_names_out(
     assert "pass --out naming a writable directory" in capsys.readouterr().err
 
 
-@pytest.fixture
-def kubeconfig(kube_api: ApiClient, tmp_path: Path) -> str:
-    """A kubeconfig for the API the tests use (the real one, or the test server's URL)."""
-    if os.environ.get(KUBECONFIG_ENV):
-        return os.environ[KUBECONFIG_ENV]
-    path = tmp_path / "kubeconfig"
-    path.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [{"name": "test", "cluster": {"server": kube_api.configuration.host}}],
-                "users": [{"name": "test", "user": {"token": "unused"}}],
-                "contexts": [{"name": "test", "context": {"cluster": "test", "user": "test"}}],
-                "current-context": "test",
-            }
-        )
-    )
-    return str(path)
-
-
 async def test_patch_ca_bundle_sets_both_configurations_and_is_idempotent(
     kube: Kube,
     webhooks: Webhooks,
-    kubeconfig: str,
+    kubeconfig: Path,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -132,7 +107,7 @@ async def test_patch_ca_bundle_sets_both_configurations_and_is_idempotent(
         "--ca-file",
         str(tmp_path / "ca.crt"),
         "--kubeconfig",
-        kubeconfig,
+        str(kubeconfig),
     ]
     assert await asyncio.to_thread(main, argv) == 0
     assert capsys.readouterr().out.splitlines() == [
@@ -162,7 +137,7 @@ async def test_patch_ca_bundle_sets_both_configurations_and_is_idempotent(
 async def test_patch_ca_bundle_refuses_bad_input_with_exit_1(
     what: str,
     message: str,
-    kubeconfig: str,
+    kubeconfig: Path,
     webhooks: Webhooks,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
@@ -190,7 +165,7 @@ async def test_patch_ca_bundle_refuses_bad_input_with_exit_1(
         "--ca-file",
         str(ca_file),
         "--kubeconfig",
-        kubeconfig,
+        str(kubeconfig),
     ]
     assert await asyncio.to_thread(main, argv) == 1
     assert message in capsys.readouterr().err

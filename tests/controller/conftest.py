@@ -1,6 +1,6 @@
 """Fixtures for the controller CLI and relay staging tests: the fake relay router, a fake
-credential source (the API's internal endpoint), a kubeconfig for the test API server, and
-helpers to publish the router's public-key Secret."""
+credential source (the API's internal endpoint), and helpers to publish the router's
+public-key Secret (the kubeconfig for controller subprocesses is ``tests/conftest.py``'s)."""
 
 from __future__ import annotations
 
@@ -8,35 +8,16 @@ import base64
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import pytest
-import yaml
 from aiohttp import web
 
 from tests import stub_http as serving
 from tests.controller.fakerouter import FakeRouterState, start_fake_router
-from tests.kubeapi import KubeServer
 from wspin.core.kinds import SECRETS
 from wspin.kube.client import Kube
 
 INTERNAL_TOKEN = "internal-token-do-not-log-7f3a"
-
-
-@pytest.fixture
-def kubeconfig(tmp_path: Path, kube_server: KubeServer) -> Path:
-    """A kubeconfig file for the test API server, for controller subprocesses."""
-    path = tmp_path / "kubeconfig"
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "test", "cluster": {"server": kube_server.url}}],
-        "users": [{"name": "test", "user": {"token": "test-token"}}],
-        "contexts": [{"name": "test", "context": {"cluster": "test", "user": "test"}}],
-        "current-context": "test",
-    }
-    path.write_text(yaml.safe_dump(config))
-    return path
 
 
 @dataclass

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
 from typing import Any
 
 import pytest
 
-from tests.kubeapi import KubeServer
+from tests.support.waiting import eventually
 from wspin.core.errors import Invalid
 from wspin.core.kinds import CONFIGMAPS, INFERENCE_RELAYS, NAMESPACES, PODS, WORKSPACES
 from wspin.kube.client import Kube
@@ -31,6 +32,14 @@ def _owned_by(owner: dict[str, Any], name: str) -> dict[str, Any]:
         "controller": True,
     }
     return {"metadata": {"name": name, "ownerReferences": [ref]}}
+
+
+async def _absent(kube: Kube, res: Any, name: str) -> bool:
+    return await kube.get_or_none(res, name) is None
+
+
+async def _equals(value: Any, expected: Any) -> bool:
+    return bool(await value == expected)
 
 
 async def _gone(kube: Kube, res: Any, name: str, namespace: str | None = None) -> bool:
@@ -90,7 +99,7 @@ async def test_cluster_scoped_owner_collects_namespaced_dependents(
 
 
 async def test_a_dependent_with_another_live_owner_only_loses_the_reference(
-    kube_server: KubeServer, kube: Kube, namespace: str
+    kube: Kube, namespace: str
 ) -> None:
     one = await kube.create(CONFIGMAPS, {"metadata": {"name": "one"}}, namespace)
     two = await kube.create(CONFIGMAPS, {"metadata": {"name": "two"}}, namespace)
@@ -99,31 +108,39 @@ async def test_a_dependent_with_another_live_owner_only_loses_the_reference(
     body["metadata"]["ownerReferences"][1]["controller"] = False
     await kube.create(CONFIGMAPS, body, namespace)
     await kube.delete(CONFIGMAPS, "one", namespace)
-    shared = await kube.get(CONFIGMAPS, "shared", namespace)
-    assert [r["name"] for r in shared["metadata"]["ownerReferences"]] == ["two"]
+
+    async def owners() -> list[str]:
+        shared = await kube.get(CONFIGMAPS, "shared", namespace)
+        return [r["name"] for r in shared["metadata"]["ownerReferences"]]
+
+    # Garbage collection is asynchronous on a cluster.
+    await eventually(lambda: _equals(owners(), ["two"]), "the dead owner's reference dropped")
+    assert await owners() == ["two"]
 
 
-async def test_pods_are_deleted_at_once_without_a_kubelet(
-    kube_server: KubeServer, kube: Kube, namespace: str
-) -> None:
+async def test_pods_are_deleted_at_once_without_a_kubelet(kube: Kube, namespace: str) -> None:
     spec = {"containers": [{"name": "workspace", "image": "i"}]}
     await kube.create(PODS, {"metadata": {"name": "p"}, "spec": spec}, namespace)
     await kube.delete(PODS, "p", namespace, grace_seconds=30)
     assert await kube.get_or_none(PODS, "p", namespace) is None
 
 
-async def test_deleting_a_namespace_deletes_its_content(
-    kube_server: KubeServer, kube: Kube
-) -> None:
-    await kube.create(NAMESPACES, {"metadata": {"name": "doomed"}})
-    await kube.create(CONFIGMAPS, {"metadata": {"name": "a"}}, "doomed")
-    await kube.create(CONFIGMAPS, {"metadata": {"name": "held", "finalizers": ["x/y"]}}, "doomed")
-    await kube.delete(NAMESPACES, "doomed")
-    terminating = await kube.get(NAMESPACES, "doomed")
+async def test_deleting_a_namespace_deletes_its_content(kube: Kube) -> None:
+    doomed = f"doomed-{uuid.uuid4().hex[:8]}"
+    await kube.create(NAMESPACES, {"metadata": {"name": doomed}})
+    await kube.create(CONFIGMAPS, {"metadata": {"name": "a"}}, doomed)
+    await kube.create(CONFIGMAPS, {"metadata": {"name": "held", "finalizers": ["x/y"]}}, doomed)
+    await kube.delete(NAMESPACES, doomed)
+    terminating = await kube.get(NAMESPACES, doomed)
     assert terminating["status"]["phase"] == "Terminating"
-    assert await kube.get_or_none(CONFIGMAPS, "a", "doomed") is None
-    await kube.patch(CONFIGMAPS, "held", {"metadata": {"finalizers": None}}, "doomed")
-    assert await kube.get_or_none(NAMESPACES, "doomed") is None
+    # The namespace controller empties it (asynchronously, on a cluster); the finalizer holds
+    # its object, and so the namespace, until removed.
+    assert await _gone(kube, CONFIGMAPS, "a", doomed)
+    held = await kube.get(CONFIGMAPS, "held", doomed)
+    assert held["metadata"].get("deletionTimestamp")
+    await kube.patch(CONFIGMAPS, "held", {"metadata": {"finalizers": None}}, doomed)
+    # The namespace controller retries a namespace it found not yet empty with a backoff.
+    await eventually(lambda: _absent(kube, NAMESPACES, doomed), "the namespace gone", timeout=60)
 
 
 async def test_dry_run_delete_keeps_the_object(kube: Kube, namespace: str) -> None:

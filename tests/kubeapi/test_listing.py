@@ -7,32 +7,34 @@ import pytest
 
 from tests.kubeapi import KubeServer
 from wspin.core.errors import Gone, KubeAPIError
-from wspin.core.kinds import CONFIGMAPS
+from wspin.core.kinds import CONFIGMAPS, SECRETS, Resource
 from wspin.kube.client import Kube
 
 
-async def make(kube: Kube, namespace: str, *names: str) -> None:
+async def make(kube: Kube, namespace: str, *names: str, kind: Resource = CONFIGMAPS) -> None:
     for name in names:
-        await kube.create(CONFIGMAPS, {"metadata": {"name": name}}, namespace)
+        await kube.create(kind, {"metadata": {"name": name}}, namespace)
 
 
 async def test_later_pages_come_from_the_first_pages_snapshot(kube: Kube, namespace: str) -> None:
-    await make(kube, namespace, "a", "b", "c", "d")
-    first = await kube.list(CONFIGMAPS, namespace, limit=2)
+    # Secrets: a new namespace on a real cluster holds none of its own (it gets a ConfigMap,
+    # kube-root-ca.crt, that would count among the remaining items).
+    await make(kube, namespace, "a", "b", "c", "d", kind=SECRETS)
+    first = await kube.list(SECRETS, namespace, limit=2)
     assert [i["metadata"]["name"] for i in first["items"]] == ["a", "b"]
     assert first["metadata"]["remainingItemCount"] == 2
     # Changes after the first page: none of them shows up in the rest of this list.
-    await kube.delete(CONFIGMAPS, "c", namespace)
-    await make(kube, namespace, "e")
-    await kube.patch(CONFIGMAPS, "d", {"data": {"k": "v"}}, namespace)
+    await kube.delete(SECRETS, "c", namespace)
+    await make(kube, namespace, "e", kind=SECRETS)
+    await kube.patch(SECRETS, "d", {"data": {"k": "dg=="}}, namespace)
     rest = await kube.list(
-        CONFIGMAPS, namespace, limit=2, continue_token=first["metadata"]["continue"]
+        SECRETS, namespace, limit=2, continue_token=first["metadata"]["continue"]
     )
     assert [i["metadata"]["name"] for i in rest["items"]] == ["c", "d"]
     assert "data" not in rest["items"][1]
     assert rest["metadata"]["resourceVersion"] == first["metadata"]["resourceVersion"]
     assert not rest["metadata"].get("continue")
-    fresh = await kube.list(CONFIGMAPS, namespace)
+    fresh = await kube.list(SECRETS, namespace)
     assert [i["metadata"]["name"] for i in fresh["items"]] == ["a", "b", "d", "e"]
 
 

@@ -14,7 +14,6 @@ import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from tests.kubeapi import KubeServer
 from tests.support.workspaces import SPEC_DEFAULTS
 from wspin.core.errors import AlreadyExists, Conflict, Invalid, NotFound
 from wspin.core.kinds import CONFIGMAPS, PODS, SECRETS, WORKSPACES
@@ -154,10 +153,7 @@ async def test_status_subresource_isolates_status_from_the_main_endpoint(
     assert ws["spec"] == {"a": 2, **SPEC_DEFAULTS} and ws["status"] == {"phase": "Active"}
 
 
-async def test_pod_status_is_written_only_through_pods_status(
-    kube_server: KubeServer, kube: Kube, namespace: str
-) -> None:
-    """Fake only: on a cluster the kubelet owns pod status."""
+async def test_pod_status_is_written_only_through_pods_status(kube: Kube, namespace: str) -> None:
     pod = await kube.create(PODS, _pod("p"), namespace)
     assert pod["status"]["phase"] == "Pending"
     ignored = await kube.patch(PODS, "p", {"status": {"phase": "Failed"}}, namespace)
@@ -295,14 +291,13 @@ async def test_dry_run_patch_returns_the_result_and_stores_nothing(
 async def test_list_pages_with_limit_and_continue(
     kube_api: client.ApiClient, namespace: str
 ) -> None:
+    # Secrets: a namespace on a real cluster also holds the cluster's ConfigMap, not a Secret.
     core = client.CoreV1Api(kube_api)
     for name in ("a", "b", "c"):
         meta = client.V1ObjectMeta(name=name)
-        await core.create_namespaced_config_map(namespace, client.V1ConfigMap(metadata=meta))
-    first = await core.list_namespaced_config_map(namespace, limit=2)
-    rest = await core.list_namespaced_config_map(
-        namespace, limit=2, _continue=first.metadata._continue
-    )
+        await core.create_namespaced_secret(namespace, client.V1Secret(metadata=meta))
+    first = await core.list_namespaced_secret(namespace, limit=2)
+    rest = await core.list_namespaced_secret(namespace, limit=2, _continue=first.metadata._continue)
     assert [c.metadata.name for c in first.items + rest.items] == ["a", "b", "c"]
     assert rest.metadata._continue is None
 

@@ -16,6 +16,13 @@ from wspin.kube.client import Kube
 
 #: The generated client picks JSON patch for a dict body unless told otherwise.
 _MERGE_PATCH: dict[str, Any] = {"_content_type": "application/merge-patch+json"}
+#: CustomObjectsApi sends the body as it is: a custom resource must name its own kind.
+_WORKSPACE: dict[str, Any] = {
+    "apiVersion": "llmsafespaces.dev/v1",
+    "kind": "Workspace",
+    "metadata": {"name": "w"},
+    "spec": {},
+}
 
 
 @pytest.mark.parametrize(
@@ -82,7 +89,10 @@ async def test_strategic_merge_patch_merges_pod_labels_and_env(kube: Kube, names
         patch_type="strategic",
     )
     assert patched["metadata"]["labels"] == {"a": "1", "b": "2"}
-    assert patched["spec"]["containers"] == [{**container, "image": "j"}]
+    # Merged by name into the one container: the image replaced, the env kept (a real
+    # server also fills in the container's defaults, which this does not judge).
+    (merged,) = patched["spec"]["containers"]
+    assert {k: merged.get(k) for k in container} == {**container, "image": "j"}
 
 
 async def test_strategic_merge_on_a_custom_resource_is_415(kube: Kube, namespace: str) -> None:
@@ -111,7 +121,7 @@ async def test_custom_objects_api_sends_a_dict_as_json_patch_unless_told(
 ) -> None:
     custom = client.CustomObjectsApi(kube_api)
     await custom.create_namespaced_custom_object(
-        "llmsafespaces.dev", "v1", namespace, "workspaces", {"metadata": {"name": "w"}, "spec": {}}
+        "llmsafespaces.dev", "v1", namespace, "workspaces", _WORKSPACE
     )
     args = ("llmsafespaces.dev", "v1", namespace, "workspaces", "w", {"spec": {"a": 1}})
     with pytest.raises(ApiException) as caught:
@@ -126,7 +136,7 @@ async def test_status_patch_through_custom_objects_api_changes_only_status(
 ) -> None:
     custom = client.CustomObjectsApi(kube_api)
     await custom.create_namespaced_custom_object(
-        "llmsafespaces.dev", "v1", namespace, "workspaces", {"metadata": {"name": "w"}, "spec": {}}
+        "llmsafespaces.dev", "v1", namespace, "workspaces", _WORKSPACE
     )
     patched = await custom.patch_namespaced_custom_object_status(
         "llmsafespaces.dev",
@@ -139,3 +149,26 @@ async def test_status_patch_through_custom_objects_api_changes_only_status(
     )
     assert patched["status"] == {"phase": "Active"}
     assert patched["spec"] == SPEC_DEFAULTS  # the schema's defaults, no "a"
+
+
+@pytest.mark.parametrize(
+    ("body", "words"),
+    [
+        ({"metadata": {"name": "w"}, "spec": {}}, "Object 'Kind' is missing"),
+        (
+            {"kind": "Workspace", "metadata": {"name": "w"}, "spec": {}},
+            "does not match the expected API version (llmsafespaces.dev/v1)",
+        ),
+    ],
+)
+async def test_a_custom_resource_body_must_name_its_kind_and_api_version(
+    kube_api: client.ApiClient, namespace: str, body: dict[str, Any], words: str
+) -> None:
+    """Unlike a built-in kind's, a custom resource's body gets no kind from the URL."""
+    custom = client.CustomObjectsApi(kube_api)
+    with pytest.raises(ApiException) as caught:
+        await custom.create_namespaced_custom_object(
+            "llmsafespaces.dev", "v1", namespace, "workspaces", body
+        )
+    assert caught.value.status == 400
+    assert words in str(caught.value.body)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from tests.kubeapi import KubeServer
 from tests.kubeapi.kinds import BUILTIN_KINDS
 from tests.kubeapi.selectors import field_selector, label_selector
 from tests.kubeapi.status import ApiError
@@ -62,10 +61,7 @@ async def test_list_filters_by_label_and_field_selectors(kube: Kube, namespace: 
     assert [i["metadata"]["name"] for i in named["items"]] == ["c"]
 
 
-async def test_pods_can_be_selected_by_phase(
-    kube_server: KubeServer, kube: Kube, namespace: str
-) -> None:
-    """Fake only: on a cluster the kubelet owns pod status."""
+async def test_pods_can_be_selected_by_phase(kube: Kube, namespace: str) -> None:
     spec = {"containers": [{"name": "workspace", "image": "i"}]}
     for name in ("a", "b"):
         await kube.create(PODS, {"metadata": {"name": name}, "spec": spec}, namespace)

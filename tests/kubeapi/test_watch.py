@@ -19,6 +19,8 @@ from wspin.kube.client import Kube
 
 Event = dict[str, Any]
 T = TypeVar("T")
+OURS = {"wspin-test/watched": "yes"}
+SELECT_OURS = "wspin-test/watched=yes"
 
 
 def _closing(stream: AsyncIterator[Event]) -> aclosing[AsyncGenerator[Event, None]]:
@@ -53,8 +55,11 @@ def _summary(events: list[Event]) -> list[tuple[str, str]]:
 async def test_watch_without_resource_version_starts_with_current_objects(
     kube: Kube, namespace: str
 ) -> None:
-    await kube.create(CONFIGMAPS, {"metadata": {"name": "a"}}, namespace)
-    async with _closing(kube.watch(CONFIGMAPS, namespace, timeout_seconds=10)) as stream:
+    # Selected by label: a real cluster adds its own ConfigMap (kube-root-ca.crt) to every
+    # namespace, whenever its controller gets to it.
+    await kube.create(CONFIGMAPS, {"metadata": {"name": "a", "labels": OURS}}, namespace)
+    watching = kube.watch(CONFIGMAPS, namespace, labels=SELECT_OURS, timeout_seconds=10)
+    async with _closing(watching) as stream:
         initial = await _take(stream, 1)
         await kube.patch(CONFIGMAPS, "a", {"data": {"k": "v"}}, namespace)
         await kube.delete(CONFIGMAPS, "a", namespace)
@@ -74,11 +79,14 @@ async def test_watch_resumes_after_the_given_resource_version(kube: Kube, namesp
 
 
 async def test_no_op_write_emits_no_event(kube: Kube, namespace: str) -> None:
-    cm = await kube.create(CONFIGMAPS, {"metadata": {"name": "a"}, "data": {"k": "v"}}, namespace)
+    body = {"metadata": {"name": "a", "labels": OURS}, "data": {"k": "v"}}
+    cm = await kube.create(CONFIGMAPS, body, namespace)
     await kube.replace(CONFIGMAPS, cm)
     await kube.patch(CONFIGMAPS, "a", {"data": {"k": "w"}}, namespace)
     rv = cm["metadata"]["resourceVersion"]
-    watching = kube.watch(CONFIGMAPS, namespace, resource_version=rv, timeout_seconds=10)
+    watching = kube.watch(
+        CONFIGMAPS, namespace, labels=SELECT_OURS, resource_version=rv, timeout_seconds=10
+    )
     async with _closing(watching) as stream:
         events = await _take(stream, 1)
     assert events[0]["type"] == "MODIFIED" and events[0]["object"]["data"] == {"k": "w"}
@@ -90,19 +98,24 @@ async def test_objects_entering_and_leaving_a_selector_are_added_and_deleted(
     await kube.create(CONFIGMAPS, {"metadata": {"name": "a"}}, namespace)
     rv = (await kube.list(CONFIGMAPS, namespace))["metadata"]["resourceVersion"]
     await kube.patch(CONFIGMAPS, "a", {"metadata": {"labels": {"team": "x"}}}, namespace)
-    await kube.patch(CONFIGMAPS, "a", {"metadata": {"labels": {"team": "y"}}}, namespace)
+    left = await kube.patch(CONFIGMAPS, "a", {"metadata": {"labels": {"team": "y"}}}, namespace)
     watching = kube.watch(
         CONFIGMAPS, namespace, labels="team=x", resource_version=rv, timeout_seconds=10
     )
     async with _closing(watching) as stream:
         events = await _take(stream, 2)
     assert _summary(events) == [("ADDED", "a"), ("DELETED", "a")]
-    assert events[1]["object"]["metadata"]["labels"] == {"team": "y"}
+    # The DELETED event carries the object as the watcher last saw it (still selected), at
+    # the resourceVersion of the change that took it out of the selection.
+    gone = events[1]["object"]["metadata"]
+    assert gone["labels"] == {"team": "x"}
+    assert gone["resourceVersion"] == left["metadata"]["resourceVersion"]
 
 
 async def test_watch_ends_when_timeout_seconds_elapse(kube: Kube, namespace: str) -> None:
     async with asyncio.timeout(5):
-        events = [e async for e in kube.watch(CONFIGMAPS, namespace, timeout_seconds=1)]
+        watching = kube.watch(CONFIGMAPS, namespace, labels=SELECT_OURS, timeout_seconds=1)
+        events = [e async for e in watching]
     assert all(e["type"] == "BOOKMARK" for e in events)
 
 

@@ -5,7 +5,8 @@ Behaviour follows kube-apiserver's watch cache:
 - a resourceVersion: every change after it, or one ERROR event carrying a 410 ``Expired``
   Status (HTTP 200) once that history is compacted;
 - selectors are applied to both sides of a change, so an object entering the selection is
-  ADDED and one leaving it is DELETED;
+  ADDED and one leaving it is DELETED, carrying the object as it was before the change (at
+  the change's resourceVersion);
 - BOOKMARKs only when ``allowWatchBookmarks`` is set: periodically, on request of the test,
   and just before ``timeoutSeconds`` ends the stream.
 """
@@ -13,6 +14,7 @@ Behaviour follows kube-apiserver's watch cache:
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 from collections.abc import Callable
 from typing import Any
@@ -45,7 +47,13 @@ def translate(change: Change, kind: Kind, matches: Callable[[Obj], bool]) -> Obj
     now, before = matches(change.obj), change.old is not None and matches(change.old)
     if now:
         return {"type": "MODIFIED" if before else "ADDED", "object": change.obj}
-    return {"type": "DELETED", "object": change.obj} if before else None
+    if change.old is None or not before:
+        return None
+    # Leaving the selection: the object as the watcher last saw it (it no longer matches as
+    # it is now), at the change's resourceVersion.
+    left = copy.deepcopy(change.old)
+    left["metadata"]["resourceVersion"] = str(change.rv)
+    return {"type": "DELETED", "object": left}
 
 
 async def serve_watch(

@@ -7,6 +7,7 @@ request body, these functions decide what the new object is (or which error to a
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 from tests.kubeapi.defaults import label_namespace, prepare_update
@@ -30,9 +31,22 @@ _VOLATILE_META = ("resourceVersion", "managedFields")
 
 
 def typed(kind: Kind, body: Any) -> Obj:
-    """A copy of ``body`` with apiVersion/kind defaulted from the URL, or a 400."""
+    """A copy of ``body`` with apiVersion/kind defaulted from the URL, or a 400.
+
+    Only built-in kinds are defaulted: a custom resource's body is decoded as unstructured
+    JSON, which must say its own kind and apiVersion."""
     if not isinstance(body, dict):
         raise bad_request(f"the request body must be a JSON object (a {kind.kind})")
+    if kind.custom and not body.get("kind"):
+        raise bad_request(
+            f"the object provided is unrecognized (must be of type {kind.kind}): "
+            f"Object 'Kind' is missing in '{json.dumps(body)}'"
+        )
+    if kind.custom and not body.get("apiVersion"):
+        raise bad_request(
+            "the API version in the data () does not match the expected API version "
+            f"({kind.api_version})"
+        )
     obj = copy.deepcopy(body)
     for field, expected in (("apiVersion", kind.api_version), ("kind", kind.kind)):
         if obj.get(field) in (None, ""):

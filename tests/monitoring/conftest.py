@@ -1,6 +1,6 @@
 """The monitoring suites start both processes; they reuse the controller suites' fixtures for
-the fake relay router, the credential source and the test API server's kubeconfig."""
+the fake relay router and the credential source (the kubeconfig is ``tests/conftest.py``'s)."""
 
-from tests.controller.conftest import credentials, kubeconfig, router
+from tests.controller.conftest import credentials, router
 
-__all__ = ["credentials", "kubeconfig", "router"]
+__all__ = ["credentials", "router"]

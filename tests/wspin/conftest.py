@@ -2,26 +2,24 @@
 
 - ``installed`` -> ``tests.wspin.installation.Installed``: a complete installation on the test
   API server, or the one on the real cluster named by ``WSPIN_TEST_RELEASE*`` when
-  ``WSPIN_TEST_KUBECONFIG`` is set (the tests then run unchanged against it).
-- ``kubeconfig`` -> Path: a kubeconfig file for the same API server, for the console script.
+  ``WSPIN_TEST_KUBECONFIG`` is set (the tests then run unchanged against it; they skip, saying
+  so, on a cluster with no installation).
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-import yaml
 
-from tests.conftest import KUBECONFIG_ENV
 from tests.kubeapi import KubeServer
 from tests.wspin.installation import (
     Installed,
     installed_on_real_cluster,
     installed_on_test_server,
 )
+from wspin.core.kinds import DEPLOYMENTS
 from wspin.kube.client import Kube
 
 
@@ -41,27 +39,19 @@ async def installed(
     kube: Kube, _test_server: KubeServer | None, tmp_path: Path
 ) -> AsyncIterator[Installed]:
     if _test_server is None:
-        yield installed_on_real_cluster()
+        found = installed_on_real_cluster()
+        if (
+            await kube.get_or_none(DEPLOYMENTS, found.install.webhook, found.install.namespace)
+            is None
+        ):
+            pytest.skip(
+                f"needs wspin installed on the cluster (no Deployment {found.install.webhook} in "
+                f"namespace {found.install.namespace}; WSPIN_TEST_RELEASE and "
+                "WSPIN_TEST_RELEASE_NAMESPACE name the release): an installation runs pods and "
+                "is reached through its Service, which a control plane without a kubelet, "
+                "kube-proxy or DNS cannot do"
+            )
+        yield found
         return
     async with installed_on_test_server(_test_server, kube, tmp_path / "webhook") as found:
         yield found
-
-
-@pytest.fixture
-def kubeconfig(_test_server: KubeServer | None, tmp_path: Path) -> Path:
-    if _test_server is None:
-        return Path(os.environ[KUBECONFIG_ENV])
-    path = tmp_path / "kubeconfig"
-    path.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [{"name": "test", "cluster": {"server": _test_server.url}}],
-                "users": [{"name": "test", "user": {"token": "test-token"}}],
-                "contexts": [{"name": "test", "context": {"cluster": "test", "user": "test"}}],
-                "current-context": "test",
-            }
-        )
-    )
-    return path

@@ -23,8 +23,14 @@ from wspin.kube.informer import EventType, Informer
 Seen = list[tuple[EventType, str]]
 
 
+#: Every ConfigMap a test makes carries it, and every informer here selects it: a real cluster
+#: adds its own ConfigMap (kube-root-ca.crt) to each namespace, whenever its controller runs.
+OURS = "wspin-test/informed"
+
+
 def configmap(name: str, namespace: str, **labels: str) -> Obj:
-    return {"metadata": {"name": name, "namespace": namespace, "labels": labels}, "data": {}}
+    meta = {"name": name, "namespace": namespace, "labels": {OURS: "yes", **labels}}
+    return {"metadata": meta, "data": {}}
 
 
 @contextlib.asynccontextmanager
@@ -41,8 +47,16 @@ async def informing(informer: Informer) -> AsyncIterator[Seen]:
             await task
 
 
-def fast(kube: Kube, namespace: str, **kwargs: object) -> Informer:
-    return Informer(kube, CONFIGMAPS, namespace=namespace, backoff_initial=0.02, **kwargs)  # type: ignore[arg-type]
+def fast(kube: Kube, namespace: str, labels: str = "", **kwargs: object) -> Informer:
+    selector = ",".join(filter(None, (f"{OURS}=yes", labels)))
+    return Informer(
+        kube,
+        CONFIGMAPS,
+        namespace=namespace,
+        labels=selector,
+        backoff_initial=0.02,
+        **kwargs,  # type: ignore[arg-type]
+    )
 
 
 async def test_the_first_list_fills_the_cache_and_reports_added(kube: Kube, namespace: str) -> None:

@@ -2,28 +2,30 @@
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 from kubernetes_asyncio import client
 
-from tests.kubeapi import KubeServer
 from wspin.core.kinds import NAMESPACES
 from wspin.kube.client import Kube
 from wspin.kube.config import environment_proxy, new_api_client
 
 
 async def test_a_netrc_entry_for_the_api_server_changes_nothing(
-    kube_server: KubeServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    kube_api: client.ApiClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # With the environment trusted, this entry made every bearer-token request fail
     # ("Cannot combine AUTHORIZATION header with AUTH argument").
+    configuration = copy.copy(kube_api.configuration)
+    host = str(urlsplit(str(configuration.host)).hostname)
     netrc = tmp_path / "netrc"
-    netrc.write_text("machine 127.0.0.1 login someone password hunter2\n")
+    netrc.write_text(f"machine {host} login someone password hunter2\n")
     netrc.chmod(0o600)
     monkeypatch.setenv("NETRC", str(netrc))
-    configuration = client.Configuration(host=kube_server.url)
-    configuration.api_key = {"BearerToken": "Bearer token"}
+    configuration.api_key = {**configuration.api_key, "BearerToken": "Bearer token"}
     async with new_api_client(configuration) as api:
         listed = await Kube(api).list(NAMESPACES)
     assert "default" in [item["metadata"]["name"] for item in listed["items"]]

@@ -27,7 +27,6 @@ from tests.controller.staging.conftest import (
 )
 from tests.controller.workspace.conftest import SETTINGS
 from tests.controller.workspace.factories import TEST_KEYS, publish_runtime, ready_pod_status
-from tests.kubeapi import KubeServer
 from tests.support.waiting import eventually
 from wspin.core.kinds import PODS, SECRETS, WORKSPACES
 from wspin.core.redact import Redactor
@@ -109,7 +108,6 @@ async def make_active(kube: Kube, namespace: str, name: str = "ws1") -> None:
 
 async def test_a_token_due_for_renewal_is_renewed_with_no_event(
     kube: Kube,
-    kube_server: KubeServer,
     namespace: str,
     relay_namespace: str,
     router: FakeRouter,
@@ -145,7 +143,6 @@ async def test_a_token_due_for_renewal_is_renewed_with_no_event(
 
 async def test_an_unbound_credential_is_revoked_within_the_bound_with_no_event(
     kube: Kube,
-    kube_server: KubeServer,
     namespace: str,
     relay_namespace: str,
     router: FakeRouter,

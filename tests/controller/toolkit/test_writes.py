@@ -47,9 +47,7 @@ async def test_a_finalizer_is_added_once_and_removed_once(kube: Kube) -> None:
         await kube.delete(INFERENCE_RELAYS, relay["metadata"]["name"])  # type: ignore[index]
 
 
-async def test_a_status_write_is_one_merge_patch_and_nothing_when_unchanged(
-    kube: Kube, kube_server: KubeServer
-) -> None:
+async def test_a_status_write_is_one_merge_patch_and_nothing_when_unchanged(kube: Kube) -> None:
     relay = await _relay(kube)
     name = relay["metadata"]["name"]  # type: ignore[index]
     try:

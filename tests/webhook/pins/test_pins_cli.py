@@ -8,7 +8,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import yaml
 
 from tests.kubeapi import KubeServer
 from tests.webhook.pins.registry_server import OciRegistry
@@ -131,24 +130,6 @@ def test_an_unloadable_kubeconfig_fails_first_naming_the_artifact(
     assert status == 1
     assert "error: agentd pins: cannot load Kubernetes credentials" in err
     assert "--no-cluster" in err
-
-
-@pytest.fixture
-def kubeconfig(kube_server: KubeServer, tmp_path: Path) -> Path:
-    path = tmp_path / "kubeconfig"
-    path.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [{"name": "test", "cluster": {"server": kube_server.url}}],
-                "users": [{"name": "test", "user": {"token": "test-token"}}],
-                "contexts": [{"name": "test", "context": {"cluster": "test", "user": "test"}}],
-                "current-context": "test",
-            }
-        )
-    )
-    return path
 
 
 async def test_resolve_falls_back_to_the_cache_in_pod_namespace_and_never_writes_it(
