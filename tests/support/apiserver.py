@@ -18,6 +18,7 @@ This module is synchronous on purpose: the session fixture starts it before any 
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import ctypes
 import datetime
@@ -60,6 +61,7 @@ SERVICE_RANGE = "10.96.0.0/12"
 READY_TIMEOUT = 120.0
 """Seconds a loaded machine may take to bring the control plane up."""
 POLL = 0.1
+Obj = dict[str, Any]
 _CLUSTER_SCOPED_RESOURCES = frozenset({"runtimeenvironments"})
 _PR_SET_PDEATHSIG = 1
 
@@ -256,6 +258,12 @@ class ControlPlane:
             plane.stop()
 
     def start(self) -> None:
+        # helm renders the admission objects while the API server starts (seconds, each).
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            admission = pool.submit(chart_admission_objects)
+            self._start(admission)
+
+    def _start(self, admission: concurrent.futures.Future[list[tuple[str, Obj]]]) -> None:
         pki = _make_pki(self.workdir / "pki")
         etcd_port, etcd_peer, api_port, kcm_port = free_ports(4)
         self.url = f"https://127.0.0.1:{api_port}"
@@ -325,13 +333,15 @@ class ControlPlane:
                 "--v=1",
                 *gates,
             )
+        # While the controller manager starts: the chart's objects.
+        self._install_crds(deadline)
+        self._install_chart_admission(admission.result())
+        if self.with_controller_manager:
             self._wait(
                 deadline,
                 "the default ServiceAccount",
                 lambda: self._ready("/api/v1/namespaces/default/serviceaccounts/default"),
             )
-        self._install_crds(deadline)
-        self._install_chart_admission()
 
     def stop(self) -> None:
         for name in reversed(list(self._processes)):
@@ -433,19 +443,19 @@ class ControlPlane:
 
         self._wait(deadline, "the chart's CRDs to be established", established)
 
-    def _install_chart_admission(self) -> None:
+    def _install_chart_admission(self, objects: list[tuple[str, Obj]]) -> None:
         base = "/apis/admissionregistration.k8s.io/v1"
         self._create(
             "/api/v1/namespaces", {"kind": "Namespace", "metadata": {"name": RELEASE_NAMESPACE}}
         )
-        for kind, obj in chart_admission_objects():
+        for kind, obj in objects:
             plural = "validatingadmissionpolicies"
             if kind == "ValidatingAdmissionPolicyBinding":
                 plural = "validatingadmissionpolicybindings"
             self._create(f"{base}/{plural}", obj)
 
 
-def chart_admission_objects() -> list[tuple[str, dict[str, Any]]]:
+def chart_admission_objects() -> list[tuple[str, Obj]]:
     """The chart's policies and bindings for ``RELEASE_NAMESPACE``, every binding narrowed to
     what carries ``CHART_ADMISSION_LABEL`` (see the module's docstring)."""
     result = template(("minimal.yaml",), PINS, namespace=RELEASE_NAMESPACE, kube_version="1.32.0")
@@ -454,9 +464,7 @@ def chart_admission_objects() -> list[tuple[str, dict[str, Any]]]:
     docs = parse_documents(result.stdout)
     policies = {d["metadata"]["name"]: d for d in docs if d["kind"] == "ValidatingAdmissionPolicy"}
     opted_in = {"matchLabels": {CHART_ADMISSION_LABEL: "true"}}
-    found: list[tuple[str, dict[str, Any]]] = [
-        ("ValidatingAdmissionPolicy", p) for p in policies.values()
-    ]
+    found: list[tuple[str, Obj]] = [("ValidatingAdmissionPolicy", p) for p in policies.values()]
     for doc in docs:
         if doc["kind"] != "ValidatingAdmissionPolicyBinding":
             continue
