@@ -30,6 +30,7 @@ import signal
 import socket
 import ssl
 import subprocess
+import sys
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -92,9 +93,10 @@ def free_ports(count: int) -> list[int]:
 
 
 def _die_with_parent() -> None:
-    """Runs in the child before exec: SIGTERM it when the test process dies, however."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    """Runs in the child before exec: SIGTERM it when the test process dies, however (Linux;
+    elsewhere only the session's teardown stops it)."""
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 # -- certificates -------------------------------------------------------------------------
