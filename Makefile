@@ -13,7 +13,8 @@ HELM := $(TOOLS)/bin/helm
 
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint bench helm clean refresh-goldens system-packages test-packages pythons
+.PHONY: demo test test-apiserver test-apiserver-gate-off kubebuilder-assets lint bench helm clean refresh-goldens \
+	system-packages test-packages pythons
 
 system-packages:
 	@sh scripts/system-packages.sh $(PYTHON)
@@ -51,6 +52,21 @@ pythons: $(BIN)/.dev
 ## test: the whole suite (unit, HTTPS, API-server level, property, chart)
 test: test-packages $(BIN)/.dev $(HELM) pythons
 	WSPIN_HELM=$(abspath $(HELM)) $(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+## test-apiserver: the API-level tests on a real kube-apiserver (+ etcd, and the controller
+## manager when there) that the session starts from $KUBEBUILDER_ASSETS, ImageVolume gate on
+test-apiserver: kubebuilder-assets test-packages $(BIN)/.dev $(HELM) pythons
+	WSPIN_HELM=$(abspath $(HELM)) $(BIN)/python -m pytest -q --kube-only -rs $(PYTEST_ARGS)
+
+## test-apiserver-gate-off: the tests about the ImageVolume gate, on a real server with it off
+test-apiserver-gate-off: kubebuilder-assets $(BIN)/.dev $(HELM)
+	WSPIN_TEST_FEATURE_GATES= WSPIN_HELM=$(abspath $(HELM)) \
+		$(BIN)/python -m pytest -q --kube-only -rs -m image_volume_gate $(PYTEST_ARGS)
+
+kubebuilder-assets:
+	@test -n "$$KUBEBUILDER_ASSETS" || { echo "KUBEBUILDER_ASSETS is not set: point it at a" \
+		"directory holding kube-apiserver and etcd v1.32 (and kube-controller-manager), e.g." \
+		'KUBEBUILDER_ASSETS=$$(setup-envtest use 1.32 -p path)' >&2; exit 2; }
 
 ## lint: ruff, mypy --strict and the import layering contracts
 lint: $(BIN)/.dev

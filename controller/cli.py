@@ -16,13 +16,16 @@ from typing import Any
 
 from controller.settings import LOG_LEVELS, ControllerSettings, add_controller_flags
 from controller.settings import settings_from_args as build_settings
-from wspin.core.errors import ConfigError
+from wspin.core.errors import ConfigError, KubeAPIError
 from wspin.core.logs import add_scrubber, fields, remove_scrubber, setup_logging
 from wspin.core.redact import Redactor
 
 log = logging.getLogger("controller")
 
 INTERNAL_TOKEN_GROUP = "internal-token"  # noqa: S105 - a group name, not a secret
+CANNOT_START = "cannot start"
+"""The one line a start that the API server cannot serve ends with (``error``, ``fix``)."""
+RETRY_FIX = "check the API server and the controller's RBAC, then restart the controller"
 
 
 def register(subparsers: Any) -> None:
@@ -41,6 +44,10 @@ def run_controller(args: argparse.Namespace) -> int:
     setup_logging(level if level in LOG_LEVELS else "info")
     try:
         settings = build_settings(args)
+        # Imported here so `wspin webhook` and `wspin inject` never load the controller.
+        from controller.setup import check_settings
+
+        check_settings(settings)  # every flag judged before the first API call
     except ConfigError as err:
         log.error("invalid configuration", extra=fields(error=str(err)))
         print(f"error: {err}", file=sys.stderr)
@@ -68,19 +75,37 @@ async def serve(settings: ControllerSettings, redactor: Redactor | None = None) 
         setup_controllers,
         setup_relay_controller,
         setup_relay_staging,
+        start_needs,
     )
-    from controller.staging.arming import REFUSED_MESSAGE
+    from controller.staging.arming import REFUSED_MESSAGE, validate_flags
     from wspin.kube.client import Kube
     from wspin.kube.config import api_client
+    from wspin.kube.preflight import check_api_server
 
+    staging = settings.relay_staging
+    if staging.enabled:
+        try:  # the staging flags, judged before any I/O too (their refusal exits 85)
+            validate_flags(
+                router_url=staging.router_url,
+                namespace=staging.namespace,
+                token_ttl=staging.token_ttl,
+                api_service_url=settings.workspace.api_service_url,
+            )
+        except Exception as err:
+            log.error(REFUSED_MESSAGE, extra=fields(reason=str(err)))
+            return relay_staging_exit_code_for(err)
     try:
         api = await api_client(settings.kubeconfig)
     except ConfigError as err:
         log.error("cannot reach the Kubernetes API", extra=fields(error=str(err)))
         return 1
     try:
+        try:
+            await check_api_server(Kube(api), start_needs(settings))
+        except ConfigError as err:
+            log.error(CANNOT_START, extra=fields(error=err.message, fix=err.fix))
+            return 1
         manager = new_manager(Kube(api), settings)
-        staging = settings.relay_staging
         try:
             relay_staging = await setup_relay_staging(
                 manager,
@@ -106,6 +131,9 @@ async def serve(settings: ControllerSettings, redactor: Redactor | None = None) 
             setup_relay_controller(manager, settings)
         except ConfigError as err:
             log.error("invalid configuration", extra=fields(error=str(err)))
+            return 1
+        except KubeAPIError as err:  # the API server changed its answer since the check
+            log.error(CANNOT_START, extra=fields(error=err.message, fix=RETRY_FIX))
             return 1
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):

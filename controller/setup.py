@@ -25,9 +25,11 @@ from controller.staging.arming import (
 )
 from controller.workspace.credential_keys import CredentialKeys, load_credential_keys
 from wspin.core.delivery import AgentdDelivery, OpencodeDelivery
-from wspin.core.kinds import WORKSPACES
+from wspin.core.kinds import INFERENCE_RELAYS, NAMESPACES, WORKSPACES
 from wspin.core.redact import Redactor
+from wspin.core.runtimes import RUNTIME_ENVIRONMENTS
 from wspin.kube.client import Kube
+from wspin.kube.preflight import StartNeeds
 
 __all__ = [
     "ARMING_STARTUP_GUARD_WINDOW",
@@ -36,15 +38,46 @@ __all__ = [
     "OpencodeDelivery",
     "RelayArtifactConfig",
     "RelayStagingConfig",
+    "check_settings",
     "load_credential_keys",
     "new_manager",
     "relay_staging_exit_code_for",
     "setup_controllers",
     "setup_relay_controller",
     "setup_relay_staging",
+    "start_needs",
 ]
 
 log = logging.getLogger("controller")
+
+
+def check_settings(settings: ControllerSettings) -> None:
+    """Every check of the flags that needs no I/O, run before the first API call: a setting
+    the reconcilers would refuse at registration is refused here, whatever the API server
+    (unreachable, empty) would have said first. ``ConfigError`` names the flag."""
+    if settings.inference_relay.enabled:
+        from controller.relay import wiring
+
+        wiring.check(settings)
+
+
+def start_needs(settings: ControllerSettings) -> StartNeeds:
+    """What the controller needs of the API server before it starts (``check_api_server``)."""
+    watched = [WORKSPACES, RUNTIME_ENVIRONMENTS, NAMESPACES]
+    if settings.inference_relay.enabled:
+        watched.append(INFERENCE_RELAYS)
+    return StartNeeds(
+        process="controller",
+        namespace=settings.namespace,
+        namespace_fix="set POD_NAMESPACE to the namespace the controller runs in (the chart "
+        "sets it to the release namespace, helm install -n NAMESPACE) and create it first",
+        watched=tuple(watched),
+        rbac_fix="install the chart's controller ClusterRole and binding (list and watch on "
+        "workspaces, runtimeenvironments, inferencerelays and namespaces) for the controller's "
+        "ServiceAccount",
+        credentials_fix="point --kubeconfig (or KUBECONFIG) at the cluster, or run in a pod "
+        "whose ServiceAccount token the API server accepts",
+    )
 
 
 def new_manager(

@@ -3,14 +3,16 @@
 # root, through apt-get), or the run stops at once with the exact command to type. Nothing is
 # skipped later because a tool is absent.
 #
-#   scripts/system-packages.sh PYTHON [registry] [promtool]
+#   scripts/system-packages.sh PYTHON [registry] [promtool] [zstd]
 #
 # - python3.X-venv (always): `python3 -m venv` needs ensurepip, which Debian ships separately;
 # - docker-registry (with `registry`): the real OCI registry (distribution 2.8) the
 #   pin-resolution tests push to;
 # - prometheus (with `promtool`): Prometheus's own `promtool`, which checks the chart's alert
 #   rules, runs their unit tests and parses every dashboard query. The package's service is
-#   not started by the tests (and not by apt-get where no init system runs).
+#   not started by the tests (and not by apt-get where no init system runs);
+# - zstd (with `zstd`): unpacks the compressed control-plane binaries CI runs the real-server
+#   lane with.
 set -eu
 python=${1:-python3}
 shift || true
@@ -29,6 +31,7 @@ for tool in "$@"; do
     case "$tool" in
         registry) want docker-registry docker-registry ;;
         promtool) want promtool prometheus ;;
+        zstd) want zstd zstd ;;
         *) echo "system-packages.sh: unknown tool '$tool'" >&2; exit 2 ;;
     esac
 done

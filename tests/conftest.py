@@ -3,7 +3,13 @@
 Kubernetes API fixtures (API-level tests use only these, so they run unchanged against a
 real cluster when ``WSPIN_TEST_KUBECONFIG`` names a kubeconfig):
 
-- ``real_cluster`` -> bool: whether ``WSPIN_TEST_KUBECONFIG`` is set.
+- ``real_cluster`` -> bool: whether the tests run on a real API server: ``WSPIN_TEST_KUBECONFIG``
+  names one, or ``KUBEBUILDER_ASSETS`` names the binaries of one this session starts
+  (``tests.support.apiserver``; its kubeconfig then becomes ``WSPIN_TEST_KUBECONFIG``, so
+  everything that reads that variable, subprocesses included, reaches it).
+- ``image_volume_gate`` -> bool: whether the API server keeps image volumes (the ImageVolume
+  feature gate), asked of the server itself. Tests about the gate are marked
+  ``image_volume_gate``: they are what runs with the gate off (``WSPIN_TEST_FEATURE_GATES=``).
 - ``kube_server`` -> ``tests.kubeapi.KubeServer``: the in-process API test server (``.url``,
   ``.store``, ``.writes``, ``.image_volume_gate``, ``fail_next()``, ``compact()``,
   ``drop_watches()``, ``send_bookmarks()``). It is a fault-injection fixture, so it skips
@@ -16,6 +22,8 @@ real cluster when ``WSPIN_TEST_KUBECONFIG`` names a kubeconfig):
 - ``kube_as`` -> ``kube_as(user, group=None)``: a ``Kube`` impersonating that user.
 - ``namespace`` -> str: a fresh, uniquely named namespace (deleted at teardown on a real
   cluster; the fake server is discarded whole).
+
+Options: ``--kube-only`` keeps only the tests that use these fixtures (the real-server lane).
 
 Hygiene: ``_no_asyncio_pending_tasks`` (autouse) fails any async test that leaves asyncio
 tasks running after its fixtures are torn down; sync tests are not affected.
@@ -37,16 +45,76 @@ import yaml
 from kubernetes_asyncio import client, config
 
 from tests.kubeapi import KubeServer
+from tests.support.apiserver import (
+    ASSETS_ENV,
+    DEFAULT_FEATURE_GATES,
+    FEATURE_GATES_ENV,
+    ControlPlane,
+    assets_dir,
+)
+from tests.support.feature_gates import image_volume_gate_of
 from wspin.core.errors import NotFound
 from wspin.core.kinds import NAMESPACES, WORKSPACES
 from wspin.kube.client import Kube
 from wspin.kube.config import new_api_client
 
 KUBECONFIG_ENV = "WSPIN_TEST_KUBECONFIG"
+KUBE_FIXTURES = frozenset({"real_cluster", "kube_api", "kube_server", "_kube_server_url"})
+"""Every API-level test uses one of these (the others depend on them)."""
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--kube-only",
+        action="store_true",
+        help="run only the tests that use the Kubernetes API fixtures",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "image_volume_gate: about the API server's ImageVolume gate (run with it off)"
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not config.getoption("--kube-only"):
+        return
+    kept = [item for item in items if uses_kube(item)]
+    config.hook.pytest_deselected(items=[item for item in items if not uses_kube(item)])
+    items[:] = kept
+
+
+def uses_kube(item: pytest.Item) -> bool:
+    return not KUBE_FIXTURES.isdisjoint(getattr(item, "fixturenames", ()))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _control_plane(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[None]:
+    """With ``KUBEBUILDER_ASSETS`` (and no ``WSPIN_TEST_KUBECONFIG``): a real control plane for
+    the session, started only if a collected test talks to an API server."""
+    assets = os.environ.get(ASSETS_ENV)
+    if (
+        os.environ.get(KUBECONFIG_ENV)
+        or not assets
+        or not any(map(uses_kube, request.session.items))
+    ):
+        yield
+        return
+    gates = os.environ.get(FEATURE_GATES_ENV, DEFAULT_FEATURE_GATES)
+    workdir = tmp_path_factory.mktemp("control-plane")
+    with (
+        ControlPlane.running(assets_dir(assets), workdir, gates) as plane,
+        pytest.MonkeyPatch.context() as env,
+    ):
+        env.setenv(KUBECONFIG_ENV, str(plane.kubeconfig))
+        yield
 
 
 @pytest.fixture(scope="session")
-def real_cluster() -> bool:
+def real_cluster(_control_plane: None) -> bool:
     return bool(os.environ.get(KUBECONFIG_ENV))
 
 
@@ -141,6 +209,12 @@ def kubeconfig(_kube_server_url: str | None, tmp_path: Path) -> Path:
 @pytest.fixture
 def kube(kube_api: client.ApiClient) -> Kube:
     return Kube(kube_api)
+
+
+@pytest.fixture
+async def image_volume_gate(kube: Kube) -> bool:
+    """Whether the API server's ImageVolume gate is on, as the server itself reports it."""
+    return await image_volume_gate_of(kube)
 
 
 @pytest.fixture

@@ -1,6 +1,8 @@
 """``wspin webhook``: resolve everything first, then serve, until SIGTERM.
 
 Start order, and why:
+0. With API access, the API server is checked (reachable, our credentials accepted, our
+   namespace there, every watched resource served and listable): one line naming the fix.
 1. Pins for both artifacts (flags, registry, or the same-digest cache): an unresolvable
    configuration exits 1 before a socket is opened, so a broken release never looks healthy.
 2. The certificate source: the HTTPS listener needs its context.
@@ -35,7 +37,7 @@ from webhook.inject import InjectConfig
 from webhook.metrics import AdmissionMetrics
 from webhook.pins import resolve_artifact
 from webhook.settings import WebhookSettings
-from webhook.watches import watched_views
+from webhook.watches import watched_resources, watched_views
 from wspin.core.clock import monotonic
 from wspin.core.delivery import ResolvedArtifact
 from wspin.core.logs import fields
@@ -44,6 +46,7 @@ from wspin.http.metrics import ServerCollector
 from wspin.http.probes import Readiness, process_registry, side_routes
 from wspin.kube.client import Kube
 from wspin.kube.config import api_client
+from wspin.kube.preflight import StartNeeds, check_api_server
 
 log = logging.getLogger("wspin.webhook")
 
@@ -67,9 +70,27 @@ async def kube_client(settings: WebhookSettings) -> AsyncIterator[Kube | None]:
         return
     api = await api_client(settings.kubeconfig)
     try:
-        yield Kube(api)
+        kube = Kube(api)
+        await check_api_server(kube, start_needs(settings))
+        yield kube
     finally:
         await api.close()
+
+
+def start_needs(settings: WebhookSettings) -> StartNeeds:
+    """What the webhook needs of the API server before it starts (``check_api_server``)."""
+    return StartNeeds(
+        process="webhook",
+        namespace=settings.namespace,
+        namespace_fix="set POD_NAMESPACE to the namespace the webhook runs in (the chart sets "
+        "it to the release namespace, helm install -n NAMESPACE) and create it first",
+        watched=watched_resources(settings.tenant_quota),
+        rbac_fix="install the chart's webhook ClusterRole and binding (list and watch on "
+        "runtimeenvironments and namespaces, and pods with webhook.tenantQuota) for the "
+        "webhook's ServiceAccount",
+        credentials_fix="point --kubeconfig (or KUBECONFIG) at the cluster, or run in a pod "
+        "whose ServiceAccount token the API server accepts",
+    )
 
 
 async def resolve_both(

@@ -17,7 +17,7 @@ from typing import Final
 from webhook.tenant_quota import QuotaLimits, TenantUsage
 from wspin.core.clock import Monotonic
 from wspin.core.contract import LABEL_APP, LABEL_COMPONENT
-from wspin.core.kinds import NAMESPACES, PODS
+from wspin.core.kinds import NAMESPACES, PODS, Resource
 from wspin.core.objects import Obj
 from wspin.core.runtimes import RUNTIME_ENVIRONMENTS, RuntimeCatalogue
 from wspin.core.tenancy import NamespaceLabels, namespace_view
@@ -92,6 +92,15 @@ class WatchedViews:
 
 def _synced_check(informer: Informer) -> Callable[[], str | None]:
     return lambda: None if informer.has_synced else f"{informer.name} has not synced yet"
+
+
+def watched_resources(quota: QuotaLimits) -> tuple[Resource, ...]:
+    """What ``watched_views`` lists and watches cluster-wide."""
+    return (
+        (RUNTIME_ENVIRONMENTS, NAMESPACES, PODS)
+        if quota.enabled
+        else (RUNTIME_ENVIRONMENTS, NAMESPACES)
+    )
 
 
 def watched_views(kube: Kube, quota: QuotaLimits, clock: Monotonic) -> WatchedViews:

@@ -80,6 +80,20 @@ def parse_metrics(text: str) -> HealthReport:
     return report
 
 
+def check_router_url(router_url: str) -> str:
+    """``router_url`` when it can be scraped; ``ConfigError`` naming the flag otherwise.
+
+    Checked at start: a URL aiohttp cannot fetch would fail every scrape at debug level, and
+    with no health report no relay would ever turn healthy."""
+    if not _HTTP_URL.match(router_url):
+        raise ConfigError(
+            f"--relay-router-url must be an http(s) URL (got {router_url!r})",
+            "set --relay-router-url / controller.inferenceRelay.routerURL "
+            "to e.g. http://relay-router:8080",
+        )
+    return router_url
+
+
 class RouterHealth:
     """Scrapes ``<router>/metrics``.
 
@@ -88,14 +102,7 @@ class RouterHealth:
     """
 
     def __init__(self, router_url: str, timeout_seconds: float = 5.0) -> None:
-        # Checked at start: a URL aiohttp cannot fetch would fail every scrape at debug level,
-        # and with no health report no relay would ever turn healthy.
-        if not _HTTP_URL.match(router_url):
-            raise ConfigError(
-                f"--relay-router-url must be an http(s) URL (got {router_url!r})",
-                "set --relay-router-url / controller.inferenceRelay.routerURL "
-                "to e.g. http://relay-router:8080",
-            )
+        check_router_url(router_url)
         self.url = router_url.rstrip("/") + "/metrics"
         self.timeout = aiohttp.ClientTimeout(total=timeout_seconds)
 

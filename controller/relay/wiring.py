@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from controller.relay.artifact import validate_artifacts
 from controller.relay.deps import RelayDeps
-from controller.relay.drivers.select import build_drivers
+from controller.relay.drivers.select import build_drivers, check_cloud
 from controller.relay.fleet_metrics import RelayFleetCollector
-from controller.relay.health import RouterHealth
-from controller.relay.identity import ClusterIdentity
+from controller.relay.health import RouterHealth, check_router_url
+from controller.relay.identity import ClusterIdentity, check_cluster_id
 from controller.relay.metrics import RelayMetrics
 from controller.relay.orphans import OrphanDetector, OrphanPolicy
 from controller.relay.reconciler import InferenceRelayReconciler
@@ -20,9 +20,18 @@ from controller.settings import ControllerSettings
 from wspin.core.kinds import INFERENCE_RELAYS
 
 
-def register(manager: Manager, settings: ControllerSettings) -> None:
+def check(settings: ControllerSettings) -> None:
+    """The relay's flags, judged without I/O: ``ConfigError`` names the first broken one."""
     relay = settings.inference_relay
     validate_artifacts(relay.artifact)
+    check_cluster_id(relay.cluster_id)
+    check_router_url(relay.router_url)
+    check_cloud(relay.cloud)
+
+
+def register(manager: Manager, settings: ControllerSettings) -> None:
+    relay = settings.inference_relay
+    check(settings)
     cluster = ClusterIdentity(manager.kube, relay.cluster_id)
     drivers = build_drivers(relay.cloud, manager.kube, settings.namespace)
     metrics = RelayMetrics(manager.registry)

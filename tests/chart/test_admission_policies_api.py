@@ -20,6 +20,7 @@ import pytest
 from tests.chart.helm import PINS, parse_documents, template
 from tests.fixtures import ADMISSION
 from tests.kubeapi import KubeServer
+from tests.support.feature_gates import image_volume_gate_of
 from tests.support.policy_resources import BINDINGS, POLICIES
 from tests.support.waiting import eventually
 from webhook.demo import DEMO_CONFIG
@@ -29,6 +30,8 @@ from wspin.core.kinds import PODS, Resource
 from wspin.kube.client import Kube
 
 Obj = dict[str, Any]
+
+pytestmark = pytest.mark.image_volume_gate  # each test holds with the gate on and off
 
 GATE_OFF = "ImageVolume feature gate"
 ATTACKER_IMAGE = "docker.io/attacker/anything:1"
@@ -99,12 +102,18 @@ async def policies(kube: Kube, namespace: str) -> AsyncIterator[None]:
 
 async def create_injected(kube: Kube, namespace: str) -> Obj | None:
     """The injected workspace pod, stored; None where the API server drops image volumes (the
-    gate off): the delivery policy then refuses the pod, which is the guarantee."""
+    gate off, as the server reports it): the delivery policy then refuses the pod, which is
+    the guarantee."""
     try:
-        return await kube.create(PODS, workspace_pod(namespace), namespace)
+        stored = await kube.create(PODS, workspace_pod(namespace), namespace)
     except Forbidden as refused:
         assert GATE_OFF in str(refused)
+        assert not await image_volume_gate_of(kube), (
+            "refused as gate-off by a server whose gate is on"
+        )
         return None
+    assert await image_volume_gate_of(kube), "stored by a server whose gate is off"
+    return stored
 
 
 def image_of(pod: Obj, name: str) -> str:

@@ -101,7 +101,7 @@ async def test_the_internal_token_is_scrubbed_even_from_text_a_server_sent_back(
         f"--llm-relay-router-url={router.url}",
         f"--llm-relay-namespace={namespace}",
         f"--api-service-url={credentials.url}",
-        env=clean_env(LLMSAFESPACES_INTERNAL_TOKEN=INTERNAL_TOKEN),
+        env=clean_env(POD_NAMESPACE=namespace, LLMSAFESPACES_INTERNAL_TOKEN=INTERNAL_TOKEN),
     )
     assert await controller.exit_code() == 85
     (refusal,) = controller.find("relay-only key delivery: refusing to start (not armed)")

@@ -260,6 +260,11 @@ class KubeServer:
             self._inject_fault(request.method, request.path, request.query)
             if request.path == "/version":
                 return web.json_response({"major": "1", "minor": "32", "gitVersion": "v1.32.0"})
+            if request.path == "/metrics":
+                # Only the gauge tests ask for: which feature gates are on.
+                gate = int(self.store.image_volume_gate)
+                text = f'kubernetes_feature_enabled{{name="ImageVolume",stage="BETA"}} {gate}\n'
+                return web.Response(text=text, content_type="text/plain")
             if request.path.startswith("/apis/authorization.k8s.io/v1/"):
                 return await self._access_review(request)
             return await self._dispatch(request)

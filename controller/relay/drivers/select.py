@@ -16,11 +16,11 @@ from wspin.core.errors import ConfigError
 from wspin.kube.client import Kube
 
 
-def build_drivers(cloud: str, kube: Kube, namespace: str) -> dict[str, Driver]:
-    """``cloud`` "" → each registered provider's driver; ``fake`` → an in-process cloud per
-    provider."""
+def check_cloud(cloud: str) -> None:
+    """``--relay-cloud`` names a mode this process can run: ``ConfigError`` otherwise (an
+    unknown mode, or a cloud SDK that is not installed)."""
     if cloud == "fake":
-        return {name: FakeCloud(provider=name, clock=utc_now) for name in PROVIDERS}
+        return
     if cloud:
         raise ConfigError(f"--relay-cloud: unknown cloud mode {cloud!r}", 'use "" or "fake"')
     for provider in PROVIDERS.values():
@@ -30,6 +30,14 @@ def build_drivers(cloud: str, kube: Kube, namespace: str) -> dict[str, Driver]:
                 "not installed",
                 f"install wspin[{provider.extra}], or run with --relay-cloud=fake for a demo",
             )
+
+
+def build_drivers(cloud: str, kube: Kube, namespace: str) -> dict[str, Driver]:
+    """``cloud`` "" → each registered provider's driver; ``fake`` → an in-process cloud per
+    provider."""
+    check_cloud(cloud)
+    if cloud == "fake":
+        return {name: FakeCloud(provider=name, clock=utc_now) for name in PROVIDERS}
     return {
         name: provider.driver(kube, namespace, provider) for name, provider in PROVIDERS.items()
     }

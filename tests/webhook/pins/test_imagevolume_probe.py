@@ -33,15 +33,19 @@ async def gate_verdict(kube: Kube, namespace: str) -> float | None:
     return sample(registry, GAUGE)
 
 
-async def test_a_cluster_that_keeps_image_volumes_is_supported(
-    kube: Kube, namespace: str, caplog: pytest.LogCaptureFixture
+@pytest.mark.image_volume_gate
+async def test_the_probe_finds_the_gate_as_the_api_server_reports_it(
+    kube: Kube, namespace: str, image_volume_gate: bool, caplog: pytest.LogCaptureFixture
 ) -> None:
     with caplog.at_level(logging.INFO, logger="webhook.imagevolume_probe"):
-        assert (await probe_image_volume_support(kube, namespace, IMAGE)).outcome == "supported"
-    assert await gate_verdict(kube, namespace) == 1.0
-    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+        outcome = (await probe_image_volume_support(kube, namespace, IMAGE)).outcome
+    assert outcome == ("supported" if image_volume_gate else "dropped")
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert len(errors) == (0 if image_volume_gate else 1)
+    assert await gate_verdict(kube, namespace) == (1.0 if image_volume_gate else 0.0)
 
 
+@pytest.mark.image_volume_gate
 async def test_the_probe_is_a_dry_run_and_stores_nothing(kube: Kube, namespace: str) -> None:
     await probe_image_volume_support(kube, namespace, IMAGE)
     assert (await kube.list(PODS, namespace))["items"] == []
