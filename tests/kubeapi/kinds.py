@@ -108,6 +108,9 @@ BUILTIN_KINDS: tuple[Kind, ...] = (
         ),
     ),
     Kind("coordination.k8s.io", "v1", "leases", "Lease"),
+    # What pods name in spec.runtimeClassName; a missing one refuses the pod
+    # (``runtime_classes``).
+    Kind("node.k8s.io", "v1", "runtimeclasses", "RuntimeClass", namespaced=False),
     Kind("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy"),
     # Only what clients of the webhook Service's slices read; the EndpointSlice controller
     # itself is not emulated (tests write the slices it would write).

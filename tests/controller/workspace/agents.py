@@ -84,6 +84,7 @@ class Agents:
         as the controller's, with delivery injected."""
         ws = await self.h.workspace(name)
         pod = injected(ownership.stamp(desired_pod(ws, SETTINGS, credentials=credentials(ws)), ws))
+        await self.h.create_account(ws)
         created = await self.h.kube.create(PODS, pod, self.h.namespace)
         await self.h.synced(self.h.pods, created["metadata"]["name"], created)
         return str(created["metadata"]["name"])

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 
 from tests.controller.workspace.conftest import Harness
+from tests.support.runtime_classes import ensure_runtime_class
 from wspin.core.kinds import PODS, WORKSPACES
 from wspin.core.tenancy import LABEL_RUNTIME_CLASS_OVERRIDE, RUNTIME_CLASSES_FLAG
 
@@ -19,6 +20,7 @@ async def runtime_class_of_pod(harness: Harness) -> str | None:
 
 
 async def test_an_override_the_platform_did_not_allow_builds_no_pod(harness: Harness) -> None:
+    await ensure_runtime_class(harness.kube, "runc")  # on the nodes; the gate is the question
     await harness.apply(runtimeClass="runc")
     await harness.reconcile()
     ws = await harness.workspace()
@@ -49,6 +51,7 @@ async def test_an_allow_listed_class_runs_in_any_namespace(harness: Harness) -> 
     harness.reconciler.settings = dataclasses.replace(
         harness.reconciler.settings, allowed_runtime_classes=frozenset({"kata"})
     )
+    await ensure_runtime_class(harness.kube, "kata")
     await harness.apply(runtimeClass="kata")
     await harness.reconcile()
     assert await runtime_class_of_pod(harness) == "kata"
