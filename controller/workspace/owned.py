@@ -26,6 +26,13 @@ class PodBuildError(WspinError):
     """The Workspace cannot become a pod; the message names the field (phase Failed)."""
 
 
+class PodRefused(WspinError):
+    """The API server refused to create the pod (403: an admission plugin or policy, such as
+    a RuntimeClass or ServiceAccount that does not exist, or the controller's own RBAC). Not
+    the Workspace's fault and possibly gone on the next try, so the Workspace keeps waiting
+    and says why."""
+
+
 @dataclass(frozen=True)
 class Names:
     """The names of everything one Workspace owns."""

@@ -47,7 +47,7 @@ from controller.workspace.lifecycle import (
     waiting_phase,
 )
 from controller.workspace.outcome import Outcome
-from controller.workspace.owned import PodBuildError, names
+from controller.workspace.owned import PodBuildError, PodRefused, names
 from controller.workspace.pod import desired_pod, pod_is_stale, restart_generation_of
 from controller.workspace.podfacts import pod_facts
 from controller.workspace.recovery_report import RecoveryReporter
@@ -67,6 +67,10 @@ log = logging.getLogger("controller.workspace")
 
 RUNTIME_NOT_FOUND: Final = "RuntimeNotFound"
 """Ready reason while a bare ``spec.runtime`` names no (runnable) RuntimeEnvironment."""
+POD_REFUSED: Final = "PodRefused"
+"""Ready reason while the API server refuses to create the Workspace's pod."""
+POD_REFUSED_RETRY: Final = 30.0
+"""Seconds before a pod the API server refused is tried again."""
 ORG_SUSPENDED: Final = "OrgSuspended"
 """Ready reason and Event of a Workspace stopped because its organisation is suspended."""
 
@@ -117,6 +121,8 @@ class WorkspacePhases(WorkspaceUpkeep):
                 outcome = await self._run_pod(ws)
             except PodBuildError as err:
                 outcome = self._failed(ws, err)
+            except PodRefused as err:
+                outcome = self._refused(ws, err)
         if org is not None:
             outcome.due(org.recheck)
         return outcome
@@ -327,6 +333,21 @@ class WorkspacePhases(WorkspaceUpkeep):
         return Outcome(
             "Failed", reason=POD_BUILD_FAILED, detail=str(err), failure_reason=POD_BUILD_FAILED
         )
+
+    def _refused(self, ws: Obj, err: PodRefused) -> Outcome:
+        """Ready=False PodRefused with the API server's words; still waiting for a pod, tried
+        again after ``POD_REFUSED_RETRY`` (what the refusal names, a RuntimeClass say, raises
+        no event here when it appears)."""
+        status = ws.get("status") or {}
+        previous = str(status.get("phase") or "")
+        if status.get("message") != str(err):
+            log.warning(  # once per cause, as for a pod that cannot be built
+                "workspace pod refused by the API server",
+                extra=fields(workspace=str(ObjectKey.of(ws)), error=err.message),
+            )
+        outcome = Outcome(waiting_phase(previous), reason=POD_REFUSED, detail=str(err))
+        outcome.due(POD_REFUSED_RETRY)
+        return outcome
 
     def _runtime(self, ws: Obj) -> Runtime | str | None:
         """The RuntimeEnvironment a bare ``spec.runtime`` names, why it names none, or None for

@@ -15,8 +15,8 @@ from typing import Any
 from controller.types import Obj
 from controller.workspace import ownership
 from controller.workspace.credentials import WorkspaceCredentials, desired_password_secret
-from controller.workspace.owned import PodBuildError, desired_service_account
-from wspin.core.errors import AlreadyExists, Invalid
+from controller.workspace.owned import PodBuildError, PodRefused, desired_service_account
+from wspin.core.errors import AlreadyExists, Forbidden, Invalid
 from wspin.core.kinds import PODS, SECRETS, SERVICE_ACCOUNTS
 from wspin.kube.client import Kube
 
@@ -91,10 +91,16 @@ class OwnedWrites:
     async def start_pod(self, ws: Obj, pod: Obj, credentials: WorkspaceCredentials) -> None:
         """The pod and what it needs first, in order: its service account (the API server
         refuses a pod whose account is missing), its credentials (the kubelet holds a pod
-        whose Secret is missing), then the pod."""
+        whose Secret is missing), then the pod. A pod the API server forbids is
+        ``PodRefused``, its words with the credentials blanked."""
         await self.create(SERVICE_ACCOUNTS, desired_service_account(ws), ws)
         await self.write_secret(ws, credentials)
-        await self.create(PODS, pod, ws, redact=credentials)
+        try:
+            await self.create(PODS, pod, ws, redact=credentials)
+        except Forbidden as err:
+            raise PodRefused(
+                f"the API server refused the Pod: {credentials.redact(err.message)}"
+            ) from None
 
     async def delete_pod(self, pod: Obj) -> None:
         """Delete the pod with the termination grace (agentd drains its sessions)."""
