@@ -85,6 +85,9 @@ BUILTIN_KINDS: tuple[Kind, ...] = (
         ),
     ),
     _core("persistentvolumeclaims", "PersistentVolumeClaim", status_subresource=True),
+    # Where tests' pods run: a cluster's pod garbage collector deletes a pod bound to a node
+    # that does not exist, so tests create the node their pods name.
+    _core("nodes", "Node", namespaced=False, status_subresource=True),
     _core("configmaps", "ConfigMap"),
     _core("secrets", "Secret", fields=frozenset({"type"})),
     _core("serviceaccounts", "ServiceAccount"),

@@ -1,6 +1,7 @@
-"""RuntimeClasses for API-level tests: kube-apiserver refuses a pod naming a RuntimeClass that
-does not exist, so a test whose pods name one makes sure it is there first, as the platform's
-operator does before installing wspin."""
+"""RuntimeClasses and Nodes for API-level tests: kube-apiserver refuses a pod naming a
+RuntimeClass that does not exist, so a test whose pods name one makes sure it is there first,
+as the platform's operator does before installing wspin; a pod bound to a Node that does not
+exist is removed by the controller manager."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from wspin.core.errors import AlreadyExists
 from wspin.core.kinds import Resource
 from wspin.kube.client import Kube
 
+NODES: Final = Resource("", "v1", "nodes", namespaced=False, kind="Node")
 RUNTIME_CLASSES: Final = Resource(
     "node.k8s.io", "v1", "runtimeclasses", namespaced=False, kind="RuntimeClass"
 )
@@ -29,3 +31,11 @@ async def ensure_runtime_class(kube: Kube, name: str) -> None:
     }
     with contextlib.suppress(AlreadyExists):
         await kube.create(RUNTIME_CLASSES, body)
+
+
+async def ensure_node(kube: Kube, name: str) -> None:
+    """Create Node ``name`` unless it exists (never deleted, as above): on a cluster the pod
+    garbage collector force-deletes a pod bound to a node that does not exist."""
+    body = {"apiVersion": NODES.api_version, "kind": NODES.kind, "metadata": {"name": name}}
+    with contextlib.suppress(AlreadyExists):
+        await kube.create(NODES, body)

@@ -26,13 +26,14 @@ from controller.workspace.reconciler import WorkspaceReconciler
 from controller.workspace.recovery_metrics import RecoveryMetrics
 from tests.controller.workspace.factories import (
     AGENTD_IMAGE,
+    NODE,
     OPENCODE_IMAGE,
     RUNTIME_CLASS,
     TEST_KEYS,
     credentials,
 )
 from tests.support.clock import FakeClock
-from tests.support.runtime_classes import ensure_runtime_class
+from tests.support.runtime_classes import ensure_node, ensure_runtime_class
 from tests.support.waiting import eventually
 from webhook.inject import InjectConfig, inject
 from wspin.core.contract import (
@@ -161,7 +162,7 @@ class Harness:
         pod = ownership.stamp(desired_pod(ws, SETTINGS, credentials=credentials(ws)), ws)
         if inject:
             pod = injected(pod)
-        pod["spec"]["nodeName"] = "node-a"
+        pod["spec"]["nodeName"] = NODE
         await self.create_account(ws)
         created = await self.kube.create(PODS, pod, self.namespace)
         await self.synced(self.pods, created["metadata"]["name"], created)
@@ -190,6 +191,7 @@ class Harness:
 @pytest.fixture
 async def harness(kube: Kube, namespace: str) -> AsyncIterator[Harness]:
     await ensure_runtime_class(kube, RUNTIME_CLASS)
+    await ensure_node(kube, NODE)
     selector = f"{LABEL_APP}={LABEL_APP_VALUE},{LABEL_COMPONENT}={LABEL_COMPONENT_VALUE}"
     workspaces = Informer(kube, WORKSPACES, namespace=namespace)
     pods = Informer(kube, PODS, namespace=namespace, labels=selector)

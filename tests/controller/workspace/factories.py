@@ -35,6 +35,8 @@ def credentials(
     return derive_credentials(TEST_KEYS, ws if ws is not None else workspace(), key_id)
 
 
+NODE = "node-a"
+"""The node the tests' pods are bound to (the harness creates it)."""
 RUNTIME_CLASS = "gvisor"
 """The platform's default RuntimeClass in the tests' settings; the API server refuses a pod
 naming one that does not exist."""
@@ -93,7 +95,7 @@ def injected(pod: dict[str, Any], *, agentd: bool = True, opencode: bool = True)
     pod["metadata"]["annotations"][DELIVERY_ANNOTATION] = json.dumps(
         receipt, sort_keys=True, separators=(",", ":")
     )
-    pod["spec"]["nodeName"] = "node-a"
+    pod["spec"]["nodeName"] = NODE
     return pod
 
 
