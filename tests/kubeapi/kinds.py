@@ -85,6 +85,9 @@ BUILTIN_KINDS: tuple[Kind, ...] = (
         ),
     ),
     _core("persistentvolumeclaims", "PersistentVolumeClaim", status_subresource=True),
+    # Where tests' pods run: a cluster's pod garbage collector deletes a pod bound to a node
+    # that does not exist, so tests create the node their pods name.
+    _core("nodes", "Node", namespaced=False, status_subresource=True),
     _core("configmaps", "ConfigMap"),
     _core("secrets", "Secret", fields=frozenset({"type"})),
     _core("serviceaccounts", "ServiceAccount"),
@@ -108,6 +111,9 @@ BUILTIN_KINDS: tuple[Kind, ...] = (
         ),
     ),
     Kind("coordination.k8s.io", "v1", "leases", "Lease"),
+    # What pods name in spec.runtimeClassName; a missing one refuses the pod
+    # (``runtime_classes``).
+    Kind("node.k8s.io", "v1", "runtimeclasses", "RuntimeClass", namespaced=False),
     Kind("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy"),
     # Only what clients of the webhook Service's slices read; the EndpointSlice controller
     # itself is not emulated (tests write the slices it would write).

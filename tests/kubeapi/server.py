@@ -36,7 +36,9 @@ from tests.kubeapi.kinds import (
 from tests.kubeapi.listing import list_page
 from tests.kubeapi.mutating import admit_pod
 from tests.kubeapi.review import CALLER, impersonated
+from tests.kubeapi.runtime_classes import admit_runtime_class
 from tests.kubeapi.selectors import field_selector, label_selector
+from tests.kubeapi.service_accounts import admit_service_account
 from tests.kubeapi.status import ApiError, bad_request
 from tests.kubeapi.store import Signal, Store
 from tests.kubeapi.watch import is_true, serve_watch
@@ -403,6 +405,10 @@ class KubeServer:
         if not found:
             return pod  # the create is refused as a missing namespace further on
         ns = found[0]
+        # The built-in plugins run before the webhooks.
+        admit_service_account(namespace, pod, self._lookup("", "v1", "serviceaccounts"))
+        classes = self._lookup("node.k8s.io", "v1", "runtimeclasses")
+        admit_runtime_class(pod, lambda name: classes("", name))
         configurations = self.store.select(
             self._kind("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations"), ""
         )
@@ -415,6 +421,20 @@ class KubeServer:
             pod=pod,
             dry_run=dry_run,
         )
+
+    def _lookup(self, group: str, version: str, plural: str) -> Callable[[str, str], Obj | None]:
+        """``lookup(namespace, name)``: the stored object of that kind, or None."""
+        kind = self._kind(group, version, plural)
+
+        def lookup(namespace: str, name: str) -> Obj | None:
+            try:
+                return self.store.get(kind, namespace, name)
+            except ApiError as err:
+                if err.code == 404:
+                    return None
+                raise
+
+        return lookup
 
     async def _access_review(self, request: web.Request) -> web.Response:
         """SubjectAccessReview by RBAC; SelfSubjectAccessReview as the unauthenticated

@@ -30,6 +30,7 @@ from tests.kubeapi.policies import admit
 from tests.kubeapi.review import review_request
 from tests.kubeapi.schema import prune_and_default, violations
 from tests.kubeapi.selectors import Selector
+from tests.kubeapi.service_accounts import default_account
 from tests.kubeapi.status import (
     ApiError,
     already_exists,
@@ -135,6 +136,7 @@ class Store:
         self._bindings = kinds.find(
             "admissionregistration.k8s.io", "v1", "validatingadmissionpolicybindings"
         )
+        self._accounts = kinds.find("", "v1", "serviceaccounts")
         for name in ("default", "kube-system"):
             self.create(self._namespaces, "", {"metadata": {"name": name}})
 
@@ -209,7 +211,12 @@ class Store:
         self._admit(kind, "CREATE", namespace, obj, None, dry_run=dry_run)
         if dry_run:
             return obj
-        return self._commit("ADDED", kind, obj, None)
+        created = self._commit("ADDED", kind, obj, None)
+        if self._is_namespace(kind) and self._accounts is not None:
+            # The controller manager's serviceaccounts controller, which a v1.32 cluster runs.
+            name = created["metadata"]["name"]
+            self.create(self._accounts, name, default_account(name))
+        return created
 
     def update(
         self,

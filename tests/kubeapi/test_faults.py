@@ -22,6 +22,8 @@ def _pod_with_image_volumes() -> dict[str, Any]:
     return {
         "metadata": {"name": "ws1-pod"},
         "spec": {
+            # Named, as admission would default it: the spec compares whole.
+            "serviceAccountName": "default",
             "initContainers": [
                 {"name": "agentd", "image": "i", "restartPolicy": "Always", "volumeMounts": [mount]}
             ],

@@ -91,6 +91,7 @@ class Agents:
         ws = await self.h.workspace(name)
         await create_service_account(self.h.kube, ws)
         pod = injected(ownership.stamp(desired_pod(ws, SETTINGS, credentials=credentials(ws)), ws))
+        await self.h.create_account(ws)
         created = await self.h.kube.create(PODS, pod, self.h.namespace)
         await self.h.synced(self.h.pods, created["metadata"]["name"], created)
         return str(created["metadata"]["name"])

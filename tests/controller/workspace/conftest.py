@@ -20,17 +20,21 @@ from controller.types import ObjectKey, Requeue
 from controller.workspace import ownership
 from controller.workspace.lifecycle_metrics import LifecycleMetrics
 from controller.workspace.metrics import VerifyMetrics
+from controller.workspace.owned import desired_service_account
 from controller.workspace.pod import desired_pod
 from controller.workspace.reconciler import WorkspaceReconciler
 from controller.workspace.recovery_metrics import RecoveryMetrics
 from tests.controller.workspace.factories import (
     AGENTD_IMAGE,
+    NODE,
     OPENCODE_IMAGE,
+    RUNTIME_CLASS,
     TEST_KEYS,
     create_service_account,
     credentials,
 )
 from tests.support.clock import FakeClock
+from tests.support.runtime_classes import ensure_node, ensure_runtime_class
 from tests.support.waiting import eventually
 from webhook.inject import InjectConfig, inject
 from wspin.core.contract import (
@@ -42,14 +46,15 @@ from wspin.core.contract import (
     OPENCODE,
 )
 from wspin.core.delivery import AgentdDelivery, OpencodeDelivery, PinSet, ResolvedArtifact
-from wspin.core.kinds import NAMESPACES, PODS, PVCS, WORKSPACES
+from wspin.core.errors import AlreadyExists
+from wspin.core.kinds import NAMESPACES, PODS, PVCS, SERVICE_ACCOUNTS, WORKSPACES
 from wspin.core.tenancy import NamespaceLabels, namespace_view
 from wspin.kube.client import Kube
 from wspin.kube.informer import Informer
 
 Obj = dict[str, Any]
 SETTINGS = WorkspaceSettings(
-    default_runtime_class="gvisor",
+    default_runtime_class=RUNTIME_CLASS,
     termination_grace=3,
     agentd=AgentdDelivery(AGENTD_IMAGE),
     opencode=OpencodeDelivery(OPENCODE_IMAGE),
@@ -140,6 +145,16 @@ class Harness:
         uid = (await self.workspace(name))["metadata"]["uid"]
         return f"{name}-{uid[:8]}"
 
+    async def create_account(self, ws: Obj, *, stamp: bool = True) -> None:
+        """Play the controller: the Workspace's service account, which the API server wants
+        before any pod naming it (the controller creates it first too); ``stamp=False``: as a
+        release before the ownership labels left it."""
+        account = desired_service_account(ws)
+        if stamp:
+            account = ownership.stamp(account, ws)
+        with contextlib.suppress(AlreadyExists):
+            await self.kube.create(SERVICE_ACCOUNTS, account, self.namespace)
+
     async def create_pod(self, *, inject: bool = True) -> str:
         """Play the controller and the admission webhook: create the reconciler's pod (on
         ``node-a``), labelled as the controller's, with delivery injected (``inject``), before
@@ -149,10 +164,24 @@ class Harness:
         pod = ownership.stamp(desired_pod(ws, SETTINGS, credentials=credentials(ws)), ws)
         if inject:
             pod = injected(pod)
-        pod["spec"]["nodeName"] = "node-a"
+        pod["spec"]["nodeName"] = NODE
+        await self.create_account(ws)
         created = await self.kube.create(PODS, pod, self.namespace)
         await self.synced(self.pods, created["metadata"]["name"], created)
         return str(created["metadata"]["name"])
+
+    async def kubelet_stops(self, name: str = "ws1") -> Obj | None:
+        """Play the kubelet: once the Workspace's pod is marked for deletion its containers
+        stop and the pod goes (a scheduled pod keeps its termination grace on a cluster; the
+        test API server removes pods at once). The pod as it was, or None."""
+        pod_name = await self.pod_name(name)
+        pod = await self.kube.get_or_none(PODS, pod_name, self.namespace)
+        if pod is not None and pod["metadata"].get("deletionTimestamp"):
+            await self.kube.delete(
+                PODS, pod_name, self.namespace, grace_seconds=0, uid=pod["metadata"]["uid"]
+            )
+            await self.synced(self.pods, pod_name, None)
+        return pod
 
     async def set_pod_status(self, pod_name: str, status: Obj) -> None:
         pod = await self.kube.patch(
@@ -163,6 +192,8 @@ class Harness:
 
 @pytest.fixture
 async def harness(kube: Kube, namespace: str) -> AsyncIterator[Harness]:
+    await ensure_runtime_class(kube, RUNTIME_CLASS)
+    await ensure_node(kube, NODE)
     selector = f"{LABEL_APP}={LABEL_APP_VALUE},{LABEL_COMPONENT}={LABEL_COMPONENT_VALUE}"
     workspaces = Informer(kube, WORKSPACES, namespace=namespace)
     pods = Informer(kube, PODS, namespace=namespace, labels=selector)

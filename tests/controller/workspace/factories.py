@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from controller.workspace.credential_keys import CredentialKeys
 from controller.workspace.credentials import WorkspaceCredentials, derive_credentials
+from tests.support.runtime_classes import ensure_runtime_class
 from tests.support.waiting import eventually
 from wspin.core.contract import AGENTD, DELIVERY_ANNOTATION, OPENCODE
 from wspin.core.errors import AlreadyExists
@@ -34,12 +35,20 @@ def credentials(
     return derive_credentials(TEST_KEYS, ws if ws is not None else workspace(), key_id)
 
 
+NODE = "node-a"
+"""The node the tests' pods are bound to (the harness creates it)."""
+RUNTIME_CLASS = "gvisor"
+"""The platform's default RuntimeClass in the tests' settings; the API server refuses a pod
+naming one that does not exist."""
+
 RUNTIME_IMAGE = "ghcr.io/example/runtime-python:3.12@sha256:" + "ab" * 32
 """What the ``python`` RuntimeEnvironment of ``publish_runtime`` runs."""
 
 
 async def publish_runtime(kube: Kube, name: str = "python") -> None:
-    """The RuntimeEnvironment the Workspaces here name (cluster scoped: created if absent)."""
+    """The RuntimeEnvironment the Workspaces here name and the RuntimeClass their pods run
+    with (both cluster scoped: created if absent)."""
+    await ensure_runtime_class(kube, RUNTIME_CLASS)
     body = {
         "apiVersion": "llmsafespaces.dev/v1",
         "kind": "RuntimeEnvironment",
@@ -98,7 +107,7 @@ def injected(pod: dict[str, Any], *, agentd: bool = True, opencode: bool = True)
     pod["metadata"]["annotations"][DELIVERY_ANNOTATION] = json.dumps(
         receipt, sort_keys=True, separators=(",", ":")
     )
-    pod["spec"]["nodeName"] = "node-a"
+    pod["spec"]["nodeName"] = NODE
     return pod
 
 
@@ -148,11 +157,13 @@ def ready_pod_status(ip: str = "10.0.0.7") -> dict[str, Any]:
 
 
 async def reconcile_until(h: Harness, phase: str, name: str = "ws1") -> dict[str, Any]:
-    """Reconcile until the Workspace reports ``phase`` (pods take their grace on a cluster)."""
+    """Reconcile until the Workspace reports ``phase``, the kubelet ending the grace of a pod
+    the controller deleted."""
     seen: dict[str, Any] = {}
 
     async def reached() -> bool:
         await h.reconcile(name)
+        await h.kubelet_stops(name)
         seen.update(await h.workspace(name))
         return bool(seen.get("status", {}).get("phase") == phase)
 

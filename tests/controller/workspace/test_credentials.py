@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from controller.toolkit.events import COMPONENT
 from controller.workspace import ownership
 from controller.workspace.credentials import (
     ANNOTATION_CREDENTIALS_KEY,
@@ -134,7 +135,9 @@ async def test_a_secret_that_cannot_take_the_values_blocks_the_pod_and_is_named(
     assert (ready["reason"], ws["status"]["phase"]) == ("PodConflict", "Pending")
     assert f"Secret '{SECRET}'" in ready["message"] and "tenant-token" not in ready["message"]
     assert await harness.kube.get_or_none(PODS, await harness.pod_name(), harness.namespace) is None
-    events = (await harness.kube.list(EVENTS, harness.namespace))["items"]
+    # The controller's own; on a cluster the volume binder reports the unbound claim too.
+    mine = f"reportingComponent={COMPONENT}"
+    events = (await harness.kube.list(EVENTS, harness.namespace, fields=mine))["items"]
     assert [e["reason"] for e in events] == ["PodConflict"]
 
 
@@ -155,6 +158,7 @@ class TestRotation:
         await h.apply()
         ws = await h.workspace()
         pod = desired_pod(ws, SETTINGS, credentials=credentials(ws, key_id))
+        await h.create_account(ws)
         created = await h.kube.create(PODS, ownership.stamp(pod, ws), h.namespace)
         await h.synced(h.pods, created["metadata"]["name"], created)
         return created

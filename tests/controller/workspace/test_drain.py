@@ -154,6 +154,8 @@ async def recycled(agents: Agents, pod_uid: str | None, generation: int = 1) -> 
     ws = await agents.h.workspace()
     assert ws["status"]["phase"] == "Creating"
     assert ws["status"]["observedRestartGeneration"] == generation
+    deleted = await agents.h.kubelet_stops()  # gone already, or marked for deletion
+    assert deleted is None or deleted["metadata"].get("deletionTimestamp")
     assert await agents.pod_uid() != pod_uid
     return ws
 

@@ -13,7 +13,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from controller.settings import ControllerSettings, RuntimeSettings
 from controller.setup import new_manager
 from controller.workspace import wiring
-from controller.workspace.rollout_metrics import WorkspacePodsCollector, served_digests
+from controller.workspace.rollout_metrics import (
+    WorkspacePodsCollector,
+    digest_label,
+    served_digests,
+)
 from tests.controller.workspace.conftest import SETTINGS
 from tests.controller.workspace.factories import TEST_KEYS, publish_runtime
 from tests.support.waiting import eventually
@@ -104,7 +108,7 @@ def test_without_the_release_the_controller_counts_injected_pods_by_digest() -> 
 
 
 async def test_the_running_controller_reports_the_pod_it_created(
-    kube: Kube, namespace: str
+    kube: Kube, namespace: str, real_cluster: bool
 ) -> None:
     workspace = dataclasses.replace(
         SETTINGS, agentd=AgentdDelivery(AGENTD_IMAGE), opencode=OpencodeDelivery(OPENCODE_IMAGE)
@@ -129,17 +133,22 @@ async def test_the_running_controller_reports_the_pod_it_created(
         pod_name = f"ws1-{ws['metadata']['uid'][:8]}"
 
         async def counted() -> bool:
-            return sum(v for (a, _, _), v in samples(registry).items() if a == "agentd") >= 1
+            live = await kube.get_or_none(PODS, pod_name, namespace)
+            if live is None:
+                return False
+            [state] = [
+                s
+                for s in rollout.classify(live, None, served_digests(workspace))
+                if s.artifact == "agentd"
+            ]
+            found.append(("agentd", digest_label(state.digest), state.state))
+            return samples(registry).get(found[-1], 0) >= 1
 
+        found: list[tuple[str, str, str]] = []
         await eventually(counted, "the gauge to count the workspace pod")
-        live = await kube.get(PODS, pod_name, namespace)
-        [expected] = [
-            s
-            for s in rollout.classify(live, None, served_digests(workspace))
-            if s.artifact == "agentd"
-        ]
-        label = expected.digest.removeprefix("sha256:")[:12] or "none"
-        assert samples(registry).get(("agentd", label, expected.state)) == 1
+        counted_now = samples(registry)[found[-1]]
+        # On a shared cluster other tests' workspace pods of the same release count beside it.
+        assert counted_now == 1 or (real_cluster and counted_now > 1)
     finally:
         manager.stop()
         await asyncio.wait_for(running, 10)

@@ -5,10 +5,13 @@ the controller checks again before it builds a pod, whatever was admitted before
 from __future__ import annotations
 
 import dataclasses
+import uuid
 
 import pytest
 
+from controller.workspace.refusals import ADMISSION_REFUSED, POD_ADMITTED
 from tests.controller.workspace.conftest import Harness
+from tests.support.runtime_classes import RUNTIME_CLASSES, ensure_runtime_class
 from wspin.core.kinds import PODS, WORKSPACES
 from wspin.core.tenancy import LABEL_RUNTIME_CLASS_OVERRIDE, RUNTIME_CLASSES_FLAG
 
@@ -21,6 +24,7 @@ async def runtime_class_of_pod(harness: Harness) -> str | None:
 
 
 async def test_an_override_the_platform_did_not_allow_builds_no_pod(harness: Harness) -> None:
+    await ensure_runtime_class(harness.kube, "runc")  # on the nodes; the gate is the question
     await harness.apply(runtimeClass="runc")
     await harness.reconcile()
     ws = await harness.workspace()
@@ -60,6 +64,35 @@ async def test_an_allow_listed_class_runs_in_any_namespace(harness: Harness) -> 
     harness.reconciler.settings = dataclasses.replace(
         harness.reconciler.settings, allowed_runtime_classes=frozenset({"kata"})
     )
+    await ensure_runtime_class(harness.kube, "kata")
     await harness.apply(runtimeClass="kata")
     await harness.reconcile()
     assert await runtime_class_of_pod(harness) == "kata"
+
+
+async def test_a_class_the_cluster_lacks_is_shown_and_the_pod_follows_once_it_exists(
+    harness: Harness,
+) -> None:
+    missing = f"wspin-test-{uuid.uuid4().hex[:10]}"
+    harness.reconciler.settings = dataclasses.replace(
+        harness.reconciler.settings, allowed_runtime_classes=frozenset({missing})
+    )
+    await harness.apply(runtimeClass=missing)
+    await harness.reconcile()
+    status = (await harness.workspace())["status"]
+    assert (status["phase"], status["reason"]) == ("Pending", ADMISSION_REFUSED)
+    assert f'RuntimeClass "{missing}" not found' in status["message"]
+    ready = next(c for c in status["conditions"] if c["type"] == "Ready")
+    assert (ready["status"], ready["reason"]) == ("False", ADMISSION_REFUSED)
+    admitted = next(c for c in status["conditions"] if c["type"] == POD_ADMITTED)
+    assert (admitted["status"], admitted["reason"]) == ("False", "AdmissionRefused")
+    assert await harness.kube.get_or_none(PODS, await harness.pod_name(), harness.namespace) is None
+
+    await ensure_runtime_class(harness.kube, missing)
+    try:
+        await harness.reconcile()
+        assert await runtime_class_of_pod(harness) == missing
+        status = (await harness.workspace())["status"]
+        assert status["phase"] == "Pending" and "reason" not in status
+    finally:
+        await harness.kube.delete(RUNTIME_CLASSES, missing)

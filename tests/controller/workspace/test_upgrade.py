@@ -51,6 +51,7 @@ async def test_an_owned_volume_of_the_former_name_is_kept_and_the_old_pod_replac
     pvc = await harness.kube.create(PVCS, former_pvc, harness.namespace)
     await harness.synced(harness.pvcs, LEGACY_PVC, pvc)
     former_pod = ownership.stamp(pod_of_the_former_release(ws), ws)
+    await harness.create_account(ws)
     old = await harness.kube.create(PODS, former_pod, harness.namespace)
     await harness.synced(harness.pods, old["metadata"]["name"], old)
     await harness.set_pod_status(old["metadata"]["name"], ready_pod_status())
@@ -82,6 +83,7 @@ async def test_a_pod_of_the_former_release_left_unlabelled_is_reported_not_adopt
     harness: Harness,
 ) -> None:
     ws = await harness.apply()
+    await harness.create_account(ws, stamp=False)
     old = await harness.kube.create(PODS, pod_of_the_former_release(ws), harness.namespace)
     await harness.synced(harness.pods, old["metadata"]["name"], old)
     await harness.reconcile()
@@ -104,6 +106,7 @@ async def test_unlabelled_objects_older_than_the_key_are_the_workspaces_and_the_
     ws = await harness.apply()
     pvc = await harness.kube.create(PVCS, desired_pvc(ws, LEGACY_PVC), harness.namespace)
     await harness.synced(harness.pvcs, LEGACY_PVC, pvc)
+    await harness.create_account(ws, stamp=False)
     old = await harness.kube.create(PODS, pod_of_the_former_release(ws), harness.namespace)
     await harness.synced(harness.pods, old["metadata"]["name"], old)
     await harness.set_pod_status(old["metadata"]["name"], ready_pod_status())
