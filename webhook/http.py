@@ -146,7 +146,7 @@ def admission_endpoint(webhook: str, policy: Policy, metrics: AdmissionMetrics) 
             decision = policy(inner)
         except Exception:  # a policy bug must still answer, never a 500 or a dropped socket
             log.exception(
-                "admission policy failed", extra=fields(webhook=webhook, uid=inner.get("uid"))
+                "admission policy failed", extra=fields(webhook=webhook, uid=_text(inner["uid"]))
             )
             message = "internal error in the wspin webhook; see its log"
             decision = Decision(responses.denied(inner["uid"], message, 500), "error", message)
@@ -165,7 +165,7 @@ def admission_endpoint(webhook: str, policy: Policy, metrics: AdmissionMetrics) 
             decision.message,
             dict(
                 webhook=webhook,
-                uid=inner["uid"],
+                uid=_text(inner["uid"]),
                 namespace=_text(inner.get("namespace")) or "",
                 name=_text(inner.get("name")) or None,
                 operation=_text(inner.get("operation")),

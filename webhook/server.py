@@ -33,7 +33,6 @@ from webhook.metrics import AdmissionMetrics
 from webhook.pins import resolve_artifact
 from webhook.settings import WebhookSettings
 from webhook.watches import watched_views
-from wspin.core.clock import monotonic
 from wspin.core.delivery import ResolvedArtifact
 from wspin.core.logs import fields
 from wspin.http import server as http
@@ -126,7 +125,7 @@ async def serve(settings: WebhookSettings) -> int:
         background = [asyncio.create_task(source.run(), name="certificate-source")]
         views = None
         if kube is not None:
-            views = watched_views(kube, settings.tenant_quota, monotonic)
+            views = watched_views(kube, settings.tenant_quota)
             for name, check in views.checks():
                 readiness.add(name, check)
             background.append(asyncio.create_task(views.run(), name="watched-views"))

@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from webhook.tenant_quota import QuotaLimits, TenantUsage
-from wspin.core.clock import Monotonic
-from wspin.core.contract import LABEL_APP, LABEL_COMPONENT
+from wspin.core.contract import LABEL_APP, LABEL_COMPONENT, LABEL_WORKSPACE_UID
 from wspin.core.kinds import NAMESPACES, PODS
 from wspin.core.objects import Obj
+from wspin.core.owners import LABEL_QUOTA_MEMBER, LABEL_QUOTA_OWNER
 from wspin.core.runtimes import RUNTIME_ENVIRONMENTS, RuntimeCatalogue
 from wspin.core.tenancy import NamespaceLabels, namespace_view
 from wspin.core.workspace_pod import SELECTOR
@@ -27,6 +27,14 @@ from wspin.kube.informer import Informer
 
 QUOTA_PODS_SELECTOR: Final = SELECTOR
 """Only pods the quota counts (workspace pods) are listed and watched."""
+QUOTA_LABELS: Final = (
+    LABEL_APP,
+    LABEL_COMPONENT,
+    LABEL_WORKSPACE_UID,
+    LABEL_QUOTA_OWNER,
+    LABEL_QUOTA_MEMBER,
+)
+"""The pod labels the quota reads: what a workspace pod is, and a vouched owner's digests."""
 
 
 def quota_view(pod: Obj) -> Obj:
@@ -49,7 +57,7 @@ def quota_view(pod: Obj) -> Obj:
             "name": meta.get("name"),
             "namespace": meta.get("namespace"),
             "resourceVersion": meta.get("resourceVersion"),
-            "labels": {k: labels[k] for k in (LABEL_APP, LABEL_COMPONENT) if k in labels},
+            "labels": {k: labels[k] for k in QUOTA_LABELS if k in labels},
         },
         "spec": {
             "initContainers": requests(spec.get("initContainers")),
@@ -94,7 +102,7 @@ def _synced_check(informer: Informer) -> Callable[[], str | None]:
     return lambda: None if informer.has_synced else f"{informer.name} has not synced yet"
 
 
-def watched_views(kube: Kube, quota: QuotaLimits, clock: Monotonic) -> WatchedViews:
+def watched_views(kube: Kube, quota: QuotaLimits) -> WatchedViews:
     """The catalogue and the Namespaces always; the pod cache only when a tenant quota is
     configured."""
     runtimes = Informer(kube, RUNTIME_ENVIRONMENTS)
@@ -102,7 +110,7 @@ def watched_views(kube: Kube, quota: QuotaLimits, clock: Monotonic) -> WatchedVi
     informers = [runtimes, namespaces]
     usage = None
     if quota.enabled:
-        usage = TenantUsage(clock)
+        usage = TenantUsage()
         namespaces.add_handler(usage.observe_namespace)
         pods = Informer(kube, PODS, labels=QUOTA_PODS_SELECTOR, transform=quota_view)
         pods.add_handler(usage.apply)

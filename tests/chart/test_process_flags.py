@@ -188,7 +188,11 @@ def test_both_processes_take_the_namespaces_the_pod_webhook_skips(any_render: Re
     from controller.settings import settings_from_args as controller_settings
     from webhook.settings import settings_from_args as webhook_settings
 
-    (selector,) = any_render.one("MutatingWebhookConfiguration")["webhooks"]
+    (selector,) = [
+        hook
+        for hook in any_render.one("MutatingWebhookConfiguration")["webhooks"]
+        if hook["name"] == "pods.wspin.llmsafespaces.dev"
+    ]
     (expression,) = selector["namespaceSelector"]["matchExpressions"]
     skipped = set(expression["values"])
     assert {"kube-system", NAMESPACE} <= skipped
