@@ -15,7 +15,7 @@ import orjson
 
 from webhook import responses
 from webhook.inject import InjectConfig, Injection, inject
-from webhook.tenant_quota import QuotaLimits, TenantUsage, quota_problem
+from webhook.tenant_quota import MemberWorkspaces, QuotaLimits, TenantUsage, quota_problem
 from webhook.validate import ValidatorConfig, validate_workspace
 from wspin.core.errors import AdmissionDenied
 from wspin.core.owners import ANNOTATION_VERIFIED_OWNER, TrustedWriters, decide_owner
@@ -91,10 +91,11 @@ def review_workspace(
     cfg: ValidatorConfig,
     catalogue: Mapping[str, Any] | None = None,
     namespaces: NamespaceLabels | None = None,
+    members: MemberWorkspaces | None = None,
 ) -> Decision:
     """Validate a Workspace CREATE or UPDATE (main endpoint or the status subresource)."""
     uid = str(request.get("uid", ""))
-    problem = validate_workspace(request, cfg, catalogue, namespaces)
+    problem = validate_workspace(request, cfg, catalogue, namespaces, members)
     if problem:
         return Decision(responses.denied(uid, problem), "denied", problem)
     message = f"workspace {_name(request)}: valid"

@@ -64,6 +64,7 @@ def make_app(
                 cfg=validator,
                 catalogue=views.catalogue if views is not None else None,
                 namespaces=views.namespaces if views is not None else None,
+                members=views.members if views is not None else None,
             ),
             metrics,
         ),

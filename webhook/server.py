@@ -125,7 +125,9 @@ async def serve(settings: WebhookSettings) -> int:
         background = [asyncio.create_task(source.run(), name="certificate-source")]
         views = None
         if kube is not None:
-            views = watched_views(kube, settings.tenant_quota)
+            views = watched_views(
+                kube, settings.tenant_quota, settings.validator.max_workspaces_per_member
+            )
             for name, check in views.checks():
                 readiness.add(name, check)
             background.append(asyncio.create_task(views.run(), name="watched-views"))

@@ -237,6 +237,7 @@ def validator_config_from_args(args: argparse.Namespace, own_namespace: str) -> 
         allowed_runtime_classes=runtime_classes_from(args.allowed_runtime_classes),
         trusted_writers=trusted_writers_from(args.trusted_workspace_writers),
         workspaces_namespace=workspaces_namespace,
+        max_workspaces_per_member=max(0, args.max_workspaces_per_member),
     )
 
 

@@ -15,10 +15,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from webhook.tenant_quota import MemberWorkspaces, member_workspaces_problem
 from webhook.workspace_syntax import domain_problem, requirement_problem
 from wspin.core.namespaces import ALWAYS_EXCLUDED, excluded_namespace_problem
 from wspin.core.objects import nesting_depth, same_json
 from wspin.core.owners import (
+    LABEL_QUOTA_MEMBER,
     NO_TRUSTED_WRITERS,
     TrustedWriters,
     decide_owner,
@@ -82,6 +84,8 @@ class ValidatorConfig:
     """``--trusted-workspace-writers``: whose ``spec.owner`` is believed as written."""
     workspaces_namespace: str = ""
     """``--workspaces-namespace``: the platform API's namespace, trusted writers only."""
+    max_workspaces_per_member: int = 0
+    """``--max-workspaces-per-member``: Workspaces one vouched owner user may own; 0: no cap."""
 
 
 # -- the checks ------------------------------------------------------------------------------
@@ -92,8 +96,12 @@ def validate_workspace(
     cfg: ValidatorConfig,
     catalogue: Mapping[str, Obj] | None = None,
     namespaces: NamespaceLabels | None = None,
+    members: MemberWorkspaces | None = None,
 ) -> str | None:
     """None to allow the Workspace in ``request``, else why it is denied (naming the field).
+
+    ``members`` counts the Workspaces each vouched owner user owns (None: not watched), for
+    ``max_workspaces_per_member`` on CREATE.
 
     ``namespaces`` gives the labels the platform set on the Workspace's namespace, which alone
     decide the runtime-class override and the organisation (``wspin.core.tenancy``); None (no
@@ -153,6 +161,14 @@ def validate_workspace(
         if problem:
             return problem
         problem = _name_problem(workspace)
+        if problem:
+            return problem
+        member = (
+            owner.record.quota_labels().get(LABEL_QUOTA_MEMBER, "")
+            if owner.record is not None and owner.record.vouched
+            else ""
+        )
+        problem = member_workspaces_problem(member, cfg.max_workspaces_per_member, members)
         if problem:
             return problem
     for check in (

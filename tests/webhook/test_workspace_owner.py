@@ -14,6 +14,7 @@ import pytest
 
 from tests.webhook.workspace_requests import create, update, workspace
 from webhook.admission import review_workspace_owner
+from webhook.tenant_quota import MemberWorkspaces
 from webhook.validate import ValidatorConfig, validate_workspace
 from wspin.core.errors import ConfigError
 from wspin.core.objects import ObjectKey
@@ -188,3 +189,33 @@ class TestRecord:
         assert TrustedWriters(frozenset({API}), frozenset({"platform"})) == WRITERS
         assert not WRITERS.trusts({"username": "platform"})
         assert not WRITERS.trusts({"username": "x", "groups": "system:masters"})
+
+
+class TestWorkspacesPerMember:
+    """``--max-workspaces-per-member``: counted per vouched owner user, over every namespace,
+    from the Workspace watch; a tenant's own Workspaces are their namespace's business."""
+
+    def test_a_members_next_workspace_over_the_cap_is_denied_and_others_pass(self) -> None:
+        members = MemberWorkspaces()
+        members.synced = True
+        for name, user in (("a1", "alice"), ("a2", "alice"), ("b1", "bob")):
+            stored = admitted(as_(create(owned(user, "org-1")), API))
+            stored["metadata"]["name"] = name
+            members.apply("ADDED", stored, None)
+        cfg = ValidatorConfig(trusted_writers=WRITERS, max_workspaces_per_member=2)
+        spaces = NamespaceLabels(_Namespaces({}))
+        alice = as_(create(owned("alice", "org-1")), API)
+        problem = validate_workspace(alice, cfg, None, spaces, members)
+        assert problem and "--max-workspaces-per-member" in problem
+        bob = as_(create(owned("bob", "org-1")), API)
+        assert validate_workspace(bob, cfg, None, spaces, members) is None
+        members.apply("DELETED", {"metadata": {"name": "a1", "namespace": "ws-demo"}}, None)
+        assert validate_workspace(alice, cfg, None, spaces, members) is None
+
+    def test_a_tenants_own_workspaces_are_not_counted(self) -> None:
+        members = MemberWorkspaces()
+        members.synced = True
+        cfg = ValidatorConfig(trusted_writers=WRITERS, max_workspaces_per_member=1)
+        own = as_(create(owned("mallory")), "mallory")
+        members.apply("ADDED", admitted(own), None)
+        assert validate_workspace(own, cfg, None, NamespaceLabels(_Namespaces({})), members) is None
