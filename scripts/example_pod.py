@@ -21,9 +21,9 @@ from controller.settings import WorkspaceSettings
 from controller.workspace.credential_keys import CredentialKeys
 from controller.workspace.credentials import derive_credentials
 from controller.workspace.pod import desired_pod
-from wspin.core.owners import ANNOTATION_VERIFIED_OWNER, OwnerRecord
 from webhook.demo import DEMO_CONFIG
 from wspin.core.delivery import AgentdDelivery, OpencodeDelivery
+from wspin.core.owners import ANNOTATION_VERIFIED_OWNER, OwnerRecord
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKSPACE = ROOT / "examples" / "workspace.yaml"
