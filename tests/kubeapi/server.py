@@ -350,6 +350,9 @@ class KubeServer:
             body = await _body(request)
             if kind.plural == "pods" and not kind.group and isinstance(body, dict):
                 body = await self._admit_pod(ns, body, dry_run)
+                body = await self._admit_custom(
+                    kind, "CREATE", ns, body, None, dry_run, mutate=False
+                )
             if kind.custom and isinstance(body, dict):
                 body = await self._admit_custom(kind, "CREATE", ns, body, None, dry_run)
             self._admit(kind, request.path, body)
@@ -396,12 +399,23 @@ class KubeServer:
         raise ApiError(405, f"the server does not allow {method} on {request.path}")
 
     async def _admit_custom(
-        self, kind: Kind, operation: str, namespace: str, obj: Obj, old: Obj | None, dry_run: bool
+        self,
+        kind: Kind,
+        operation: str,
+        namespace: str,
+        obj: Obj,
+        old: Obj | None,
+        dry_run: bool,
+        *,
+        mutate: bool = True,
     ) -> Obj:
-        """Admission webhooks for a custom resource's CREATE or UPDATE (``webhooks``)."""
+        """Admission webhooks for a custom resource's CREATE or UPDATE, and the validating
+        ones of a pod CREATE (its mutating ones ran in ``_admit_pod``) (``webhooks``)."""
         admission = "admissionregistration.k8s.io"
-        mutating = self.store.select(
-            self._kind(admission, "v1", "mutatingwebhookconfigurations"), ""
+        mutating = (
+            self.store.select(self._kind(admission, "v1", "mutatingwebhookconfigurations"), "")
+            if mutate
+            else []
         )
         validating = self.store.select(
             self._kind(admission, "v1", "validatingwebhookconfigurations"), ""

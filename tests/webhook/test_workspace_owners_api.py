@@ -10,6 +10,8 @@ webhook who wrote. Runs unchanged on the test API server and on a real one.
 - A tenant's write in a namespace only trusted writers may write is denied, saying so.
 - A tenant who names someone else's userID is denied; one who names itself is recorded.
 - A tenant cannot change spec.owner later, nor the record, even with a metadata-only patch.
+- The chart's tenant-quota entry counts the controller's pods of vouched owners per owner in
+  the shared namespace, and a review forged straight to the webhook's port changes nothing.
 """
 
 from __future__ import annotations
@@ -19,11 +21,13 @@ import base64
 import contextlib
 import datetime
 import ipaddress
+import ssl
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
+import aiohttp
 import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -38,10 +42,12 @@ from webhook.demo import DEMO_CONFIG
 from webhook.tenant_quota import QuotaLimits
 from webhook.validate import ValidatorConfig
 from webhook.watches import watched_views
+from wspin.core.contract import LABEL_WORKSPACE_UID
 from wspin.core.errors import Forbidden, NotFound
 from wspin.core.kinds import (
     MUTATING_WEBHOOKS,
     NAMESPACES,
+    PODS,
     VALIDATING_WEBHOOKS,
     WORKSPACES,
     Resource,
@@ -107,20 +113,21 @@ def _tls() -> tuple[bytes, bytes, bytes]:
 def chart_webhooks(namespaces: list[str], url: str, ca: bytes) -> list[tuple[Resource, Obj]]:
     """The chart's Workspace owner-record and validator entries, calling ``url``, narrowed
     to ``namespaces`` and named for this test."""
-    result = template(("minimal.yaml",), PINS, namespace="wspin")
+    sets = {**PINS, "webhook.tenantQuota.maxWorkspacesPerTenant": 1}
+    result = template(("minimal.yaml",), sets, namespace="wspin")
     assert result.returncode == 0, result.stderr
     suffix = uuid.uuid4().hex[:8]
     wanted = {
-        "MutatingWebhookConfiguration": (MUTATING_WEBHOOKS, "workspace-owners."),
-        "ValidatingWebhookConfiguration": (VALIDATING_WEBHOOKS, "workspaces."),
+        "MutatingWebhookConfiguration": (MUTATING_WEBHOOKS, ("workspace-owners.",)),
+        "ValidatingWebhookConfiguration": (VALIDATING_WEBHOOKS, ("workspaces.", "tenant-quota.")),
     }
     found: list[tuple[Resource, Obj]] = []
     for doc in parse_documents(result.stdout):
         if doc["kind"] not in wanted:
             continue
-        resource, prefix = wanted[doc["kind"]]
-        hooks = [h for h in doc["webhooks"] if h["name"].startswith(prefix)]
-        assert len(hooks) == 1, doc["kind"]
+        resource, prefixes = wanted[doc["kind"]]
+        hooks = [h for h in doc["webhooks"] if h["name"].startswith(prefixes)]
+        assert len(hooks) == len(prefixes), doc["kind"]
         for hook in hooks:
             path = hook["clientConfig"]["service"]["path"]
             hook["clientConfig"] = {
@@ -150,6 +157,9 @@ class World:
     """Labelled workspace-writers=trusted."""
     own: str
     """The tenant's own namespace."""
+    port: int
+    """The webhook's HTTPS port on 127.0.0.1."""
+    ca: bytes
 
 
 def workspace(name: str, user: str = "", org: str = "") -> Obj:
@@ -220,11 +230,11 @@ async def world(
             },
             ns,
         )
-    views = watched_views(kube, QuotaLimits())
+    views = watched_views(kube, QuotaLimits(max_workspaces=1))
     running = asyncio.create_task(views.run())
     ca, leaf, key = _tls()
     validator = ValidatorConfig(trusted_writers=trusted_writers_from(API_USER))
-    app = make_app(DEMO_CONFIG, validator, Readiness(), views)
+    app = make_app(DEMO_CONFIG, validator, Readiness(), views, QuotaLimits(max_workspaces=1))
     server = await serve(app, "127.0.0.1", 0, ssl_context=context_for(leaf, key))
     installed = chart_webhooks([shared, managed, own], f"https://127.0.0.1:{server.port}", ca)
     try:
@@ -234,7 +244,7 @@ async def world(
             await kube.create(resource, obj)
         api, tenant = kube_as(API_USER), kube_as(TENANT)
         await _admitting(tenant, own)
-        yield World(kube, api, tenant, shared, managed, own)
+        yield World(kube, api, tenant, shared, managed, own, server.port, ca)
     finally:
         for resource, obj in installed:
             with contextlib.suppress(NotFound):
@@ -293,3 +303,72 @@ async def test_a_tenant_cannot_change_the_owner_or_its_record_later(world: World
         WORKSPACES, "mine", {"spec": {"owner": {"userID": "user-9"}}}, world.own
     )
     assert record_of(moved) == OwnerRecord("user-9", "", vouched=True)
+
+
+def controller_pod(name: str, user: str = "", org: str = "") -> Obj:
+    """A workspace pod as the controller builds it for a Workspace of a vouched owner."""
+    labels = {
+        "app": "llmsafespaces",
+        "component": "workspace",
+        "llmsafespaces.dev/workspace": name,
+        LABEL_WORKSPACE_UID: str(uuid.uuid4()),
+        **(OwnerRecord(user, org, vouched=True).quota_labels() if user or org else {}),
+    }
+    return {
+        "metadata": {"name": name, "labels": labels},
+        "spec": {"containers": [{"name": "workspace", "image": "registry.k8s.io/pause:3.10"}]},
+    }
+
+
+async def _counted(kube: Kube, namespace: str, org: str) -> None:
+    """Until the webhook's pod watch has seen ``org``'s one pod (the quota reads only that
+    view): a dry-run create for the same org is denied."""
+    for _ in range(300):
+        try:
+            probe = controller_pod("probe", "user-9", org)
+            await kube.create(PODS, probe, namespace, dry_run=True)
+        except Forbidden:
+            return
+        await asyncio.sleep(0.1)
+    pytest.fail(f"the quota never counted the pod of {org}")
+
+
+async def test_the_quota_counts_vouched_owners_apart_in_the_shared_namespace(
+    world: World,
+) -> None:
+    await world.kube.create(PODS, controller_pod("a1", "user-1", "org-a"), world.shared)
+    await _counted(world.kube, world.shared, "org-a")
+    with pytest.raises(Forbidden, match="already runs 1 workspace pods"):
+        await world.kube.create(PODS, controller_pod("a2", "user-2", "org-a"), world.shared)
+    await world.kube.create(PODS, controller_pod("b1", "user-3", "org-b"), world.shared)
+    # and the namespace's own quota is untouched by them
+    await world.kube.create(PODS, controller_pod("n1"), world.shared)
+
+
+async def test_a_forged_review_does_not_deny_another_tenants_real_pod(world: World) -> None:
+    forged = {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "forged",
+            "operation": "CREATE",
+            "namespace": world.own,
+            "name": "forged",
+            "object": {
+                **controller_pod("forged"),
+                "metadata": {**controller_pod("forged")["metadata"], "namespace": world.own},
+            },
+        },
+    }
+    trust = ssl.create_default_context(cadata=world.ca.decode())
+    async with aiohttp.ClientSession() as session:
+        url = f"https://127.0.0.1:{world.port}/validate-pod-tenant-quota"
+        for _ in range(3):
+            async with session.post(url, json=forged, ssl=trust) as answer:
+                assert (await answer.json())["response"]["allowed"] is True
+        huge = {**forged, "request": {**forged["request"], "namespace": "n" * 2_900_000}}
+        for _ in range(40):
+            async with session.post(url, json=huge, ssl=trust) as answer:
+                assert answer.status in (200, 413)
+    created = await world.kube.create(PODS, controller_pod("real"), world.own)
+    assert created["metadata"]["name"] == "real"
