@@ -56,10 +56,10 @@ def admitted(request: Obj, labels: dict[str, str] | None = None, cfg: ValidatorC
     denial)."""
     decision = review_workspace_owner(request, cfg.trusted_writers)
     assert decision.response["allowed"]
-    obj = request["object"]
+    obj: Obj = request["object"]
     if "patch" in decision.response:
         ops = json.loads(base64.b64decode(decision.response["patch"]))
-        obj = jsonpatch.apply_patch(obj, ops)
+        obj = dict(jsonpatch.apply_patch(obj, ops))
     final = {**request, "object": obj}
     problem = validate_workspace(final, cfg, None, NamespaceLabels(_Namespaces(labels or {})))
     if problem is not None:

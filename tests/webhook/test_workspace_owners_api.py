@@ -202,7 +202,7 @@ async def world(
     shared = await _namespace(kube, {})
     managed = await _namespace(kube, {LABEL_WORKSPACE_WRITERS: "trusted"})
     own = await _namespace(kube, {})
-    role = {
+    role: Obj = {
         "metadata": {"name": f"wspin-test-workspaces-{uuid.uuid4().hex[:8]}"},
         "rules": [
             {
@@ -346,7 +346,9 @@ async def test_the_quota_counts_vouched_owners_apart_in_the_shared_namespace(
 
 
 async def test_a_forged_review_does_not_deny_another_tenants_real_pod(world: World) -> None:
-    forged = {
+    pod = controller_pod("forged")
+    pod["metadata"]["namespace"] = world.own
+    forged: Obj = {
         "apiVersion": "admission.k8s.io/v1",
         "kind": "AdmissionReview",
         "request": {
@@ -354,10 +356,7 @@ async def test_a_forged_review_does_not_deny_another_tenants_real_pod(world: Wor
             "operation": "CREATE",
             "namespace": world.own,
             "name": "forged",
-            "object": {
-                **controller_pod("forged"),
-                "metadata": {**controller_pod("forged")["metadata"], "namespace": world.own},
-            },
+            "object": pod,
         },
     }
     trust = ssl.create_default_context(cadata=world.ca.decode())
@@ -366,7 +365,7 @@ async def test_a_forged_review_does_not_deny_another_tenants_real_pod(world: Wor
         for _ in range(3):
             async with session.post(url, json=forged, ssl=trust) as answer:
                 assert (await answer.json())["response"]["allowed"] is True
-        huge = {**forged, "request": {**forged["request"], "namespace": "n" * 2_900_000}}
+        huge: Obj = {**forged, "request": {**forged["request"], "namespace": "n" * 2_900_000}}
         for _ in range(40):
             async with session.post(url, json=huge, ssl=trust) as answer:
                 assert answer.status in (200, 413)

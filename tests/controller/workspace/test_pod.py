@@ -111,8 +111,7 @@ class TestTenantLabel:
     def test_tenant_is_the_verified_org_else_user_else_unspecified(
         self, owner: dict[str, str] | None, tenant: str
     ) -> None:
-        spec = {"owner": owner} if owner is not None else {}
-        ws = recorded(workspace(**spec)) if owner is not None else workspace()
+        ws = recorded(workspace(owner=owner)) if owner is not None else workspace()
         pod = desired_pod(ws, SETTINGS, credentials=credentials())
         assert pod["metadata"]["labels"]["llmsafespaces.dev/tenant"] == tenant
 
