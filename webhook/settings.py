@@ -190,6 +190,14 @@ def add_validator_flags(parser: argparse.ArgumentParser | argparse._ArgumentGrou
     add_excluded_namespaces_flag(parser)
     add_runtime_classes_flag(parser)
     add_workspace_writer_flags(parser)
+    add_flag(
+        parser,
+        "--max-workspaces-per-member",
+        type=int,
+        default=0,
+        help="Workspaces one member (the user a trusted writer named as a Workspace's owner) "
+        "may own, checked on Workspace CREATE; 0 disables the limit",
+    )
 
 
 def _check_cap(flag: str, value: object, fix: str) -> None:
@@ -217,6 +225,12 @@ def validator_config_from_args(args: argparse.Namespace, own_namespace: str) -> 
         ("--max-workspace-memory-mi", args.max_workspace_memory_mi),
     ):
         _check_cap(flag, value, f"set {flag} to a positive cap, or 0 to disable it")
+    _check_cap(
+        "--max-workspaces-per-member",
+        args.max_workspaces_per_member,
+        "set --max-workspaces-per-member / webhook.tenantQuota.maxWorkspacesPerMember to a "
+        "limit, or 0 to disable it",
+    )
     registries = _comma_list(args.allowed_runtime_registries)
     for prefix in registries:
         if not _REGISTRY_PREFIX_CHARS.match(prefix) or ".." in prefix:
@@ -237,7 +251,7 @@ def validator_config_from_args(args: argparse.Namespace, own_namespace: str) -> 
         allowed_runtime_classes=runtime_classes_from(args.allowed_runtime_classes),
         trusted_writers=trusted_writers_from(args.trusted_workspace_writers),
         workspaces_namespace=workspaces_namespace,
-        max_workspaces_per_member=max(0, args.max_workspaces_per_member),
+        max_workspaces_per_member=args.max_workspaces_per_member,
     )
 
 
@@ -250,7 +264,6 @@ _LIMIT_FLAGS: Final = (
         "max_active_workspaces_per_member",
         "maxActiveWorkspacesPerMember",
     ),
-    ("--max-workspaces-per-member", "max_workspaces_per_member", "maxWorkspacesPerMember"),
 )
 
 
@@ -286,14 +299,6 @@ def add_tenant_quota_flags(parser: argparse.ArgumentParser | argparse._ArgumentG
         default=0,
         help="workspace pods one member (the user a trusted writer named as a Workspace's "
         "owner) may run; 0 disables the limit",
-    )
-    add_flag(
-        parser,
-        "--max-workspaces-per-member",
-        type=int,
-        default=0,
-        help="Workspaces one member (the user a trusted writer named as a Workspace's owner) "
-        "may own, checked on Workspace CREATE; 0 disables the limit",
     )
     add_flag(
         parser,

@@ -131,6 +131,9 @@ def validate_workspace(
     namespace = str(
         request.get("namespace") or (workspace.get("metadata") or {}).get("namespace") or ""
     )
+    if len(namespace) > MAX_NAME_LENGTH:
+        # Not a namespace the API server sent: answered without quoting or keeping it.
+        return "request.namespace is not a namespace name"
     labels = namespaces.of(namespace) if namespaces is not None else {}
     # Who may write here, and the owner record, before anything else: a metadata-only UPDATE
     # could otherwise set the record by hand.

@@ -6,8 +6,8 @@ test's stand-in for the cluster network; the connection verifies the webhook's c
 against the configuration's ``caBundle`` for ``<service>.<namespace>.svc``, so a stale bundle
 fails exactly as it does on a cluster. Only what wspin's webhook configuration uses is
 emulated: rules on pods and CREATE, namespace and object selectors with matchLabels and
-matchExpressions, failurePolicy, timeoutSeconds and JSONPatch responses. Reinvocation and
-validating webhooks are not run.
+matchExpressions, failurePolicy, timeoutSeconds and JSONPatch responses. Reinvocation is
+not run; validating webhooks (and custom resources' mutating ones) run in ``webhooks``.
 """
 
 from __future__ import annotations

@@ -219,3 +219,9 @@ class TestWorkspacesPerMember:
         own = as_(create(owned("mallory")), "mallory")
         members.apply("ADDED", admitted(own), None)
         assert validate_workspace(own, cfg, None, NamespaceLabels(_Namespaces({})), members) is None
+
+
+def test_a_review_naming_a_huge_namespace_is_answered_without_quoting_it() -> None:
+    request = {**as_(create(owned("mallory")), "mallory"), "namespace": "n" * 2_900_000}
+    problem = validate_workspace(request, CFG)
+    assert problem == "request.namespace is not a namespace name"
