@@ -15,7 +15,7 @@ from typing import Final
 
 from controller.types import Obj
 from wspin.core.kinds import WORKSPACES
-from wspin.core.owners import ANNOTATION_VERIFIED_OWNER, OwnerRecord, UpgradeMode, record_of
+from wspin.core.owners import ANNOTATION_VERIFIED_OWNER, UpgradeMode, record_of
 from wspin.core.tenancy import Labels, org_of
 from wspin.kube.client import Kube
 
@@ -55,8 +55,3 @@ def org_to_check(ws: Obj, namespace_labels: Labels) -> str | None:
     if record is not None and record.vouched and record.org_id:
         return record.org_id
     return org_of(namespace_labels)
-
-
-def verified_owner(ws: Obj) -> OwnerRecord | None:
-    """The record, for relay staging and the pod's labels (None: the Workspace has none)."""
-    return record_of(ws)
