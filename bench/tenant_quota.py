@@ -70,7 +70,7 @@ def _usage(template: dict[str, Any], pods: int) -> TenantUsage:
         spec["containers"][0]["resources"]["requests"] = {"cpu": cpu, "memory": memory}
         specs.append(spec)
     labels = template["metadata"]["labels"]
-    usage = TenantUsage(time.monotonic)
+    usage = TenantUsage()
     for ns in range(NAMESPACES):
         namespace = {"metadata": {"name": f"team-{ns:03d}", "labels": {LABEL_TENANT: _tenant(ns)}}}
         usage.observe_namespace("ADDED", namespace, None)
@@ -149,7 +149,7 @@ def bench_tenant_quota() -> list[Row]:
             f"{quota * 1e6:,.1f} µs vs {injector * 1e6:,.0f} µs per workspace pod CREATE "
             f"(decide + encode; {requests * 1e6:,.0f} µs of it summing the pod's "
             f"{_quantities(request['object'])} request quantities; the tenant holds "
-            f"{tenant_pods} pods in its {NAMESPACES // TENANTS} namespaces, this one reserved; "
+            f"{tenant_pods} pods in its {NAMESPACES // TENANTS} namespaces; "
             f"medians of {ROUNDS} alternating {WINDOW:g} s windows)",
         ),
         Row(

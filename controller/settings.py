@@ -40,6 +40,7 @@ from wspin.core.flags import (
     add_flag,
     add_kubeconfig_flag,
     add_runtime_classes_flag,
+    add_workspace_writer_flags,
     env_name,
     parse_bool,
 )
@@ -47,6 +48,16 @@ from wspin.core.namespaces import (
     ALWAYS_EXCLUDED,
     DEFAULT_NAMESPACE,
     excluded_namespaces_from,
+    workspaces_namespace_from,
+)
+from wspin.core.owners import (
+    NO_TRUSTED_WRITERS,
+    UPGRADE_FLAG,
+    UPGRADE_MODES,
+    TrustedWriters,
+    UpgradeMode,
+    trusted_writers_from,
+    upgrade_mode_from,
 )
 from wspin.core.tenancy import runtime_classes_from
 from wspin.kube.leader import LeaseSettings
@@ -188,6 +199,13 @@ class WorkspaceSettings:
     ``spec.ttlSecondsAfterSuspended``: ``terminate`` (default) deletes its volume and keeps it
     as phase Terminated, so the API and its users still see what became of it; ``delete``
     deletes the Workspace (its volume goes with it)."""
+    trusted_writers: TrustedWriters = NO_TRUSTED_WRITERS
+    """``--trusted-workspace-writers``: who may confirm a Workspace's owner (named in the
+    condition that holds relay staging for a Workspace that predates the owner record)."""
+    owner_record_upgrade: UpgradeMode = "adopt"
+    """``--owner-record-upgrade``: a Workspace that predates the owner record gets it once
+    (adopt: the controller asks the webhook for it, and the spec's owner is vouched) or waits
+    for a trusted writer to confirm (hold: relay staging stays off meanwhile)."""
     agent: AgentSettings = field(default_factory=AgentSettings)
     """agentd health, deep status and session drains."""
 
@@ -379,6 +397,15 @@ def add_controller_flags(parser: argparse.ArgumentParser) -> None:
     )
     add_excluded_namespaces_flag(workspace)
     add_runtime_classes_flag(workspace)
+    add_workspace_writer_flags(workspace)
+    add_flag(
+        workspace,
+        UPGRADE_FLAG,
+        default="adopt",
+        choices=list(UPGRADE_MODES),
+        help="a Workspace that predates the owner record: adopt (record the spec's owner once) "
+        "or hold (no relay staging until a trusted writer confirms)",
+    )
     add_egress_flags(workspace)
     add_flag(
         workspace,
@@ -630,7 +657,13 @@ def settings_from_args(
             ttl_action=_ttl_action(args.workspace_ttl_action),
             agentd=agentd,
             opencode=opencode,
-            excluded_namespaces=excluded_namespaces_from(args.excluded_namespaces, namespace),
+            excluded_namespaces=excluded_namespaces_from(
+                args.excluded_namespaces,
+                namespace,
+                workspaces_namespace_from(args.workspaces_namespace),
+            ),
+            trusted_writers=trusted_writers_from(args.trusted_workspace_writers),
+            owner_record_upgrade=upgrade_mode_from(args.owner_record_upgrade),
             agent=AgentSettings(
                 port=_int("--agentd-health-port", args.agentd_health_port, 1, 65535),
                 concurrency=_int(

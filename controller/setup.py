@@ -126,6 +126,7 @@ def setup_controllers(
         redactor=redactor,
         names=names,
         staleness_bound=settings.relay_staging.revocation_staleness_bound,
+        confirmers=settings.workspace.trusted_writers.describe(),
     )
     manager.add_cleanup(staging.close)
     wiring.register(

@@ -23,6 +23,7 @@ from controller.workspace.credentials import derive_credentials
 from controller.workspace.pod import desired_pod
 from webhook.demo import DEMO_CONFIG
 from wspin.core.delivery import AgentdDelivery, OpencodeDelivery
+from wspin.core.owners import ANNOTATION_VERIFIED_OWNER, OwnerRecord
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKSPACE = ROOT / "examples" / "workspace.yaml"
@@ -58,6 +59,10 @@ HEADER = """\
 def example_pod_text() -> str:
     ws = yaml.safe_load(WORKSPACE.read_text())
     ws["metadata"]["uid"] = UID
+    # What the webhook records when alice applies it herself: her own userID, not vouched.
+    owner = ws["spec"]["owner"]
+    record = OwnerRecord(owner["userID"], owner.get("orgID") or "", vouched=False)
+    ws["metadata"]["annotations"] = {ANNOTATION_VERIFIED_OWNER: record.encode()}
     pod = desired_pod(ws, SETTINGS, credentials=derive_credentials(EXAMPLE_KEYS, ws))
     return HEADER + yaml.safe_dump(pod, sort_keys=False)
 

@@ -11,11 +11,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import orjson
+
 from webhook import responses
 from webhook.inject import InjectConfig, Injection, inject
-from webhook.tenant_quota import QuotaLimits, TenantUsage, quota_problem
+from webhook.tenant_quota import MemberWorkspaces, QuotaLimits, TenantUsage, quota_problem
 from webhook.validate import ValidatorConfig, validate_workspace
 from wspin.core.errors import AdmissionDenied
+from wspin.core.owners import ANNOTATION_VERIFIED_OWNER, TrustedWriters, decide_owner
 from wspin.core.tenancy import NamespaceLabels
 
 Outcome = Literal["patched", "allowed", "denied", "error"]
@@ -88,26 +91,75 @@ def review_workspace(
     cfg: ValidatorConfig,
     catalogue: Mapping[str, Any] | None = None,
     namespaces: NamespaceLabels | None = None,
+    members: MemberWorkspaces | None = None,
 ) -> Decision:
     """Validate a Workspace CREATE or UPDATE (main endpoint or the status subresource)."""
     uid = str(request.get("uid", ""))
-    problem = validate_workspace(request, cfg, catalogue, namespaces)
+    problem = validate_workspace(request, cfg, catalogue, namespaces, members)
     if problem:
         return Decision(responses.denied(uid, problem), "denied", problem)
     message = f"workspace {_name(request)}: valid"
     return Decision(responses.allowed(uid, message), "allowed", message)
 
 
+_ANNOTATION_PATH = "/metadata/annotations/" + ANNOTATION_VERIFIED_OWNER.replace("/", "~1")
+
+
+def owner_record_patch(workspace: dict[str, Any], record: str | None) -> list[dict[str, Any]]:
+    """JSON patch ops that leave ``workspace`` carrying exactly ``record`` (None: no record)."""
+    meta = workspace.get("metadata")
+    annotations = meta.get("annotations") if isinstance(meta, dict) else None
+    if not isinstance(annotations, dict):
+        if record is None:
+            return []
+        value = {ANNOTATION_VERIFIED_OWNER: record}
+        if not isinstance(meta, dict):
+            return [{"op": "add", "path": "/metadata", "value": {"annotations": value}}]
+        return [{"op": "add", "path": "/metadata/annotations", "value": value}]
+    current = annotations.get(ANNOTATION_VERIFIED_OWNER)
+    if current == record:
+        return []
+    if record is None:
+        return [{"op": "remove", "path": _ANNOTATION_PATH}]
+    return [{"op": "add", "path": _ANNOTATION_PATH, "value": record}]
+
+
+def review_workspace_owner(request: dict[str, Any], writers: TrustedWriters) -> Decision:
+    """Write the verified owner onto a Workspace CREATE or UPDATE (``wspin.core.owners``).
+
+    Never denies: a write whose owner is refused is left as it is, and the validator, which
+    runs after every mutation, denies it with the reason."""
+    uid = str(request.get("uid", ""))
+    workspace = request.get("object")
+    if (
+        request.get("operation") not in ("CREATE", "UPDATE")
+        or request.get("subResource")
+        or not isinstance(workspace, dict)
+    ):
+        message = f"workspace {_name(request)}: no owner to record"
+        return Decision(responses.allowed(uid, message), "allowed", message)
+    decision = decide_owner(request, writers)
+    if decision.problem is not None:
+        message = f"workspace {_name(request)}: owner refused; the validator denies it"
+        return Decision(responses.allowed(uid, message), "allowed", message)
+    record = decision.record.encode() if decision.record is not None else None
+    ops = owner_record_patch(workspace, record)
+    if not ops:
+        message = f"workspace {_name(request)}: owner record already as verified"
+        return Decision(responses.allowed(uid, message), "allowed", message)
+    shown = "vouched" if decision.record is not None and decision.record.vouched else "own"
+    message = f"workspace {_name(request)}: owner recorded ({shown if record else 'none'})"
+    return Decision(responses.patched(uid, message, orjson.dumps(ops)), "patched", message)
+
+
 def review_tenant_quota(
     request: dict[str, Any], limits: QuotaLimits, usage: TenantUsage
 ) -> Decision:
-    """Check a workspace pod CREATE against its tenant's quota; an allowed, non-dry-run pod is
-    reserved until the watch shows it."""
+    """Check a workspace pod CREATE against its tenant's (or vouched owner's) quota, from the
+    watch's view alone: the answer changes nothing another review sees."""
     uid = str(request.get("uid", ""))
-    problem, share = quota_problem(request, limits, usage)
+    problem = quota_problem(request, limits, usage)
     if problem:
         return Decision(responses.denied(uid, problem), "denied", problem)
-    if share is not None and not request.get("dryRun"):
-        usage.reserve(_name(request), share)
     message = f"pod {_name(request)}: within its tenant's quota"
     return Decision(responses.allowed(uid, message), "allowed", message)

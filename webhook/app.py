@@ -6,7 +6,12 @@ from functools import partial
 
 from prometheus_client import CollectorRegistry
 
-from webhook.admission import review_pod, review_tenant_quota, review_workspace
+from webhook.admission import (
+    review_pod,
+    review_tenant_quota,
+    review_workspace,
+    review_workspace_owner,
+)
 from webhook.http import admission_endpoint
 from webhook.inject import InjectConfig
 from webhook.metrics import AdmissionMetrics
@@ -18,6 +23,7 @@ from wspin.http.probes import Readiness, probe_routes
 
 MUTATE_PODS_PATH = "/mutate-pods"
 VALIDATE_WORKSPACES_PATH = "/validate-workspaces"
+MUTATE_WORKSPACES_PATH = "/mutate-workspaces"
 VALIDATE_TENANT_QUOTA_PATH = "/validate-pod-tenant-quota"
 
 
@@ -33,7 +39,8 @@ def make_app(
     *,
     metrics: AdmissionMetrics | None = None,
 ) -> Routes:
-    """``POST /mutate-pods``, ``POST /validate-workspaces``, ``GET /healthz``, ``GET /readyz``,
+    """``POST /mutate-pods``, ``POST /mutate-workspaces`` (the verified owner record),
+    ``POST /validate-workspaces``, ``GET /healthz``, ``GET /readyz``,
     and ``POST /validate-pod-tenant-quota`` when a tenant quota is configured. ``views`` holds
     the watch-fed runtime catalogue, Namespace labels and tenant usage (None without API
     access); ``metrics``
@@ -45,6 +52,11 @@ def make_app(
         MUTATE_PODS_PATH: admission_endpoint(
             "mutate-pods", partial(review_pod, cfg=inject_config), metrics
         ),
+        MUTATE_WORKSPACES_PATH: admission_endpoint(
+            "mutate-workspaces",
+            partial(review_workspace_owner, writers=validator.trusted_writers),
+            metrics,
+        ),
         VALIDATE_WORKSPACES_PATH: admission_endpoint(
             "validate-workspaces",
             partial(
@@ -52,6 +64,7 @@ def make_app(
                 cfg=validator,
                 catalogue=views.catalogue if views is not None else None,
                 namespaces=views.namespaces if views is not None else None,
+                members=views.members if views is not None else None,
             ),
             metrics,
         ),

@@ -164,7 +164,8 @@ def admission_endpoint(webhook: str, policy: Policy, metrics: AdmissionMetrics) 
         except Exception:  # a policy bug must still answer, never a 500 or a dropped socket
             if not request.quiet:
                 log.exception(
-                    "admission policy failed", extra=fields(webhook=webhook, uid=inner["uid"])
+                    "admission policy failed",
+                    extra=fields(webhook=webhook, uid=_text(inner["uid"])),
                 )
             message = "internal error in the wspin webhook; see its log"
             decision = Decision(responses.denied(inner["uid"], message, 500), "error", message)
@@ -185,7 +186,7 @@ def admission_endpoint(webhook: str, policy: Policy, metrics: AdmissionMetrics) 
             responses.cut(decision.message, responses.MAX_MESSAGE_CHARS),
             dict(
                 webhook=webhook,
-                uid=inner["uid"],
+                uid=_text(inner["uid"]),
                 namespace=_text(inner.get("namespace")) or "",
                 name=_text(inner.get("name")) or None,
                 operation=_text(inner.get("operation")),

@@ -38,7 +38,6 @@ from webhook.metrics import AdmissionMetrics
 from webhook.pins import resolve_artifact
 from webhook.settings import WebhookSettings
 from webhook.watches import watched_resources, watched_views
-from wspin.core.clock import monotonic
 from wspin.core.delivery import ResolvedArtifact
 from wspin.core.logs import fields
 from wspin.http import server as http
@@ -84,7 +83,9 @@ def start_needs(settings: WebhookSettings) -> StartNeeds:
         namespace=settings.namespace,
         namespace_fix="set POD_NAMESPACE to the namespace the webhook runs in (the chart sets "
         "it to the release namespace, helm install -n NAMESPACE) and create it first",
-        watched=watched_resources(settings.tenant_quota),
+        watched=watched_resources(
+            settings.tenant_quota, settings.validator.max_workspaces_per_member
+        ),
         rbac_fix="install the chart's webhook ClusterRole and binding (list and watch on "
         "runtimeenvironments and namespaces, and pods with webhook.tenantQuota) for the "
         "webhook's ServiceAccount",
@@ -152,7 +153,9 @@ async def serve(settings: WebhookSettings) -> int:
         background = [certificates]
         views = None
         if kube is not None:
-            views = watched_views(kube, settings.tenant_quota, monotonic)
+            views = watched_views(
+                kube, settings.tenant_quota, settings.validator.max_workspaces_per_member
+            )
             for name, check in views.checks():
                 readiness.add(name, check)
             background.append(asyncio.create_task(views.run(), name="watched-views"))

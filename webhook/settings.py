@@ -33,9 +33,15 @@ from wspin.core.flags import (
     add_flag,
     add_kubeconfig_flag,
     add_runtime_classes_flag,
+    add_workspace_writer_flags,
     deliveries_from_args,
 )
-from wspin.core.namespaces import DEFAULT_NAMESPACE, excluded_namespaces_from
+from wspin.core.namespaces import (
+    DEFAULT_NAMESPACE,
+    excluded_namespaces_from,
+    workspaces_namespace_from,
+)
+from wspin.core.owners import trusted_writers_from
 from wspin.core.tenancy import runtime_classes_from
 from wspin.http.limits import ConnectionLimits
 from wspin.http.settings import add_connection_flags, connection_limits_from_args
@@ -183,6 +189,15 @@ def add_validator_flags(parser: argparse.ArgumentParser | argparse._ArgumentGrou
     )
     add_excluded_namespaces_flag(parser)
     add_runtime_classes_flag(parser)
+    add_workspace_writer_flags(parser)
+    add_flag(
+        parser,
+        "--max-workspaces-per-member",
+        type=int,
+        default=0,
+        help="Workspaces one member (the user a trusted writer named as a Workspace's owner) "
+        "may own, checked on Workspace CREATE; 0 disables the limit",
+    )
 
 
 def _check_cap(flag: str, value: object, fix: str) -> None:
@@ -210,6 +225,12 @@ def validator_config_from_args(args: argparse.Namespace, own_namespace: str) -> 
         ("--max-workspace-memory-mi", args.max_workspace_memory_mi),
     ):
         _check_cap(flag, value, f"set {flag} to a positive cap, or 0 to disable it")
+    _check_cap(
+        "--max-workspaces-per-member",
+        args.max_workspaces_per_member,
+        "set --max-workspaces-per-member / webhook.tenantQuota.maxWorkspacesPerMember to a "
+        "limit, or 0 to disable it",
+    )
     registries = _comma_list(args.allowed_runtime_registries)
     for prefix in registries:
         if not _REGISTRY_PREFIX_CHARS.match(prefix) or ".." in prefix:
@@ -217,14 +238,20 @@ def validator_config_from_args(args: argparse.Namespace, own_namespace: str) -> 
                 f"--allowed-runtime-registries entry {prefix!r} is not a registry prefix",
                 "set --allowed-runtime-registries to prefixes like 'ghcr.io/acme/'",
             )
+    workspaces_namespace = workspaces_namespace_from(args.workspaces_namespace)
     return ValidatorConfig(
         max_storage_gi=args.max_workspace_storage_gi,
         max_cpu_millicores=args.max_workspace_cpu_millicores,
         max_memory_mi=args.max_workspace_memory_mi,
         allowed_runtime_registries=tuple(normalize_registry_prefix(p) for p in registries),
         allowed_storage_classes=_comma_list(args.allowed_storage_classes),
-        excluded_namespaces=excluded_namespaces_from(args.excluded_namespaces, own_namespace),
+        excluded_namespaces=excluded_namespaces_from(
+            args.excluded_namespaces, own_namespace, workspaces_namespace
+        ),
         allowed_runtime_classes=runtime_classes_from(args.allowed_runtime_classes),
+        trusted_writers=trusted_writers_from(args.trusted_workspace_writers),
+        workspaces_namespace=workspaces_namespace,
+        max_workspaces_per_member=args.max_workspaces_per_member,
     )
 
 
@@ -232,6 +259,11 @@ _LIMIT_FLAGS: Final = (
     ("--max-workspaces-per-tenant", "max_workspaces_per_tenant", "maxWorkspacesPerTenant"),
     ("--max-cpu-millis-per-tenant", "max_cpu_millis_per_tenant", "maxCpuMillisPerTenant"),
     ("--max-memory-mi-per-tenant", "max_memory_mi_per_tenant", "maxMemoryMiPerTenant"),
+    (
+        "--max-active-workspaces-per-member",
+        "max_active_workspaces_per_member",
+        "maxActiveWorkspacesPerMember",
+    ),
 )
 
 
@@ -262,6 +294,14 @@ def add_tenant_quota_flags(parser: argparse.ArgumentParser | argparse._ArgumentG
     )
     add_flag(
         parser,
+        "--max-active-workspaces-per-member",
+        type=int,
+        default=0,
+        help="workspace pods one member (the user a trusted writer named as a Workspace's "
+        "owner) may run; 0 disables the limit",
+    )
+    add_flag(
+        parser,
         "--tenant-quota-when-unknown",
         default="deny",
         choices=["deny", "allow"],
@@ -278,6 +318,7 @@ def tenant_quota_from_args(args: argparse.Namespace) -> QuotaLimits:
         max_workspaces=args.max_workspaces_per_tenant,
         max_cpu_millis=args.max_cpu_millis_per_tenant,
         max_memory_mi=args.max_memory_mi_per_tenant,
+        max_active_per_member=args.max_active_workspaces_per_member,
         when_unknown=args.tenant_quota_when_unknown,
     )
 

@@ -15,12 +15,25 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from webhook.tenant_quota import MemberWorkspaces, member_workspaces_problem
 from webhook.workspace_syntax import domain_problem, requirement_problem
 from wspin.core.namespaces import ALWAYS_EXCLUDED, excluded_namespace_problem
 from wspin.core.objects import nesting_depth, same_json
+from wspin.core.owners import (
+    LABEL_QUOTA_MEMBER,
+    NO_TRUSTED_WRITERS,
+    TrustedWriters,
+    decide_owner,
+    record_problem,
+)
 from wspin.core.quantity import QuantityError, byte_count, is_whole, millicores
 from wspin.core.runtimes import image_syntax_problem, registry_problem
-from wspin.core.tenancy import NamespaceLabels, org_problem, runtime_class_problem
+from wspin.core.tenancy import (
+    NamespaceLabels,
+    org_problem,
+    runtime_class_problem,
+    writers_problem,
+)
 from wspin.core.workspace_defaults import (
     DEFAULT_CPU_REQUEST,
     DEFAULT_MEMORY_REQUEST,
@@ -67,6 +80,12 @@ class ValidatorConfig:
     """``--allowed-runtime-classes``: classes any Workspace may name in ``spec.runtimeClass``;
     any other (and "") only in a namespace the platform labelled
     ``llmsafespaces.dev/allow-runtime-class-override=true``."""
+    trusted_writers: TrustedWriters = NO_TRUSTED_WRITERS
+    """``--trusted-workspace-writers``: whose ``spec.owner`` is believed as written."""
+    workspaces_namespace: str = ""
+    """``--workspaces-namespace``: the platform API's namespace, trusted writers only."""
+    max_workspaces_per_member: int = 0
+    """``--max-workspaces-per-member``: Workspaces one vouched owner user may own; 0: no cap."""
 
 
 # -- the checks ------------------------------------------------------------------------------
@@ -77,8 +96,12 @@ def validate_workspace(
     cfg: ValidatorConfig,
     catalogue: Mapping[str, Obj] | None = None,
     namespaces: NamespaceLabels | None = None,
+    members: MemberWorkspaces | None = None,
 ) -> str | None:
     """None to allow the Workspace in ``request``, else why it is denied (naming the field).
+
+    ``members`` counts the Workspaces each vouched owner user owns (None: not watched), for
+    ``max_workspaces_per_member`` on CREATE.
 
     ``namespaces`` gives the labels the platform set on the Workspace's namespace, which alone
     decide the runtime-class override and the organisation (``wspin.core.tenancy``); None (no
@@ -105,6 +128,28 @@ def validate_workspace(
         spec = {}
     if not isinstance(spec, dict):
         return "spec must be an object"
+    namespace = str(
+        request.get("namespace") or (workspace.get("metadata") or {}).get("namespace") or ""
+    )
+    if len(namespace) > MAX_NAME_LENGTH:
+        # Not a namespace the API server sent: answered without quoting or keeping it.
+        return "request.namespace is not a namespace name"
+    labels = namespaces.of(namespace) if namespaces is not None else {}
+    # Who may write here, and the owner record, before anything else: a metadata-only UPDATE
+    # could otherwise set the record by hand.
+    trusted = cfg.trusted_writers.trusts(request.get("userInfo"))
+    problem = writers_problem(
+        namespace, labels, trusted=trusted, api_namespace=cfg.workspaces_namespace
+    )
+    if problem:
+        return problem
+    owner = decide_owner(request, cfg.trusted_writers)
+    if owner.problem is not None:
+        return owner.problem
+    problem = record_problem(request, owner)
+    if problem:
+        return problem
+    vouched = owner.record is not None and owner.record.vouched
     if operation == "UPDATE" and _spec_unchanged(request, spec):
         return _status_problem(request, workspace)
     if nesting_depth(spec, MAX_SPEC_DEPTH) > MAX_SPEC_DEPTH:
@@ -112,10 +157,6 @@ def validate_workspace(
             f"spec nests objects and lists more than {MAX_SPEC_DEPTH} levels deep; no "
             "Workspace field needs that, so flatten the fields you added"
         )
-    namespace = str(
-        request.get("namespace") or (workspace.get("metadata") or {}).get("namespace") or ""
-    )
-    labels = namespaces.of(namespace) if namespaces is not None else {}
     if operation == "CREATE":
         # CREATE only: a Workspace stored before its namespace was excluded must still be
         # deletable (the controller's finalizer removal is an UPDATE); the controller reports it.
@@ -123,6 +164,14 @@ def validate_workspace(
         if problem:
             return problem
         problem = _name_problem(workspace)
+        if problem:
+            return problem
+        member = (
+            owner.record.quota_labels().get(LABEL_QUOTA_MEMBER, "")
+            if owner.record is not None and owner.record.vouched
+            else ""
+        )
+        problem = member_workspaces_problem(member, cfg.max_workspaces_per_member, members)
         if problem:
             return problem
     for check in (
@@ -135,7 +184,8 @@ def validate_workspace(
         runtime_class_problem(
             spec.get("runtimeClass"), namespace, labels, cfg.allowed_runtime_classes
         ),
-        _owner_problem(spec, namespace, labels),
+        # A vouched owner's org is the trusted writer's word, not the Namespace's.
+        None if trusted or vouched else _owner_problem(spec, namespace, labels),
         _status_problem(request, workspace),
     ):
         if check is not None:
@@ -414,6 +464,7 @@ def _egress_problem(spec: Obj) -> str | None:
 
 
 def _owner_problem(spec: Obj, namespace: str, labels: Mapping[str, str]) -> str | None:
+    """A requester who is no trusted writer names only their Namespace's organisation."""
     owner = spec.get("owner")
     if owner is None:
         return None

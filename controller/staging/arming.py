@@ -85,11 +85,20 @@ class RelayStagingConfig:
     internal_token: str = field(repr=False)
     """``X-Internal-Token`` for the credential source; never logged."""
 
-    def providers_url(self, workspace: str, owner_user_id: str) -> str:
-        """The credential source's internal endpoint for one workspace."""
+    def providers_url(
+        self, workspace: str, owner_user_id: str, *, uid: str = "", namespace: str = ""
+    ) -> str:
+        """The credential source's internal endpoint for one workspace: the owner admission
+        verified, and the Workspace's uid and namespace, so the source can tell a Workspace
+        from another of the same name."""
+        query = f"ownerUserID={quote(owner_user_id, safe='')}"
+        if uid:
+            query += f"&workspaceUID={quote(uid, safe='')}"
+        if namespace:
+            query += f"&namespace={quote(namespace, safe='')}"
         return (
             f"{self.api_service_url}/api/v1/internal/workspaces/{quote(workspace, safe='')}"
-            f"/llm-providers?ownerUserID={quote(owner_user_id, safe='')}"
+            f"/llm-providers?{query}"
         )
 
 

@@ -83,7 +83,8 @@ CACHE_TTL: Final = 60.0
 SOURCE_TIMEOUT: Final = 5.0
 MAX_BODY: Final = 4 * 1024 * 1024
 
-CacheKey = tuple[str, str]
+CacheKey = tuple[str, str, str, str]
+"""(owner, workspace, uid, namespace)."""
 
 
 class CredentialSource:
@@ -103,11 +104,16 @@ class CredentialSource:
         self._locks: dict[CacheKey, asyncio.Lock] = {}
         self.session = PooledSession(SOURCE_TIMEOUT)
 
-    async def providers(self, workspace: str, owner_user_id: str) -> list[ProviderCredential]:
-        """The workspace's providers, or ``InternalCallError`` saying what failed."""
+    async def providers(
+        self, workspace: str, owner_user_id: str, *, uid: str = "", namespace: str = ""
+    ) -> list[ProviderCredential]:
+        """The workspace's providers, or ``InternalCallError`` saying what failed.
+
+        ``owner_user_id`` is the owner admission verified (never ``spec.owner`` as it
+        stands); ``uid`` and ``namespace`` name the one Workspace asked for."""
         if not owner_user_id:
-            raise InternalCallError("the Workspace has no spec.owner.userID to look up")
-        key = (owner_user_id, workspace)
+            raise InternalCallError("the Workspace's verified owner has no userID to look up")
+        key = (owner_user_id, workspace, uid, namespace)
         lock = self._locks.setdefault(key, asyncio.Lock())
         async with lock:  # one fetch per key at a time; the others wait and hit the cache
             now = self.clock()
@@ -115,27 +121,32 @@ class CredentialSource:
             if cached is not None and cached[0] > now:
                 return cached[1]
             self._cache.pop(key, None)
-            fetched = await self._fetch(workspace, owner_user_id)
+            fetched = await self._fetch(key)
             self._prune(now)
             self._cache[key] = (now + self.ttl, fetched)
             return fetched
 
-    def expires_in(self, workspace: str, owner_user_id: str) -> float | None:
+    def expires_in(
+        self, workspace: str, owner_user_id: str, *, uid: str = "", namespace: str = ""
+    ) -> float | None:
         """Seconds until the cached answer for this workspace expires; None when none is."""
-        cached = self._cache.get((owner_user_id, workspace))
+        cached = self._cache.get((owner_user_id, workspace, uid, namespace))
         return None if cached is None else max(0.0, cached[0] - self.clock())
 
-    def forget(self, workspace: str, owner_user_id: str) -> None:
+    def forget(
+        self, workspace: str, owner_user_id: str, *, uid: str = "", namespace: str = ""
+    ) -> None:
         """Drop one cached answer (a deleted workspace)."""
-        self._cache.pop((owner_user_id, workspace), None)
-        self._locks.pop((owner_user_id, workspace), None)
+        self._cache.pop((owner_user_id, workspace, uid, namespace), None)
+        self._locks.pop((owner_user_id, workspace, uid, namespace), None)
 
     def _prune(self, now: float) -> None:
         for key in [k for k, (expires, _) in self._cache.items() if expires <= now]:
             del self._cache[key]
 
-    async def _fetch(self, workspace: str, owner_user_id: str) -> list[ProviderCredential]:
-        url = self.config.providers_url(workspace, owner_user_id)
+    async def _fetch(self, key: CacheKey) -> list[ProviderCredential]:
+        owner_user_id, workspace, uid, namespace = key
+        url = self.config.providers_url(workspace, owner_user_id, uid=uid, namespace=namespace)
         headers = {"X-Internal-Token": self.config.internal_token, "Accept": "application/json"}
         what = "credential source"
         try:

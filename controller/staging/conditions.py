@@ -36,6 +36,7 @@ REVOKED: Final = "StaleRevoked"
 DELIVERY_DEFERRED: Final = "StaleDeliveryDeferred"
 ROUTER_REJECTED: Final = "CredentialRouterRejected"
 NAME_CONFLICT: Final = "NameConflict"
+OWNER_UNVERIFIED: Final = "OwnerUnverified"
 MODEL_LIST_MISSING: Final = "ModelListMissing"
 
 # Event reasons: what a human should hear about once, beyond the conditions.
@@ -160,6 +161,22 @@ def rejected(code: str, generation: int) -> Obj | None:
     if code not in REJECTION_CODES:
         return None
     return _make(REJECTED, "True", ROUTER_REJECTED, f"router rejected a token: {code}", generation)
+
+
+def owner_unverified(generation: int, confirmers: str) -> Obj:
+    """CredentialsStaged=False: the Workspace carries no owner admission verified, so no key
+    is looked up for anyone (``--owner-record-upgrade``)."""
+    return _make(
+        STAGED,
+        "False",
+        OWNER_UNVERIFIED,
+        "no provider key is staged until the Workspace's owner is verified: it predates the "
+        "owner record (llmsafespaces.dev/verified-owner). A trusted writer "
+        f"({confirmers}) confirms spec.owner with `kubectl annotate workspace NAME "
+        "llmsafespaces.dev/verified-owner=confirm`; with --owner-record-upgrade=adopt the "
+        "controller asks for it itself",
+        generation,
+    )
 
 
 def name_conflict(name: str, owner_namespace: str, generation: int) -> Obj:

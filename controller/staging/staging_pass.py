@@ -68,6 +68,7 @@ from wspin.core.clock import Clock, utc_now
 from wspin.core.errors import KubeAPIError, TransientError
 from wspin.core.kinds import WORKSPACES
 from wspin.core.logs import fields
+from wspin.core.owners import record_of
 from wspin.core.redact import Redactor
 from wspin.kube.client import Kube
 
@@ -89,6 +90,7 @@ class RelayStagingPass:
         clock: Clock = utc_now,
         names: WorkspaceNames | None = None,
         staleness_bound: float = DEFAULT_STALENESS_BOUND,
+        confirmers: str = "group:system:masters",
     ) -> None:
         self.config = config
         self.kube = kube
@@ -101,6 +103,8 @@ class RelayStagingPass:
         self.handoffs = HandoffWriter(kube, config.router_url)
         self.names = names or WorkspaceNames()
         self.staleness_bound = staleness_bound
+        self.confirmers = confirmers
+        """The trusted writers, in words, who may confirm an unrecorded owner."""
 
     async def close(self) -> None:
         """Close the pooled connections to the credential source and the router."""
@@ -143,10 +147,16 @@ class RelayStagingPass:
         before = recorded(ws)
         uid = str(meta.get("uid") or "")
         code = cond.degraded_reason(ws)
-        owner = str(((ws.get("spec") or {}).get("owner") or {}).get("userID") or "")
+        # The owner admission verified, never spec.owner as it stands: a tenant who names
+        # someone else's userID must not have that user's keys fetched.
+        record = record_of(ws)
+        if record is None:
+            return self._report([cond.owner_unverified(generation, self.confirmers)])
+        owner = record.user_id
+        lookup = {"uid": str(meta.get("uid") or ""), "namespace": str(meta.get("namespace") or "")}
 
         try:
-            credentials = await self.source.providers(name, owner)
+            credentials = await self.source.providers(name, owner, **lookup)
         except InternalCallError as err:
             return self._early(where, generation, f"credential source unavailable: {err}")
         try:
@@ -310,7 +320,7 @@ class RelayStagingPass:
             now=self.clock(),
             bound=self.staleness_bound,
             uid=str(meta.get("uid") or ""),
-            cache_left=self.source.expires_in(name, owner),
+            cache_left=self.source.expires_in(name, owner, **lookup),
         )
         return self._report(found, remove=gone, requeue_after=after)
 

@@ -35,6 +35,7 @@ from controller.types import Obj
 from wspin.core.errors import KubeAPIError
 from wspin.core.kinds import WORKSPACES
 from wspin.core.logs import fields
+from wspin.core.owners import record_of
 
 if TYPE_CHECKING:
     from controller.staging.staging_pass import RelayStagingPass
@@ -81,8 +82,15 @@ async def clean_up(self: RelayStagingPass, ws: Obj) -> None:
             )
     for staged in bookkeeping.values():
         self.redactor.unregister(staged.redaction_id)
-    owner = str(((ws.get("spec") or {}).get("owner") or {}).get("userID") or "")
-    self.source.forget(name, owner)
+    record = record_of(ws)
+    if record is not None:
+        meta = ws.get("metadata") or {}
+        self.source.forget(
+            name,
+            record.user_id,
+            uid=str(meta.get("uid") or ""),
+            namespace=str(meta.get("namespace") or ""),
+        )
 
 
 async def stand_down(self: RelayStagingPass, ws: Obj, holder: Claimant) -> list[Obj]:

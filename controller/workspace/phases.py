@@ -49,6 +49,7 @@ from controller.workspace.lifecycle import (
 )
 from controller.workspace.outcome import Notice, Outcome
 from controller.workspace.owned import PodBuildError, PodRejected, names
+from controller.workspace.owner_record import org_to_check
 from controller.workspace.pod import desired_pod, pod_is_stale, restart_generation_of
 from controller.workspace.podfacts import pod_facts
 from controller.workspace.recovery_report import RecoveryReporter
@@ -71,7 +72,7 @@ from wspin.core.kinds import PVCS
 from wspin.core.logs import fields
 from wspin.core.namespaces import excluded_namespace_problem
 from wspin.core.runtimes import Runtime, resolve_runtime
-from wspin.core.tenancy import NamespaceLabels, org_of, runtime_class_problem
+from wspin.core.tenancy import NamespaceLabels, runtime_class_problem
 
 log = logging.getLogger("controller.workspace")
 
@@ -410,10 +411,11 @@ class WorkspacePhases(WorkspaceUpkeep):
         return self.namespaces.of(namespace) if self.namespaces is not None else {}
 
     async def _org_verdict(self, ws: Obj) -> orgstatus.OrgVerdict | None:
-        """Whether the organisation of the Workspace's namespace (its ``llmsafespaces.dev/org``
-        label: ``spec.owner.orgID`` is the tenant's own word) is suspended, when the API service
-        is configured; None otherwise. Unknown status never suspends."""
-        org_id = org_of(self._labels(str(ws["metadata"].get("namespace", ""))))
+        """Whether the Workspace's organisation is suspended, when the API service is
+        configured; None otherwise. The organisation is the vouched owner's
+        (``owner_record.org_to_check``), else the namespace's ``llmsafespaces.dev/org`` label:
+        ``spec.owner.orgID`` as it stands is never read. Unknown status never suspends."""
+        org_id = org_to_check(ws, self._labels(str(ws["metadata"].get("namespace", ""))))
         if self.orgs is None or org_id is None:
             return None
         return await orgstatus.verdict(self.orgs, org_id)

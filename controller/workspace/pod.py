@@ -41,6 +41,7 @@ from controller.workspace.owned import (
 from controller.workspace.packages import PackagesError, needs_setup, setup_script
 from controller.workspace.volumes import base_volumes, sidecar_volumes
 from wspin.core.contract import ARCHES, LABEL_WORKSPACE
+from wspin.core.owners import record_of
 from wspin.core.runtimes import Runtime
 from wspin.core.tenancy import LABEL_TENANT
 
@@ -78,12 +79,11 @@ def sanitize_label(value: str) -> str:
     return cleaned[start:end] or UNSPECIFIED
 
 
-def tenant_of(spec: Obj) -> str:
-    """``spec.owner.orgID`` when set, else ``userID``, sanitised for a label."""
-    owner = spec.get("owner") or {}
-    tenant = ""
-    if isinstance(owner, dict):
-        tenant = str(owner.get("orgID") or "") or str(owner.get("userID") or "")
+def tenant_of(ws: Obj) -> str:
+    """The verified owner's orgID when set, else its userID, sanitised for a label; a
+    Workspace without an owner record has none (``unspecified``)."""
+    record = record_of(ws)
+    tenant = (record.org_id or record.user_id) if record is not None else ""
     return sanitize_label(tenant)
 
 
@@ -100,6 +100,12 @@ def max_active_sessions_of(spec: Obj) -> int:
     if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 20:
         return value
     return DEFAULT_MAX_ACTIVE_SESSIONS
+
+
+def owner_labels(ws: Obj) -> dict[str, str]:
+    """The labels the tenant quota counts a vouched owner by (none for any other owner)."""
+    record = record_of(ws)
+    return record.quota_labels() if record is not None else {}
 
 
 def _spec(ws: Obj) -> Obj:
@@ -225,9 +231,11 @@ def desired_pod(
     labels = {
         **selector_labels(ws_name),
         LABEL_RUNTIME: sanitize_label(str(spec.get("runtime") or "")),
-        # Informational, as earlier releases wrote it; it decides nothing: the quota's tenant
-        # is this key on the Namespace, which the platform sets.
-        LABEL_TENANT: tenant_of(spec),
+        # Informational, from the verified owner; it decides nothing: the quota's tenant is
+        # this key on the Namespace, which the platform sets, or the vouched owner's digests
+        # below (labels the ownership policies let only the controller write).
+        LABEL_TENANT: tenant_of(ws),
+        **owner_labels(ws),
     }
     volumes = base_volumes(
         claim or pod_names.pvc,

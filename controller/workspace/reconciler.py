@@ -49,6 +49,7 @@ from controller.workspace.lifecycle_metrics import LifecycleMetrics
 from controller.workspace.metrics import VerifyMetrics
 from controller.workspace.outcome import Outcome
 from controller.workspace.owned import PodBuildError, names
+from controller.workspace.owner_record import needs_adoption, request_record
 from controller.workspace.phases import ORG_SUSPENDED, RUNTIME_NOT_FOUND, WorkspacePhases
 from controller.workspace.podfacts import pod_facts
 from controller.workspace.recovery_metrics import RecoveryMetrics
@@ -284,6 +285,11 @@ class WorkspaceReconciler(WorkspacePhases):
         log.info("workspace deleted", extra=fields(workspace=str(ObjectKey.of(ws))))
 
     async def _ensure_finalizer(self, ws: Obj, written: list[str]) -> None:
+        if needs_adoption(ws, self.settings.owner_record_upgrade):
+            # Before the finalizer: both write the object, and the record's write comes back
+            # through the webhook; the next event brings the recorded Workspace here.
+            written.append(await request_record(self.kube, ws))
+            return
         if has_finalizer(ws, FINALIZER):
             return
         try:

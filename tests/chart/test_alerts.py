@@ -151,7 +151,7 @@ def test_the_apiserver_rules_match_every_webhook_the_chart_registers(
         for config in full_render.of_kind(kind)
         for hook in config["webhooks"]
     }
-    assert len(registered) == 3
+    assert len(registered) == 4
     exprs = " ".join(rule["expr"] for rule in rule_groups(full_render)["apiserver"]["rules"])
     (pattern,) = set(re.findall(r'name=~"([^"]+)"', exprs))
     regex = re.compile(pattern.replace("\\\\", "\\"))  # PromQL string escapes

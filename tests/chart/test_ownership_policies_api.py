@@ -23,6 +23,7 @@ from tests.support.policy_resources import BINDINGS, POLICIES
 from wspin.core.contract import LABEL_WORKSPACE_UID
 from wspin.core.errors import AlreadyExists, Forbidden
 from wspin.core.kinds import PODS, PVCS, SECRETS, SERVICE_ACCOUNTS, Resource
+from wspin.core.owners import LABEL_QUOTA_MEMBER, LABEL_QUOTA_OWNER, OwnerRecord
 from wspin.kube.client import Kube
 
 Obj = dict[str, Any]
@@ -210,6 +211,26 @@ async def test_the_controllers_secret_is_its_own_to_change(
     assert relabelled["metadata"]["labels"][LABEL_WORKSPACE_UID] == UID
     rewritten = await controller.patch(SECRETS, "handoff", forged, namespace)
     assert rewritten["data"] == forged["data"]
+
+
+@pytest.mark.usefixtures("policies")
+async def test_the_quota_labels_of_a_controller_pod_are_the_controllers(
+    controller: Kube, tenant: Kube, namespace: str
+) -> None:
+    """A tenant who could move its pod to another owner's quota (or out of every owner's)
+    would spend someone else's limits, or escape its own."""
+    vouched = OwnerRecord("user-1", "org-a", vouched=True).quota_labels()
+    victim = OwnerRecord("user-2", "org-b", vouched=True).quota_labels()
+    await controller.create(
+        PODS, pod("ws1-0a1b2c3d", {LABEL_WORKSPACE_UID: UID, **vouched}), namespace
+    )
+    for change in (victim, {LABEL_QUOTA_OWNER: None}, {LABEL_QUOTA_MEMBER: None}):
+        with pytest.raises(Forbidden) as refused:
+            await tenant.patch(PODS, "ws1-0a1b2c3d", {"metadata": {"labels": change}}, namespace)
+        assert LABEL_QUOTA_OWNER in str(refused.value)
+    await controller.create(PODS, pod("ws2-0a1b2c3d", {LABEL_WORKSPACE_UID: UID}), namespace)
+    with pytest.raises(Forbidden):
+        await tenant.patch(PODS, "ws2-0a1b2c3d", {"metadata": {"labels": victim}}, namespace)
 
 
 # -- the rendered policies, judged without a server --------------------------------------------

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.chart.helm import NAMESPACE, Rendered, flag_values
+from tests.chart.helm import NAMESPACE, PINS, RELEASE, Rendered, flag_values, render
 
 
 @pytest.fixture
@@ -192,7 +192,11 @@ def test_both_processes_take_the_namespaces_the_pod_webhook_skips(any_render: Re
     from controller.settings import settings_from_args as controller_settings
     from webhook.settings import settings_from_args as webhook_settings
 
-    (selector,) = any_render.one("MutatingWebhookConfiguration")["webhooks"]
+    (selector,) = [
+        hook
+        for hook in any_render.one("MutatingWebhookConfiguration")["webhooks"]
+        if hook["name"] == "pods.wspin.llmsafespaces.dev"
+    ]
     (expression,) = selector["namespaceSelector"]["matchExpressions"]
     skipped = set(expression["values"])
     assert {"kube-system", NAMESPACE} <= skipped
@@ -201,3 +205,45 @@ def test_both_processes_take_the_namespaces_the_pod_webhook_skips(any_render: Re
     assert webhook.validator.excluded_namespaces == skipped
     controller = controller_settings(parse(any_render, "controller"), environ=environ)
     assert controller.workspace.excluded_namespaces == skipped
+
+
+@pytest.mark.usefixtures("clean_environment")
+def test_the_platform_apis_namespace_hosts_workspaces_and_only_trusted_writers_write_there() -> (
+    None
+):
+    """workspaces.namespace = the release namespace: API, controller and Workspaces together.
+    The namespace leaves the excluded list of both processes and of the pod webhook, and
+    the trusted writers (with the controller's service account) reach both processes."""
+    from controller.settings import settings_from_args as controller_settings
+    from webhook.settings import settings_from_args as webhook_settings
+
+    api = "system:serviceaccount:llmsafespaces:llmsafespaces-api"
+    rendered = render(
+        sets={
+            **PINS,
+            "workspaces.namespace": NAMESPACE,
+            "workspaces.trustedWriters": [api, "group:platform"],
+            "workspaces.ownerRecordUpgrade": "hold",
+        }
+    )
+    env = {"POD_NAMESPACE": NAMESPACE}
+    validator = webhook_settings(parse(rendered, "webhook"), env).validator
+    controller = controller_settings(parse(rendered, "controller"), env).workspace
+    controller_sa = f"system:serviceaccount:{NAMESPACE}:{RELEASE}-controller"
+    for settings in (validator, controller):
+        assert settings.excluded_namespaces == {"kube-system"}
+        assert settings.trusted_writers.users == {api, controller_sa}
+        assert settings.trusted_writers.groups == {"platform"}
+    assert validator.workspaces_namespace == NAMESPACE
+    assert controller.owner_record_upgrade == "hold"
+    (pods,) = [
+        hook
+        for hook in rendered.one("MutatingWebhookConfiguration")["webhooks"]
+        if hook["name"] == "pods.wspin.llmsafespaces.dev"
+    ]
+    (expression,) = pods["namespaceSelector"]["matchExpressions"]
+    assert expression["values"] == ["kube-system"]
+    assert pods["objectSelector"]["matchLabels"] == {
+        "app": "llmsafespaces",
+        "component": "workspace",
+    }

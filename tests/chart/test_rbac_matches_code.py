@@ -256,6 +256,11 @@ LEDGER = (
             grant("cluster", "inferencerelays", ["patch"], group=CRD_GROUP),
         ),
     ),
+    Use(  # asking the webhook for the owner record of a Workspace that predates it
+        "controller/workspace/owner_record.py",
+        {"patch": 1},
+        controller=grant("cluster", "workspaces", ["patch"], group=CRD_GROUP),
+    ),
     Use(  # /status merge patches
         "controller/toolkit/status.py",
         {"patch": 1},

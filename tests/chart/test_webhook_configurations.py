@@ -13,7 +13,12 @@ from wspin.core.workspace_pod import SELECTOR, SELECTOR_LABELS
 
 
 def pod_webhook(rendered: Rendered) -> dict[str, Any]:
-    (webhook,) = rendered.one("MutatingWebhookConfiguration")["webhooks"]
+    return mutating_webhook(rendered, "pods.wspin.llmsafespaces.dev")
+
+
+def mutating_webhook(rendered: Rendered, name: str) -> dict[str, Any]:
+    webhooks = rendered.one("MutatingWebhookConfiguration")["webhooks"]
+    (webhook,) = [w for w in webhooks if w["name"] == name]
     return webhook  # type: ignore[no-any-return]
 
 

@@ -6,8 +6,8 @@ test's stand-in for the cluster network; the connection verifies the webhook's c
 against the configuration's ``caBundle`` for ``<service>.<namespace>.svc``, so a stale bundle
 fails exactly as it does on a cluster. Only what wspin's webhook configuration uses is
 emulated: rules on pods and CREATE, namespace and object selectors with matchLabels and
-matchExpressions, failurePolicy, timeoutSeconds and JSONPatch responses. Reinvocation and
-validating webhooks are not run.
+matchExpressions, failurePolicy, timeoutSeconds and JSONPatch responses. Reinvocation is
+not run; validating webhooks (and custom resources' mutating ones) run in ``webhooks``.
 """
 
 from __future__ import annotations
@@ -94,48 +94,56 @@ class _CallFailed(Exception):
 
 
 async def _call(webhook: Obj, routes: Routes, namespace: str, pod: Obj, dry_run: bool) -> Obj:
+    request = {
+        "uid": str(uuid.uuid4()),
+        "kind": {"group": "", "version": "v1", "kind": "Pod"},
+        "resource": {"group": "", "version": "v1", "resource": "pods"},
+        "requestKind": {"group": "", "version": "v1", "kind": "Pod"},
+        "requestResource": {"group": "", "version": "v1", "resource": "pods"},
+        "name": (pod.get("metadata") or {}).get("name", ""),
+        "namespace": namespace,
+        "operation": "CREATE",
+        "userInfo": {"username": "system:admin", "groups": ["system:masters"]},
+        "object": pod,
+        "oldObject": None,
+        "dryRun": dry_run,
+        "options": {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"},
+    }
+    return await call_webhook(webhook, routes, request)
+
+
+async def call_webhook(webhook: Obj, routes: Routes, request: Obj) -> Obj:
+    """POST one AdmissionReview to the webhook as kube-apiserver does: a Service reference
+    through ``routes``, or a ``url`` as written; the certificate checked against caBundle."""
     client = webhook.get("clientConfig") or {}
     service = client.get("service") or {}
     timeout = int(webhook.get("timeoutSeconds") or 10)
-    if not service:
-        raise _CallFailed("only service references are emulated")
-    name, svc_ns = service["name"], service["namespace"]
-    host = f"{name}.{svc_ns}.svc"
-    path = service.get("path") or "/"
-    url = f"https://{host}:{service.get('port', 443)}{path}?timeout={timeout}s"
-    port = routes.get((svc_ns, name))
-    if port is None:
-        raise _CallFailed(
-            f'failed to call webhook: Post "{url}": no endpoints available for service "{name}"'
-        )
     trust = ssl.create_default_context()
     bundle = base64.b64decode(client.get("caBundle") or "")
     if bundle:
         trust = ssl.create_default_context(cadata=bundle.decode())
-    review = {
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": str(uuid.uuid4()),
-            "kind": {"group": "", "version": "v1", "kind": "Pod"},
-            "resource": {"group": "", "version": "v1", "resource": "pods"},
-            "requestKind": {"group": "", "version": "v1", "kind": "Pod"},
-            "requestResource": {"group": "", "version": "v1", "resource": "pods"},
-            "name": (pod.get("metadata") or {}).get("name", ""),
-            "namespace": namespace,
-            "operation": "CREATE",
-            "userInfo": {"username": "system:admin", "groups": ["system:masters"]},
-            "object": pod,
-            "oldObject": None,
-            "dryRun": dry_run,
-            "options": {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"},
-        },
-    }
+    if client.get("url"):
+        url = target = str(client["url"])
+        host = str(url.split("//", 1)[-1].split("/", 1)[0].rsplit(":", 1)[0])
+    elif service:
+        name, svc_ns = service["name"], service["namespace"]
+        host = f"{name}.{svc_ns}.svc"
+        path = service.get("path") or "/"
+        url = f"https://{host}:{service.get('port', 443)}{path}?timeout={timeout}s"
+        port = routes.get((svc_ns, name))
+        if port is None:
+            raise _CallFailed(
+                f'failed to call webhook: Post "{url}": no endpoints available for service "{name}"'
+            )
+        target = f"https://127.0.0.1:{port}{path}?timeout={timeout}s"
+    else:
+        raise _CallFailed("the webhook has neither a service nor a url")
+    review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
     try:
         async with (
             aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as session,
             session.post(
-                f"https://127.0.0.1:{port}{path}?timeout={timeout}s",
+                target,
                 json=review,
                 ssl=trust,
                 server_hostname=host,

@@ -2,8 +2,9 @@
 
 Writes are judged at kube-apiserver's validating stage: after the kind's strategy (so a pod
 stored with the ImageVolume gate off has already lost its image volumes) and before the
-object is stored. Only ValidatingAdmissionPolicies are evaluated (``policies``): webhooks are
-not called. Every request comes from one identity, the cluster admin a kubeconfig would
+object is stored. ValidatingAdmissionPolicies are evaluated here (``policies``); admission
+webhooks are called before, with the same ``request`` (``mutating``, ``webhooks``). Every
+request comes from one identity, the cluster admin a kubeconfig would
 name, since the server does not authenticate, unless it impersonates another with the
 ``Impersonate-User``/``Impersonate-Group`` headers (as an admin may on a cluster): policies
 then see that user, so a test can act as the controller's ServiceAccount or as a tenant.

@@ -11,6 +11,7 @@ refusal, ``tests.kubeapi.admission``), ``compact``, ``drop_watches`` and
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import logging
 import random
@@ -42,6 +43,7 @@ from tests.kubeapi.service_accounts import admit_service_account
 from tests.kubeapi.status import ApiError, bad_request
 from tests.kubeapi.store import Signal, Store
 from tests.kubeapi.watch import is_true, serve_watch
+from tests.kubeapi.webhooks import admit as admit_custom
 
 Obj = dict[str, Any]
 log = logging.getLogger(__name__)
@@ -362,9 +364,25 @@ class KubeServer:
             body = await _body(request)
             if kind.plural == "pods" and not kind.group and isinstance(body, dict):
                 body = await self._admit_pod(ns, body, dry_run)
+                body = await self._admit_custom(
+                    kind, "CREATE", ns, body, None, dry_run, mutate=False
+                )
+            if kind.custom and isinstance(body, dict):
+                body = await self._admit_custom(kind, "CREATE", ns, body, None, dry_run)
             self._admit(kind, request.path, body)
             return _reply(store.create(kind, ns, body, dry_run=dry_run), 201)
         status, ephemeral = sub == "status", sub == EPHEMERAL_CONTAINERS
+        if method in ("PUT", "PATCH") and name and kind.custom and not sub:
+            old = store.get(kind, ns, name)
+            if method == "PUT":
+                new = await _body(request)
+            else:
+                new = _patcher(kind, request.content_type, await _body(request))(copy.deepcopy(old))
+            if isinstance(new, dict):
+                new = await self._admit_custom(kind, "UPDATE", ns, new, old, dry_run)
+            if method == "PUT" and isinstance(new, dict):
+                return _reply(store.update(kind, ns, name, new, dry_run=dry_run))
+            return _reply(store.patch(kind, ns, name, lambda _: new, dry_run=dry_run))
         if method == "PUT" and name:
             body = await _body(request)
             return _reply(
@@ -395,6 +413,48 @@ class KubeServer:
                 meta = {"resourceVersion": str(store.resource_version)}
                 return _reply(self._list(kind, deleted, meta))
         raise ApiError(405, f"the server does not allow {method} on {request.path}")
+
+    async def _admit_custom(
+        self,
+        kind: Kind,
+        operation: str,
+        namespace: str,
+        obj: Obj,
+        old: Obj | None,
+        dry_run: bool,
+        *,
+        mutate: bool = True,
+    ) -> Obj:
+        """Admission webhooks for a custom resource's CREATE or UPDATE, and the validating
+        ones of a pod CREATE (its mutating ones ran in ``_admit_pod``) (``webhooks``)."""
+        admission = "admissionregistration.k8s.io"
+        mutating = (
+            self.store.select(self._kind(admission, "v1", "mutatingwebhookconfigurations"), "")
+            if mutate
+            else []
+        )
+        validating = self.store.select(
+            self._kind(admission, "v1", "validatingwebhookconfigurations"), ""
+        )
+        if not mutating and not validating:
+            return obj
+        found = self.store.select(
+            self._kind("", "v1", "namespaces"), "", lambda o: o["metadata"]["name"] == namespace
+        )
+        labels = (found[0]["metadata"].get("labels") or {}) if found else {}
+        obj.setdefault("metadata", {}).setdefault("namespace", namespace)
+        return await admit_custom(
+            mutating,
+            validating,
+            self.routes,
+            kind=kind,
+            operation=operation,
+            namespace=namespace,
+            namespace_labels=labels,
+            obj=obj,
+            old=old,
+            dry_run=dry_run,
+        )
 
     async def _admit_pod(self, namespace: str, pod: Obj, dry_run: bool) -> Obj:
         """Mutating admission, after authentication and before the pod strategy runs (which

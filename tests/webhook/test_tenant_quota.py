@@ -9,14 +9,15 @@ from typing import Any
 
 import pytest
 
-from tests.support.clock import FakeClock
+from webhook.admission import review_tenant_quota
 from webhook.tenant_quota import (
-    RESERVATION_SECONDS,
     QuotaLimits,
     TenantUsage,
     pod_requests,
     quota_problem,
 )
+from wspin.core.contract import LABEL_WORKSPACE_UID
+from wspin.core.owners import OwnerRecord
 from wspin.core.tenancy import LABEL_TENANT, tenant_of
 
 
@@ -71,12 +72,11 @@ def namespace(name: str, tenant: str | None = None) -> dict[str, Any]:
 
 def synced(
     *pods: dict[str, Any],
-    clock: FakeClock | None = None,
     namespaces: dict[str, str | None] | None = None,
 ) -> TenantUsage:
     """Usage from ``pods``; ``namespaces`` maps each namespace to its tenant label (default:
     ws-a and ws-b both of tenant acme)."""
-    usage = TenantUsage((clock or FakeClock()).monotonic)
+    usage = TenantUsage()
     for name, tenant in (namespaces or {"ws-a": "acme", "ws-b": "acme"}).items():
         usage.observe_namespace("ADDED", namespace(name, tenant), None)
     for p in pods:
@@ -101,9 +101,8 @@ class TestAllowedUnchecked:
         self, tenant: str | None
     ) -> None:
         usage = synced(pod("old", "acme"))
-        problem, share = quota_problem(create(pod("p", tenant)), self.LIMITS, usage)
+        problem = quota_problem(create(pod("p", tenant)), self.LIMITS, usage)
         assert problem is not None and "tenant 'acme' already runs 1" in problem
-        assert share is None
 
     def test_relabelling_a_running_pod_frees_nothing(self) -> None:
         first = pod("p1", "acme")
@@ -114,16 +113,16 @@ class TestAllowedUnchecked:
     def test_non_create_operations_pass(self) -> None:
         usage = synced(pod("old"))
         request = {**create(pod("p")), "operation": "UPDATE"}
-        assert quota_problem(request, self.LIMITS, usage) == (None, None)
+        assert quota_problem(request, self.LIMITS, usage) is None
 
     def test_all_limits_zero_means_unlimited(self) -> None:
         usage = synced(*[pod(f"p{i}") for i in range(50)])
-        assert quota_problem(create(pod("new")), QuotaLimits(), usage) == (None, None)
+        assert quota_problem(create(pod("new")), QuotaLimits(), usage) is None
 
     def test_non_workspace_pods_pass_and_do_not_count(self) -> None:
         usage = synced(pod("relay", component="relay"))
         assert usage.usage(ACME).pods == 0
-        problem, _ = quota_problem(create(pod("p", component="relay")), self.LIMITS, usage)
+        problem = quota_problem(create(pod("p", component="relay")), self.LIMITS, usage)
         assert problem is None
 
 
@@ -133,9 +132,9 @@ class TestLimits:
     ) -> None:
         limits = QuotaLimits(max_workspaces=2)
         usage = synced(pod("p1"))
-        assert quota_problem(create(pod("p2")), limits, usage)[0] is None
+        assert quota_problem(create(pod("p2")), limits, usage) is None
         usage.apply("ADDED", pod("p2"), None)
-        problem, _ = quota_problem(create(pod("p3")), limits, usage)
+        problem = quota_problem(create(pod("p3")), limits, usage)
         assert problem is not None
         assert "already runs 2 workspace pods; the limit is 2" in problem
         assert "--max-workspaces-per-tenant" in problem
@@ -144,16 +143,16 @@ class TestLimits:
     def test_cpu_over_the_limit_is_denied(self) -> None:
         usage = synced(pod("p1", cpu="1500m"))
         limits = QuotaLimits(max_cpu_millis=2000)
-        assert quota_problem(create(pod("ok", cpu="500m")), limits, usage)[0] is None
-        problem, _ = quota_problem(create(pod("big", cpu="501m")), limits, usage)
+        assert quota_problem(create(pod("ok", cpu="500m")), limits, usage) is None
+        problem = quota_problem(create(pod("big", cpu="501m")), limits, usage)
         assert problem is not None and "1500m CPU and this pod 501m more" in problem
         assert "the limit is 2000m" in problem
 
     def test_memory_over_the_limit_is_denied(self) -> None:
         usage = synced(pod("p1", memory="1Gi"))
         limits = QuotaLimits(max_memory_mi=1536)
-        assert quota_problem(create(pod("ok", memory="512Mi")), limits, usage)[0] is None
-        problem, _ = quota_problem(create(pod("big", memory="513Mi")), limits, usage)
+        assert quota_problem(create(pod("ok", memory="512Mi")), limits, usage) is None
+        problem = quota_problem(create(pod("big", memory="513Mi")), limits, usage)
         assert problem is not None and "the limit is 1536Mi" in problem
 
     def test_other_tenants_namespaces_and_terminal_pods_do_not_count(self) -> None:
@@ -164,11 +163,11 @@ class TestLimits:
             pod("crashed", phase="Failed"),
             namespaces={"ws-a": "acme", "ws-c": "globex", "ws-d": None},
         )
-        assert quota_problem(create(pod("p")), QuotaLimits(max_workspaces=1), usage)[0] is None
+        assert quota_problem(create(pod("p")), QuotaLimits(max_workspaces=1), usage) is None
 
     def test_namespaces_with_one_tenant_label_share_one_quota(self) -> None:
         usage = synced(pod("p1", namespace="ws-a"))
-        problem, _ = quota_problem(
+        problem = quota_problem(
             create(pod("p2", namespace="ws-b")), QuotaLimits(max_workspaces=1), usage
         )
         assert problem is not None and "tenant 'acme' already runs 1" in problem
@@ -176,9 +175,9 @@ class TestLimits:
     def test_an_unlabelled_namespace_is_a_tenant_of_its_own(self) -> None:
         usage = synced(pod("p1", namespace="ws-x"), namespaces={"ws-x": None, "ws-y": None})
         limits = QuotaLimits(max_workspaces=1)
-        problem, _ = quota_problem(create(pod("p2", namespace="ws-x")), limits, usage)
+        problem = quota_problem(create(pod("p2", namespace="ws-x")), limits, usage)
         assert problem is not None and "namespace 'ws-x' already runs 1" in problem
-        assert quota_problem(create(pod("p3", namespace="ws-y")), limits, usage)[0] is None
+        assert quota_problem(create(pod("p3", namespace="ws-y")), limits, usage) is None
 
     def test_a_namespace_the_platform_relabels_moves_its_pods_to_the_new_tenant(self) -> None:
         usage = synced(pod("p1", namespace="ws-b"))
@@ -193,9 +192,9 @@ class TestLimits:
         first = pod("p1")
         usage = synced(first)
         limits = QuotaLimits(max_workspaces=1)
-        assert quota_problem(create(pod("p2")), limits, usage)[0] is not None
+        assert quota_problem(create(pod("p2")), limits, usage) is not None
         usage.apply("MODIFIED", pod("p1", phase="Succeeded"), first)
-        assert quota_problem(create(pod("p2")), limits, usage)[0] is None
+        assert quota_problem(create(pod("p2")), limits, usage) is None
         usage.apply("DELETED", pod("p1", phase="Succeeded"), None)
         assert usage.usage(ACME).pods == 0
 
@@ -206,43 +205,88 @@ class TestLimits:
         assert usage.usage(ACME).cpu_millis == 2000
 
 
-class TestReservations:
-    def test_a_burst_faster_than_the_watch_is_held_to_the_limit(self) -> None:
-        clock = FakeClock()
-        usage = synced(clock=clock)
-        limits = QuotaLimits(max_workspaces=3)
-        admitted = []
-        for i in range(10):
-            problem, share = quota_problem(create(pod(f"p{i}")), limits, usage)
-            if problem is None:
-                assert share is not None
-                usage.reserve(f"p{i}", share)
-                admitted.append(i)
-        assert admitted == [0, 1, 2]
+def vouched(name: str, user: str, org: str = "", namespace: str = "shared") -> dict[str, Any]:
+    """A pod the controller built for a Workspace whose owner a trusted writer vouched for."""
+    body = pod(name, None, namespace=namespace)
+    body["metadata"]["labels"].update(
+        {LABEL_WORKSPACE_UID: f"uid-{name}", **OwnerRecord(user, org, vouched=True).quota_labels()}
+    )
+    return body
 
-    def test_the_watch_event_replaces_the_reservation_without_double_counting(self) -> None:
-        usage = synced()
-        _, share = quota_problem(create(pod("p1")), QuotaLimits(max_workspaces=5), usage)
-        assert share is not None
-        usage.reserve("p1", share)
-        usage.apply("ADDED", pod("p1"), None)
+
+class TestVouchedOwners:
+    """In the platform API's shared namespace every user's pods sit side by side: a vouched
+    owner is counted on its own, org else user, and each member has its own cap."""
+
+    def test_owners_in_one_shared_namespace_are_counted_apart(self) -> None:
+        usage = synced(vouched("a1", "alice", "org-1"), vouched("a2", "alice", "org-1"))
+        limits = QuotaLimits(max_workspaces=2)
+        assert quota_problem(create(vouched("b1", "bob", "org-2")), limits, usage) is None
+        problem = quota_problem(create(vouched("a3", "carol", "org-1")), limits, usage)
+        assert problem and "already runs 2 workspace pods" in problem
+
+    def test_a_user_without_an_org_is_its_own_owner(self) -> None:
+        usage = synced(vouched("a1", "alice"))
+        limits = QuotaLimits(max_workspaces=1)
+        assert quota_problem(create(vouched("a2", "alice")), limits, usage)
+        assert quota_problem(create(vouched("b1", "bob")), limits, usage) is None
+
+    def test_each_member_of_an_org_has_its_own_active_cap(self) -> None:
+        usage = synced(vouched("a1", "alice", "org-1"))
+        limits = QuotaLimits(max_active_per_member=1)
+        problem = quota_problem(create(vouched("a2", "alice", "org-1")), limits, usage)
+        assert problem and "--max-active-workspaces-per-member" in problem
+        assert quota_problem(create(vouched("b1", "bob", "org-1")), limits, usage) is None
+
+    def test_owner_labels_on_a_pod_the_controller_did_not_build_count_for_its_namespace(
+        self,
+    ) -> None:
+        forged = vouched("p1", "victim", "victim-org", namespace="ws-a")
+        del forged["metadata"]["labels"][LABEL_WORKSPACE_UID]
+        usage = synced(forged)
         assert usage.usage(ACME).pods == 1
+        victims = QuotaLimits(max_workspaces=1)
+        assert quota_problem(create(vouched("v1", "victim", "victim-org")), victims, usage) is None
 
-    def test_a_reservation_the_watch_never_confirms_expires(self) -> None:
-        clock = FakeClock()
-        usage = synced(clock=clock)
-        _, share = quota_problem(create(pod("p1")), QuotaLimits(max_workspaces=1), usage)
-        assert share is not None
-        usage.reserve("p1", share)
-        assert quota_problem(create(pod("p2")), QuotaLimits(max_workspaces=1), usage)[0]
-        clock.advance(RESERVATION_SECONDS)
-        assert quota_problem(create(pod("p2")), QuotaLimits(max_workspaces=1), usage)[0] is None
+
+class TestForgedReviews:
+    """Anyone who reaches the admission port can send a review; none may change what another
+    review is answered."""
+
+    def test_a_forged_create_for_team_b_does_not_deny_team_bs_real_pods(self) -> None:
+        usage = synced(pod("b0", namespace="ws-b"), namespaces={"ws-b": "team-b"})
+        limits = QuotaLimits(max_workspaces=2)
+        forged = {**create(pod("forged", namespace="ws-b")), "uid": "f-1"}
+        assert review_tenant_quota(forged, limits, usage).outcome == "allowed"
+        real = {**create(pod("b1", namespace="ws-b")), "uid": "r-1"}
+        assert review_tenant_quota(real, limits, usage).outcome == "allowed"
+
+    def test_reviews_with_a_huge_namespace_keep_nothing_and_quote_nothing_whole(self) -> None:
+        usage = synced()
+        limits = QuotaLimits(max_workspaces=1)
+        before = (dict(usage._totals), dict(usage._shares), dict(usage._tenants))
+        huge = "n" * (2_900_000)
+        for i in range(40):
+            request = {**create(pod(f"p{i}", namespace=huge)), "uid": f"u{i}"}
+            decision = review_tenant_quota(request, limits, usage)
+            assert decision.outcome == "denied"
+            assert len(decision.message) < 1000
+        after = (dict(usage._totals), dict(usage._shares), dict(usage._tenants))
+        assert after == before
+
+    def test_a_burst_is_judged_against_the_watchs_view_until_the_watch_shows_it(self) -> None:
+        usage = synced()
+        limits = QuotaLimits(max_workspaces=1)
+        assert quota_problem(create(pod("p1")), limits, usage) is None
+        assert quota_problem(create(pod("p2")), limits, usage) is None
+        usage.apply("ADDED", pod("p1"), None)
+        assert quota_problem(create(pod("p2")), limits, usage)
 
 
 class TestUnknownUsage:
     def test_before_the_cache_syncs_the_configured_answer_is_given(self) -> None:
-        usage = TenantUsage(FakeClock().monotonic)
-        problem, _ = quota_problem(create(pod("p")), QuotaLimits(max_workspaces=5), usage)
+        usage = TenantUsage()
+        problem = quota_problem(create(pod("p")), QuotaLimits(max_workspaces=5), usage)
         assert problem is not None and "whenUnknown=allow" in problem
         open_limits = QuotaLimits(max_workspaces=5, when_unknown="allow")
-        assert quota_problem(create(pod("p")), open_limits, usage) == (None, None)
+        assert quota_problem(create(pod("p")), open_limits, usage) is None

@@ -514,7 +514,8 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "workspace.yaml"
 def test_the_example_workspace_is_allowed_by_the_default_validator() -> None:
     obj = yaml.safe_load(EXAMPLE.read_text())
     assert obj["kind"] == "Workspace"
-    assert validate_workspace(create(obj), DEFAULT) is None
+    request = {**create(obj), "userInfo": {"username": obj["spec"]["owner"]["userID"]}}
+    assert validate_workspace(request, DEFAULT) is None
 
 
 class TestExcludedNamespaces:

@@ -115,7 +115,8 @@ class TestOrganisation:
     @staticmethod
     def owned(org_id: Any, labels: dict[str, str]) -> str | None:
         obj = workspace(owner={"userID": "u1", "orgID": org_id})
-        return validate_workspace(create(obj), DEFAULT, None, labelled(labels))
+        request = {**create(obj), "userInfo": {"username": "u1"}}
+        return validate_workspace(request, DEFAULT, None, labelled(labels))
 
     def test_the_namespaces_own_org_may_be_stated(self) -> None:
         assert self.owned("acme", {LABEL_ORG: "acme"}) is None

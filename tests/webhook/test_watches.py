@@ -5,7 +5,6 @@ real cluster)."""
 from __future__ import annotations
 
 import asyncio
-import time
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -39,14 +38,14 @@ async def running(views: WatchedViews) -> AsyncIterator[WatchedViews]:
 
 @pytest.fixture
 async def catalogue_views(kube: Kube) -> AsyncIterator[WatchedViews]:
-    async for views in running(watched_views(kube, QuotaLimits(), time.monotonic)):
+    async for views in running(watched_views(kube, QuotaLimits())):
         yield views
 
 
 @pytest.fixture
 async def quota_views(kube: Kube) -> AsyncIterator[WatchedViews]:
     limits = QuotaLimits(max_workspaces=2)
-    async for views in running(watched_views(kube, limits, time.monotonic)):
+    async for views in running(watched_views(kube, limits)):
         yield views
 
 

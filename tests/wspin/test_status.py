@@ -129,14 +129,15 @@ async def test_a_rollout_in_progress_shows_current_stale_not_injected_and_failin
     ):
         await kube.create(PODS, workspace_pod(namespace, "new-0a1b2c3d", "new"), namespace)
         await kube.create(PODS, workspace_pod(namespace, "bad-0a1b2c3d", "bad"), namespace)
+        # The controller saw exit 83 on "bad": its Workspace says so (written while the
+        # webhook serves: it records every Workspace's owner, failing closed).
+        workspace = yaml.safe_load((REPO / "examples" / "workspace.yaml").read_text())
+        workspace["metadata"] = {"name": "bad", "namespace": namespace}
+        created = await kube.create(WORKSPACES, workspace, namespace)
     # The release namespace is never injected: a receipt written by hand is not believed.
     forged = workspace_pod(install.namespace, "forged-0a1b2c3d", "forged")
     forged["metadata"]["annotations"] = {DELIVERY_ANNOTATION: json.dumps(CURRENT)}
     await kube.create(PODS, forged, install.namespace)
-    # The controller saw exit 83 on "bad": its Workspace says so.
-    workspace = yaml.safe_load((REPO / "examples" / "workspace.yaml").read_text())
-    workspace["metadata"] = {"name": "bad", "namespace": namespace}
-    created = await kube.create(WORKSPACES, workspace, namespace)
     condition = {
         "type": "OpencodeVerified",
         "status": "False",

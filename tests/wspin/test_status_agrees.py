@@ -104,11 +104,18 @@ async def test_kubectl_wspin_status_and_the_dashboards_show_the_same_numbers(
     ):
         for name in ("new", "bad"):
             await kube.create(PODS, workspace_pod(namespace, f"{name}-0a1b2c3d", name), namespace)
-    example = yaml.safe_load((REPO / "examples" / "workspace.yaml").read_text())
+        # Written while the webhook serves: it records every Workspace's owner, failing closed.
+        example = yaml.safe_load((REPO / "examples" / "workspace.yaml").read_text())
+        made = {
+            name: await kube.create(
+                WORKSPACES,
+                {**example, "metadata": {"name": name, "namespace": namespace}},
+                namespace,
+            )
+            for name in PHASES
+        }
     for name, phase in PHASES.items():
-        created = await kube.create(
-            WORKSPACES, {**example, "metadata": {"name": name, "namespace": namespace}}, namespace
-        )
+        created = made[name]
         if phase is None:
             continue
         created["status"] = {"phase": phase}

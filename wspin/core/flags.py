@@ -18,6 +18,8 @@ from typing import Any, NoReturn
 from wspin.core.delivery import AgentdDelivery, OpencodeDelivery
 from wspin.core.errors import ConfigError
 from wspin.core.namespaces import FLAG as EXCLUDED_NAMESPACES_FLAG
+from wspin.core.namespaces import WORKSPACES_FLAG
+from wspin.core.owners import FLAG as TRUSTED_WRITERS_FLAG
 from wspin.core.tenancy import LABEL_RUNTIME_CLASS_OVERRIDE, RUNTIME_CLASSES_FLAG
 
 _TRUE = {"1", "true", "yes", "on"}
@@ -206,6 +208,27 @@ def add_excluded_namespaces_flag(parser: argparse.ArgumentParser | argparse._Arg
         default="",
         help="comma-separated namespaces the pod webhook never sees (kube-system and this "
         "process's own namespace are always included); no workspace may run there",
+    )
+
+
+def add_workspace_writer_flags(
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup,
+) -> None:
+    """``--trusted-workspace-writers`` and ``--workspaces-namespace``: whose ``spec.owner`` is
+    believed, and the namespace where only they write Workspaces (``wspin.core.owners``)."""
+    add_flag(
+        parser,
+        TRUSTED_WRITERS_FLAG,
+        default="",
+        help="comma-separated usernames and group:NAME whose Workspace spec.owner is believed "
+        "as written (group system:masters always is); anyone else may name only themselves",
+    )
+    add_flag(
+        parser,
+        WORKSPACES_FLAG,
+        default="",
+        help="namespace where the platform's API keeps Workspaces: only trusted writers may "
+        "write Workspaces there; when it is this process's own namespace, it is not excluded",
     )
 
 

@@ -28,9 +28,36 @@ HELM_VALUE: Final = "webhook.excludedNamespaces"
 _NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
-def excluded_namespaces_from(value: str | None, own_namespace: str) -> frozenset[str]:
+WORKSPACES_FLAG: Final = "--workspaces-namespace"
+WORKSPACES_VALUE: Final = "workspaces.namespace"
+
+
+def workspaces_namespace_from(value: str | None) -> str:
+    """``--workspaces-namespace``: "" or a namespace name; ConfigError naming the flag."""
+    name = (value or "").strip()
+    if name and not _NAMESPACE.match(name):
+        raise ConfigError(
+            f"{WORKSPACES_FLAG} {name!r} is not a namespace name (lowercase RFC 1123 label)",
+            f"set {WORKSPACES_FLAG} / {WORKSPACES_VALUE} to a namespace name, or leave it empty",
+        )
+    if name == ALWAYS_EXCLUDED:
+        raise ConfigError(
+            f"{WORKSPACES_FLAG} cannot be {ALWAYS_EXCLUDED}: the cluster's own pods start there "
+            "while the webhook is down",
+            f"set {WORKSPACES_FLAG} / {WORKSPACES_VALUE} to another namespace",
+        )
+    return name
+
+
+def excluded_namespaces_from(
+    value: str | None, own_namespace: str, workspaces_namespace: str = ""
+) -> frozenset[str]:
     """The flag's namespaces plus kube-system and ``own_namespace``; ConfigError on a name
-    that cannot be a namespace, naming the flag and the Helm value."""
+    that cannot be a namespace, naming the flag and the Helm value.
+
+    ``own_namespace`` is left out when it is the ``workspaces_namespace`` (the platform's API,
+    the controller and the Workspaces share one namespace): the injector only ever sees pods
+    labelled as workspace pods, so wspin's own pods there still start without it."""
     names = {item.strip() for item in (value or "").split(",") if item.strip()}
     for name in sorted(names):
         if not _NAMESPACE.match(name):
@@ -38,7 +65,8 @@ def excluded_namespaces_from(value: str | None, own_namespace: str) -> frozenset
                 f"{FLAG} entry {name!r} is not a namespace name (lowercase RFC 1123 label)",
                 f"set {FLAG} / {HELM_VALUE} to namespace names like 'monitoring'",
             )
-    return frozenset({ALWAYS_EXCLUDED, own_namespace, *names} - {""})
+    own = "" if own_namespace == workspaces_namespace else own_namespace
+    return frozenset({ALWAYS_EXCLUDED, own, *names} - {""})
 
 
 def excluded_namespace_problem(namespace: str, excluded: frozenset[str]) -> str | None:

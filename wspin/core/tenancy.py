@@ -13,6 +13,9 @@ flag), never a field or label of an object the tenant creates:
 - ``llmsafespaces.dev/allow-runtime-class-override: "true"`` lets Workspaces in the Namespace
   set any ``spec.runtimeClass`` ("" included, which leaves the sandbox runtime); elsewhere only
   the classes the operator lists in ``--allowed-runtime-classes`` may be named.
+- ``llmsafespaces.dev/workspace-writers: trusted`` makes the Namespace the platform API's: only
+  trusted writers (``wspin.core.owners``) may create or change Workspaces there. The namespace
+  the operator names with ``--workspaces-namespace`` is one too, labelled or not.
 
 The webhook's validator and tenant quota and the controller read the labels from a watch of
 Namespaces; the chart documents them for the platform that creates workspace namespaces.
@@ -34,7 +37,15 @@ LABEL_ORG: Final = "llmsafespaces.dev/org"
 """Namespace label: the organisation the namespace belongs to."""
 LABEL_RUNTIME_CLASS_OVERRIDE: Final = "llmsafespaces.dev/allow-runtime-class-override"
 """Namespace label: "true" lets Workspaces there choose any runtime class."""
-NAMESPACE_LABELS: Final = (LABEL_TENANT, LABEL_ORG, LABEL_RUNTIME_CLASS_OVERRIDE)
+LABEL_WORKSPACE_WRITERS: Final = "llmsafespaces.dev/workspace-writers"
+"""Namespace label: "trusted" lets only trusted writers write Workspaces there."""
+TRUSTED_WRITERS_ONLY: Final = "trusted"
+NAMESPACE_LABELS: Final = (
+    LABEL_TENANT,
+    LABEL_ORG,
+    LABEL_RUNTIME_CLASS_OVERRIDE,
+    LABEL_WORKSPACE_WRITERS,
+)
 """The labels read from Namespaces (the watch keeps only these)."""
 
 RUNTIME_CLASSES_FLAG: Final = "--allowed-runtime-classes"
@@ -108,6 +119,25 @@ def org_problem(org_id: Any, namespace: str, labels: Labels) -> str | None:
     return (
         f"spec.owner.orgID {org_id!r} is not the organisation of namespace {namespace!r} "
         f"({LABEL_ORG}={org}); leave orgID empty or set it to {org!r}"
+    )
+
+
+def writers_problem(
+    namespace: str, labels: Labels, *, trusted: bool, api_namespace: str = ""
+) -> str | None:
+    """Why this requester may not write Workspaces in ``namespace``, or None: a namespace the
+    platform's API manages takes Workspace writes from trusted writers only."""
+    managed = labels.get(LABEL_WORKSPACE_WRITERS) == TRUSTED_WRITERS_ONLY or (
+        bool(api_namespace) and namespace == api_namespace
+    )
+    if trusted or not managed:
+        return None
+    return (
+        f"namespace {namespace!r} is managed by the platform's API "
+        f"({LABEL_WORKSPACE_WRITERS}={TRUSTED_WRITERS_ONLY} or --workspaces-namespace): only "
+        "trusted writers (--trusted-workspace-writers / workspaces.trustedWriters) may create "
+        "or change Workspaces here; create your Workspace through the API, or in your own "
+        "namespace"
     )
 
 

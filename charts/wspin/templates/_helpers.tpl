@@ -153,7 +153,16 @@ POD_NAME identifies a replica as a Lease holder.
 webhook.excludedNamespaces), comma-separated: the webhook's namespaceSelector, the Workspace
 validator and the controller all take this one list. */}}
 {{- define "wspin.excludedNamespaces" -}}
-{{- concat (list "kube-system" .Release.Namespace) .Values.webhook.excludedNamespaces | uniq | join "," }}
+{{- $own := ternary (list) (list .Release.Namespace) (eq .Values.workspaces.namespace .Release.Namespace) -}}
+{{- concat (list "kube-system") $own .Values.webhook.excludedNamespaces | uniq | join "," }}
+{{- end }}
+
+{{- /* workspaces.trustedWriters plus the controller's service account (its finalizer and
+spec.suspend writes, and its requests for the owner record on upgrade), comma-separated:
+--trusted-workspace-writers of both processes. */}}
+{{- define "wspin.trustedWriters" -}}
+{{- $controller := printf "system:serviceaccount:%s:%s" .Release.Namespace (include "wspin.controller.name" .) -}}
+{{- concat .Values.workspaces.trustedWriters (list $controller) | uniq | join "," }}
 {{- end }}
 
 {{- /* The egress policy kind workspace pods get: auto picks Cilium when its CRD is served. */}}

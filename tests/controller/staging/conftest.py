@@ -29,6 +29,7 @@ from tests import stub_http as serving
 from tests.controller.conftest import INTERNAL_TOKEN, FakeRouter
 from tests.support.clock import FakeClock
 from wspin.core.kinds import NAMESPACES, SECRETS, WORKSPACES
+from wspin.core.owners import ANNOTATION_VERIFIED_OWNER, OwnerRecord
 from wspin.core.redact import Redactor
 from wspin.kube.client import Kube
 
@@ -78,6 +79,8 @@ class Providers:
     """(workspace, ownerUserID) → providers; wins over ``bound`` (two tenants, one name)."""
     requests: list[tuple[str, str, str]] = field(default_factory=list)
     """(workspace, ownerUserID, X-Internal-Token) per request."""
+    identities: list[tuple[str, str]] = field(default_factory=list)
+    """(workspaceUID, namespace) per request."""
     delay: float = 0.0
     """Seconds each answer waits (lets parallel passes interleave)."""
 
@@ -88,6 +91,9 @@ async def providers() -> AsyncIterator[Providers]:
 
     async def answer(request: web.Request) -> web.Response:
         workspace = request.match_info["workspace"]
+        source.identities.append(
+            (request.query.get("workspaceUID", ""), request.query.get("namespace", ""))
+        )
         source.requests.append(
             (
                 workspace,
@@ -148,13 +154,24 @@ class Stage:
     staging: RelayStagingPass
     config: RelayStagingConfig
 
-    async def workspace(self, name: str = "ws-a", owner: str = "user-1", **status: Any) -> Obj:
+    async def workspace(
+        self,
+        name: str = "ws-a",
+        owner: str = "user-1",
+        *,
+        verified: str | None = "",
+        **status: Any,
+    ) -> Obj:
+        """A Workspace whose ``spec.owner.userID`` is ``owner`` and whose owner record (as the
+        webhook writes it) names ``verified`` ("" : the same owner; None: no record, as a
+        Workspace an earlier release stored)."""
+        meta: Obj = {"name": name, "namespace": self.namespace}
+        if verified is not None:
+            record = OwnerRecord(verified or owner, "", vouched=True)
+            meta["annotations"] = {ANNOTATION_VERIFIED_OWNER: record.encode()}
         created = await self.kube.create(
             WORKSPACES,
-            {
-                "metadata": {"name": name, "namespace": self.namespace},
-                "spec": {"runtime": "python", "owner": {"userID": owner}},
-            },
+            {"metadata": meta, "spec": {"runtime": "python", "owner": {"userID": owner}}},
         )
         if status:
             created = await self.set_status(name, **status)

@@ -27,6 +27,7 @@ from tests.controller.staging.conftest import (
 )
 from tests.controller.workspace.conftest import SETTINGS
 from tests.controller.workspace.factories import TEST_KEYS, publish_runtime, ready_pod_status
+from tests.support.owners import recorded
 from tests.support.waiting import eventually
 from wspin.core.kinds import PODS, SECRETS, WORKSPACES
 from wspin.core.redact import Redactor
@@ -81,14 +82,16 @@ async def armed(
 async def make_active(kube: Kube, namespace: str, name: str = "ws1") -> None:
     ws = await kube.create(
         WORKSPACES,
-        {
-            "metadata": {"name": name, "namespace": namespace},
-            "spec": {
-                "runtime": "python",
-                "storage": {"size": "1Gi"},
-                "owner": {"userID": "user-1"},
-            },
-        },
+        recorded(
+            {
+                "metadata": {"name": name, "namespace": namespace},
+                "spec": {
+                    "runtime": "python",
+                    "storage": {"size": "1Gi"},
+                    "owner": {"userID": "user-1"},
+                },
+            }
+        ),
     )
     pod = f"{name}-{ws['metadata']['uid'][:8]}"
 

@@ -25,6 +25,7 @@ from tests.controller.workspace.factories import (
     reconcile_until,
 )
 from tests.kubeapi import KubeServer
+from tests.support.owners import recorded
 from tests.support.waiting import eventually
 from wspin.core.errors import TransientError
 from wspin.core.kinds import PODS, SECRETS, WORKSPACES
@@ -128,14 +129,16 @@ async def test_an_armed_config_gets_a_staging_pass_wired_in(kube: Kube, stage: S
     try:
         ws = await kube.create(
             WORKSPACES,
-            {
-                "metadata": {"name": "ws1", "namespace": stage.namespace},
-                "spec": {
-                    "runtime": "python",
-                    "storage": {"size": "1Gi"},
-                    "owner": {"userID": "user-1"},
-                },
-            },
+            recorded(
+                {
+                    "metadata": {"name": "ws1", "namespace": stage.namespace},
+                    "spec": {
+                        "runtime": "python",
+                        "storage": {"size": "1Gi"},
+                        "owner": {"userID": "user-1"},
+                    },
+                }
+            ),
         )
         pod_name = f"ws1-{ws['metadata']['uid'][:8]}"
 

@@ -27,6 +27,7 @@ from controller.staging.ownership import (
 from controller.staging.staging_pass import RelayStagingPass
 from controller.types import ObjectKey
 from tests.controller.staging.conftest import Stage, condition, provider
+from tests.support.owners import recorded as owner_recorded
 from tests.support.waiting import eventually
 from wspin.core.kinds import EVENTS, NAMESPACES, SECRETS, WORKSPACES
 from wspin.kube.client import Kube
@@ -53,8 +54,9 @@ class Tenants:
             "metadata": {"name": self.name, "namespace": stage.namespace},
             "spec": {"runtime": "python", "owner": {"userID": owner}},
         }
+        owner_recorded(body)
         if annotations:
-            body["metadata"]["annotations"] = annotations
+            body["metadata"]["annotations"].update(annotations)
         created = await stage.kube.create(WORKSPACES, body)
         await self.seen(stage, created)
         return created

@@ -30,6 +30,7 @@ from controller.staging.secrets import HPKE_PUB_SECRET, MINT_KEY_SECRET, secret_
 from tests.controller.staging.conftest import (
     COMPAT_KEY,
     OPENAI_KEY,
+    Providers,
     Stage,
     condition,
     provider,
@@ -212,7 +213,36 @@ class TestStaging:
         staged = condition(await stage.get(), "CredentialsStaged")
         assert staged is not None and staged["status"] == "False"
         assert staged["reason"] == "StageFailed"
-        assert "spec.owner.userID" in staged["message"]
+        assert "verified owner has no userID" in staged["message"]
+
+
+class TestOwnerSpoof:
+    """A tenant who writes a victim's userID into spec.owner must not have the victim's keys
+    fetched: the lookup sends the owner admission verified, with the Workspace's uid and
+    namespace, never spec.owner as it stands."""
+
+    async def test_the_lookup_names_the_verified_owner_not_the_spec(
+        self, stage: Stage, providers: Providers
+    ) -> None:
+        providers.bound_for[("ws-a", "victim")] = [provider("openai", "openai", OPENAI_KEY)]
+        ws = await stage.workspace(owner="victim", verified="mallory")
+        await stage.run()
+        assert {owner for _, owner, _ in providers.requests} == {"mallory"}
+        assert providers.identities == [(ws["metadata"]["uid"], stage.namespace)]
+        assert await stage.envelope_secret("openai") is None
+
+    async def test_a_workspace_without_a_record_fetches_nothing_until_confirmed(
+        self, stage: Stage, providers: Providers
+    ) -> None:
+        providers.bound_for[("ws-a", "victim")] = [provider("openai", "openai", OPENAI_KEY)]
+        await stage.workspace(owner="victim", verified=None)
+        await stage.run()
+        assert providers.requests == []
+        staged = condition(await stage.get(), "CredentialsStaged")
+        assert staged is not None and staged["status"] == "False"
+        assert staged["reason"] == "OwnerUnverified"
+        assert "kubectl annotate workspace" in staged["message"]
+        assert await stage.envelope_secret("openai") is None
 
 
 class TestRevocation:

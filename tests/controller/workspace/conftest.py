@@ -34,6 +34,7 @@ from tests.controller.workspace.factories import (
     credentials,
 )
 from tests.support.clock import FakeClock
+from tests.support.owners import recorded
 from tests.support.runtime_classes import ensure_node, ensure_runtime_class
 from tests.support.waiting import eventually
 from webhook.inject import InjectConfig, inject
@@ -102,11 +103,14 @@ class Harness:
 
         await eventually(caught_up, f"namespace {self.namespace} labelled in the cache")
 
-    async def apply(self, name: str = "ws1", **spec: Any) -> Obj:
+    async def apply(self, name: str = "ws1", *, vouched: bool = True, **spec: Any) -> Obj:
+        """Create the Workspace with the owner record the webhook writes for its spec.owner:
+        a trusted writer's (``vouched``), else the tenant's own."""
         body: Obj = {"runtime": "python", "storage": {"size": "10Gi"}}
         body.update(spec)
+        meta = {"name": name, "namespace": self.namespace}
         created = await self.kube.create(
-            WORKSPACES, {"metadata": {"name": name, "namespace": self.namespace}, "spec": body}
+            WORKSPACES, recorded({"metadata": meta, "spec": body}, vouched=vouched)
         )
         await self.synced(self.workspaces, name, created)
         return created

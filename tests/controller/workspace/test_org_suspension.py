@@ -157,7 +157,7 @@ async def test_the_workspaces_own_org_id_is_not_trusted(
     fake, _ = orgs
     fake.statuses["org-suspended"] = "suspended"
     fake.statuses["org-active"] = "active"
-    await harness.apply(owner={"userID": "u1", "orgID": "org-suspended"})
+    await harness.apply(owner={"userID": "u1", "orgID": "org-suspended"}, vouched=False)
     await harness.reconcile()
     assert await pod_exists(harness) and fake.calls == []
 
@@ -171,3 +171,21 @@ async def test_the_workspaces_own_org_id_is_not_trusted(
     ws = await harness.workspace()
     assert ws["status"]["phase"] == "Suspended" and ws["status"]["reason"] == ORG_SUSPENDED
     assert "organisation org-suspended is suspended" in ws["status"]["message"]
+
+
+async def test_a_vouched_owners_org_is_checked_in_a_namespace_of_no_org(
+    harness: Harness, orgs: tuple[FakeApiService, FakeClock]
+) -> None:
+    """The platform API's Workspaces share one unlabelled namespace: each is stopped by the
+    suspension of the organisation a trusted writer named for it, and only that one."""
+    fake, _ = orgs
+    fake.statuses["org-suspended"] = "suspended"
+    fake.statuses["org-active"] = "active"
+    await harness.apply("ws1", owner={"userID": "u1", "orgID": "org-suspended"})
+    await harness.apply("ws2", owner={"userID": "u2", "orgID": "org-active"})
+    for name in ("ws1", "ws2", "ws1", "ws2"):
+        await harness.reconcile(name)
+    stopped, running = await harness.workspace("ws1"), await harness.workspace("ws2")
+    assert stopped["status"]["phase"] == "Suspended"
+    assert stopped["status"]["reason"] == ORG_SUSPENDED
+    assert running["status"].get("reason") != ORG_SUSPENDED

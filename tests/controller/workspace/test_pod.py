@@ -24,8 +24,10 @@ from controller.workspace.pod import (
 )
 from controller.workspace.storage import claim_name, desired_pvc
 from tests.controller.workspace.factories import AGENTD_IMAGE, UID, credentials, workspace
+from tests.support.owners import recorded
 from wspin.core.contract import AGENTD, ARTIFACTS
 from wspin.core.delivery import AgentdDelivery
+from wspin.core.owners import LABEL_QUOTA_MEMBER, LABEL_QUOTA_OWNER
 from wspin.core.workspace_pod import WORKSPACE_COMMAND, entrypoint_problem
 
 SETTINGS = WorkspaceSettings(
@@ -49,7 +51,8 @@ class TestIdentity:
         assert pod["metadata"]["namespace"] == "ws-demo"
 
     def test_the_pod_carries_the_workspace_labels(self) -> None:
-        labels = pod_for(owner={"userID": "alice"})["metadata"]["labels"]
+        ws = recorded(workspace(owner={"userID": "alice"}), vouched=False)
+        labels = desired_pod(ws, SETTINGS, credentials=credentials())["metadata"]["labels"]
         assert labels == {
             "app": "llmsafespaces",
             "component": "workspace",
@@ -107,11 +110,30 @@ class TestTenantLabel:
             (None, "unspecified"),
         ],
     )
-    def test_tenant_is_the_org_else_the_user_else_unspecified(
+    def test_tenant_is_the_verified_org_else_user_else_unspecified(
         self, owner: dict[str, str] | None, tenant: str
     ) -> None:
-        spec = {"owner": owner} if owner is not None else {}
-        assert pod_for(**spec)["metadata"]["labels"]["llmsafespaces.dev/tenant"] == tenant
+        ws = recorded(workspace(owner=owner)) if owner is not None else workspace()
+        pod = desired_pod(ws, SETTINGS, credentials=credentials())
+        assert pod["metadata"]["labels"]["llmsafespaces.dev/tenant"] == tenant
+
+    def test_the_spec_as_it_stands_labels_nothing(self) -> None:
+        """A spec.owner changed after admission (or never recorded) is not the pod's owner."""
+        ws = recorded(workspace(owner={"userID": "alice"}), vouched=False)
+        ws["spec"]["owner"] = {"userID": "victim", "orgID": "victim-org"}
+        labels = desired_pod(ws, SETTINGS, credentials=credentials())["metadata"]["labels"]
+        assert labels["llmsafespaces.dev/tenant"] == "alice"
+        assert LABEL_QUOTA_OWNER not in labels and LABEL_QUOTA_MEMBER not in labels
+        unrecorded = desired_pod(
+            workspace(owner={"userID": "victim"}), SETTINGS, credentials=credentials()
+        )
+        assert unrecorded["metadata"]["labels"]["llmsafespaces.dev/tenant"] == "unspecified"
+
+    def test_a_vouched_owner_gets_the_quota_labels(self) -> None:
+        ws = recorded(workspace(owner={"userID": "u1", "orgID": "o1"}))
+        labels = desired_pod(ws, SETTINGS, credentials=credentials())["metadata"]["labels"]
+        assert labels[LABEL_QUOTA_OWNER].startswith("org-")
+        assert labels[LABEL_QUOTA_MEMBER].startswith("user-")
 
     @pytest.mark.parametrize(
         ("raw", "label"),
@@ -371,7 +393,7 @@ class TestStaleness:
 
 def test_the_example_workspace_builds_a_pod_and_a_pvc() -> None:
     example = Path(__file__).resolve().parents[3] / "examples" / "workspace.yaml"
-    ws = yaml.safe_load(example.read_text())
+    ws = recorded(yaml.safe_load(example.read_text()), vouched=False)  # alice's own write
     ws["metadata"]["uid"] = UID
     pod = desired_pod(ws, SETTINGS, credentials=credentials())
     assert pod["metadata"]["labels"]["llmsafespaces.dev/tenant"] == "alice"

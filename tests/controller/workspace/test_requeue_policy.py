@@ -21,6 +21,7 @@ from controller.workspace.reconciler import FINALIZER
 from tests.controller.workspace.conftest import SETTINGS
 from tests.controller.workspace.factories import TEST_KEYS, publish_runtime, ready_pod_status
 from tests.kubeapi import KubeServer
+from tests.support.owners import recorded
 from tests.support.waiting import eventually
 from wspin.core.kinds import NAMESPACES, PODS, WORKSPACES
 from wspin.kube.client import Kube
@@ -46,10 +47,12 @@ async def controller(kube: Kube) -> AsyncIterator[Manager]:
 
 
 def workspace(name: str, namespace: str) -> dict[str, object]:
-    return {
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {"runtime": "python", "storage": {"size": "1Gi"}},
-    }
+    return recorded(
+        {
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"runtime": "python", "storage": {"size": "1Gi"}},
+        }
+    )
 
 
 def reconciles(manager: Manager) -> float:

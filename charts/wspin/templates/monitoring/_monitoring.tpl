@@ -15,5 +15,5 @@ The webhook names kube-apiserver reports in its apiserver_admission_webhook_* me
 `name`), as a regular expression: every webhook the chart registers (configurations.yaml).
 */}}
 {{- define "wspin.monitoring.webhookNames" -}}
-(pods|workspaces|tenant-quota)\\.wspin\\.llmsafespaces\\.dev
+(pods|workspaces|workspace-owners|tenant-quota)\\.wspin\\.llmsafespaces\\.dev
 {{- end }}
