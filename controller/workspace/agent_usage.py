@@ -1,8 +1,9 @@
 """What Active workspaces use, as gauges computed at scrape time from the agent scheduler's
 latest deep status reads.
 
-Per Workspace (labels ``workspace_namespace``, ``workspace``, ``user_id`` =
-``spec.owner.userID``; not ``namespace``, which Prometheus sets to the controller's own):
+Per Workspace (labels ``workspace_namespace``, ``workspace``, ``user_id`` = the owner
+admission recorded, ``fleet.owner_user_id``; not ``namespace``, which Prometheus sets to the
+controller's own):
 
 - ``llmsafespaces_workspace_disk_used_bytes`` / ``…_disk_total_bytes``: the workspace volume;
 - ``llmsafespaces_workspace_memory_used_bytes`` / ``…_memory_total_bytes``: the pod's memory
@@ -117,7 +118,7 @@ class AgentUsageCollector(Collector):
             ),
             "user_workspaces": gauge(
                 "llmsafespaces_user_active_workspaces",
-                "Active Workspaces whose agent is read, per spec.owner.userID." + per_user,
+                "Active Workspaces whose agent is read, per recorded owner (userID)." + per_user,
                 ["user_id"],
             ),
             "user_disk": gauge(

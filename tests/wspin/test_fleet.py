@@ -10,8 +10,10 @@ from controller.staging import conditions as staging
 from controller.workspace import boot, recovery, verify
 from controller.workspace.egress_sync import EGRESS_CONDITION
 from tests.chart.helm import CHART
+from tests.support.owners import recorded
 from wspin.core import fleet
 from wspin.core.contract import ARTIFACTS
+from wspin.core.owners import ANNOTATION_VERIFIED_OWNER
 
 
 def workspace(
@@ -118,11 +120,22 @@ def test_hostile_reasons_and_statuses_collapse_into_a_bounded_set() -> None:
 
 
 def test_the_owner_a_workspace_is_metered_to_is_its_user_id_or_none() -> None:
-    assert fleet.owner_user_id({"spec": {"owner": {"userID": "alice", "orgID": "o"}}}) == "alice"
+    owned = recorded({"spec": {"owner": {"userID": "alice", "orgID": "o"}}})
+    assert fleet.owner_user_id(owned) == "alice"
     for broken in (
         {},
         {"spec": None},
-        {"spec": {"owner": "alice"}},
-        {"spec": {"owner": {"userID": 7}}},
+        {"metadata": {"annotations": {ANNOTATION_VERIFIED_OWNER: "alice"}}},
+        {"metadata": {"annotations": {ANNOTATION_VERIFIED_OWNER: '{"userID": 7}'}}},
     ):
         assert fleet.owner_user_id(broken) == ""
+
+
+def test_the_user_billed_is_the_one_admission_recorded_never_the_spec_as_written() -> None:
+    """A tenant rewriting ``spec.owner.userID`` (or a Workspace admission never saw) must not
+    move usage onto someone else's bill."""
+    ws: dict[str, Any] = {"spec": {"owner": {"userID": "alice"}}}
+    assert fleet.owner_user_id(ws) == ""
+    recorded(ws)
+    ws["spec"]["owner"]["userID"] = "victim"
+    assert fleet.owner_user_id(ws) == "alice"

@@ -19,6 +19,8 @@ import re
 from collections.abc import Iterable
 from typing import Any, Final, Literal, get_args
 
+from wspin.core.owners import record_of
+
 Obj = dict[str, Any]
 
 Phase = Literal[
@@ -94,13 +96,11 @@ def security_level_label(workspace: Obj) -> str:
 
 
 def owner_user_id(workspace: Obj) -> str:
-    """The user a Workspace is metered and billed to: ``spec.owner.userID`` ("" when unset).
-
-    The one place every metric reads a Workspace's user from, so the source can change (to an
-    owner recorded where only the platform writes) without touching a counter."""
-    owner = (workspace.get("spec") or {}).get("owner")
-    user = owner.get("userID") if isinstance(owner, dict) else None
-    return user if isinstance(user, str) else ""
+    """The user a Workspace is metered and billed to: the user admission verified and recorded
+    (``wspin.core.owners``), never ``spec.owner`` as it stands, which a tenant writes; "" for a
+    Workspace without a record (it predates the record, or no admission has seen it)."""
+    record = record_of(workspace)
+    return record.user_id if record is not None else ""
 
 
 def running_counts(workspaces: Iterable[Obj]) -> dict[tuple[str, str], int]:
