@@ -3,7 +3,8 @@
 ``assess_pod`` looks at the Workspace's pod once, in this order:
 
 1. a pod that ended (evicted, its node lost, …) or that is being deleted as a disruption
-   (an API eviction, a preemption, the taint manager) has failed as a whole;
+   (an API eviction, a preemption, the taint manager) has failed as a whole; one a user or
+   this controller deleted has not, though the kubelet marks it Failed before it goes;
 2. a platform boot failure (``boot``) is reported and nothing else is decided about the pod:
    it is kept, and its failure is not a recovery attempt;
 3. a pod that is not starting (``stuck``) is reported at once, and fails as a whole once its
@@ -180,13 +181,24 @@ def _count(
 def _pod_failure(view: PodView, result: Assessment) -> fl.Failure | None:
     """The failure of the pod as a whole, if it failed as a whole (reported into ``result``)."""
     facts = view.facts
-    if facts.terminal or (facts.deleting and fl.disruption(view.pod) is not None):
+    disrupted = fl.disruption(view.pod) is not None
+    # The kubelet marks every pod it stops for a deletion Failed (or Succeeded) before the pod
+    # goes: a deleted pod that ended failed only when a disruption or the node ended it, never
+    # when someone (a user, this controller replacing it) deleted it.
+    ended = facts.terminal and (
+        not facts.deleting or disrupted or facts.reason in fl.INFRASTRUCTURE_REASONS
+    )
+    if ended or (facts.deleting and disrupted):
         failure = fl.classify(view.pod)
         said = stuck_causes.quote(failure.message, view.redact) if failure.message else ""
-        if not facts.terminal:
+        if failure.reason == fl.EVICTED:
+            result.reason = POD_EVICTED
+        elif not facts.terminal or (disrupted and not facts.reason):
+            # Deleted as a disruption (drained, preempted, by the taint manager or the pod
+            # GC): still so once the kubelet has stopped it, which gives no reason of its own.
             result.reason = POD_DISRUPTED
         else:
-            result.reason = POD_EVICTED if failure.reason == fl.EVICTED else POD_ENDED
+            result.reason = POD_ENDED
         said = f": {said}" if said else ""
         why = stuck_causes.quote(failure.reason, view.redact)
         result.message = f"the workspace pod was stopped ({why}{said})"

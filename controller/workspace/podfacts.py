@@ -50,7 +50,8 @@ class PodFacts:
     @property
     def terminal(self) -> bool:
         """Succeeded or Failed: a workspace pod (restartPolicy Always) only gets here by
-        eviction or node loss, and never comes back; it has to be replaced."""
+        eviction, node loss or being deleted (the kubelet marks a pod it stopped terminal
+        before it goes), and never comes back; it has to be replaced."""
         return self.phase in TERMINAL
 
     @property

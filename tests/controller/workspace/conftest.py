@@ -174,6 +174,21 @@ class Harness:
         await self.synced(self.pods, created["metadata"]["name"], created)
         return str(created["metadata"]["name"])
 
+    async def schedule(self, pod_name: str) -> None:
+        """Play the scheduler: bind the pod to ``node-a`` (a pod on a node is deleted
+        gracefully and stays until its kubelet lets it go; the controller manager's pod GC
+        force-deletes an unscheduled pod held in its deletion)."""
+        binding = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": pod_name},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": NODE},
+        }
+        await self.kube.request(
+            "POST", PODS.path(self.namespace, pod_name, "binding"), body=binding
+        )
+        await self.synced(self.pods, pod_name, await self.kube.get(PODS, pod_name, self.namespace))
+
     async def kubelet_stops(self, name: str = "ws1") -> Obj | None:
         """Play the kubelet: once the Workspace's pod is marked for deletion its containers
         stop and the pod goes (a scheduled pod keeps its termination grace on a cluster; the

@@ -147,6 +147,40 @@ def test_a_disruption_counts_and_a_plain_deletion_does_not() -> None:
     assert not assess(deleted, {"observedGeneration": 1}, previous="Active").notices
 
 
+def stopped(p: Obj) -> Obj:
+    """``p`` once the kubelet has stopped it for its deletion: it marks the pod Failed (its
+    containers killed) before the pod goes."""
+    p["status"]["phase"] = "Failed"
+    p["status"]["containerStatuses"][0].update(ready=False, state={"terminated": exited(137)})
+    return p
+
+
+def test_a_drained_pod_the_kubelet_stopped_is_one_disruption() -> None:
+    drained = pod(
+        inits=booted(),
+        main=running(),
+        phase="Running",
+        conditions=[
+            {"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI"}
+        ],
+    )
+    drained["metadata"]["deletionTimestamp"] = "2026-11-29T12:01:00Z"
+    status = written({"observedGeneration": 1}, assess(drained, {}, previous="Active"))
+    again = assess(stopped(drained), status, previous="Creating")
+    assert again.reason == "PodDisrupted" and not again.notices
+    # Seen only once stopped (or marked Failed by the pod GC): the same one disruption.
+    first = assess(drained, {"observedGeneration": 1}, previous="Active")
+    assert first.reason == "PodDisrupted"
+    assert first.notices == [Counted("Infrastructure", (5.0,), "EvictionByEvictionAPI")]
+
+
+def test_a_deleted_pod_the_kubelet_stopped_is_no_failure() -> None:
+    deleted = pod(inits=booted(), main=running(), phase="Running")
+    deleted["metadata"]["deletionTimestamp"] = "2026-11-29T12:01:00Z"
+    decided = assess(stopped(deleted), {"observedGeneration": 1}, previous="Active")
+    assert decided.state.failures == 0 and not decided.notices and not decided.reason
+
+
 def test_a_stuck_pod_is_reported_before_its_threshold_and_replaced_at_it() -> None:
     p = pod(node="", conditions=unschedulable("0/3 nodes are available: 3 Insufficient cpu."))
     early = assess(p, {"observedGeneration": 1}, seconds=240, previous="Pending")

@@ -91,6 +91,18 @@ def serving(restarts: int = 0) -> Obj:
     return status
 
 
+def stopped(status: Obj) -> Obj:
+    """``status`` once the kubelet has stopped the pod for its deletion: it marks the pod
+    Failed, its containers killed, before the pod goes."""
+    status = copy.deepcopy(status)
+    status["phase"] = "Failed"
+    status["conditions"][1]["status"] = "False"
+    status["containerStatuses"][0].update(
+        ready=False, state={"terminated": {"exitCode": 137, "reason": "Error"}}
+    )
+    return status
+
+
 async def start(h: Harness) -> str:
     """A Workspace whose first pod exists, the reconciler's clock at the API server's time."""
     h.clock.set(datetime.now(UTC).replace(microsecond=0))
@@ -426,9 +438,13 @@ class TestPodLoss:
         self, harness: Harness
     ) -> None:
         pod_name = await start(harness)
+        await harness.schedule(pod_name)
         await harness.set_pod_status(pod_name, serving())
         await harness.reconcile()
         await hold(harness, pod_name, True)
+        # The eviction API's part: the pod is marked as disrupted and deleted gracefully. The
+        # condition's time is now, as the API's: the controller manager resets one that is
+        # stale (older than 2 minutes on a pod not being deleted).
         drained = serving()
         drained["conditions"].append(
             {
@@ -436,6 +452,7 @@ class TestPodLoss:
                 "status": "True",
                 "reason": "EvictionByEvictionAPI",
                 "message": "Eviction API: evicting",
+                "lastTransitionTime": format_time(harness.clock()),
             }
         )
         await harness.set_pod_status(pod_name, drained)
@@ -448,11 +465,18 @@ class TestPodLoss:
         ws = await harness.workspace()
         assert ws["status"]["consecutiveFailures"] == 1 and ready_reason(ws) == "PodDisrupted"
         assert pod_failures(harness, "EvictionByEvictionAPI") == 1
-        # A user's own delete (no disruption) of the replacement is not a failure.
+        # The kubelet stops it, marking it Failed before it goes: the same one disruption.
+        await harness.set_pod_status(pod_name, stopped(drained))
+        await harness.reconcile()
+        ws = await harness.workspace()
+        assert ws["status"]["consecutiveFailures"] == 1 and ready_reason(ws) == "PodDisrupted"
         await hold(harness, pod_name, False)
-        await harness.settle()
+        await harness.kubelet_stops()
+        # A user's own delete (no disruption) of the replacement is not a failure, neither
+        # while it stops nor once the kubelet has marked it Failed.
         harness.clock.advance(5)
         await harness.reconcile()
+        await harness.schedule(pod_name)
         await harness.set_pod_status(pod_name, serving())
         await harness.reconcile()
         await hold(harness, pod_name, True)
@@ -461,7 +485,13 @@ class TestPodLoss:
         await harness.reconcile()
         ws = await harness.workspace()
         assert ws["status"]["consecutiveFailures"] == 1 and ready_reason(ws) == "PodTerminating"
+        await harness.set_pod_status(pod_name, stopped(serving()))
+        await harness.reconcile()
+        ws = await harness.workspace()
+        assert ws["status"]["consecutiveFailures"] == 1 and ready_reason(ws) == "PodTerminating"
+        assert pod_failures(harness, "Error") == 0
         await hold(harness, pod_name, False)
+        await harness.kubelet_stops()
 
 
 class TestBootFailure:
