@@ -57,6 +57,7 @@ async def test_a_missing_vm_is_launched_tagged_and_recorded_with_a_requeue(fleet
         "inferencerelay-uid": uid,
         "inferencerelay-provider": "aws",
         "inferencerelay-launch": call.args["client_token"],
+        "inferencerelay-token-ref": f"fake-secret/{uid}/{call.args['client_token'][:32]}",
     }
     assert call.args["name"] == "relay-aws" and call.args["shape"] == "t4g.micro"
     [instance] = await fleet.instances()
@@ -77,7 +78,9 @@ async def test_the_vm_token_is_stored_and_reaches_the_peers_configmap(fleet: Fle
     tokens = await read_tokens(fleet.kube, fleet.namespace)
     assert len(tokens["aws"]) == 64
     [call] = fleet.clouds["aws"].calls_of("launch")
-    assert f"RELAY_TOKEN={tokens['aws']}" in call.args["user_data_decoded"]
+    [instance] = await fleet.instances()
+    assert fleet.clouds["aws"].token_of(instance["id"]) == tokens["aws"]
+    assert tokens["aws"] not in call.args["user_data_decoded"]
     peers = await fleet.kube.get(CONFIGMAPS, "relay-router-peers", fleet.namespace)
     [peer] = json.loads(peers["data"]["peers.json"])["relays"]
     [instance] = await fleet.instances()
@@ -342,7 +345,7 @@ async def test_a_pass_that_changes_nothing_writes_nothing(fleet: Fleet) -> None:
     assert (await fleet.get())["metadata"]["resourceVersion"] == version
 
 
-async def test_the_cloud_init_carries_no_token_outside_the_root_only_env_file(
+async def test_the_cloud_init_carries_no_token_only_where_the_cloud_stored_it(
     fleet: Fleet,
 ) -> None:
     await fleet.create(AWS_SLOT)
@@ -350,7 +353,10 @@ async def test_the_cloud_init_carries_no_token_outside_the_root_only_env_file(
     token = (await read_tokens(fleet.kube, fleet.namespace))["aws"]
     [call] = fleet.clouds["aws"].calls_of("launch")
     decoded = base64.b64decode(call.args["user_data"]).decode()
-    assert decoded.count(token) == 1
+    assert token not in decoded
+    [store] = fleet.clouds["aws"].calls_of("store_token")
+    assert store.args["launch"] == call.args["client_token"]
+    assert call.args["tags"]["inferencerelay-token-ref"] in decoded
     assert call.args["client_token"] and token not in call.args["client_token"]
 
 
@@ -463,7 +469,9 @@ async def test_a_launch_reuses_the_token_already_stored_for_its_provider(fleet: 
     await fleet.create(AWS_SLOT)
     await fleet.reconcile()
     [call] = fleet.clouds["aws"].calls_of("launch")
-    assert f"RELAY_TOKEN={stored}" in call.args["user_data_decoded"]
+    [instance] = await fleet.instances()
+    assert fleet.clouds["aws"].token_of(instance["id"]) == stored
+    assert stored not in call.args["user_data_decoded"]
     assert (await read_tokens(fleet.kube, fleet.namespace)) == {"aws": stored}
 
 
