@@ -180,7 +180,7 @@ async def _launch_vm(
     driver = deps.drivers[slot.provider]
     vm_token = tokens[action.key]
     try:
-        check_slot(slot, deps.artifacts, deps.expected_credentials)
+        check_slot(slot, deps.artifacts, deps.expected_credentials, spec.upstream_url)
         token_ref = await driver.store_token(
             token_slot(slot, uid=uid, cluster=cluster, vm_token=vm_token), vm_token
         )

@@ -48,9 +48,13 @@ class SlotLaunch:
 
 
 def check_slot(
-    slot: ProviderSpec, artifacts: RelayArtifactConfig, expected_credentials: Mapping[str, str]
+    slot: ProviderSpec,
+    artifacts: RelayArtifactConfig,
+    expected_credentials: Mapping[str, str],
+    upstream_url: str,
 ) -> SlotLaunch:
-    """Shape, architecture and pin for ``slot``; raises ``ConfigurationError`` naming the fix."""
+    """Shape, architecture and pin for ``slot``, and whether the user data can be rendered;
+    raises ``ConfigurationError`` naming the fix."""
     expected = expected_credentials.get(slot.provider, "")
     if expected and slot.credentials != expected:
         raise ConfigurationError(
@@ -69,7 +73,30 @@ def check_slot(
             f"no artifact SHA-256 for {arch} (shape {shape})",
             f"set {SHA_FLAGS[arch]} on the controller",
         )
-    return SlotLaunch(shape=shape, arch=arch, sha256=sha256)
+    checked = SlotLaunch(shape=shape, arch=arch, sha256=sha256)
+    _user_data(checked, upstream_url, artifacts, _PROBE_FETCH)
+    return checked
+
+
+_PROBE_FETCH = "true"
+"""A stand-in fetch command: ``check_slot`` renders the user data before a token is stored."""
+
+
+def _user_data(
+    checked: SlotLaunch, upstream_url: str, artifacts: RelayArtifactConfig, fetch: str
+) -> str:
+    try:
+        return render(
+            CloudInitInput(
+                upstream_url=upstream_url,
+                token_fetch=fetch,
+                artifact_urls=artifacts.urls,
+                artifact_sha256=checked.sha256,
+                binary_name=binary_name(checked.arch),
+            )
+        )
+    except CloudInitError as err:
+        raise ConfigurationError(f"cloud-init: {err.message}", err.fix) from err
 
 
 def launch_tags(slot: ProviderSpec, *, uid: str, cluster: str, vm_token: str) -> dict[str, str]:
@@ -99,19 +126,8 @@ def build_request(
     """The launch request for ``slot`` (``replaces``: the VM a replacement launches beside);
     the user data reads the token ``token_ref`` names, never ``vm_token`` itself. Raises
     ``ConfigurationError`` naming the fix."""
-    checked = check_slot(slot, artifacts, expected_credentials)
-    try:
-        user_data = render(
-            CloudInitInput(
-                upstream_url=upstream_url,
-                token_fetch=token_ref.fetch,
-                artifact_urls=artifacts.urls,
-                artifact_sha256=checked.sha256,
-                binary_name=binary_name(checked.arch),
-            )
-        )
-    except CloudInitError as err:
-        raise ConfigurationError(f"cloud-init: {err.message}", err.fix) from err
+    checked = check_slot(slot, artifacts, expected_credentials, upstream_url)
+    user_data = _user_data(checked, upstream_url, artifacts, token_ref.fetch)
     tags = launch_tags(slot, uid=uid, cluster=cluster, vm_token=vm_token)
     tags[TAG_TOKEN_REF] = token_ref.reference
     if replaces:

@@ -78,7 +78,7 @@ async def _launch(cloud: Cloud, provider: str, shape: str, token: str) -> tuple[
         credentials=EXPECTED_CREDENTIALS[name],
         shape=shape,
     )
-    check_slot(slot, ARTIFACTS, EXPECTED_CREDENTIALS)
+    check_slot(slot, ARTIFACTS, EXPECTED_CREDENTIALS, "https://upstream.example/v1")
     where = token_slot(slot, uid="uid-secrecy", cluster="cluster-a", vm_token=token)
     ref = await cloud.driver.store_token(where, token)
     request = build_request(

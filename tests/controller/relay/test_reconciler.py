@@ -189,6 +189,8 @@ async def test_a_credentials_ref_the_driver_does_not_read_is_a_configuration_err
     assert instance["state"] == "provisioning-failed"
     assert "'my-aws'" in instance["lastProvisionError"]
     assert "aws-relay-irwa" in instance["lastProvisionError"]
+    # Found before any cloud call: no token is stored for a VM that never launches.
+    assert fleet.clouds["aws"].calls_of("store_token") == [] and fleet.clouds["aws"].tokens == {}
 
 
 async def test_an_unknown_shape_is_an_error_not_a_guess(fleet: Fleet) -> None:
@@ -197,6 +199,7 @@ async def test_an_unknown_shape_is_an_error_not_a_guess(fleet: Fleet) -> None:
     [instance] = await fleet.instances()
     assert instance["state"] == "provisioning-failed"
     assert "zz9.plural" in instance["lastProvisionError"]
+    assert fleet.clouds["aws"].tokens == {}
 
 
 async def test_an_amd64_shape_gets_the_amd64_binary_and_pin(fleet: Fleet) -> None:
@@ -205,6 +208,25 @@ async def test_an_amd64_shape_gets_the_amd64_binary_and_pin(fleet: Fleet) -> Non
     [call] = fleet.clouds["oci"].calls_of("launch")
     assert "relay-proxy-amd64" in call.args["user_data_decoded"]
     assert "b" * 64 in call.args["user_data_decoded"]
+
+
+async def test_a_secret_store_that_fails_holds_the_launch_back_and_the_retry_stores_again(
+    fleet: Fleet,
+) -> None:
+    """A VM never launches without its token stored where it reads it at boot."""
+    aws = fleet.clouds["aws"]
+    aws.inject("store_token", Throttled("secret store throttled"))
+    await fleet.create(AWS_SLOT)
+    await fleet.reconcile()
+    [instance] = await fleet.instances()
+    assert aws.calls_of("launch") == [] and instance["state"] == "provisioning"
+    assert "secret store throttled" in instance["lastProvisionError"]
+    fleet.clock.advance(31)
+    await fleet.reconcile()
+    assert len(aws.calls_of("launch")) == 1
+    [instance] = await fleet.instances()
+    token = (await read_tokens(fleet.kube, fleet.namespace))["aws"]
+    assert aws.token_of(instance["id"]) == token
 
 
 async def test_a_capacity_error_leaves_no_failed_entry_and_backs_off(fleet: Fleet) -> None:
