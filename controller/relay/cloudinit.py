@@ -119,8 +119,8 @@ def token_script(fetch: str) -> str:
     root-only environment file, print nothing of it; FATAL and exit 1 when it never does.
 
     The token stays in a shell variable and goes to the file through the ``printf`` builtin,
-    so it is in no argv; ``fetch``'s own output and errors are discarded (an error message
-    could quote what it read). ``RELAY_TOKEN_ENV`` overrides the file (tests) and
+    so it is in no argv; the errors of every command in ``fetch`` (a pipeline too) are
+    discarded, so cloud-init's log holds none of them. ``RELAY_TOKEN_ENV`` overrides the file (tests) and
     ``RELAY_TOKEN_PAUSE`` the seconds between attempts.
     """
     return f"""#!/bin/sh
@@ -132,7 +132,7 @@ mkdir -p "$(dirname "$env_file")"
 attempt=0
 while [ "$attempt" -lt {_FETCH_ATTEMPTS} ]; do
   attempt=$((attempt + 1))
-  token="$({fetch} 2>/dev/null)" || token=""
+  token="$( ( {fetch} ) 2>/dev/null)" || token=""
   case "$token" in
     ""|*[!A-Za-z0-9._~-]*) ;;
     *)
