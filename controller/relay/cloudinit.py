@@ -120,8 +120,8 @@ def token_script(fetch: str) -> str:
 
     The token stays in a shell variable and goes to the file through the ``printf`` builtin,
     so it is in no argv; the errors of every command in ``fetch`` (a pipeline too) are
-    discarded, so cloud-init's log holds none of them. ``RELAY_TOKEN_ENV`` overrides the file (tests) and
-    ``RELAY_TOKEN_PAUSE`` the seconds between attempts.
+    discarded, so cloud-init's log holds none of them. ``RELAY_TOKEN_ENV`` overrides the file
+    (tests) and ``RELAY_TOKEN_PAUSE`` the seconds between attempts.
     """
     return f"""#!/bin/sh
 set -u
