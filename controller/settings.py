@@ -248,6 +248,22 @@ class RelayArtifactConfig:
 
 
 @dataclass(frozen=True)
+class RelayTokenStoreSettings:
+    """Where the real drivers store each relay VM's token, and the role the VM reads it with
+    (never in user data). Required with the real drivers (checked by the relay controller)."""
+
+    aws_instance_profile: str = ""
+    """``--relay-aws-instance-profile``: name or ARN of the instance profile relay VMs boot
+    with; its role reads the token parameters (``ssm:GetParameter`` on the prefix)."""
+    aws_parameter_prefix: str = "/llmsafespaces/relay-token"
+    """``--relay-aws-token-prefix``: the SSM Parameter Store path the tokens live under."""
+    oci_vault: str = ""
+    """``--relay-oci-vault``: OCID of the vault the tokens are secrets in."""
+    oci_key: str = ""
+    """``--relay-oci-key``: OCID of the vault's master encryption key for them."""
+
+
+@dataclass(frozen=True)
 class OrphanSweepSettings:
     """The leader-only sweep that deletes relay VMs whose InferenceRelay is gone."""
 
@@ -274,6 +290,7 @@ class InferenceRelaySettings:
     router_url: str = "http://relay-router:8080"
     """``--relay-router-url``: the relay router (health ``/metrics``, peers)."""
     artifact: RelayArtifactConfig = field(default_factory=RelayArtifactConfig)
+    token_store: RelayTokenStoreSettings = field(default_factory=RelayTokenStoreSettings)
     cloud: str = ""
     """``--relay-cloud``: "" = the real cloud drivers, ``fake`` = in-process driver."""
     orphans: OrphanSweepSettings = field(default_factory=OrphanSweepSettings)
@@ -464,6 +481,20 @@ def add_controller_flags(parser: argparse.ArgumentParser) -> None:
     add_flag(relay, "--relay-artifact-sha256-amd64", default="", help="amd64 binary sha256")
     add_flag(relay, "--relay-artifact-sha256-arm64", default="", help="arm64 binary sha256")
     add_flag(relay, "--relay-cloud", default="", help='"" for real drivers, or fake')
+    add_flag(
+        relay,
+        "--relay-aws-instance-profile",
+        default="",
+        help="instance profile (name or ARN) relay VMs read their token with",
+    )
+    add_flag(
+        relay,
+        "--relay-aws-token-prefix",
+        default="/llmsafespaces/relay-token",
+        help="SSM Parameter Store path of the relay VM tokens",
+    )
+    add_flag(relay, "--relay-oci-vault", default="", help="OCI vault OCID for relay VM tokens")
+    add_flag(relay, "--relay-oci-key", default="", help="OCI vault key OCID for relay VM tokens")
     add_flag(relay, "--orphan-sweep-interval", default="5m", help="Go duration")
     add_flag(relay, "--orphan-grace", default="10m", help="Go duration")
     add_flag(relay, "--orphan-max-deletions-per-sweep", default="10", help="count")
@@ -711,6 +742,12 @@ def settings_from_args(
                 urls=tuple(u.strip() for u in args.relay_artifact_url.split(",") if u.strip()),
                 sha256_arm64=args.relay_artifact_sha256_arm64.strip(),
                 sha256_amd64=args.relay_artifact_sha256_amd64.strip(),
+            ),
+            token_store=RelayTokenStoreSettings(
+                aws_instance_profile=args.relay_aws_instance_profile.strip(),
+                aws_parameter_prefix=args.relay_aws_token_prefix.strip(),
+                oci_vault=args.relay_oci_vault.strip(),
+                oci_key=args.relay_oci_key.strip(),
             ),
             cloud=cloud,
             orphans=OrphanSweepSettings(

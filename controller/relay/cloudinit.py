@@ -6,15 +6,20 @@ mirror tried, so one bad mirror never leaves a unit with an unusable binary; ``F
 non-zero exit come only when every mirror failed, in which case the service is never
 started.
 
-The token lives in one root-only environment file and nowhere else: not in the
+The token is never in the user data: whoever may describe the instance reads that. The
+driver stores the token in the cloud's secret store first (``Driver.store_token``) and the
+user data holds only the command that reads it back with the instance's own role; a root-only
+script runs it at boot, retrying while the role's credentials arrive, and writes the token
+into one root-only environment file, the only place on the VM that holds it: not the
 world-readable unit file, not on relay-proxy's command line (every local user reads argv
 through ``ps`` and ``/proc/<pid>/cmdline``; relay-proxy reads ``RELAY_TOKEN`` from its
-environment), and not in the download script, so cloud-init's output log cannot contain it.
+environment), and not the output of any script, so cloud-init's output log cannot contain it.
 The service runs as a user of its own (``DynamicUser``), so no other process on the VM shares
 the uid that may read its environment (``/proc/<pid>/environ``), and it cannot reach the
-instance metadata service (``IPAddressDeny``), which hands this user data to any process on
-the VM that asks; the drivers also launch with the metadata service's older, header-less
-protocol turned off, so a forwarded plain GET gets nothing.
+instance metadata service (``IPAddressDeny``), which hands the instance's role credentials
+(able to read the token) to any process on the VM that asks; the drivers also launch with the
+metadata service's older, header-less protocol turned off, so a forwarded plain GET gets
+nothing.
 """
 
 from __future__ import annotations
@@ -32,13 +37,15 @@ from wspin.core.errors import WspinError
 
 BINARY_PATH = "/usr/local/bin/relay-proxy"
 SCRIPT_PATH = "/usr/local/bin/download-relay-proxy.sh"
+TOKEN_SCRIPT_PATH = "/usr/local/bin/fetch-relay-token.sh"  # noqa: S105 (a path)
 UNIT_PATH = "/etc/systemd/system/relay-proxy.service"
 ENV_PATH = "/etc/relay-proxy/env"
 LISTEN = "0.0.0.0:8080"
 RELAY_PORT = 8080
 DEFAULT_BINARY = "relay-proxy-arm64"
 
-_TOKEN = re.compile(r"^[A-Za-z0-9._~-]+$")
+_FETCH_ATTEMPTS = 30
+_FETCH_PAUSE_SECONDS = 10
 SAFE_URL = re.compile(r"^https?://[^\s'\"`$\\]+$")
 """An http(s) URL with nothing a shell or the unit file could read as syntax."""
 
@@ -50,7 +57,9 @@ class CloudInitError(WspinError):
 @dataclass(frozen=True)
 class CloudInitInput:
     upstream_url: str
-    token: str
+    token_fetch: str
+    """The sh command that prints the VM token (``TokenRef.fetch``): the token itself never
+    enters the user data."""
     artifact_urls: Sequence[str]
     artifact_sha256: str
     binary_name: str = DEFAULT_BINARY
@@ -70,10 +79,10 @@ def render_text(params: CloudInitInput) -> str:
         "packages": ["curl"],
         "write_files": [
             {
-                "path": ENV_PATH,
+                "path": TOKEN_SCRIPT_PATH,
                 "owner": "root:root",
-                "permissions": "0600",
-                "content": f"RELAY_TOKEN={params.token}\n",
+                "permissions": "0700",
+                "content": token_script(params.token_fetch),
             },
             {
                 "path": SCRIPT_PATH,
@@ -96,13 +105,49 @@ def render_text(params: CloudInitInput) -> str:
             [
                 "sh",
                 "-c",
-                f"{SCRIPT_PATH} && systemctl daemon-reload && "
+                f"{TOKEN_SCRIPT_PATH} && {SCRIPT_PATH} && systemctl daemon-reload && "
                 "systemctl enable relay-proxy.service && systemctl start relay-proxy.service",
             ]
         ],
     }
     body = yaml.dump(document, Dumper=_LiteralDumper, sort_keys=False, width=1000)
     return "#cloud-config\n" + body
+
+
+def token_script(fetch: str) -> str:
+    """A POSIX sh script: run ``fetch`` until it prints a well-formed token, write it to the
+    root-only environment file, print nothing of it; FATAL and exit 1 when it never does.
+
+    The token stays in a shell variable and goes to the file through the ``printf`` builtin,
+    so it is in no argv; the errors of every command in ``fetch`` (a pipeline too) are
+    discarded, so cloud-init's log holds none of them. ``RELAY_TOKEN_ENV`` overrides the file
+    (tests) and ``RELAY_TOKEN_PAUSE`` the seconds between attempts.
+    """
+    return f"""#!/bin/sh
+set -u
+umask 077
+env_file="${{RELAY_TOKEN_ENV:-{ENV_PATH}}}"
+pause="${{RELAY_TOKEN_PAUSE:-{_FETCH_PAUSE_SECONDS}}}"
+mkdir -p "$(dirname "$env_file")"
+attempt=0
+while [ "$attempt" -lt {_FETCH_ATTEMPTS} ]; do
+  attempt=$((attempt + 1))
+  token="$( ( {fetch} ) 2>/dev/null)" || token=""
+  case "$token" in
+    ""|*[!A-Za-z0-9._~-]*) ;;
+    *)
+      printf 'RELAY_TOKEN=%s\n' "$token" > "$env_file.partial"
+      mv -f "$env_file.partial" "$env_file"
+      echo "relay-proxy: token read from the cloud's secret store"
+      exit 0
+      ;;
+  esac
+  echo "relay-proxy: cannot read the token yet (attempt $attempt)" >&2
+  sleep "$pause"
+done
+echo "FATAL: could not read the relay token from the cloud's secret store" >&2
+exit 1
+"""
 
 
 def download_script(urls: Sequence[str], sha256: str, binary: str) -> str:
@@ -139,8 +184,9 @@ exit 1
 def _unit(upstream_url: str) -> str:
     # systemd expands "%x" specifiers in ExecStart; "%%" is a literal percent sign. The token
     # stays out of ExecStart, also as ${RELAY_TOKEN}: systemd would expand it into argv.
-    # IPAddressDeny: the instance metadata service serves this user data, token included, to
-    # whoever asks from the VM; relay-proxy forwards requests, so it must never reach it.
+    # IPAddressDeny: the instance metadata service serves the instance role's credentials,
+    # which read the token, to whoever asks from the VM; relay-proxy forwards requests, so it
+    # must never reach it.
     upstream = upstream_url.replace("%", "%%")
     return f"""[Unit]
 Description=LLMSafeSpaces inference relay proxy
@@ -170,12 +216,13 @@ def _check(params: CloudInitInput) -> None:
             "quotes, backslashes or $",
             "fix spec.upstreamURL",
         )
-    if not params.token:
+    if not params.token_fetch.strip():
         raise CloudInitError(
-            "relay cloud-init needs a token: without one the VM would be an open forwarder"
+            "relay cloud-init needs the command that reads the token: without a token the VM "
+            "would be an open forwarder"
         )
-    if not _TOKEN.match(params.token):
-        raise CloudInitError("the relay token may only hold letters, digits and ._~-")
+    if "\n" in params.token_fetch:
+        raise CloudInitError("the token fetch command must be one line")
     if not params.artifact_urls:
         raise CloudInitError(
             "relay cloud-init needs at least one artifact URL: otherwise the binary never arrives",

@@ -7,7 +7,8 @@ placeholder that backs off; a destroy that failed puts back the entry it would h
 so nothing is forgotten, keeps its VM's token, holds back the launch it was making room for,
 and leaves a replacement it was handing the slot to a replacement.
 
-The VM token is stored before the launch that boots with it: a crash between the two leaves
+The VM token is stored (in the Secret, then in the cloud's secret store the VM reads it from
+at boot) before the launch that boots with it: a crash between the two leaves
 a token nobody uses, never a VM whose token nobody knows (relay-proxy would answer 401 to
 the router forever). Token values never reach a log line, an event or an error message.
 """
@@ -22,7 +23,7 @@ from controller.relay.actions import Destroy, FleetPlan, Launch
 from controller.relay.deps import RelayDeps
 from controller.relay.drivers.base import ConfigurationError, DriverError, truncate
 from controller.relay.entries import failure_entry, launched_entry, retry_entry
-from controller.relay.request import build_request
+from controller.relay.request import build_request, check_slot, token_slot
 from controller.relay.spec import Instance, RelaySpec, has_real_id, replacement_placeholder_id
 from controller.relay.tokens import generate_token, read_tokens, write_tokens
 from wspin.core.errors import KubeAPIError
@@ -177,13 +178,19 @@ async def _launch_vm(
 ) -> Instance:
     slot = action.slot
     driver = deps.drivers[slot.provider]
+    vm_token = tokens[action.key]
     try:
+        check_slot(slot, deps.artifacts, deps.expected_credentials, spec.upstream_url)
+        token_ref = await driver.store_token(
+            token_slot(slot, uid=uid, cluster=cluster, vm_token=vm_token), vm_token
+        )
         request = build_request(
             slot,
             uid=uid,
             cluster=cluster,
             upstream_url=spec.upstream_url,
-            vm_token=tokens[action.key],
+            vm_token=vm_token,
+            token_ref=token_ref,
             artifacts=deps.artifacts,
             expected_credentials=deps.expected_credentials,
             replaces=action.replaces,

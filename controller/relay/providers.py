@@ -27,6 +27,7 @@ from wspin.core.errors import WspinError
 
 if TYPE_CHECKING:
     from controller.relay.drivers.base import Driver
+    from controller.settings import RelayTokenStoreSettings
     from wspin.kube.client import Kube
 
 
@@ -52,8 +53,9 @@ class Provider:
     """The CPU architecture of a (lower-cased) shape, or None when the table does not know it."""
     shape_examples: str
     """Shapes to suggest in the error for an unknown one."""
-    driver: Callable[[Kube, str, Provider], Driver]
-    """Builds the driver for the controller's namespace (imports its module and SDK)."""
+    driver: Callable[[Kube, str, Provider, RelayTokenStoreSettings], Driver]
+    """Builds the driver for the controller's namespace and where it stores VM tokens
+    (imports its module and SDK)."""
 
 
 class UnknownShape(WspinError):
@@ -91,7 +93,9 @@ def _aws_arch(shape: str) -> Arch | None:
     return None
 
 
-def _aws_driver(kube: Kube, namespace: str, provider: Provider) -> Driver:
+def _aws_driver(
+    kube: Kube, namespace: str, provider: Provider, store: RelayTokenStoreSettings
+) -> Driver:
     from controller.relay.drivers.aws import AwsDriver
 
     return AwsDriver(
@@ -99,6 +103,8 @@ def _aws_driver(kube: Kube, namespace: str, provider: Provider) -> Driver:
         namespace,
         secret_name=provider.credentials_secret,
         default_region=provider.default_region,
+        instance_profile=store.aws_instance_profile,
+        parameter_prefix=store.aws_parameter_prefix,
     )
 
 
@@ -134,7 +140,9 @@ def _oci_arch(shape: str) -> Arch | None:
     return None
 
 
-def _oci_driver(kube: Kube, namespace: str, provider: Provider) -> Driver:
+def _oci_driver(
+    kube: Kube, namespace: str, provider: Provider, store: RelayTokenStoreSettings
+) -> Driver:
     from controller.relay.drivers.oci import OciDriver
 
     return OciDriver(
@@ -142,6 +150,8 @@ def _oci_driver(kube: Kube, namespace: str, provider: Provider) -> Driver:
         namespace,
         secret_name=provider.credentials_secret,
         default_region=provider.default_region,
+        vault=store.oci_vault,
+        key=store.oci_key,
     )
 
 

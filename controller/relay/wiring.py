@@ -1,7 +1,8 @@
 """Registers the InferenceRelay controller and the orphan sweep (``setup_relay_controller``).
 
-Everything is checked here, at start, before the manager runs: the artifact settings, the
-cluster id and the cloud drivers. A problem exits 1 with a message naming the flag.
+Everything is checked here, at start, before the manager runs: the artifact settings, where
+the VM tokens are stored, the cluster id and the cloud drivers. A problem exits 1 with a
+message naming the flag.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from controller.relay.identity import ClusterIdentity, check_cluster_id
 from controller.relay.metrics import RelayMetrics
 from controller.relay.orphans import OrphanDetector, OrphanPolicy
 from controller.relay.reconciler import InferenceRelayReconciler
+from controller.relay.tokenstore import validate_token_store
 from controller.runtime.manager import Manager
 from controller.settings import ControllerSettings
 from wspin.core.kinds import INFERENCE_RELAYS
@@ -27,13 +29,14 @@ def check(settings: ControllerSettings) -> None:
     check_cluster_id(relay.cluster_id)
     check_router_url(relay.router_url)
     check_cloud(relay.cloud)
+    validate_token_store(relay.token_store, relay.cloud)
 
 
 def register(manager: Manager, settings: ControllerSettings) -> None:
     relay = settings.inference_relay
     check(settings)
     cluster = ClusterIdentity(manager.kube, relay.cluster_id)
-    drivers = build_drivers(relay.cloud, manager.kube, settings.namespace)
+    drivers = build_drivers(relay.cloud, manager.kube, settings.namespace, relay.token_store)
     metrics = RelayMetrics(manager.registry)
     deps = RelayDeps(
         kube=manager.kube,

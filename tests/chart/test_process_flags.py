@@ -102,6 +102,13 @@ def test_every_controller_value_reaches_its_setting(full_render: Rendered) -> No
     assert settings.relay_staging.token_ttl == 24 * 3600
     relay = settings.inference_relay
     assert relay.enabled is True
+    store = relay.token_store
+    assert store.aws_instance_profile == "arn:aws:iam::123456789012:instance-profile/relay-vm"
+    assert store.aws_parameter_prefix == "/prod/relay-token"
+    assert (store.oci_vault, store.oci_key) == (
+        "ocid1.vault.oc1.iad.relay",
+        "ocid1.key.oc1.iad.relay",
+    )
 
 
 @pytest.mark.usefixtures("clean_environment")

@@ -7,6 +7,14 @@ instance a launch tag already names is returned without a second RunInstances, a
 itself carries the client token as ``ClientToken``, which EC2 answers with the original
 instance. The VM image follows the shape's architecture.
 
+The VM token is a SecureString parameter in SSM Parameter Store, named
+``<prefix>/<InferenceRelay uid>/<launch>`` and tagged like the VM; the VM boots with the
+instance profile ``--relay-aws-instance-profile`` and reads it with the aws CLI (the image must
+have it; the profile's role needs ``ssm:GetParameter`` on the prefix, and ``kms:Decrypt`` when
+the parameter's key is not ``aws/ssm``). ``destroy`` deletes the parameter the VM's tag names,
+and only under the prefix: a tag anyone with ``ec2:CreateTags`` edits cannot point it at
+another parameter.
+
 Errors are classed by EC2's error code, once, here (``classify``).
 """
 
@@ -15,8 +23,10 @@ from __future__ import annotations
 import asyncio
 import base64
 import builtins
+import contextlib
 import functools
 import hashlib
+import shlex
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Final, TypeVar
@@ -27,6 +37,7 @@ from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 from controller.relay.drivers.base import (
     TAG_LAUNCH,
     TAG_MANAGED_BY,
+    TAG_TOKEN_REF,
     CloudInstance,
     ConfigurationError,
     DriverError,
@@ -34,6 +45,8 @@ from controller.relay.drivers.base import (
     LaunchRequest,
     QuotaExceeded,
     Throttled,
+    TokenRef,
+    TokenSlot,
     TransientCloudError,
     VMState,
     truncate,
@@ -71,6 +84,11 @@ _STATES: Final[dict[str, VMState]] = {
     "shutting-down": "terminated",
     "terminated": "terminated",
 }
+
+DEFAULT_PARAMETER_PREFIX: Final = "/llmsafespaces/relay-token"
+_PARAMETER_CHARS: Final = frozenset(
+    "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-/"
+)
 
 T = TypeVar("T")
 
@@ -114,6 +132,8 @@ class AwsDriver:
         secret_name: str,
         default_region: str,
         image: ImageQuery = DEFAULT_IMAGE,
+        instance_profile: str = "",
+        parameter_prefix: str = DEFAULT_PARAMETER_PREFIX,
     ) -> None:
         self.kube = kube
         self.namespace = namespace
@@ -121,9 +141,43 @@ class AwsDriver:
         """The credentials Secret (``controller.relay.providers``' entry names it)."""
         self.default_region = default_region
         self.image = image
-        self._clients: dict[tuple[str, str, str], Any] = {}
+        self.instance_profile = instance_profile
+        """``--relay-aws-instance-profile``: name or ARN of the profile the VM reads its token
+        with ("" launches without one; only tests do)."""
+        self.parameter_prefix = parameter_prefix.rstrip("/")
+        """``--relay-aws-token-prefix``: every token parameter lives under it."""
+        self._clients: dict[tuple[str, str, str, str], Any] = {}
 
     # -- Driver -------------------------------------------------------------------------------
+
+    async def store_token(self, slot: TokenSlot, token: str) -> TokenRef:
+        if not self.instance_profile:
+            raise ConfigurationError(
+                "no instance profile for relay VMs on AWS: the VM could not read its token",
+                "set --relay-aws-instance-profile / "
+                "controller.inferenceRelay.tokenStore.aws.instanceProfile",
+            )
+        region = slot.region or self.default_region
+        name = f"{self.parameter_prefix}/{slot.owner_uid}/{slot.launch[:32]}"
+        if not set(name) <= _PARAMETER_CHARS:
+            raise ConfigurationError(f"token parameter name {name!r} has characters SSM refuses")
+        ssm = await self._client(region, "ssm")
+        tags = [{"Key": k, "Value": v} for k, v in slot.tags.items()]
+        put = {"Name": name, "Value": token, "Type": "SecureString", "Tier": "Standard"}
+        try:
+            await self._call(ssm.put_parameter, what="store VM token", Tags=tags, **put)
+        except DriverError as err:
+            cause = err.__cause__
+            if not (isinstance(cause, ClientError) and _code(cause) == "ParameterAlreadyExists"):
+                raise
+            # The same launch again (a retry): overwrite; SSM refuses tags with Overwrite,
+            # and the first put's are still on it.
+            await self._call(ssm.put_parameter, what="store VM token", Overwrite=True, **put)
+        fetch = (
+            f"aws ssm get-parameter --region {shlex.quote(region)} --name {shlex.quote(name)} "
+            "--with-decryption --query Parameter.Value --output text"
+        )
+        return TokenRef(reference=name, fetch=fetch)
 
     async def launch(self, request: LaunchRequest) -> str:
         ec2 = await self._client(request.region or self.default_region)
@@ -153,14 +207,18 @@ class AwsDriver:
             "UserData": base64.b64decode(request.cloud_init).decode(),
             "SecurityGroupIds": [group_id],
             "TagSpecifications": [{"ResourceType": "instance", "Tags": tags}],
-            # The user data holds the relay's token: IMDSv2 only (no plain GET reads it) and
-            # one hop (nothing forwarded through the VM does either).
+            # The metadata service hands out the role's credentials, which read the token:
+            # IMDSv2 only (no plain GET reads them) and one hop (nothing forwarded through
+            # the VM does either).
             "MetadataOptions": {
                 "HttpEndpoint": "enabled",
                 "HttpTokens": "required",
                 "HttpPutResponseHopLimit": 1,
             },
         }
+        if self.instance_profile:
+            profile = "Arn" if self.instance_profile.startswith("arn:") else "Name"
+            launch["IamInstanceProfile"] = {profile: self.instance_profile}
         if request.client_token:
             launch["ClientToken"] = request.client_token[:64]
         reply = await self._call(ec2.run_instances, what="run instance", **launch)
@@ -181,13 +239,17 @@ class AwsDriver:
         raise InstanceNotFound(f"describe instance: {instance_id} is not in {region}")
 
     async def destroy(self, instance_id: str, region: str) -> None:
-        ec2 = await self._client(region or self.default_region)
+        region = region or self.default_region
         try:
+            vm = await self.describe(instance_id, region)
+        except InstanceNotFound:
+            return  # already gone (and its token with it): destroy is idempotent
+        ec2 = await self._client(region)
+        with contextlib.suppress(InstanceNotFound):  # gone meanwhile
             await self._call(
                 ec2.terminate_instances, what="terminate instance", InstanceIds=[instance_id]
             )
-        except InstanceNotFound:
-            return  # already gone: destroy is idempotent
+        await self._delete_token(vm.tags.get(TAG_TOKEN_REF, ""), region)
 
     async def list(
         self, tags: Mapping[str, str], regions: Sequence[str]
@@ -204,11 +266,23 @@ class AwsDriver:
 
     # -- internals ----------------------------------------------------------------------------
 
-    async def _client(self, region: str) -> Any:
-        """An EC2 client for ``region`` with the current credentials (cached per both:
-        building a client loads the service model, which takes most of a second)."""
+    async def _delete_token(self, name: str, region: str) -> None:
+        """Delete token parameter ``name`` if it is one of ours (under the prefix)."""
+        if not name.startswith(self.parameter_prefix + "/") or ".." in name:
+            return
+        ssm = await self._client(region, "ssm")
+        try:
+            await self._call(ssm.delete_parameter, what="delete VM token", Name=name)
+        except DriverError as err:
+            cause = err.__cause__
+            if not (isinstance(cause, ClientError) and _code(cause) == "ParameterNotFound"):
+                raise
+
+    async def _client(self, region: str, service: str = "ec2") -> Any:
+        """A ``service`` client for ``region`` with the current credentials (cached per
+        all three: building a client loads the service model, most of a second)."""
         access_key, secret_key = await self._static_credentials()
-        key = (region, access_key, hashlib.sha256(secret_key.encode()).hexdigest())
+        key = (service, region, access_key, hashlib.sha256(secret_key.encode()).hexdigest())
         cached = self._clients.get(key)
         if cached is not None:
             return cached
@@ -222,7 +296,7 @@ class AwsDriver:
                 )
             else:
                 session = boto3.session.Session(region_name=region)
-            return session.client("ec2")
+            return session.client(service)
 
         try:
             client = await asyncio.to_thread(build)
@@ -260,6 +334,10 @@ class AwsDriver:
             for reservation in page.get("Reservations", []):
                 instances.extend(reservation.get("Instances", []))
         return instances
+
+
+def _code(err: ClientError) -> str:
+    return str(err.response.get("Error", {}).get("Code", ""))
 
 
 def _instance(instance: dict[str, Any], region: str) -> CloudInstance:

@@ -1,4 +1,4 @@
-"""The contract every cloud driver implements: four calls, the VM tags and the typed errors.
+"""The contract every cloud driver implements: five calls, the VM tags and the typed errors.
 
 ``launch`` sends the launch and returns the instance id at once (it never waits for the VM to
 run); the same client token returns the same VM, so a launch retried after a crash never makes
@@ -9,6 +9,12 @@ Tags are how a VM names its owner and its cluster: they let the reconciler find 
 launch status never recorded, let deletion sweep leftovers, and let the orphan detector find
 VMs whose InferenceRelay is gone, in this cluster only. A VM without ``managed-by`` is never
 listed, so no code path can touch it.
+
+The VM token never rides in the user data (anyone allowed to describe the instance reads
+that): ``store_token`` puts it in the cloud's secret store before the launch and answers with
+the command the VM runs at boot, with its own role, to read it back. The VM carries the
+reference in its ``TAG_TOKEN_REF`` tag, so ``destroy`` (also the orphan sweep's) deletes the
+stored token with the VM.
 
 Errors are classes, never strings: a driver maps its cloud's error codes once, and the
 reconciler decides by class (a configuration error counts towards the breaker, the others
@@ -32,6 +38,8 @@ TAG_CLUSTER: Final = "llmsafespaces-cluster"
 TAG_LAUNCH: Final = "inferencerelay-launch"
 """The launch's client token, so a VM whose launch result was lost is recognised as that
 launch's (a one-way hash of the CR, the slot and the VM token: it reveals no secret)."""
+TAG_TOKEN_REF: Final = "inferencerelay-token-ref"  # noqa: S105 (a tag name)
+"""Where the VM's token is stored (parameter name, secret OCID): ``destroy`` deletes it."""
 
 VMState = Literal["pending", "running", "stopping", "stopped", "terminated"]
 LIVE_STATES: Final[frozenset[str]] = frozenset({"pending", "running"})
@@ -68,6 +76,30 @@ class LaunchRequest:
     """Idempotency key: the same key returns the same VM, not a second one."""
     arch: str = ""
     """``amd64`` or ``arm64``: picks the VM image so it matches the binary cloud-init fetches."""
+
+
+@dataclass(frozen=True)
+class TokenSlot:
+    """Which launch a stored token belongs to: its name derives from these, so storing the
+    same launch's token again overwrites it (a launch retried after a crash)."""
+
+    owner_uid: str
+    """The InferenceRelay's uid."""
+    launch: str
+    """The launch's client token (one per VM token)."""
+    region: str
+    tags: Mapping[str, str]
+    """The relay tags (``vm_tags`` plus the launch tag) the stored secret carries too."""
+
+
+@dataclass(frozen=True)
+class TokenRef:
+    """Where a stored token is: ``reference`` goes in the VM's ``TAG_TOKEN_REF`` tag;
+    ``fetch`` is the POSIX sh command (its words already quoted) that prints the token on
+    stdout when run on the VM."""
+
+    reference: str
+    fetch: str
 
 
 @dataclass(frozen=True)
@@ -109,12 +141,18 @@ class Driver(Protocol):
         """Send the launch (idempotent by ``client_token``) and return the instance id."""
         ...
 
+    async def store_token(self, slot: TokenSlot, token: str) -> TokenRef:
+        """Store ``token`` in the cloud's secret store (overwriting the same slot's) and
+        return where the VM reads it."""
+        ...
+
     async def describe(self, instance_id: str, region: str) -> CloudInstance:
         """The VM's current state; ``InstanceNotFound`` when the cloud does not know it."""
         ...
 
     async def destroy(self, instance_id: str, region: str) -> None:
-        """Terminate the VM; one that is already gone is not an error."""
+        """Terminate the VM and delete the token its ``TAG_TOKEN_REF`` names; a VM or a token
+        that is already gone is not an error."""
         ...
 
     async def list(self, tags: Mapping[str, str], regions: Sequence[str]) -> list[CloudInstance]:

@@ -4,7 +4,8 @@
 It simulates what the reconciler and orphan detector must survive in a real cloud: regions as
 separate namespaces, tags, a pending→running delay, a public IP that shows up after the VM
 runs, terminated VMs that keep listing for a while, a listing that lags behind a destroy,
-launches idempotent by client token, and typed errors injected per method, region and call
+launches idempotent by client token, a secret store for the VM tokens (``tokens``: stored
+before a launch, deleted with the VM), and typed errors injected per method, region and call
 number. Time comes from the clock the caller passes (a fake clock in tests), so every
 behaviour is deterministic. Several controllers may share one ``FakeCloud`` (two clusters
 in one cloud account).
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import itertools
+import shlex
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -21,11 +23,14 @@ from typing import Any
 
 from controller.relay.drivers.base import (
     TAG_MANAGED_BY,
+    TAG_TOKEN_REF,
     CloudInstance,
     ConfigurationError,
     InstanceNotFound,
     LaunchRequest,
     QuotaExceeded,
+    TokenRef,
+    TokenSlot,
     VMState,
     matches,
     vm_tags,
@@ -96,6 +101,8 @@ class FakeCloud:
     """Awaited per region inside ``list`` before it reads the VMs (a test can race it)."""
     calls: list[Call] = field(default_factory=list)
     vms: dict[str, dict[str, FakeVM]] = field(default_factory=dict)
+    tokens: dict[str, str] = field(default_factory=dict)
+    """The secret store: token reference → token."""
     _injections: list[_Injection] = field(default_factory=list)
     _counts: dict[str, int] = field(default_factory=dict)
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
@@ -159,6 +166,10 @@ class FakeCloud:
             i for r in regions for i, vm in r.items() if self._state(vm) in ("pending", "running")
         }
 
+    def token_of(self, instance_id: str) -> str:
+        """The stored token the VM reads at boot ("" when none is stored)."""
+        return self.tokens.get(self.vm(instance_id).tags.get(TAG_TOKEN_REF, ""), "")
+
     def calls_of(self, method: str) -> list[Call]:
         return [c for c in self.calls if c.method == method]
 
@@ -189,6 +200,17 @@ class FakeCloud:
             return existing.instance_id  # EC2 and OCI both answer a repeated token this way
         return self._launch(request).instance_id
 
+    async def store_token(self, slot: TokenSlot, token: str) -> TokenRef:
+        self.calls.append(
+            Call("store_token", {"region": slot.region, "launch": slot.launch, "tags": slot.tags})
+        )
+        self._maybe_fail("store_token", slot.region)
+        reference = f"fake-secret/{slot.owner_uid}/{slot.launch[:32]}"
+        self.tokens[reference] = token
+        return TokenRef(
+            reference=reference, fetch=f"fake-secret-store get {shlex.quote(reference)}"
+        )
+
     async def describe(self, instance_id: str, region: str) -> CloudInstance:
         self.calls.append(Call("describe", {"instance_id": instance_id, "region": region}))
         self._maybe_fail("describe", region)
@@ -205,6 +227,8 @@ class FakeCloud:
         if vm is not None and vm.terminated_at is None:
             vm.terminated_at = self.clock()
             vm.stale_lists = self.list_lag
+        if vm is not None:
+            self.tokens.pop(vm.tags.get(TAG_TOKEN_REF, ""), None)
 
     async def list(self, tags: Mapping[str, str], regions: Sequence[str]) -> list[CloudInstance]:
         listed = []

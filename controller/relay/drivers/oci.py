@@ -9,6 +9,14 @@ either kind. A launch is idempotent twice over: an instance the launch tag alrea
 returned without a second launch, and the call carries the client token as
 ``opc-retry-token``.
 
+The VM token is a secret in the operator's vault (``--relay-oci-vault``), encrypted with
+``--relay-oci-key``, named after the InferenceRelay's uid and the launch and tagged like the
+VM; the VM reads it at boot with the oci CLI as an instance principal (the image must have
+the CLI; a dynamic group holding the relay VMs needs ``read secret-bundles`` in the
+compartment). ``destroy`` schedules the deletion of the secret the VM's tag names, and only
+of a secret in that vault carrying the relay tags: a tag anyone with instance rights edits
+cannot point it at another secret.
+
 Errors are classed by OCI's status and error code, once, here (``classify_status``).
 """
 
@@ -17,16 +25,20 @@ from __future__ import annotations
 import asyncio
 import base64
 import builtins
+import contextlib
 import functools
+import shlex
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Final, TypeVar
 
 import oci
 
 from controller.relay.drivers.base import (
+    MANAGED_BY_VALUE,
     TAG_LAUNCH,
     TAG_MANAGED_BY,
+    TAG_TOKEN_REF,
     CloudInstance,
     ConfigurationError,
     DriverError,
@@ -34,11 +46,14 @@ from controller.relay.drivers.base import (
     LaunchRequest,
     QuotaExceeded,
     Throttled,
+    TokenRef,
+    TokenSlot,
     TransientCloudError,
     VMState,
     matches,
     truncate,
 )
+from wspin.core.clock import Clock, utc_now
 from wspin.core.kinds import SECRETS
 from wspin.kube.client import Kube
 
@@ -53,6 +68,11 @@ _STATES: Final[dict[str, VMState]] = {
     "terminating": "terminated",
     "terminated": "terminated",
 }
+
+_SECRET_DELETION_DELAY: Final = timedelta(days=1, hours=1)
+"""OCI deletes a secret no sooner than a day after it is scheduled; until then nobody reads
+it (a secret pending deletion serves no bundle)."""
+_LIVE_SECRET_STATES: Final = frozenset({"CREATING", "ACTIVE", "UPDATING"})
 
 T = TypeVar("T")
 
@@ -126,6 +146,9 @@ class OciDriver:
         secret_name: str,
         default_region: str,
         endpoint: str | None = None,
+        vault: str = "",
+        key: str = "",
+        clock: Clock = utc_now,
     ) -> None:
         self.kube = kube
         self.namespace = namespace
@@ -134,6 +157,55 @@ class OciDriver:
         self.default_region = default_region
         self.endpoint = endpoint
         """Override of every service endpoint (tests point it at a loopback server)."""
+        self.vault = vault
+        """``--relay-oci-vault``: the vault OCID the VM tokens are stored in."""
+        self.key = key
+        """``--relay-oci-key``: the master encryption key OCID (in that vault)."""
+        self.clock = clock
+
+    async def store_token(self, slot: TokenSlot, token: str) -> TokenRef:
+        if not (self.vault and self.key):
+            raise ConfigurationError(
+                "no OCI vault to store the relay VM token in",
+                "set --relay-oci-vault and --relay-oci-key",
+            )
+        data = await self._secret()
+        config = await self._config(data, slot.region)
+        compartment = data.get("compartment") or config["tenancy"]
+        vaults = await self._client(oci.vault.VaultsClient, config)
+        name = f"relay-token-{slot.owner_uid}-{slot.launch[:32]}"
+        content = oci.vault.models.Base64SecretContentDetails(
+            content_type="BASE64", content=base64.b64encode(token.encode()).decode()
+        )
+        listed = await self._call(vaults.list_secrets, compartment, name=name, vault_id=self.vault)
+        live = [s for s in listed.data if str(s.lifecycle_state) in _LIVE_SECRET_STATES]
+        if live:
+            # The same launch again (a retry): a new version of the same secret.
+            secret_id = str(live[0].id)
+            await self._call(
+                vaults.update_secret,
+                secret_id,
+                oci.vault.models.UpdateSecretDetails(secret_content=content),
+            )
+        else:
+            created = await self._call(
+                vaults.create_secret,
+                oci.vault.models.CreateSecretDetails(
+                    compartment_id=compartment,
+                    secret_name=name,
+                    vault_id=self.vault,
+                    key_id=self.key,
+                    secret_content=content,
+                    freeform_tags=dict(slot.tags),
+                ),
+            )
+            secret_id = str(created.data.id)
+        fetch = (
+            "oci secrets secret-bundle get --auth instance_principal "
+            f"--region {shlex.quote(config['region'])} --secret-id {shlex.quote(secret_id)} "
+            "--query 'data.\"secret-bundle-content\".content' --raw-output | base64 -d"
+        )
+        return TokenRef(reference=secret_id, fetch=fetch)
 
     async def launch(self, request: LaunchRequest) -> str:
         data = await self._secret()
@@ -172,8 +244,9 @@ class OciDriver:
                 assign_public_ip=True, subnet_id=subnet
             ),
             metadata={"user_data": request.cloud_init},
-            # The user data holds the relay's token: only the metadata service's v2
-            # endpoints, which want a header a forwarded plain GET does not carry.
+            # The metadata service hands out the instance principal's credentials, which
+            # read the token: only its v2 endpoints, which want a header a forwarded plain
+            # GET does not carry.
             instance_options=oci.core.models.InstanceOptions(
                 are_legacy_imds_endpoints_disabled=True
             ),
@@ -196,9 +269,13 @@ class OciDriver:
         config = await self._config(await self._secret(), region)
         compute = await self._client(oci.core.ComputeClient, config)
         try:
-            await self._call(compute.terminate_instance, instance_id, instance_call=True)
+            instance = await self._call(compute.get_instance, instance_id, instance_call=True)
         except InstanceNotFound:
-            return  # already gone: destroy is idempotent
+            return  # already gone (and its token with it): destroy is idempotent
+        with contextlib.suppress(InstanceNotFound):  # gone meanwhile
+            await self._call(compute.terminate_instance, instance_id, instance_call=True)
+        tags = dict(instance.data.freeform_tags or {})
+        await self._delete_token(config, tags.get(TAG_TOKEN_REF, ""))
 
     async def list(
         self, tags: Mapping[str, str], regions: Sequence[str]
@@ -217,6 +294,27 @@ class OciDriver:
         return found
 
     # -- internals ----------------------------------------------------------------------------
+
+    async def _delete_token(self, config: dict[str, Any], secret_id: str) -> None:
+        """Schedule the deletion of VM token ``secret_id`` if it is one of ours: in the vault
+        and tagged as a relay's."""
+        if not (secret_id and self.vault):
+            return
+        vaults = await self._client(oci.vault.VaultsClient, config)
+        try:
+            secret = (await self._call(vaults.get_secret, secret_id, instance_call=True)).data
+        except InstanceNotFound:
+            return
+        tags = dict(secret.freeform_tags or {})
+        ours = secret.vault_id == self.vault and tags.get(TAG_MANAGED_BY) == MANAGED_BY_VALUE
+        if not ours or str(secret.lifecycle_state) not in _LIVE_SECRET_STATES:
+            return
+        when = self.clock() + _SECRET_DELETION_DELAY
+        await self._call(
+            vaults.schedule_secret_deletion,
+            secret_id,
+            oci.vault.models.ScheduleSecretDeletionDetails(time_of_deletion=when),
+        )
 
     async def _instances(self, compute: Any, compartment: str) -> builtins.list[Any]:
         listed = await self._call(

@@ -11,6 +11,7 @@ import importlib.util
 from controller.relay.drivers.base import Driver
 from controller.relay.drivers.fake import FakeCloud
 from controller.relay.providers import PROVIDERS
+from controller.settings import RelayTokenStoreSettings
 from wspin.core.clock import utc_now
 from wspin.core.errors import ConfigError
 from wspin.kube.client import Kube
@@ -32,12 +33,18 @@ def check_cloud(cloud: str) -> None:
             )
 
 
-def build_drivers(cloud: str, kube: Kube, namespace: str) -> dict[str, Driver]:
-    """``cloud`` "" → each registered provider's driver; ``fake`` → an in-process cloud per
-    provider."""
+def build_drivers(
+    cloud: str,
+    kube: Kube,
+    namespace: str,
+    store: RelayTokenStoreSettings | None = None,
+) -> dict[str, Driver]:
+    """``cloud`` "" → each registered provider's driver, storing VM tokens where ``store``
+    says; ``fake`` → an in-process cloud per provider."""
     check_cloud(cloud)
     if cloud == "fake":
         return {name: FakeCloud(provider=name, clock=utc_now) for name in PROVIDERS}
     return {
-        name: provider.driver(kube, namespace, provider) for name, provider in PROVIDERS.items()
+        name: provider.driver(kube, namespace, provider, store or RelayTokenStoreSettings())
+        for name, provider in PROVIDERS.items()
     }

@@ -336,6 +336,58 @@ async def compute(pem: str) -> AsyncIterator[tuple[str, list[dict[str, Any]]]]:
         await record(request)
         return web.json_response({"id": "ocid1.vnic.1", "publicIp": "192.0.2.10"})
 
+    # The vault API (the VM tokens): secrets by OCID, content as the last version's base64.
+    secrets: dict[str, dict[str, Any]] = {}
+
+    async def create_secret(request: web.Request) -> web.Response:
+        await record(request)
+        body = await request.json()
+        seen[-1]["body"] = body
+        ocid = f"ocid1.vaultsecret.{len(secrets) + 1}"
+        secrets[ocid] = {
+            "id": ocid, "compartmentId": body["compartmentId"], "vaultId": body["vaultId"],
+            "keyId": body["keyId"], "secretName": body["secretName"], "lifecycleState": "ACTIVE",
+            "freeformTags": body.get("freeformTags") or {},
+            "content": body["secretContent"]["content"],
+        }  # fmt: skip
+        return web.json_response(secrets[ocid])
+
+    async def list_secrets(request: web.Request) -> web.Response:
+        await record(request)
+        query = request.query
+        return web.json_response([
+            s for s in secrets.values()
+            if s["secretName"] == query.get("name", s["secretName"])
+            and s["vaultId"] == query.get("vaultId", s["vaultId"])
+        ])  # fmt: skip
+
+    async def get_secret(request: web.Request) -> web.Response:
+        await record(request)
+        found = secrets.get(request.match_info["id"])
+        if found is None:
+            return web.json_response(
+                {"code": "NotAuthorizedOrNotFound", "message": "no"}, status=404
+            )
+        return web.json_response(found)
+
+    async def update_secret(request: web.Request) -> web.Response:
+        await record(request)
+        body = await request.json()
+        seen[-1]["body"] = body
+        secrets[request.match_info["id"]]["content"] = body["secretContent"]["content"]
+        return web.json_response(secrets[request.match_info["id"]])
+
+    async def schedule_deletion(request: web.Request) -> web.Response:
+        await record(request)
+        seen[-1]["body"] = await request.json()
+        found = secrets.get(request.match_info["id"])
+        if found is None:
+            return web.json_response(
+                {"code": "NotAuthorizedOrNotFound", "message": "no"}, status=404
+            )
+        found["lifecycleState"] = "PENDING_DELETION"
+        return web.Response(status=200)
+
     app = web.Application()
     app.router.add_get("/20160918/instances", list_instances)
     app.router.add_get("/20160918/instances/", list_instances)
@@ -350,6 +402,11 @@ async def compute(pem: str) -> AsyncIterator[tuple[str, list[dict[str, Any]]]]:
     app.router.add_get("/20160918/vnicAttachments", vnic_attachments)
     app.router.add_get("/20160918/vnicAttachments/", vnic_attachments)
     app.router.add_get("/20160918/vnics/{id}", vnic)
+    app.router.add_post("/20180608/secrets", create_secret)
+    app.router.add_get("/20180608/secrets", list_secrets)
+    app.router.add_get("/20180608/secrets/{id}", get_secret)
+    app.router.add_put("/20180608/secrets/{id}", update_secret)
+    app.router.add_post("/20180608/secrets/{id}/actions/scheduleDeletion", schedule_deletion)
     runner, url = await serve(app)
     try:
         yield url, seen

@@ -1,21 +1,24 @@
-"""The AWS driver against moto's in-process EC2 (boto3's HTTP boundary)."""
+"""The AWS driver against moto's in-process EC2, SSM and IAM (boto3's HTTP boundary)."""
 
 from __future__ import annotations
 
 import base64
 from typing import Any
 
+import boto3
 import pytest
 from botocore.exceptions import ClientError
 
 from controller.relay.drivers.aws import AwsDriver, classify, map_state
 from controller.relay.drivers.base import (
+    TAG_TOKEN_REF,
     ConfigurationError,
     DriverError,
     InstanceNotFound,
     LaunchRequest,
     QuotaExceeded,
     Throttled,
+    TokenSlot,
     TransientCloudError,
     vm_tags,
 )
@@ -46,13 +49,16 @@ def _request(**changes: Any) -> LaunchRequest:
     return LaunchRequest(**(base | changes))
 
 
-def _driver(kube: Kube | None = None, namespace: str = "ns") -> AwsDriver:
+def _driver(
+    kube: Kube | None = None, namespace: str = "ns", instance_profile: str = ""
+) -> AwsDriver:
     return AwsDriver(
         kube,
         namespace,
         secret_name=AWS.credentials_secret,
         default_region=AWS.default_region,
         image=IMAGES,
+        instance_profile=instance_profile,
     )
 
 
@@ -74,7 +80,7 @@ async def test_a_launch_is_tagged_carries_the_client_token_and_the_document(ec2:
         "SecurityGroups"
     ]
     assert group["IpPermissions"][0]["FromPort"] == 8080
-    # The user data holds the token: IMDSv2 only, one hop.
+    # The metadata service hands out the role that reads the token: IMDSv2 only, one hop.
     options = instance["MetadataOptions"]
     assert (options["HttpTokens"], options["HttpPutResponseHopLimit"]) == ("required", 1)
     assert options["HttpEndpoint"] == "enabled"  # cloud-init reads the user data through it
@@ -208,3 +214,88 @@ async def test_a_request_without_its_architecture_is_refused_before_any_call(ec2
     with pytest.raises(ConfigurationError, match="architecture"):
         await _driver().launch(_request(arch=""))
     assert _instances(ec2) == []
+
+
+# -- the VM token in SSM Parameter Store ------------------------------------------------------
+
+PREFIX = "/llmsafespaces/relay-token"
+SLOT = TokenSlot(owner_uid="uid-1", launch="c" * 64, region=REGION, tags=TAGS)
+
+
+async def test_the_token_is_a_tagged_securestring_under_the_prefix_read_by_the_vm_cli(
+    ec2: Any,
+) -> None:
+    ssm = boto3.client("ssm", region_name=REGION)
+    ref = await _driver(instance_profile="relay-vm").store_token(SLOT, "t" * 64)
+    assert ref.reference == f"{PREFIX}/uid-1/{'c' * 32}"
+    parameter = ssm.get_parameter(Name=ref.reference, WithDecryption=True)["Parameter"]
+    assert (parameter["Type"], parameter["Value"]) == ("SecureString", "t" * 64)
+    raw = ssm.get_parameter(Name=ref.reference, WithDecryption=False)["Parameter"]["Value"]
+    assert raw != "t" * 64  # encrypted at rest: a plain read gets ciphertext
+    listed = ssm.list_tags_for_resource(ResourceType="Parameter", ResourceId=ref.reference)
+    assert {t["Key"]: t["Value"] for t in listed["TagList"]} == TAGS
+    assert ref.fetch == (
+        f"aws ssm get-parameter --region {REGION} --name {ref.reference} "
+        "--with-decryption --query Parameter.Value --output text"
+    )
+    assert "t" * 64 not in ref.fetch
+    # The same launch again (a retry after a crash) overwrites, keeping name and tags.
+    again = await _driver(instance_profile="relay-vm").store_token(SLOT, "u" * 64)
+    assert again == ref
+    assert ssm.get_parameter(Name=ref.reference, WithDecryption=True)["Parameter"]["Value"] == (
+        "u" * 64
+    )
+
+
+async def test_the_vm_boots_with_the_instance_profile_and_destroy_deletes_its_token(
+    ec2: Any,
+) -> None:
+    iam = boto3.client("iam", region_name=REGION)
+    arn = iam.create_instance_profile(InstanceProfileName="relay-vm")["InstanceProfile"]["Arn"]
+    ssm = boto3.client("ssm", region_name=REGION)
+    for number, profile in enumerate(("relay-vm", arn)):
+        driver = AwsDriver(
+            None, "ns", secret_name=AWS.credentials_secret, default_region=REGION,
+            image=IMAGES, instance_profile=profile,
+        )  # fmt: skip
+        launch = str(number) * 64
+        ref = await driver.store_token(TokenSlot("uid-1", launch, REGION, TAGS), "t" * 64)
+        tags = dict(TAGS) | {TAG_TOKEN_REF: ref.reference, "inferencerelay-launch": launch}
+        instance_id = await driver.launch(_request(client_token=launch, tags=tags))
+        associations = ec2.describe_iam_instance_profile_associations()
+        [association] = [
+            a for a in associations["IamInstanceProfileAssociations"]
+            if a["InstanceId"] == instance_id
+        ]  # fmt: skip
+        assert association["IamInstanceProfile"]["Arn"] == arn
+        await driver.destroy(instance_id, REGION)
+        with pytest.raises(ssm.exceptions.ParameterNotFound):
+            ssm.get_parameter(Name=ref.reference)
+        await driver.destroy(instance_id, REGION)  # idempotent: the token is already gone
+
+
+async def test_destroy_never_deletes_a_parameter_outside_the_prefix_a_vm_tag_names(
+    ec2: Any,
+) -> None:
+    """Rule: the VM's tag is writable by anyone with ec2:CreateTags; the controller deletes
+    only parameters under its own prefix."""
+    ssm = boto3.client("ssm", region_name=REGION)
+    for number, victim in enumerate(("/prod/database-password", f"{PREFIX}-other/x")):
+        ssm.put_parameter(Name=victim, Value="v", Type="SecureString")
+        tags = dict(TAGS) | {TAG_TOKEN_REF: victim}
+        driver = _driver()
+        instance_id = await driver.launch(_request(client_token=str(number) * 64, tags=tags))
+        await driver.destroy(instance_id, REGION)
+        kept = ssm.get_parameter(Name=victim, WithDecryption=True)["Parameter"]["Value"]
+        assert kept == "v"
+
+
+async def test_without_an_instance_profile_no_token_is_stored_and_the_flag_is_named(
+    ec2: Any,
+) -> None:
+    """An install that names only OCI's store starts; a launch on AWS is refused until it
+    names the profile the VM reads its token with."""
+    with pytest.raises(ConfigurationError, match="--relay-aws-instance-profile"):
+        await _driver().store_token(SLOT, "t" * 64)
+    ssm = boto3.client("ssm", region_name=REGION)
+    assert ssm.describe_parameters()["Parameters"] == []

@@ -18,7 +18,9 @@ import yaml
 from aiohttp import web
 
 from controller.relay.cloudinit import (
+    ENV_PATH,
     SCRIPT_PATH,
+    TOKEN_SCRIPT_PATH,
     CloudInitError,
     CloudInitInput,
     render,
@@ -29,9 +31,11 @@ from tests.controller.relay.conftest import serve
 TOKEN = "0123456789abcdef" * 4
 GOOD = b"#!/bin/sh\necho relay-proxy\n"
 GOOD_SHA = hashlib.sha256(GOOD).hexdigest()
+FETCH = 'cat "$STORED_TOKEN_FILE"'
+"""Stands in for the cloud CLI call: prints what the secret store holds."""
 PARAMS = CloudInitInput(
     upstream_url="https://upstream.example/v1",
-    token=TOKEN,
+    token_fetch=FETCH,
     artifact_urls=["https://one.example/relay", "https://two.example/relay"],
     artifact_sha256=GOOD_SHA,
 )
@@ -70,20 +74,66 @@ def test_the_document_holds_the_unit_the_script_and_the_pins() -> None:
         assert needle in text, needle
 
 
-def test_the_download_runs_before_the_service_starts_in_one_chained_command() -> None:
+def test_the_token_and_download_run_before_the_service_starts_in_one_chained_command() -> None:
     [command] = _document()["runcmd"]
     line: str = command[-1]
+    assert line.index(TOKEN_SCRIPT_PATH) < line.index(SCRIPT_PATH)
     assert line.index(SCRIPT_PATH) < line.index("systemctl start relay-proxy")
     assert " && " in line
 
 
-def test_the_token_is_only_in_the_root_only_environment_file() -> None:
-    env = _file("/etc/relay-proxy/env")
-    assert env["permissions"] == "0600" and TOKEN in env["content"]
-    text = render_text(PARAMS)
-    assert text.count(TOKEN) == 1
-    assert TOKEN not in _file(SCRIPT_PATH)["content"]
+def test_the_user_data_names_where_the_token_is_never_the_token() -> None:
+    """Rule: whoever may describe the instance reads the user data, so it holds only the
+    command that reads the token from the cloud's secret store, in a root-only script."""
+    script = _file(TOKEN_SCRIPT_PATH)
+    assert script["permissions"] == "0700" and script["owner"] == "root:root"
+    assert FETCH in script["content"]
+    assert ENV_PATH not in [f["path"] for f in _document()["write_files"]]
+    assert "RELAY_TOKEN=" not in render_text(PARAMS).replace("RELAY_TOKEN=%s", "")
     assert _file("/etc/systemd/system/relay-proxy.service")["permissions"] == "0644"
+
+
+def _run_token_script(
+    folder: Path, stored: str | None
+) -> tuple[subprocess.CompletedProcess[str], Path]:
+    script = folder / "fetch-relay-token.sh"
+    script.write_text(_file(TOKEN_SCRIPT_PATH)["content"])
+    script.chmod(0o700)
+    store = folder / "stored"
+    if stored is not None:
+        store.write_text(stored + "\n")
+    env_file = folder / "etc" / "env"
+    env = {
+        "PATH": os.environ["PATH"],
+        "STORED_TOKEN_FILE": str(store),
+        "RELAY_TOKEN_ENV": str(env_file),
+        "RELAY_TOKEN_PAUSE": "0",
+    }
+    done = subprocess.run(
+        ["sh", str(script)], env=env, capture_output=True, text=True, timeout=60, check=False
+    )
+    return done, env_file
+
+
+def test_the_boot_script_writes_the_stored_token_root_only_and_prints_none_of_it(
+    tmp_path: Path,
+) -> None:
+    done, env_file = _run_token_script(tmp_path, TOKEN)
+    assert done.returncode == 0, done.stderr
+    assert env_file.read_text() == f"RELAY_TOKEN={TOKEN}\n"
+    assert stat.S_IMODE(env_file.stat().st_mode) == 0o600
+    assert TOKEN not in done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("stored", [None, "", "a b; reboot", "tok$(id)"])
+def test_the_boot_script_fails_without_a_well_formed_stored_token(
+    tmp_path: Path, stored: str | None
+) -> None:
+    """No token (the role cannot read it yet, ever) or a malformed one: FATAL, exit 1, no
+    environment file, so the service never starts as an open forwarder."""
+    done, env_file = _run_token_script(tmp_path, stored)
+    assert done.returncode == 1 and "FATAL" in done.stderr
+    assert not env_file.exists()
 
 
 def test_nothing_of_wireguard_is_left() -> None:
@@ -96,11 +146,11 @@ def test_nothing_of_wireguard_is_left() -> None:
     ("change", "phrase"),
     [
         ({"upstream_url": ""}, "upstream URL"),
-        ({"token": ""}, "token"),
+        ({"token_fetch": ""}, "token"),
         ({"artifact_urls": []}, "artifact URL"),
         ({"artifact_sha256": ""}, "artifact SHA-256"),
         ({"upstream_url": "https://x.example/$(reboot)"}, "upstream URL"),
-        ({"token": "a b"}, "token"),
+        ({"token_fetch": "a\nb"}, "token"),
         ({"artifact_urls": ["https://a.example/'x"]}, "artifact URL"),
     ],
 )
@@ -174,11 +224,20 @@ async def _run_bootstrap(folder: Path, urls: list[str]) -> subprocess.CompletedP
     script = folder / "download-relay-proxy.sh"
     script.write_text(content)
     script.chmod(0o755)
+    fetch = next(f["content"] for f in document["write_files"] if f["path"] == TOKEN_SCRIPT_PATH)
+    token_script = folder / "fetch-relay-token.sh"
+    token_script.write_text(fetch)
+    token_script.chmod(0o700)
+    (folder / "stored").write_text(TOKEN)
     [command] = document["runcmd"]
     line = str(command[-1]).replace(SCRIPT_PATH, str(script))
+    line = line.replace(TOKEN_SCRIPT_PATH, str(token_script))
     env = {
         "PATH": f"{folder / 'bin'}:{os.environ['PATH']}",
         "RELAY_PROXY_PATH": str(folder / "relay-proxy"),
+        "STORED_TOKEN_FILE": str(folder / "stored"),
+        "RELAY_TOKEN_ENV": str(folder / "env"),
+        "RELAY_TOKEN_PAUSE": "0",
     }
     return await asyncio.to_thread(
         subprocess.run, ["sh", "-c", line], env=env, capture_output=True, text=True, timeout=60

@@ -1,15 +1,20 @@
-"""The relay VM token never reaches a place another local user can read, on every cloud.
+"""The relay VM token never reaches a place another user, local or of the cloud, can read.
 
-Each driver (aws through moto's EC2, oci through a loopback compute API, the fake cloud)
-launches a real launch request for an arm64 and an amd64 shape; the user data is read back
-from what the cloud received, decoded and parsed as cloud-init does, and checked:
+Each driver (aws through moto's EC2 and SSM, oci through a loopback compute and vault API,
+the fake cloud) stores the token and launches a real launch request for an arm64 and an
+amd64 shape; the user data is read back from what the cloud received, decoded and parsed as
+cloud-init does, and checked:
 
-- the token is in exactly one file, owned by root and readable by root only;
-- no unit's ``ExecStart`` holds it, also after systemd expands ``$VAR``/``${VAR}`` from the
-  unit's ``EnvironmentFile`` (that expansion lands in relay-proxy's argv, which ``ps`` and
-  ``/proc/<pid>/cmdline`` show every local user);
-- no ``runcmd``/``bootcmd`` argv holds it or reads it;
-- the service runs under a uid of its own, so no other process may read its environment.
+- the token is not in the user data at all (``ec2:DescribeInstanceAttribute`` or OCI
+  ``GetInstance`` reads it): it is in the cloud's secret store, which the user data names;
+- no unit's ``ExecStart`` reads it, also after systemd expands ``$VAR``/``${VAR}`` (that
+  expansion lands in relay-proxy's argv, which ``ps`` and ``/proc/<pid>/cmdline`` show every
+  local user);
+- no ``runcmd``/``bootcmd`` argv holds it or reads the environment file;
+- the service runs under a uid of its own, so no other process may read its environment, and
+  never reaches the metadata service (the role credentials that read the token).
+
+Destroying the VM deletes the stored token.
 """
 
 from __future__ import annotations
@@ -17,18 +22,22 @@ from __future__ import annotations
 import base64
 import re
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
+import aiohttp
+import boto3
 import pytest
 import yaml
 
 from controller.relay.cloudinit import ENV_PATH
 from controller.relay.deps import EXPECTED_CREDENTIALS
 from controller.relay.drivers.aws import AwsDriver
+from controller.relay.drivers.base import TAG_TOKEN_REF, Driver
 from controller.relay.drivers.fake import FakeCloud
 from controller.relay.drivers.oci import OciDriver
 from controller.relay.providers import AWS, OCI
-from controller.relay.request import build_request
+from controller.relay.request import build_request, check_slot, token_slot
 from controller.relay.spec import ProviderSpec
 from tests.controller.relay.conftest import ARTIFACTS
 from tests.controller.relay.moto_ec2 import IMAGES
@@ -48,80 +57,121 @@ SHAPES = {
 REGIONS = {"aws": "us-east-1", "oci": "us-ashburn-1", "fake": "us-east-1"}
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
 
-Launched = Callable[[str, str, str], Awaitable[str]]
-"""(provider, shape, token) → the decoded user data the cloud received."""
+
+@dataclass
+class Cloud:
+    """One driver and the cloud's own view: what it stored, what the VM got."""
+
+    driver: Driver
+    user_data: Callable[[str], Awaitable[str]]
+    """instance id → the decoded user data the cloud holds."""
+    stored: Callable[[str], Awaitable[str | None]]
+    """token reference → the token the secret store holds for it (None: deleted)."""
 
 
-def _request(provider: str, shape: str, token: str) -> Any:
-    cloud = "aws" if provider == "fake" else provider
+async def _launch(cloud: Cloud, provider: str, shape: str, token: str) -> tuple[str, str]:
+    """Store the token and launch as the reconciler does; (instance id, its reference)."""
+    name = "aws" if provider == "fake" else provider
     slot = ProviderSpec(
-        provider=cloud,
+        provider=name,
         region=REGIONS[provider],
-        credentials=EXPECTED_CREDENTIALS[cloud],
+        credentials=EXPECTED_CREDENTIALS[name],
         shape=shape,
     )
-    return build_request(
+    check_slot(slot, ARTIFACTS, EXPECTED_CREDENTIALS, "https://upstream.example/v1")
+    where = token_slot(slot, uid="uid-secrecy", cluster="cluster-a", vm_token=token)
+    ref = await cloud.driver.store_token(where, token)
+    request = build_request(
         slot,
         uid="uid-secrecy",
         cluster="cluster-a",
         upstream_url="https://upstream.example/v1",
         vm_token=token,
+        token_ref=ref,
         artifacts=ARTIFACTS,
         expected_credentials=EXPECTED_CREDENTIALS,
     )
+    assert request.tags[TAG_TOKEN_REF] == ref.reference
+    return await cloud.driver.launch(request), ref.reference
 
 
 @pytest.fixture
-async def launch_fake() -> Launched:
+def fake_cloud() -> Cloud:
     cloud = FakeCloud(provider="aws", clock=FakeClock())
 
-    async def launched(provider: str, shape: str, token: str) -> str:
-        instance_id = await cloud.launch(_request(provider, shape, token))
+    async def user_data(instance_id: str) -> str:
         return base64.b64decode(cloud.vm(instance_id).user_data).decode()
 
-    return launched
+    async def stored(reference: str) -> str | None:
+        return cloud.tokens.get(reference)
+
+    return Cloud(cloud, user_data, stored)
 
 
 @pytest.fixture
-def launch_aws(ec2: Any) -> Launched:
-    async def launched(provider: str, shape: str, token: str) -> str:
-        driver = AwsDriver(
-            None,
-            "ns",
-            secret_name=AWS.credentials_secret,
-            default_region=AWS.default_region,
-            image=IMAGES,
-        )
-        instance_id = await driver.launch(_request(provider, shape, token))
+def aws_cloud(ec2: Any) -> Cloud:
+    boto3.client("iam").create_instance_profile(InstanceProfileName="relay-vm")
+    ssm = boto3.client("ssm", region_name=REGIONS["aws"])
+    driver = AwsDriver(
+        None,
+        "ns",
+        secret_name=AWS.credentials_secret,
+        default_region=AWS.default_region,
+        image=IMAGES,
+        instance_profile="relay-vm",
+    )
+
+    async def user_data(instance_id: str) -> str:
         attribute = ec2.describe_instance_attribute(InstanceId=instance_id, Attribute="userData")
         return base64.b64decode(attribute["UserData"]["Value"]).decode()
 
-    return launched
+    async def stored(reference: str) -> str | None:
+        try:
+            reply = ssm.get_parameter(Name=reference, WithDecryption=True)
+        except ssm.exceptions.ParameterNotFound:
+            return None
+        assert reply["Parameter"]["Type"] == "SecureString"
+        return str(reply["Parameter"]["Value"])
+
+    return Cloud(driver, user_data, stored)
 
 
 @pytest.fixture
-async def launch_oci(
+async def oci_cloud(
     kube: Kube, namespace: str, pem: str, compute: tuple[str, list[dict[str, Any]]]
-) -> Launched:
+) -> Cloud:
     data = credential_data(pem, subnet="ocid1.subnet.relay")
     encoded = {k: base64.b64encode(v.encode()).decode() for k, v in data.items()}
     await kube.create(
         SECRETS, {"metadata": {"name": "oci-credentials"}, "data": encoded}, namespace
     )
+    url, seen = compute
     driver = OciDriver(
         kube,
         namespace,
         secret_name=OCI.credentials_secret,
         default_region=OCI.default_region,
-        endpoint=compute[0],
+        endpoint=url,
+        vault="ocid1.vault.oc1.relay",
+        key="ocid1.key.oc1.relay",
     )
 
-    async def launched(provider: str, shape: str, token: str) -> str:
-        await driver.launch(_request(provider, shape, token))
-        body = [c for c in compute[1] if c["method"] == "POST"][-1]["body"]
-        return base64.b64decode(body["metadata"]["user_data"]).decode()
+    async def user_data(instance_id: str) -> str:
+        launches = [c for c in seen if c["method"] == "POST" and c["path"] == "/20160918/instances"]
+        return base64.b64decode(launches[-1]["body"]["metadata"]["user_data"]).decode()
 
-    return launched
+    async def stored(reference: str) -> str | None:
+        """Through the vault API, as the VM's CLI reads it; None once deletion is scheduled."""
+        async with (
+            aiohttp.ClientSession() as session,
+            session.get(f"{url}/20180608/secrets/{reference}") as reply,
+        ):
+            secret = await reply.json()
+        if secret["lifecycleState"] != "ACTIVE":
+            return None
+        return base64.b64decode(secret["content"]).decode()
+
+    return Cloud(driver, user_data, stored)
 
 
 def _environment(files: list[dict[str, Any]], unit: str) -> dict[str, str]:
@@ -155,21 +205,11 @@ def _argv_of(command: Any) -> str:
 def assert_token_private(text: str, token: str) -> None:
     """Every rule of the module docstring, over one decoded cloud-init document."""
     assert text.startswith("#cloud-config\n")
+    assert token not in text, "the token is in the user data"
     document: dict[str, Any] = yaml.safe_load(text)
     files: list[dict[str, Any]] = document.get("write_files") or []
-    holders = [f for f in files if token in str(f.get("content", ""))]
-    assert [f["path"] for f in holders] == [ENV_PATH]
-    for entry in holders:
-        mode = int(str(entry.get("permissions", "0644")), 8)
-        assert mode & 0o077 == 0, f"{entry['path']} is readable beyond its owner ({mode:o})"
-        assert entry.get("owner") == "root:root"
-    assert text.count(token) == 1, "the token appears outside the environment file"
-    readable = [f for f in files if int(str(f.get("permissions", "0644")), 8) & 0o004]
-    assert all(token not in str(f.get("content", "")) for f in readable)
-    token_names = {
-        name for entry in holders for line in str(entry["content"]).splitlines()
-        if token in line for name in [line.partition("=")[0].strip()]
-    }  # fmt: skip
+    assert ENV_PATH not in [f["path"] for f in files], "the user data carries the env file"
+    token_names = {"RELAY_TOKEN"}
     units = [f for f in files if str(f["path"]).endswith(".service")]
     assert units, "no systemd unit runs relay-proxy"
     for unit in units:
@@ -180,6 +220,9 @@ def assert_token_private(text: str, token: str) -> None:
         for start in starts:
             expanded = _expand(start, env)
             assert token not in expanded, f"the token reaches argv through {start!r}"
+            assert not any(name in start for name in token_names), (
+                f"the token reaches argv through {start!r}"
+            )
         assert "DynamicUser=yes" in content.splitlines(), "the service shares its uid"
         denied = [
             address
@@ -195,29 +238,37 @@ def assert_token_private(text: str, token: str) -> None:
             assert ENV_PATH not in argv and not any(name in argv for name in token_names)
 
 
-async def _check(launched: Launched, cloud: str) -> None:
-    for arch, shape in SHAPES[cloud].items():
-        text = await launched(cloud, shape, TOKENS[arch])
+async def _check(cloud: Cloud, provider: str) -> None:
+    for arch, shape in SHAPES[provider].items():
+        instance_id, reference = await _launch(cloud, provider, shape, TOKENS[arch])
+        text = await cloud.user_data(instance_id)
         assert f"relay-proxy-{arch}" in text
+        assert reference in text, "the user data does not name where the token is"
         assert_token_private(text, TOKENS[arch])
+        assert await cloud.stored(reference) == TOKENS[arch]
+        # The same launch again (a retry after a crash): the same VM, the token overwritten.
+        assert await _launch(cloud, provider, shape, TOKENS[arch]) == (instance_id, reference)
+        assert await cloud.stored(reference) == TOKENS[arch]
+        await cloud.driver.destroy(instance_id, REGIONS[provider])
+        assert await cloud.stored(reference) is None, "the token outlives its VM"
 
 
-async def test_the_aws_driver_keeps_the_vm_token_from_other_local_users(
-    launch_aws: Launched,
+async def test_the_aws_driver_keeps_the_vm_token_out_of_user_data_and_from_local_users(
+    aws_cloud: Cloud,
 ) -> None:
-    await _check(launch_aws, "aws")
+    await _check(aws_cloud, "aws")
 
 
-async def test_the_oci_driver_keeps_the_vm_token_from_other_local_users(
-    launch_oci: Launched,
+async def test_the_oci_driver_keeps_the_vm_token_out_of_user_data_and_from_local_users(
+    oci_cloud: Cloud,
 ) -> None:
-    await _check(launch_oci, "oci")
+    await _check(oci_cloud, "oci")
 
 
-async def test_the_fake_cloud_keeps_the_vm_token_from_other_local_users(
-    launch_fake: Launched,
+async def test_the_fake_cloud_keeps_the_vm_token_out_of_user_data_and_from_local_users(
+    fake_cloud: Cloud,
 ) -> None:
-    await _check(launch_fake, "fake")
+    await _check(fake_cloud, "fake")
 
 
 @pytest.mark.parametrize(
@@ -227,6 +278,7 @@ async def test_the_fake_cloud_keeps_the_vm_token_from_other_local_users(
         ("ExecStart=/usr/local/bin/relay-proxy --token=$RELAY_TOKEN", "argv"),
         ("User=nobody", "uid"),
         ("IPAddressDeny=", "metadata"),
+        ("# token in the user data", "user data"),
     ],
 )
 def test_the_check_catches_a_token_on_the_command_line_a_shared_uid_or_the_metadata_service(
@@ -237,7 +289,12 @@ def test_the_check_catches_a_token_on_the_command_line_a_shared_uid_or_the_metad
         "[Service]\nEnvironmentFile=/etc/relay-proxy/env\nDynamicUser=yes\n"
         "IPAddressDeny=169.254.169.254\n"
     )
-    if unit_line.startswith("User="):
+    files: list[dict[str, str]] = []
+    if unit_line.startswith("#"):
+        files.append({"path": ENV_PATH, "owner": "root:root", "permissions": "0600",
+                      "content": f"RELAY_TOKEN={TOKEN}\n"})  # fmt: skip
+        unit += "ExecStart=/bin/x\n"
+    elif unit_line.startswith("User="):
         unit = unit.replace("DynamicUser=yes\n", unit_line + "\n") + "ExecStart=/bin/x\n"
     elif unit_line.startswith("IPAddressDeny="):
         unit = unit.replace("IPAddressDeny=169.254.169.254\n", unit_line + "\n")
@@ -246,8 +303,7 @@ def test_the_check_catches_a_token_on_the_command_line_a_shared_uid_or_the_metad
         unit += unit_line + "\n"
     document = {
         "write_files": [
-            {"path": ENV_PATH, "owner": "root:root", "permissions": "0600",
-             "content": f"RELAY_TOKEN={TOKEN}\n"},
+            *files,
             {"path": "/etc/systemd/system/relay-proxy.service", "permissions": "0644",
              "content": unit},
         ]

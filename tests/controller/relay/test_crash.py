@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 import pytest
 
 from controller.relay.deps import RelayDeps
-from controller.relay.drivers.base import CloudInstance, LaunchRequest
+from controller.relay.drivers.base import CloudInstance, LaunchRequest, TokenRef, TokenSlot
 from controller.relay.drivers.fake import FakeCloud
 from controller.relay.identity import ClusterIdentity
 from controller.relay.metrics import RelayMetrics
@@ -43,6 +43,9 @@ class DiesAfterLaunch:
         self.launched.set()
         await asyncio.Event().wait()  # killed here
         return instance_id
+
+    async def store_token(self, slot: TokenSlot, token: str) -> TokenRef:
+        return await self.cloud.store_token(slot, token)
 
     async def describe(self, instance_id: str, region: str) -> CloudInstance:
         return await self.cloud.describe(instance_id, region)
@@ -226,7 +229,8 @@ async def test_a_replacement_whose_status_write_is_lost_is_taken_back_not_launch
     assert [(e["id"], e.get("replaces")) for e in entries] == [(old, None), (spare, old)]
     assert len(aws.calls_of("launch")) == 2 and aws.live_ids() == {old, spare}
     tokens = await read_tokens(fleet.kube, fleet.namespace)
-    assert f"RELAY_TOKEN={tokens['aws.2']}" in aws.calls_of("launch")[1].args["user_data_decoded"]
+    assert aws.token_of(spare) == tokens["aws.2"]
+    assert tokens["aws.2"] not in aws.calls_of("launch")[1].args["user_data_decoded"]
     fleet.report(spare, healthy=True)
     await fleet.reconcile()
     assert aws.live_ids() == {spare}

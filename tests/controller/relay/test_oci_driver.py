@@ -11,12 +11,14 @@ import oci
 import pytest
 
 from controller.relay.drivers.base import (
+    TAG_TOKEN_REF,
     ConfigurationError,
     DriverError,
     InstanceNotFound,
     LaunchRequest,
     QuotaExceeded,
     Throttled,
+    TokenSlot,
     TransientCloudError,
     vm_tags,
 )
@@ -229,3 +231,88 @@ async def test_sdk_clients_and_key_parsing_stay_off_the_event_loop(
     await oci_driver.describe("ocid1.instance.ours", "us-ashburn-1")
     await oci_driver.destroy("ocid1.instance.ours", "us-ashburn-1")
     assert on_loop == []
+
+
+# -- the VM token in an OCI Vault secret ------------------------------------------------------
+
+VAULT = "ocid1.vault.oc1.relay"
+KEY = "ocid1.key.oc1.relay"
+SLOT = TokenSlot(owner_uid="u-1", launch="r" * 64, region="us-ashburn-1", tags=LAUNCH_TAGS)
+
+
+async def _vault_driver(
+    kube: Kube, namespace: str, pem: str, url: str, vault: str = VAULT
+) -> OciDriver:
+    if await kube.get_or_none(SECRETS, OCI.credentials_secret, namespace) is None:
+        data = credential_data(pem, subnet="ocid1.subnet.relay", compartment="ocid1.compartment.r")
+        encoded = {k: base64.b64encode(v.encode()).decode() for k, v in data.items()}
+        await kube.create(
+            SECRETS, {"metadata": {"name": OCI.credentials_secret}, "data": encoded}, namespace
+        )
+    return OciDriver(
+        kube, namespace, secret_name=OCI.credentials_secret, default_region=OCI.default_region,
+        endpoint=url, vault=vault, key=KEY,
+    )  # fmt: skip
+
+
+async def test_the_token_is_a_tagged_vault_secret_the_vm_reads_as_an_instance_principal(
+    kube: Kube, namespace: str, pem: str, compute: tuple[str, list[dict[str, Any]]]
+) -> None:
+    url, seen = compute
+    driver = await _vault_driver(kube, namespace, pem, url)
+    ref = await driver.store_token(SLOT, "t" * 64)
+    [create] = [c for c in seen if c["method"] == "POST" and c["path"] == "/20180608/secrets"]
+    body = create["body"]
+    assert (body["vaultId"], body["keyId"]) == (VAULT, KEY)
+    assert body["compartmentId"] == "ocid1.compartment.r"
+    assert body["secretName"] == f"relay-token-u-1-{'r' * 32}"
+    assert body["freeformTags"] == LAUNCH_TAGS
+    assert body["secretContent"] == {
+        "contentType": "BASE64",
+        "content": base64.b64encode(b"t" * 64).decode(),
+    }
+    assert create["authorization"].startswith("Signature")
+    assert ref.reference.startswith("ocid1.vaultsecret.")
+    assert "--auth instance_principal" in ref.fetch and "--region us-ashburn-1" in ref.fetch
+    assert f"--secret-id {ref.reference}" in ref.fetch and "t" * 64 not in ref.fetch
+    # The same launch again (a retry after a crash): a new version of the same secret.
+    assert await driver.store_token(SLOT, "u" * 64) == ref
+    [update] = [c for c in seen if c["method"] == "PUT"]
+    assert update["path"] == f"/20180608/secrets/{ref.reference}"
+    assert update["body"]["secretContent"]["content"] == base64.b64encode(b"u" * 64).decode()
+    assert len([c for c in seen if c["path"] == "/20180608/secrets" and c["method"] == "POST"]) == 1
+
+
+async def test_without_a_vault_the_token_is_not_stored_and_the_error_names_the_flags(
+    kube: Kube, namespace: str, pem: str, compute: tuple[str, list[dict[str, Any]]]
+) -> None:
+    driver = await _vault_driver(kube, namespace, pem, compute[0], vault="")
+    with pytest.raises(ConfigurationError) as raised:
+        await driver.store_token(SLOT, "t" * 64)
+    assert "--relay-oci-vault" in raised.value.fix and "--relay-oci-key" in raised.value.fix
+    assert not [c for c in compute[1] if c["path"].startswith("/20180608")]
+
+
+async def test_destroy_deletes_only_a_secret_in_its_vault_that_carries_the_relay_tags(
+    kube: Kube, namespace: str, pem: str, compute: tuple[str, list[dict[str, Any]]]
+) -> None:
+    """Rule: the VM's tag is writable by anyone with instance rights; the controller schedules
+    the deletion of its own token secrets only."""
+    url, seen = compute
+    other_vault = await _vault_driver(kube, namespace, pem, url, vault="ocid1.vault.oc1.other")
+    foreign = await other_vault.store_token(SLOT, "f" * 64)
+    untagged = TokenSlot(owner_uid="u-2", launch="s" * 64, region="us-ashburn-1", tags={})
+    driver = await _vault_driver(kube, namespace, pem, url)
+    unmarked = await driver.store_token(untagged, "g" * 64)
+    ours = await driver.store_token(SLOT, "t" * 64)
+    for number, reference in enumerate((foreign.reference, unmarked.reference, ours.reference)):
+        tags = LAUNCH_TAGS | {TAG_TOKEN_REF: reference, "inferencerelay-launch": str(number) * 64}
+        request = _launch_request(tags=tags, client_token=str(number) * 64)
+        instance_id = await driver.launch(request)
+        await driver.destroy(instance_id, "us-ashburn-1")
+    deletions = [c for c in seen if c["path"].endswith("/actions/scheduleDeletion")]
+    assert [c["path"].split("/")[3] for c in deletions] == [ours.reference]
+    assert deletions[0]["body"]["timeOfDeletion"]  # a day on: OCI's shortest
+    # Destroyed again: the secret is already pending deletion, nothing more is asked.
+    await driver.destroy(instance_id, "us-ashburn-1")
+    assert len([c for c in seen if c["path"].endswith("/actions/scheduleDeletion")]) == 1

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from controller.relay.drivers.base import TransientCloudError
+from controller.relay.drivers.base import TAG_TOKEN_REF, TokenSlot, TransientCloudError
 from controller.relay.drivers.fake import FakeCloud
 from controller.relay.identity import ClusterIdentity
 from controller.relay.metrics import RelayMetrics
@@ -95,6 +95,32 @@ async def test_only_a_vm_with_an_unknown_owner_is_destroyed(
         )
         == 1
     )
+
+
+async def test_an_orphans_stored_token_goes_with_it_and_an_owned_vms_stays(
+    kube: Kube,
+    aws: FakeCloud,
+    clock: FakeClock,
+    metrics: RelayMetrics,
+    relays: list[dict[str, Any]],
+) -> None:
+    uid = await _relay(kube, relays)
+    refs = {}
+    for owner in (uid, "gone-uid"):
+        where = TokenSlot(owner_uid=owner, launch=owner[:4] * 16, region="us-east-1", tags={})
+        refs[owner] = (await aws.store_token(where, "t" * 64)).reference
+    owned = aws.seed(
+        "us-east-1", cluster=CLUSTER, owner_uid=uid, provider="aws", age_seconds=OLD,
+        tags={TAG_TOKEN_REF: refs[uid]},
+    )  # fmt: skip
+    orphan = aws.seed(
+        "us-east-1", cluster=CLUSTER, owner_uid="gone-uid", provider="aws", age_seconds=OLD,
+        tags={TAG_TOKEN_REF: refs["gone-uid"]},
+    )  # fmt: skip
+    result = await _detector(kube, {"aws": aws}, clock, metrics).sweep()
+    assert result.destroyed == [orphan]
+    assert aws.token_of(owned) == "t" * 64
+    assert set(aws.tokens) == {refs[uid]}
 
 
 async def test_a_young_orphan_waits_for_the_grace(

@@ -57,6 +57,7 @@ async def test_a_missing_vm_is_launched_tagged_and_recorded_with_a_requeue(fleet
         "inferencerelay-uid": uid,
         "inferencerelay-provider": "aws",
         "inferencerelay-launch": call.args["client_token"],
+        "inferencerelay-token-ref": f"fake-secret/{uid}/{call.args['client_token'][:32]}",
     }
     assert call.args["name"] == "relay-aws" and call.args["shape"] == "t4g.micro"
     [instance] = await fleet.instances()
@@ -77,7 +78,9 @@ async def test_the_vm_token_is_stored_and_reaches_the_peers_configmap(fleet: Fle
     tokens = await read_tokens(fleet.kube, fleet.namespace)
     assert len(tokens["aws"]) == 64
     [call] = fleet.clouds["aws"].calls_of("launch")
-    assert f"RELAY_TOKEN={tokens['aws']}" in call.args["user_data_decoded"]
+    [instance] = await fleet.instances()
+    assert fleet.clouds["aws"].token_of(instance["id"]) == tokens["aws"]
+    assert tokens["aws"] not in call.args["user_data_decoded"]
     peers = await fleet.kube.get(CONFIGMAPS, "relay-router-peers", fleet.namespace)
     [peer] = json.loads(peers["data"]["peers.json"])["relays"]
     [instance] = await fleet.instances()
@@ -186,6 +189,8 @@ async def test_a_credentials_ref_the_driver_does_not_read_is_a_configuration_err
     assert instance["state"] == "provisioning-failed"
     assert "'my-aws'" in instance["lastProvisionError"]
     assert "aws-relay-irwa" in instance["lastProvisionError"]
+    # Found before any cloud call: no token is stored for a VM that never launches.
+    assert fleet.clouds["aws"].calls_of("store_token") == [] and fleet.clouds["aws"].tokens == {}
 
 
 async def test_an_unknown_shape_is_an_error_not_a_guess(fleet: Fleet) -> None:
@@ -194,6 +199,7 @@ async def test_an_unknown_shape_is_an_error_not_a_guess(fleet: Fleet) -> None:
     [instance] = await fleet.instances()
     assert instance["state"] == "provisioning-failed"
     assert "zz9.plural" in instance["lastProvisionError"]
+    assert fleet.clouds["aws"].tokens == {}
 
 
 async def test_an_amd64_shape_gets_the_amd64_binary_and_pin(fleet: Fleet) -> None:
@@ -202,6 +208,25 @@ async def test_an_amd64_shape_gets_the_amd64_binary_and_pin(fleet: Fleet) -> Non
     [call] = fleet.clouds["oci"].calls_of("launch")
     assert "relay-proxy-amd64" in call.args["user_data_decoded"]
     assert "b" * 64 in call.args["user_data_decoded"]
+
+
+async def test_a_secret_store_that_fails_holds_the_launch_back_and_the_retry_stores_again(
+    fleet: Fleet,
+) -> None:
+    """A VM never launches without its token stored where it reads it at boot."""
+    aws = fleet.clouds["aws"]
+    aws.inject("store_token", Throttled("secret store throttled"))
+    await fleet.create(AWS_SLOT)
+    await fleet.reconcile()
+    [instance] = await fleet.instances()
+    assert aws.calls_of("launch") == [] and instance["state"] == "provisioning"
+    assert "secret store throttled" in instance["lastProvisionError"]
+    fleet.clock.advance(31)
+    await fleet.reconcile()
+    assert len(aws.calls_of("launch")) == 1
+    [instance] = await fleet.instances()
+    token = (await read_tokens(fleet.kube, fleet.namespace))["aws"]
+    assert aws.token_of(instance["id"]) == token
 
 
 async def test_a_capacity_error_leaves_no_failed_entry_and_backs_off(fleet: Fleet) -> None:
@@ -342,7 +367,7 @@ async def test_a_pass_that_changes_nothing_writes_nothing(fleet: Fleet) -> None:
     assert (await fleet.get())["metadata"]["resourceVersion"] == version
 
 
-async def test_the_cloud_init_carries_no_token_outside_the_root_only_env_file(
+async def test_the_cloud_init_carries_no_token_only_where_the_cloud_stored_it(
     fleet: Fleet,
 ) -> None:
     await fleet.create(AWS_SLOT)
@@ -350,7 +375,10 @@ async def test_the_cloud_init_carries_no_token_outside_the_root_only_env_file(
     token = (await read_tokens(fleet.kube, fleet.namespace))["aws"]
     [call] = fleet.clouds["aws"].calls_of("launch")
     decoded = base64.b64decode(call.args["user_data"]).decode()
-    assert decoded.count(token) == 1
+    assert token not in decoded
+    [store] = fleet.clouds["aws"].calls_of("store_token")
+    assert store.args["launch"] == call.args["client_token"]
+    assert call.args["tags"]["inferencerelay-token-ref"] in decoded
     assert call.args["client_token"] and token not in call.args["client_token"]
 
 
@@ -463,7 +491,9 @@ async def test_a_launch_reuses_the_token_already_stored_for_its_provider(fleet: 
     await fleet.create(AWS_SLOT)
     await fleet.reconcile()
     [call] = fleet.clouds["aws"].calls_of("launch")
-    assert f"RELAY_TOKEN={stored}" in call.args["user_data_decoded"]
+    [instance] = await fleet.instances()
+    assert fleet.clouds["aws"].token_of(instance["id"]) == stored
+    assert stored not in call.args["user_data_decoded"]
     assert (await read_tokens(fleet.kube, fleet.namespace)) == {"aws": stored}
 
 

@@ -87,7 +87,8 @@ async def test_an_unhealthy_vm_is_replaced_beside_itself_then_retired(
     assert launch.args["tags"]["inferencerelay-replaces"] == old["id"]
     tokens = await read_tokens(fleet.kube, fleet.namespace)
     assert set(tokens) == {"aws", "aws.2"} and tokens["aws"] != tokens["aws.2"]
-    assert f"RELAY_TOKEN={tokens['aws.2']}" in launch.args["user_data_decoded"]
+    assert cloud.token_of(spare["id"]) == tokens["aws.2"]
+    assert tokens["aws.2"] not in launch.args["user_data_decoded"]
     peers = {p["id"]: p["token"] for p in await _peers(fleet)}
     assert peers == {old["id"]: tokens["aws"], spare["id"]: tokens["aws.2"]}
     [started] = await _events(fleet, "RelayReplacing")

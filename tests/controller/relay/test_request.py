@@ -6,13 +6,14 @@ import base64
 
 import pytest
 
-from controller.relay.drivers.base import ConfigurationError
+from controller.relay.drivers.base import ConfigurationError, TokenRef
 from controller.relay.request import build_request, client_token
 from controller.relay.spec import ProviderSpec
 from tests.controller.relay.conftest import ARTIFACTS, SHA_AMD64
 
 SLOT = ProviderSpec("aws", "us-east-1", "aws-relay-irwa", "m6i.large")
 EXPECTED = {"aws": "aws-relay-irwa"}
+REF = TokenRef(reference="/relay-token/uid-1/c0ffee", fetch="fetch-token /relay-token/uid-1/c0ffee")
 
 
 def test_the_client_token_is_stable_per_slot_and_vm_token_and_hides_the_token() -> None:
@@ -32,6 +33,7 @@ def test_the_request_carries_tags_shape_arch_and_base64_user_data() -> None:
         cluster="cluster-a",
         upstream_url="https://u.example/v1",
         vm_token="f" * 64,
+        token_ref=REF,
         artifacts=ARTIFACTS,
         expected_credentials=EXPECTED,
     )
@@ -45,9 +47,11 @@ def test_the_request_carries_tags_shape_arch_and_base64_user_data() -> None:
         "inferencerelay-uid": "uid-1",
         "inferencerelay-provider": "aws",
         "inferencerelay-launch": request.client_token,
+        "inferencerelay-token-ref": REF.reference,
     }
     document = base64.b64decode(request.cloud_init).decode()
     assert SHA_AMD64 in document and "relay-proxy-amd64" in document
+    assert REF.fetch in document and "f" * 64 not in document
 
 
 @pytest.mark.parametrize(
@@ -67,6 +71,7 @@ def test_a_request_that_cannot_be_built_is_a_configuration_error(
             cluster="cluster-a",
             upstream_url="https://u.example/v1",
             vm_token="f" * 64,
+            token_ref=REF,
             artifacts=ARTIFACTS,
             expected_credentials=EXPECTED,
         )
@@ -80,6 +85,7 @@ def test_a_bad_upstream_url_is_a_configuration_error_naming_the_field() -> None:
             cluster="cluster-a",
             upstream_url="https://u.example/$(id)",
             vm_token="f" * 64,
+            token_ref=REF,
             artifacts=ARTIFACTS,
             expected_credentials=EXPECTED,
         )

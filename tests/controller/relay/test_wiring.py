@@ -17,6 +17,7 @@ from controller.settings import (
     LeaderElectionSettings,
     OrphanSweepSettings,
     RelayArtifactConfig,
+    RelayTokenStoreSettings,
     RuntimeSettings,
 )
 from controller.setup import new_manager
@@ -95,6 +96,19 @@ def test_bad_artifact_settings_stop_the_start_naming_the_flag(kube: Kube) -> Non
         wiring.register(new_manager(kube, settings), settings)
 
 
+def test_the_real_drivers_without_a_token_store_stop_the_start_naming_the_flag(
+    kube: Kube,
+) -> None:
+    """Rule: the VM token never goes into user data, so without a secret store to put it in
+    the controller does not start."""
+    fake = _settings("ns")
+    settings = dataclasses.replace(
+        fake, inference_relay=dataclasses.replace(fake.inference_relay, cloud="")
+    )
+    with pytest.raises(ConfigError, match="--relay-aws-instance-profile"):
+        wiring.register(new_manager(kube, settings), settings)
+
+
 def test_the_fake_cloud_serves_every_provider_and_real_mode_builds_the_sdk_drivers(
     kube: Kube,
 ) -> None:
@@ -105,8 +119,12 @@ def test_the_fake_cloud_serves_every_provider_and_real_mode_builds_the_sdk_drive
 
     fake = build_drivers("fake", kube, "ns")
     assert set(fake) == {"aws", "oci"} and all(isinstance(d, FakeCloud) for d in fake.values())
-    real = build_drivers("", kube, "ns")
-    assert isinstance(real["aws"], AwsDriver) and isinstance(real["oci"], OciDriver)
+    store = RelayTokenStoreSettings("relay-vm", "/p", "ocid1.vault.oc1.x", "ocid1.key.oc1.x")
+    real = build_drivers("", kube, "ns", store)
+    aws, oci = real["aws"], real["oci"]
+    assert isinstance(aws, AwsDriver) and isinstance(oci, OciDriver)
+    assert (aws.instance_profile, aws.parameter_prefix) == ("relay-vm", "/p")
+    assert (oci.vault, oci.key) == ("ocid1.vault.oc1.x", "ocid1.key.oc1.x")
     with pytest.raises(ConfigError, match="--relay-cloud"):
         build_drivers("gcp-sim", kube, "ns")
 
