@@ -92,16 +92,17 @@ def uses_kube(item: pytest.Item) -> bool:
 @pytest.fixture(scope="session", autouse=True)
 def _control_plane(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[None]:
+) -> Iterator[ControlPlane | None]:
     """With ``KUBEBUILDER_ASSETS`` (and no ``WSPIN_TEST_KUBECONFIG``): a real control plane for
-    the session, started only if a collected test talks to an API server."""
+    the session, started only if a collected test talks to an API server (None otherwise:
+    the fake, or a cluster ``WSPIN_TEST_KUBECONFIG`` names)."""
     assets = os.environ.get(ASSETS_ENV)
     if (
         os.environ.get(KUBECONFIG_ENV)
         or not assets
         or not any(map(uses_kube, request.session.items))
     ):
-        yield
+        yield None
         return
     gates = os.environ.get(FEATURE_GATES_ENV, DEFAULT_FEATURE_GATES)
     workdir = tmp_path_factory.mktemp("control-plane")
@@ -110,11 +111,11 @@ def _control_plane(
         pytest.MonkeyPatch.context() as env,
     ):
         env.setenv(KUBECONFIG_ENV, str(plane.kubeconfig))
-        yield
+        yield plane
 
 
 @pytest.fixture(scope="session")
-def real_cluster(_control_plane: None) -> bool:
+def real_cluster(_control_plane: ControlPlane | None) -> bool:
     return bool(os.environ.get(KUBECONFIG_ENV))
 
 

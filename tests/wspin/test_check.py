@@ -63,18 +63,21 @@ async def test_the_console_script_prints_json_and_exits_0_when_all_pass(
     assert all(c["ok"] and c["fix"] == "" for c in report["checks"])
 
 
+@pytest.mark.usefixtures("breaks_installation")
 async def test_the_text_output_marks_each_check_and_prints_the_fix_under_a_failure(
-    kube: Kube, installed: Installed, kube_server: KubeServer, kubeconfig: Path,
-    capsys: pytest.CaptureFixture[str],
-) -> None:  # fmt: skip
-    await kube.delete(LEASES, LEADER_LEASE, installed.install.namespace)
+    kube: Kube, installed: Installed, kubeconfig: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ns = installed.install.namespace
+    await kube.delete(LEASES, LEADER_LEASE, ns)
     argv = ["check", "--kubeconfig", str(kubeconfig)]
+    if ns != "wspin":  # the defaults name the release every other installation has
+        argv += ["--namespace", ns, "--probe-namespace", installed.probe_namespace]
     assert await asyncio.to_thread(cli.main, argv) == 1
     out = capsys.readouterr().out.splitlines()
     leader = next(i for i, line in enumerate(out) if "controller-leader" in line)
     assert out[leader].startswith("✗ controller-leader")
     assert "no replica has ever led" in out[leader]
-    assert "fix: kubectl -n wspin logs deploy/wspin-controller" in out[leader + 1]
+    assert f"fix: kubectl -n {ns} logs deploy/wspin-controller" in out[leader + 1]
     assert sum(line.startswith("✓ ") for line in out) == len(NAMES) - 1
     assert out[-1] == f"1 of {len(NAMES)} checks failed"
 
@@ -82,6 +85,8 @@ async def test_the_text_output_marks_each_check_and_prints_the_fix_under_a_failu
 async def test_a_missing_crd_fails_only_the_crd_check_naming_it(
     kube: Kube, installed: Installed, kube_server: KubeServer
 ) -> None:
+    """On the test API server only: deleting a CRD on a shared server deletes every test's
+    objects of that kind."""
     await kube.delete(CUSTOM_RESOURCE_DEFINITIONS, "inferencerelays.llmsafespaces.dev")
     broken = failed(await check(kube, installed))
     assert list(broken) == ["crds"]
@@ -92,6 +97,7 @@ async def test_a_missing_crd_fails_only_the_crd_check_naming_it(
 async def test_a_crd_that_is_not_established_fails_the_crd_check(
     kube: Kube, installed: Installed, kube_server: KubeServer
 ) -> None:
+    """On the test API server only: a real one's CRD controller owns that condition."""
     name = "workspaces.llmsafespaces.dev"
     crd = await kube.get(CUSTOM_RESOURCE_DEFINITIONS, name)
     crd["status"]["conditions"] = [
@@ -110,8 +116,9 @@ async def _set_ca_bundle(kube: Kube, res: Resource, name: str, pem: bytes) -> No
     await kube.replace(res, config)
 
 
+@pytest.mark.usefixtures("breaks_installation")
 async def test_a_stale_ca_bundle_fails_the_bundle_check_and_the_dry_run_with_their_fixes(
-    kube: Kube, installed: Installed, kube_server: KubeServer
+    kube: Kube, installed: Installed
 ) -> None:
     other_ca = new_ca(datetime.datetime.now(datetime.UTC)).cert_pem
     await _set_ca_bundle(kube, MUTATING_WEBHOOKS, installed.install.mutating_webhook, other_ca)
@@ -119,37 +126,42 @@ async def test_a_stale_ca_bundle_fails_the_bundle_check_and_the_dry_run_with_the
     assert list(broken) == ["ca-bundle", "dry-run-injection"]
     assert "is not signed by any CA in the caBundle" in broken["ca-bundle"].detail
     assert broken["ca-bundle"].fix.startswith(
-        "kubectl -n wspin rollout restart deployment/wspin-webhook"
+        f"kubectl -n {installed.install.namespace} rollout restart deployment/wspin-webhook"
     )
-    # The API server really refuses the call: the fake verified TLS against the stale bundle.
+    # The API server really refuses the call: it verifies TLS against the stale bundle.
     assert "failed calling webhook" in broken["dry-run-injection"].detail
     assert "see webhook-ready and ca-bundle" in broken["dry-run-injection"].fix
 
 
+@pytest.mark.usefixtures("breaks_installation")
 async def test_a_missing_webhook_configuration_fails_its_own_check(
-    kube: Kube, installed: Installed, kube_server: KubeServer
+    kube: Kube, installed: Installed
 ) -> None:
     await kube.delete(VALIDATING_WEBHOOKS, installed.install.validating_webhook)
     broken = failed(await check(kube, installed))
     assert list(broken) == ["validating-webhook"]
     assert broken["validating-webhook"].detail == "missing"
-    assert "helm upgrade wspin charts/wspin -n wspin --reuse-values" in (
+    ns = installed.install.namespace
+    assert f"helm upgrade wspin charts/wspin -n {ns} --reuse-values" in (
         broken["validating-webhook"].fix
     )
 
 
+@pytest.mark.usefixtures("breaks_installation")
 async def test_an_unready_webhook_fails_the_readiness_check_with_where_to_look(
-    kube: Kube, installed: Installed, kube_server: KubeServer
+    kube: Kube, installed: Installed
 ) -> None:
     await mark_ready(kube, installed.install, installed.install.webhook, ready=0)
     broken = failed(await check(kube, installed))
     assert list(broken) == ["webhook-ready"]
     assert broken["webhook-ready"].detail == "0/2 replicas ready, 2/2 updated"
-    assert "kubectl -n wspin logs deploy/wspin-webhook" in broken["webhook-ready"].fix
+    ns = installed.install.namespace
+    assert f"kubectl -n {ns} logs deploy/wspin-webhook" in broken["webhook-ready"].fix
 
 
+@pytest.mark.usefixtures("breaks_installation")
 async def test_an_expired_leader_lease_fails_the_leader_check(
-    kube: Kube, installed: Installed, kube_server: KubeServer
+    kube: Kube, installed: Installed
 ) -> None:
     await hold_leader_lease(kube, installed.install, renewed_ago=120)
     broken = failed(await check(kube, installed))
@@ -179,8 +191,9 @@ async def test_a_probe_namespace_the_webhook_excludes_says_which_flag_to_pass(
     assert broken["dry-run-injection"].fix.startswith("pass --probe-namespace")
 
 
+@pytest.mark.usefixtures("breaks_installation")
 async def test_a_removed_binding_fails_that_service_accounts_rbac_check_listing_the_calls(
-    kube: Kube, installed: Installed, kube_server: KubeServer
+    kube: Kube, installed: Installed
 ) -> None:
     bindings = Resource("rbac.authorization.k8s.io", "v1", "clusterrolebindings", namespaced=False)
     await kube.delete(bindings, f"{installed.install.controller}-{installed.install.namespace}")
