@@ -13,7 +13,9 @@ real cluster when ``WSPIN_TEST_KUBECONFIG`` names a kubeconfig):
 - ``kube_server`` -> ``tests.kubeapi.KubeServer``: the in-process API test server (``.url``,
   ``.store``, ``.writes``, ``.image_volume_gate``, ``fail_next()``, ``compact()``,
   ``drop_watches()``, ``send_bookmarks()``). It is a fault-injection fixture, so it skips
-  on a real cluster; request it only in tests that need those controls.
+  on a real cluster; request it only in tests that need those controls. A test that needs it
+  for another reason says which with ``@pytest.mark.test_server_only("reason")`` (its skip
+  gives the reason).
 - ``kube_api`` -> the ApiClient ``wspin.kube.config.new_api_client`` makes for the fake server
   (``Configuration(host=kube_server.url)``) or the real cluster; closed at teardown.
 - ``kube`` -> ``wspin.kube.client.Kube`` over ``kube_api``.
@@ -74,6 +76,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "image_volume_gate: about the API server's ImageVolume gate (run with it off)"
+    )
+    config.addinivalue_line(
+        "markers", "test_server_only(reason): needs the test API server for the reason given"
     )
 
 
@@ -154,6 +159,9 @@ async def kube_server(
     real_cluster: bool, request: pytest.FixtureRequest
 ) -> AsyncIterator[KubeServer]:
     if real_cluster:
+        marker = request.node.get_closest_marker("test_server_only")
+        if marker is not None:
+            pytest.skip(f"needs the test API server: {marker.args[0]}")
         controls = injected_controls(getattr(request, "function", None))
         what = "; ".join(controls) or "uses the test API server's own controls"
         pytest.skip(f"needs the test API server ({what}), which a real one cannot do")

@@ -82,11 +82,12 @@ async def test_the_text_output_marks_each_check_and_prints_the_fix_under_a_failu
     assert out[-1] == f"1 of {len(NAMES)} checks failed"
 
 
+@pytest.mark.test_server_only(
+    "it deletes a CRD, and on a real server with it every other test's objects of that kind"
+)
 async def test_a_missing_crd_fails_only_the_crd_check_naming_it(
     kube: Kube, installed: Installed, kube_server: KubeServer
 ) -> None:
-    """On the test API server only: deleting a CRD on a shared server deletes every test's
-    objects of that kind."""
     await kube.delete(CUSTOM_RESOURCE_DEFINITIONS, "inferencerelays.llmsafespaces.dev")
     broken = failed(await check(kube, installed))
     assert list(broken) == ["crds"]
@@ -94,10 +95,10 @@ async def test_a_missing_crd_fails_only_the_crd_check_naming_it(
     assert "kubectl apply --server-side -f charts/wspin/crds/" in broken["crds"].fix
 
 
+@pytest.mark.test_server_only("a real one's CRD controllers set Established back at once")
 async def test_a_crd_that_is_not_established_fails_the_crd_check(
     kube: Kube, installed: Installed, kube_server: KubeServer
 ) -> None:
-    """On the test API server only: a real one's CRD controller owns that condition."""
     name = "workspaces.llmsafespaces.dev"
     crd = await kube.get(CUSTOM_RESOURCE_DEFINITIONS, name)
     crd["status"]["conditions"] = [
@@ -167,6 +168,18 @@ async def test_an_expired_leader_lease_fails_the_leader_check(
     broken = failed(await check(kube, installed))
     assert list(broken) == ["controller-leader"]
     assert "expired: held by wspin-controller-7d9f_1a2b3c4d" in broken["controller-leader"].detail
+
+
+@pytest.mark.image_volume_gate
+async def test_the_image_volume_probe_and_the_dry_run_find_the_gate_as_the_api_server_has_it(
+    kube: Kube, installed: Installed, image_volume_gate: bool
+) -> None:
+    results = await check(kube, installed)
+    probe, dry_run = results["image-volumes"], results["dry-run-injection"]
+    assert (probe.ok, dry_run.ok) == (image_volume_gate, image_volume_gate)
+    if not image_volume_gate:
+        assert "--feature-gates=ImageVolume=true" in probe.fix
+        assert "no agentd image volume: the API server dropped it" in dry_run.detail
 
 
 async def test_with_the_image_volume_gate_off_the_probe_and_the_dry_run_say_so(
