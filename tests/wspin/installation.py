@@ -255,12 +255,15 @@ def on_loopback(doc: Manifest, install: Installation) -> Manifest:
 
 
 async def apply_chart(
-    kube: Kube, install: Installation, *, loopback: bool = False
-) -> list[tuple[Resource, str]]:
-    """Create every rendered object the test API server serves (CRDs are already there);
-    returns the cluster-scoped ones created."""
+    kube: Kube,
+    install: Installation,
+    *,
+    loopback: bool = False,
+    created: list[tuple[Resource, str]] | None = None,
+) -> None:
+    """Create every rendered object the test API server serves (CRDs are already there),
+    adding each cluster-scoped one to ``created`` as soon as it exists."""
     await kube.create(NAMESPACES, {"metadata": {"name": install.namespace}})
-    created = []
     for doc in chart_documents(install.namespace):
         res = _SERVED_BY_THE_FAKE.get((doc["apiVersion"], doc["kind"]))
         if res is None or (doc.get("metadata", {}).get("annotations") or {}).get("helm.sh/hook"):
@@ -269,9 +272,8 @@ async def apply_chart(
             doc = on_loopback(doc, install)
         body = {k: v for k, v in doc.items() if k not in ("apiVersion", "kind")}
         await kube.create(res, body, install.namespace if res.namespaced else None)
-        if not res.namespaced:
+        if not res.namespaced and created is not None:
             created.append((res, doc["metadata"]["name"]))
-    return created
 
 
 async def mark_ready(
@@ -334,7 +336,7 @@ async def installed_on_control_plane(kube: Kube, folder: Path) -> AsyncIterator[
     namespaces = [install.namespace]
     cluster_scoped: list[tuple[Resource, str]] = []
     try:
-        cluster_scoped = await apply_chart(kube, install, loopback=True)
+        await apply_chart(kube, install, loopback=True, created=cluster_scoped)
         await kube.create(
             NAMESPACES,
             {"metadata": {"name": probe, "labels": {ROUTE_LABEL: install.namespace}}},
