@@ -13,7 +13,9 @@ real cluster when ``WSPIN_TEST_KUBECONFIG`` names a kubeconfig):
 - ``kube_server`` -> ``tests.kubeapi.KubeServer``: the in-process API test server (``.url``,
   ``.store``, ``.writes``, ``.image_volume_gate``, ``fail_next()``, ``compact()``,
   ``drop_watches()``, ``send_bookmarks()``). It is a fault-injection fixture, so it skips
-  on a real cluster; request it only in tests that need those controls.
+  on a real cluster; request it only in tests that need those controls. A test that needs it
+  for another reason says which with ``@pytest.mark.test_server_only("reason")`` (its skip
+  gives the reason).
 - ``kube_api`` -> the ApiClient ``wspin.kube.config.new_api_client`` makes for the fake server
   (``Configuration(host=kube_server.url)``) or the real cluster; closed at teardown.
 - ``kube`` -> ``wspin.kube.client.Kube`` over ``kube_api``.
@@ -75,6 +77,9 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "image_volume_gate: about the API server's ImageVolume gate (run with it off)"
     )
+    config.addinivalue_line(
+        "markers", "test_server_only(reason): needs the test API server for the reason given"
+    )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -92,16 +97,17 @@ def uses_kube(item: pytest.Item) -> bool:
 @pytest.fixture(scope="session", autouse=True)
 def _control_plane(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[None]:
+) -> Iterator[ControlPlane | None]:
     """With ``KUBEBUILDER_ASSETS`` (and no ``WSPIN_TEST_KUBECONFIG``): a real control plane for
-    the session, started only if a collected test talks to an API server."""
+    the session, started only if a collected test talks to an API server (None otherwise:
+    the fake, or a cluster ``WSPIN_TEST_KUBECONFIG`` names)."""
     assets = os.environ.get(ASSETS_ENV)
     if (
         os.environ.get(KUBECONFIG_ENV)
         or not assets
         or not any(map(uses_kube, request.session.items))
     ):
-        yield
+        yield None
         return
     gates = os.environ.get(FEATURE_GATES_ENV, DEFAULT_FEATURE_GATES)
     workdir = tmp_path_factory.mktemp("control-plane")
@@ -110,11 +116,11 @@ def _control_plane(
         pytest.MonkeyPatch.context() as env,
     ):
         env.setenv(KUBECONFIG_ENV, str(plane.kubeconfig))
-        yield
+        yield plane
 
 
 @pytest.fixture(scope="session")
-def real_cluster(_control_plane: None) -> bool:
+def real_cluster(_control_plane: ControlPlane | None) -> bool:
     return bool(os.environ.get(KUBECONFIG_ENV))
 
 
@@ -153,6 +159,9 @@ async def kube_server(
     real_cluster: bool, request: pytest.FixtureRequest
 ) -> AsyncIterator[KubeServer]:
     if real_cluster:
+        marker = request.node.get_closest_marker("test_server_only")
+        if marker is not None:
+            pytest.skip(f"needs the test API server: {marker.args[0]}")
         controls = injected_controls(getattr(request, "function", None))
         what = "; ".join(controls) or "uses the test API server's own controls"
         pytest.skip(f"needs the test API server ({what}), which a real one cannot do")

@@ -2,8 +2,9 @@
 
 ``KUBEBUILDER_ASSETS`` names a directory holding ``etcd`` and ``kube-apiserver`` (and, when
 present, ``kube-controller-manager``: namespace deletion, garbage collection, the default
-ServiceAccount). ``ControlPlane.start`` runs them on free loopback ports with certificates made
-here, writes an admin kubeconfig, waits until the API server is ready, and installs the chart's
+ServiceAccount; not its deployment and ReplicaSet controllers, see ``_start``).
+``ControlPlane.start`` runs them on free loopback ports with certificates made here, writes an
+admin kubeconfig, waits until the API server is ready, and installs the chart's
 CRDs and its ValidatingAdmissionPolicies with their bindings (rendered by the real helm for the
 release namespace ``wspin-system``). ``stop`` ends every process; the processes also die with
 the test process (``PR_SET_PDEATHSIG``) and never get the terminal's Ctrl-C, so an interrupted
@@ -325,7 +326,10 @@ class ControlPlane:
                 f"--secure-port={kcm_port}",
                 "--leader-elect=false",
                 "--use-service-account-credentials=true",
-                "--controllers=*",
+                # Not the deployment and ReplicaSet controllers: no test runs a Deployment's
+                # pods (there is no scheduler or kubelet), and an installation's tests write
+                # its Deployments' status as those controllers would once pods are ready.
+                "--controllers=*,-deployment-controller,-replicaset-controller",
                 f"--service-account-private-key-file={pki.sa_key}",
                 f"--root-ca-file={pki.ca}",
                 f"--cluster-signing-cert-file={pki.ca}",

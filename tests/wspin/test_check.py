@@ -63,22 +63,28 @@ async def test_the_console_script_prints_json_and_exits_0_when_all_pass(
     assert all(c["ok"] and c["fix"] == "" for c in report["checks"])
 
 
+@pytest.mark.usefixtures("breaks_installation")
 async def test_the_text_output_marks_each_check_and_prints_the_fix_under_a_failure(
-    kube: Kube, installed: Installed, kube_server: KubeServer, kubeconfig: Path,
-    capsys: pytest.CaptureFixture[str],
-) -> None:  # fmt: skip
-    await kube.delete(LEASES, LEADER_LEASE, installed.install.namespace)
+    kube: Kube, installed: Installed, kubeconfig: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ns = installed.install.namespace
+    await kube.delete(LEASES, LEADER_LEASE, ns)
     argv = ["check", "--kubeconfig", str(kubeconfig)]
+    if ns != "wspin":  # the defaults name the release every other installation has
+        argv += ["--namespace", ns, "--probe-namespace", installed.probe_namespace]
     assert await asyncio.to_thread(cli.main, argv) == 1
     out = capsys.readouterr().out.splitlines()
     leader = next(i for i, line in enumerate(out) if "controller-leader" in line)
     assert out[leader].startswith("✗ controller-leader")
     assert "no replica has ever led" in out[leader]
-    assert "fix: kubectl -n wspin logs deploy/wspin-controller" in out[leader + 1]
+    assert f"fix: kubectl -n {ns} logs deploy/wspin-controller" in out[leader + 1]
     assert sum(line.startswith("✓ ") for line in out) == len(NAMES) - 1
     assert out[-1] == f"1 of {len(NAMES)} checks failed"
 
 
+@pytest.mark.test_server_only(
+    "it deletes a CRD, and on a real server with it every other test's objects of that kind"
+)
 async def test_a_missing_crd_fails_only_the_crd_check_naming_it(
     kube: Kube, installed: Installed, kube_server: KubeServer
 ) -> None:
@@ -89,6 +95,7 @@ async def test_a_missing_crd_fails_only_the_crd_check_naming_it(
     assert "kubectl apply --server-side -f charts/wspin/crds/" in broken["crds"].fix
 
 
+@pytest.mark.test_server_only("a real one's CRD controllers set Established back at once")
 async def test_a_crd_that_is_not_established_fails_the_crd_check(
     kube: Kube, installed: Installed, kube_server: KubeServer
 ) -> None:
@@ -110,8 +117,9 @@ async def _set_ca_bundle(kube: Kube, res: Resource, name: str, pem: bytes) -> No
     await kube.replace(res, config)
 
 
+@pytest.mark.usefixtures("breaks_installation")
 async def test_a_stale_ca_bundle_fails_the_bundle_check_and_the_dry_run_with_their_fixes(
-    kube: Kube, installed: Installed, kube_server: KubeServer
+    kube: Kube, installed: Installed
 ) -> None:
     other_ca = new_ca(datetime.datetime.now(datetime.UTC)).cert_pem
     await _set_ca_bundle(kube, MUTATING_WEBHOOKS, installed.install.mutating_webhook, other_ca)
@@ -119,42 +127,59 @@ async def test_a_stale_ca_bundle_fails_the_bundle_check_and_the_dry_run_with_the
     assert list(broken) == ["ca-bundle", "dry-run-injection"]
     assert "is not signed by any CA in the caBundle" in broken["ca-bundle"].detail
     assert broken["ca-bundle"].fix.startswith(
-        "kubectl -n wspin rollout restart deployment/wspin-webhook"
+        f"kubectl -n {installed.install.namespace} rollout restart deployment/wspin-webhook"
     )
-    # The API server really refuses the call: the fake verified TLS against the stale bundle.
+    # The API server really refuses the call: it verifies TLS against the stale bundle.
     assert "failed calling webhook" in broken["dry-run-injection"].detail
     assert "see webhook-ready and ca-bundle" in broken["dry-run-injection"].fix
 
 
+@pytest.mark.usefixtures("breaks_installation")
 async def test_a_missing_webhook_configuration_fails_its_own_check(
-    kube: Kube, installed: Installed, kube_server: KubeServer
+    kube: Kube, installed: Installed
 ) -> None:
     await kube.delete(VALIDATING_WEBHOOKS, installed.install.validating_webhook)
     broken = failed(await check(kube, installed))
     assert list(broken) == ["validating-webhook"]
     assert broken["validating-webhook"].detail == "missing"
-    assert "helm upgrade wspin charts/wspin -n wspin --reuse-values" in (
+    ns = installed.install.namespace
+    assert f"helm upgrade wspin charts/wspin -n {ns} --reuse-values" in (
         broken["validating-webhook"].fix
     )
 
 
+@pytest.mark.usefixtures("breaks_installation")
 async def test_an_unready_webhook_fails_the_readiness_check_with_where_to_look(
-    kube: Kube, installed: Installed, kube_server: KubeServer
+    kube: Kube, installed: Installed
 ) -> None:
     await mark_ready(kube, installed.install, installed.install.webhook, ready=0)
     broken = failed(await check(kube, installed))
     assert list(broken) == ["webhook-ready"]
     assert broken["webhook-ready"].detail == "0/2 replicas ready, 2/2 updated"
-    assert "kubectl -n wspin logs deploy/wspin-webhook" in broken["webhook-ready"].fix
+    ns = installed.install.namespace
+    assert f"kubectl -n {ns} logs deploy/wspin-webhook" in broken["webhook-ready"].fix
 
 
+@pytest.mark.usefixtures("breaks_installation")
 async def test_an_expired_leader_lease_fails_the_leader_check(
-    kube: Kube, installed: Installed, kube_server: KubeServer
+    kube: Kube, installed: Installed
 ) -> None:
     await hold_leader_lease(kube, installed.install, renewed_ago=120)
     broken = failed(await check(kube, installed))
     assert list(broken) == ["controller-leader"]
     assert "expired: held by wspin-controller-7d9f_1a2b3c4d" in broken["controller-leader"].detail
+
+
+@pytest.mark.image_volume_gate
+async def test_the_image_volume_probe_and_the_dry_run_find_the_gate_as_the_api_server_has_it(
+    kube: Kube, installed: Installed, image_volume_gate: bool
+) -> None:
+    results = await check(kube, installed)
+    probe, dry_run = results["image-volumes"], results["dry-run-injection"]
+    assert (probe.ok, dry_run.ok) == (image_volume_gate, image_volume_gate)
+    if not image_volume_gate:
+        assert "--feature-gates=ImageVolume=true" in probe.fix
+        assert "no agentd image volume: the API server dropped it" in dry_run.detail
 
 
 async def test_with_the_image_volume_gate_off_the_probe_and_the_dry_run_say_so(
@@ -179,8 +204,9 @@ async def test_a_probe_namespace_the_webhook_excludes_says_which_flag_to_pass(
     assert broken["dry-run-injection"].fix.startswith("pass --probe-namespace")
 
 
+@pytest.mark.usefixtures("breaks_installation")
 async def test_a_removed_binding_fails_that_service_accounts_rbac_check_listing_the_calls(
-    kube: Kube, installed: Installed, kube_server: KubeServer
+    kube: Kube, installed: Installed
 ) -> None:
     bindings = Resource("rbac.authorization.k8s.io", "v1", "clusterrolebindings", namespaced=False)
     await kube.delete(bindings, f"{installed.install.controller}-{installed.install.namespace}")

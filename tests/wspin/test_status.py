@@ -10,11 +10,9 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.kubeapi import KubeServer
 from tests.wspin.installation import (
     OLD_RELEASE,
     Installed,
-    webhook_serving,
     workspace_pod,
 )
 from webhook.demo import DEMO_CONFIG
@@ -104,6 +102,7 @@ def test_without_the_served_release_an_injected_pod_is_only_injected() -> None:
 async def test_a_pod_the_installed_webhook_injected_is_current(
     kube: Kube, installed: Installed, namespace: str
 ) -> None:
+    await installed.admit(kube, namespace)
     await kube.create(PODS, workspace_pod(namespace, "ws1-0a1b2c3d", "ws1"), namespace)
     status = await read_status(kube, installed.install, [namespace])
     assert status.served == CURRENT
@@ -113,20 +112,18 @@ async def test_a_pod_the_installed_webhook_injected_is_current(
     assert (summary["namespace"], summary["pods"], summary["current"]) == (namespace, 1, 1)
 
 
+@pytest.mark.usefixtures("breaks_installation")
 async def test_a_rollout_in_progress_shows_current_stale_not_injected_and_failing_pods(
-    kube: Kube, installed: Installed, namespace: str, kube_server: KubeServer,
+    kube: Kube, installed: Installed, namespace: str,
     kubeconfig: Path, capsys: pytest.CaptureFixture[str],
 ) -> None:  # fmt: skip
     install = installed.install
     assert installed.folder is not None
+    await installed.admit(kube, namespace)
     # A pod admitted while the previous release served, then the current release again.
-    async with webhook_serving(
-        kube_server, installed.folder / "old", install, OLD_RELEASE, installed.ca
-    ):
+    async with installed.serving(installed.folder / "old", OLD_RELEASE):
         await kube.create(PODS, workspace_pod(namespace, "old-0a1b2c3d", "old"), namespace)
-    async with webhook_serving(
-        kube_server, installed.folder / "new", install, DEMO_CONFIG, installed.ca
-    ):
+    async with installed.serving(installed.folder / "new", DEMO_CONFIG):
         await kube.create(PODS, workspace_pod(namespace, "new-0a1b2c3d", "new"), namespace)
         await kube.create(PODS, workspace_pod(namespace, "bad-0a1b2c3d", "bad"), namespace)
         # The controller saw exit 83 on "bad": its Workspace says so (written while the
@@ -165,7 +162,7 @@ async def test_a_rollout_in_progress_shows_current_stale_not_injected_and_failin
     assert "recreated with the current one on the next restartGeneration" in text
 
     argv = ["status", "--kubeconfig", str(kubeconfig), "-o", "json"]
-    argv += ["--workspace-namespace", namespace]
+    argv += ["--namespace", install.namespace, "--workspace-namespace", namespace]
     assert await asyncio.to_thread(cli.main, argv) == 0
     report = json.loads(capsys.readouterr().out)
     [summary] = report["namespaces"]

@@ -25,8 +25,7 @@ from controller.workspace.rollout_metrics import WorkspacePodsCollector, digest_
 from tests.chart.dashboards import concrete, queries, rendered_dashboards
 from tests.chart.helm import CHART, render
 from tests.chart.promtool import run_promtool
-from tests.kubeapi import KubeServer
-from tests.wspin.installation import OLD_RELEASE, Installed, webhook_serving, workspace_pod
+from tests.wspin.installation import OLD_RELEASE, Installed, workspace_pod
 from webhook.demo import DEMO_CONFIG
 from wspin import cli
 from wspin.core.kinds import PODS, WORKSPACES
@@ -89,19 +88,17 @@ def expect(expr: str, by: str, counts: dict[str, int]) -> dict[str, Any]:
     }
 
 
+@pytest.mark.usefixtures("breaks_installation")
 async def test_kubectl_wspin_status_and_the_dashboards_show_the_same_numbers(
-    kube: Kube, installed: Installed, namespace: str, kube_server: KubeServer,
+    kube: Kube, installed: Installed, namespace: str,
     kubeconfig: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path,
 ) -> None:  # fmt: skip
     install = installed.install
     assert installed.folder is not None
-    async with webhook_serving(
-        kube_server, installed.folder / "old", install, OLD_RELEASE, installed.ca
-    ):
+    await installed.admit(kube, namespace)
+    async with installed.serving(installed.folder / "old", OLD_RELEASE):
         await kube.create(PODS, workspace_pod(namespace, "old-0a1b2c3d", "old"), namespace)
-    async with webhook_serving(
-        kube_server, installed.folder / "new", install, DEMO_CONFIG, installed.ca
-    ):
+    async with installed.serving(installed.folder / "new", DEMO_CONFIG):
         for name in ("new", "bad"):
             await kube.create(PODS, workspace_pod(namespace, f"{name}-0a1b2c3d", name), namespace)
         # Written while the webhook serves: it records every Workspace's owner, failing closed.
@@ -137,7 +134,8 @@ async def test_kubectl_wspin_status_and_the_dashboards_show_the_same_numbers(
     assert kubectl == {"Active": 2, "Creating": 1, "Suspended": 1, "Pending": 1}
 
     # wspin status -o json
-    argv = ["status", "--kubeconfig", str(kubeconfig), "-o", "json"]
+    argv = ["status", "--kubeconfig", str(kubeconfig), "--namespace", install.namespace]
+    argv += ["-o", "json"]
     assert await asyncio.to_thread(cli.main, [*argv, "--workspace-namespace", namespace]) == 0
     report = json.loads(capsys.readouterr().out)
     assert await asyncio.to_thread(cli.main, [*argv[:-2], "--workspace-namespace", namespace]) == 0
