@@ -158,6 +158,11 @@ LEDGER = (
         "wspin/ops/status.py",
         {"get_or_none": 1, "list": 2},
     ),
+    Use(  # the start check: one item of each resource the process watches, and its
+        # namespace by name; both are lists the caches' grants below already allow
+        "wspin/kube/preflight.py",
+        {"list": 2},
+    ),
     # -- the controller: caches -------------------------------------------------------------
     Use(  # list-then-watch: the controller's caches of Workspaces, their pods and PVCs, and
         # InferenceRelays; the webhook's runtime catalogue, the Namespaces' labels and (with a

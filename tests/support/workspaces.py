@@ -1,6 +1,6 @@
 """What the Workspace CRD's structural schema fills into a spec that names none of these
-fields, as a real API server does: ``architecture``, and the nested defaults inside the
-``autoSuspend`` object it defaults to ``{}``."""
+fields, as a real API server does: ``architecture``, ``maxActiveSessions``, and the nested
+defaults inside the ``autoSuspend`` object it defaults to ``{}``."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from typing import Any, Final
 
 SPEC_DEFAULTS: Final[dict[str, Any]] = {
     "architecture": "amd64",
+    "maxActiveSessions": 5,
     "autoSuspend": {"enabled": True, "idleTimeoutSeconds": 86400},
     "timeout": 0,
     "ttlSecondsAfterSuspended": 0,

@@ -85,8 +85,8 @@ _COUNTS = (
         1,
         100_000,
         "open connections per port, counted from accept; at the cap the one with least "
-        "progress (waiting longest on its client, else the oldest body behind "
-        "--min-body-rate) is closed to admit a new one",
+        "progress (waiting longest on its client, else the oldest body below the minimum "
+        "body rate) is closed to admit a new one",
         "to fit the memory limit (about 60 KiB per stalled connection)",
     ),
     _Bound(
