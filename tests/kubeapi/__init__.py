@@ -7,8 +7,8 @@ server-set metadata, optimistic concurrency, selectors, the three patch flavours
 subresource (on built-in kinds metadata changes through it apply, as on v1.32), generation,
 finalizers, garbage collection and watches with resume, 410 and bookmarks,
 ValidatingAdmissionPolicies (CEL, ``policies``) on every create, update and delete, the
-``pods/ephemeralcontainers`` and ``pods/binding`` subresources; mutating admission of pods
-through the stored webhook configurations over verified HTTPS (``admission``);
+``pods/ephemeralcontainers`` and ``pods/binding`` subresources; admission webhooks of pods
+and custom resources through the stored configurations over verified HTTPS (``webhooks``);
 SubjectAccessReview decided by the stored RBAC objects (``authorization``); the chart's CRDs
 as Established objects. It is not a full API server: no server-side apply, no authentication
 (a request is the cluster admin's, or the user it impersonates with ``Impersonate-User``, as

@@ -3,7 +3,7 @@
 Writes are judged at kube-apiserver's validating stage: after the kind's strategy (so a pod
 stored with the ImageVolume gate off has already lost its image volumes) and before the
 object is stored. ValidatingAdmissionPolicies are evaluated here (``policies``); admission
-webhooks are called before, with the same ``request`` (``mutating``, ``webhooks``). Every
+webhooks are called before, with the same ``request`` (``webhooks``). Every
 request comes from one identity, the cluster admin a kubeconfig would
 name, since the server does not authenticate, unless it impersonates another with the
 ``Impersonate-User``/``Impersonate-Group`` headers (as an admin may on a cluster): policies

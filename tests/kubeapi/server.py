@@ -35,7 +35,6 @@ from tests.kubeapi.kinds import (
     load_crds,
 )
 from tests.kubeapi.listing import list_page
-from tests.kubeapi.mutating import admit_pod
 from tests.kubeapi.review import CALLER, impersonated
 from tests.kubeapi.runtime_classes import admit_runtime_class
 from tests.kubeapi.selectors import field_selector, label_selector
@@ -43,7 +42,7 @@ from tests.kubeapi.service_accounts import admit_service_account
 from tests.kubeapi.status import ApiError, bad_request
 from tests.kubeapi.store import Signal, Store
 from tests.kubeapi.watch import is_true, serve_watch
-from tests.kubeapi.webhooks import admit as admit_custom
+from tests.kubeapi.webhooks import admit as admit_webhooks
 
 Obj = dict[str, Any]
 log = logging.getLogger(__name__)
@@ -362,13 +361,11 @@ class KubeServer:
             raise ApiError(405, f"{method} needs a namespace for {kind.plural}")
         if method == "POST" and not name:
             body = await _body(request)
-            if kind.plural == "pods" and not kind.group and isinstance(body, dict):
-                body = await self._admit_pod(ns, body, dry_run)
-                body = await self._admit_custom(
-                    kind, "CREATE", ns, body, None, dry_run, mutate=False
-                )
-            if kind.custom and isinstance(body, dict):
-                body = await self._admit_custom(kind, "CREATE", ns, body, None, dry_run)
+            pod = kind.plural == "pods" and not kind.group
+            if pod and isinstance(body, dict):
+                self._admit_pod(ns, body)
+            if (kind.custom or pod) and isinstance(body, dict):
+                body = await self._admit_webhooks(kind, "CREATE", ns, body, None, dry_run)
             self._admit(kind, request.path, body)
             return _reply(store.create(kind, ns, body, dry_run=dry_run), 201)
         status, ephemeral = sub == "status", sub == EPHEMERAL_CONTAINERS
@@ -379,7 +376,7 @@ class KubeServer:
             else:
                 new = _patcher(kind, request.content_type, await _body(request))(copy.deepcopy(old))
             if isinstance(new, dict):
-                new = await self._admit_custom(kind, "UPDATE", ns, new, old, dry_run)
+                new = await self._admit_webhooks(kind, "UPDATE", ns, new, old, dry_run)
             if method == "PUT" and isinstance(new, dict):
                 return _reply(store.update(kind, ns, name, new, dry_run=dry_run))
             return _reply(store.patch(kind, ns, name, lambda _: new, dry_run=dry_run))
@@ -414,7 +411,7 @@ class KubeServer:
                 return _reply(self._list(kind, deleted, meta))
         raise ApiError(405, f"the server does not allow {method} on {request.path}")
 
-    async def _admit_custom(
+    async def _admit_webhooks(
         self,
         kind: Kind,
         operation: str,
@@ -422,16 +419,13 @@ class KubeServer:
         obj: Obj,
         old: Obj | None,
         dry_run: bool,
-        *,
-        mutate: bool = True,
     ) -> Obj:
-        """Admission webhooks for a custom resource's CREATE or UPDATE, and the validating
-        ones of a pod CREATE (its mutating ones ran in ``_admit_pod``) (``webhooks``)."""
+        """Admission webhooks for a pod's CREATE and a custom resource's CREATE or UPDATE,
+        after the built-in plugins and before the object's strategy runs (which is where the
+        ImageVolume gate drops image volumes, as on v1.32) (``webhooks``)."""
         admission = "admissionregistration.k8s.io"
-        mutating = (
-            self.store.select(self._kind(admission, "v1", "mutatingwebhookconfigurations"), "")
-            if mutate
-            else []
+        mutating = self.store.select(
+            self._kind(admission, "v1", "mutatingwebhookconfigurations"), ""
         )
         validating = self.store.select(
             self._kind(admission, "v1", "validatingwebhookconfigurations"), ""
@@ -441,9 +435,11 @@ class KubeServer:
         found = self.store.select(
             self._kind("", "v1", "namespaces"), "", lambda o: o["metadata"]["name"] == namespace
         )
+        if kind.namespaced and not found:
+            return obj  # the create is refused as a missing namespace further on
         labels = (found[0]["metadata"].get("labels") or {}) if found else {}
         obj.setdefault("metadata", {}).setdefault("namespace", namespace)
-        return await admit_custom(
+        return await admit_webhooks(
             mutating,
             validating,
             self.routes,
@@ -456,31 +452,14 @@ class KubeServer:
             dry_run=dry_run,
         )
 
-    async def _admit_pod(self, namespace: str, pod: Obj, dry_run: bool) -> Obj:
-        """Mutating admission, after authentication and before the pod strategy runs (which
-        is where the ImageVolume gate drops image volumes, as on v1.32)."""
-        found = self.store.select(
-            self._kind("", "v1", "namespaces"), "", lambda obj: obj["metadata"]["name"] == namespace
-        )
-        if not found:
-            return pod  # the create is refused as a missing namespace further on
-        ns = found[0]
-        # The built-in plugins run before the webhooks.
+    def _admit_pod(self, namespace: str, pod: Obj) -> None:
+        """The built-in plugins a pod create meets before the webhooks: its ServiceAccount
+        and RuntimeClass must exist (``service_accounts``, ``runtime_classes``)."""
+        if not self._lookup("", "v1", "namespaces")("", namespace):
+            return  # the create is refused as a missing namespace further on
         admit_service_account(namespace, pod, self._lookup("", "v1", "serviceaccounts"))
         classes = self._lookup("node.k8s.io", "v1", "runtimeclasses")
         admit_runtime_class(pod, lambda name: classes("", name))
-        configurations = self.store.select(
-            self._kind("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations"), ""
-        )
-        pod.setdefault("metadata", {})["namespace"] = namespace
-        return await admit_pod(
-            configurations,
-            self.routes,
-            namespace=namespace,
-            namespace_labels=ns["metadata"].get("labels") or {},
-            pod=pod,
-            dry_run=dry_run,
-        )
 
     def _lookup(self, group: str, version: str, plural: str) -> Callable[[str, str], Obj | None]:
         """``lookup(namespace, name)``: the stored object of that kind, or None."""

@@ -1,28 +1,35 @@
-"""Admission webhooks for custom resources, as kube-apiserver calls them: every matching
+"""Admission webhooks, as kube-apiserver calls them: every matching
 MutatingWebhookConfiguration entry (configuration-name order, JSON patches applied), then every
-matching ValidatingWebhookConfiguration entry on the mutated object, for CREATE and UPDATE of
-the main resource (not its subresources). The review carries the caller's userInfo (the admin,
-or whoever the request impersonates). Only what wspin's configurations use is emulated: rules by
-group, version, resource and operation; namespace and object selectors; failurePolicy;
-JSONPatch answers. Reinvocation is not run.
+matching ValidatingWebhookConfiguration entry on the mutated object, for a pod's CREATE and a
+custom resource's CREATE and UPDATE (the main resource, not its subresources). The review
+carries the caller's userInfo (the admin, or whoever the request impersonates).
+
+A Service reference is resolved through ``routes`` ((namespace, name) → loopback port), the
+test's stand-in for the cluster network; the connection verifies the webhook's certificate
+against the configuration's ``caBundle`` for ``<service>.<namespace>.svc``, so a stale bundle
+fails exactly as it does on a cluster; a ``url`` is called as written. Only what wspin's
+configurations use is emulated: rules by group, version, resource and operation; namespace and
+object selectors; failurePolicy; timeoutSeconds; JSONPatch answers. Reinvocation is not run.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import ssl
 from collections.abc import Mapping
 from typing import Any
 
+import aiohttp
 import jsonpatch
 
 from tests.kubeapi.kinds import Kind
-from tests.kubeapi.mutating import Routes, _CallFailed, call_webhook
 from tests.kubeapi.review import review_request
 from tests.kubeapi.selectors import selector_matches
 from tests.kubeapi.status import ApiError
 
 Obj = dict[str, Any]
+Routes = Mapping[tuple[str, str], int]
 
 
 def _rule_matches(rule: Obj, kind: Kind, operation: str) -> bool:
@@ -99,3 +106,54 @@ async def admit(
                 ops = json.loads(base64.b64decode(answer["patch"]))
                 obj = jsonpatch.apply_patch(obj, ops)
     return obj
+
+
+class _CallFailed(Exception):
+    """The webhook could not be called or answered nonsense (failurePolicy decides)."""
+
+
+async def call_webhook(webhook: Obj, routes: Routes, request: Obj) -> Obj:
+    """POST one AdmissionReview to the webhook as kube-apiserver does: a Service reference
+    through ``routes``, or a ``url`` as written; the certificate checked against caBundle."""
+    client = webhook.get("clientConfig") or {}
+    service = client.get("service") or {}
+    timeout = int(webhook.get("timeoutSeconds") or 10)
+    trust = ssl.create_default_context()
+    bundle = base64.b64decode(client.get("caBundle") or "")
+    if bundle:
+        trust = ssl.create_default_context(cadata=bundle.decode())
+    if client.get("url"):
+        url = target = str(client["url"])
+        host = str(url.split("//", 1)[-1].split("/", 1)[0].rsplit(":", 1)[0])
+    elif service:
+        name, svc_ns = service["name"], service["namespace"]
+        host = f"{name}.{svc_ns}.svc"
+        path = service.get("path") or "/"
+        url = f"https://{host}:{service.get('port', 443)}{path}?timeout={timeout}s"
+        port = routes.get((svc_ns, name))
+        if port is None:
+            raise _CallFailed(
+                f'failed to call webhook: Post "{url}": no endpoints available for service "{name}"'
+            )
+        target = f"https://127.0.0.1:{port}{path}?timeout={timeout}s"
+    else:
+        raise _CallFailed("the webhook has neither a service nor a url")
+    review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
+    try:
+        async with (
+            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as session,
+            session.post(
+                target,
+                json=review,
+                ssl=trust,
+                server_hostname=host,
+            ) as response,
+        ):
+            if response.status != 200:
+                raise _CallFailed(f"failed to call webhook: HTTP {response.status}")
+            answer = (await response.json()).get("response")
+    except (aiohttp.ClientError, TimeoutError, ValueError, ssl.SSLError) as err:
+        raise _CallFailed(f'failed to call webhook: Post "{url}": {err}') from err
+    if not isinstance(answer, dict):
+        raise _CallFailed("the webhook's answer has no response")
+    return answer
