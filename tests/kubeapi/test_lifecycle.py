@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from typing import Any
 
@@ -43,12 +42,14 @@ async def _equals(value: Any, expected: Any) -> bool:
 
 
 async def _gone(kube: Kube, res: Any, name: str, namespace: str | None = None) -> bool:
-    """Garbage collection is asynchronous on a cluster: poll briefly for the 404."""
-    for _ in range(100):
-        if await kube.get_or_none(res, name, namespace) is None:
-            return True
-        await asyncio.sleep(0.05)
-    return False
+    """Garbage collection and namespace deletion are asynchronous on a cluster (the namespace
+    controller's pass waits on discovery, seconds on a busy one): wait for the 404."""
+
+    async def absent() -> bool:
+        return await kube.get_or_none(res, name, namespace) is None
+
+    await eventually(absent, f"{res.plural} {namespace}/{name} deleted", timeout=60)
+    return True
 
 
 async def test_finalizer_keeps_the_object_with_a_deletion_timestamp_until_removed(

@@ -9,6 +9,7 @@ import uuid
 import pytest
 
 from tests.support.runtime_classes import RUNTIME_CLASSES, ensure_runtime_class
+from tests.support.waiting import eventually
 from wspin.core.errors import Forbidden, NotFound
 from wspin.core.kinds import PODS, SERVICE_ACCOUNTS
 from wspin.kube.client import Kube
@@ -44,7 +45,11 @@ async def test_a_pod_naming_a_missing_service_account_is_refused_until_it_exists
 async def test_a_pod_naming_no_account_runs_as_the_namespaces_default_one(
     kube: Kube, namespace: str
 ) -> None:
-    assert (await kube.get(SERVICE_ACCOUNTS, "default", namespace))["metadata"]["name"]
+    # The controller manager's ServiceAccount controller makes it, asynchronously on a cluster.
+    async def default_account() -> bool:
+        return await kube.get_or_none(SERVICE_ACCOUNTS, "default", namespace) is not None
+
+    await eventually(default_account, "the namespace's default ServiceAccount", timeout=60)
     created = await kube.create(PODS, _pod("p"), namespace)
     assert created["spec"]["serviceAccountName"] == "default"
 
