@@ -20,7 +20,6 @@ import asyncio
 import base64
 import contextlib
 import datetime
-import ipaddress
 import ssl
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -29,11 +28,8 @@ from typing import Any
 
 import aiohttp
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
+from certs.build import issue_serving, new_ca
 from certs.tls import context_for
 from tests.chart.helm import PINS, parse_documents, template
 from tests.controller.workspace.factories import publish_runtime
@@ -70,44 +66,6 @@ CLUSTER_ROLES = Resource(
 ROLE_BINDINGS = Resource("rbac.authorization.k8s.io", "v1", "rolebindings", kind="RoleBinding")
 API_USER = "system:serviceaccount:llmsafespaces:llmsafespaces-api"
 TENANT = "mallory"
-
-
-def _tls() -> tuple[bytes, bytes, bytes]:
-    """(CA pem, leaf pem, leaf key pem) for a server at 127.0.0.1."""
-    now = datetime.datetime.now(datetime.UTC)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "wspin-test-ca")])
-    ca = (
-        x509.CertificateBuilder()
-        .subject_name(ca_name)
-        .issuer_name(ca_name)
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(hours=1))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(ca_key, hashes.SHA256())
-    )
-    key = ec.generate_private_key(ec.SECP256R1())
-    leaf = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")]))
-        .issuer_name(ca_name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(hours=1))
-        .add_extension(
-            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-            critical=False,
-        )
-        .sign(ca_key, hashes.SHA256())
-    )
-    pem = serialization.Encoding.PEM
-    key_pem = key.private_bytes(
-        pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    )
-    return ca.public_bytes(pem), leaf.public_bytes(pem), key_pem
 
 
 def chart_webhooks(namespaces: list[str], url: str, ca: bytes) -> list[tuple[Resource, Obj]]:
@@ -158,7 +116,7 @@ class World:
     own: str
     """The tenant's own namespace."""
     port: int
-    """The webhook's HTTPS port on 127.0.0.1."""
+    """The webhook's HTTPS port on loopback (``localhost``, as its certificate names it)."""
     ca: bytes
 
 
@@ -232,11 +190,15 @@ async def world(
         )
     views = watched_views(kube, QuotaLimits(max_workspaces=1))
     running = asyncio.create_task(views.run())
-    ca, leaf, key = _tls()
+    # The webhook at https://localhost:PORT, as the API server calls a ``url`` entry.
+    now = datetime.datetime.now(datetime.UTC)
+    authority = new_ca(now)
+    leaf = issue_serving(authority, ["localhost"], now)
+    ca = authority.cert_pem
     validator = ValidatorConfig(trusted_writers=trusted_writers_from(API_USER))
     app = make_app(DEMO_CONFIG, validator, Readiness(), views, QuotaLimits(max_workspaces=1))
-    server = await serve(app, "127.0.0.1", 0, ssl_context=context_for(leaf, key))
-    installed = chart_webhooks([shared, managed, own], f"https://127.0.0.1:{server.port}", ca)
+    server = await serve(app, "127.0.0.1", 0, ssl_context=context_for(leaf.cert_pem, leaf.key_pem))
+    installed = chart_webhooks([shared, managed, own], f"https://localhost:{server.port}", ca)
     try:
         for informer in views.informers:
             await informer.wait_synced()
@@ -361,7 +323,7 @@ async def test_a_forged_review_does_not_deny_another_tenants_real_pod(world: Wor
     }
     trust = ssl.create_default_context(cadata=world.ca.decode())
     async with aiohttp.ClientSession() as session:
-        url = f"https://127.0.0.1:{world.port}/validate-pod-tenant-quota"
+        url = f"https://localhost:{world.port}/validate-pod-tenant-quota"
         for _ in range(3):
             async with session.post(url, json=forged, ssl=trust) as answer:
                 assert (await answer.json())["response"]["allowed"] is True
