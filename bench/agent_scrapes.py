@@ -29,9 +29,9 @@ from prometheus_client import CollectorRegistry
 from bench.table import Row
 from controller.settings import AgentSettings
 from controller.types import ObjectKey
-from controller.workspace.agent_metrics import AgentMetrics
-from controller.workspace.agent_scheduler import AgentScheduler, Timing
-from controller.workspace.agent_status import AgentReport, apply
+from controller.workspace.agent.metrics import AgentMetrics
+from controller.workspace.agent.report import AgentReport, apply
+from controller.workspace.agent.scheduler import AgentScheduler, Timing
 from tests.support.agent_fleet import Cache, address, fleet_member, token
 from wspin.core.clock import format_time, utc_now
 

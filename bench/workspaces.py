@@ -39,11 +39,11 @@ from bench.table import Row
 from controller.settings import ControllerSettings, RuntimeSettings, WorkspaceSettings
 from controller.setup import new_manager
 from controller.workspace import wiring
-from controller.workspace.credential_keys import load_credential_keys
-from controller.workspace.credentials import desired_password_secret
-from controller.workspace.owned import desired_service_account
-from controller.workspace.pod import desired_pod
-from controller.workspace.storage import desired_pvc
+from controller.workspace.pod.builder import desired_pod
+from controller.workspace.pod.credential_keys import load_credential_keys
+from controller.workspace.pod.credentials import desired_password_secret
+from controller.workspace.pod.names import desired_service_account
+from controller.workspace.pod.storage import desired_pvc
 from tests.controller.workspace.factories import credentials, publish_runtime
 from tests.kubeapi import KubeServer
 from wspin.core.delivery import AgentdDelivery

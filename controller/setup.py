@@ -23,7 +23,7 @@ from controller.staging.arming import (
     relay_staging_exit_code_for,
     setup_relay_staging,
 )
-from controller.workspace.credential_keys import CredentialKeys, load_credential_keys
+from controller.workspace.pod.credential_keys import CredentialKeys, load_credential_keys
 from wspin.core.delivery import AgentdDelivery, OpencodeDelivery
 from wspin.core.kinds import INFERENCE_RELAYS, NAMESPACES, WORKSPACES
 from wspin.core.redact import Redactor

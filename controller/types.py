@@ -67,7 +67,7 @@ class StagingReport:
 
 class StagingPass(Protocol):
     """The per-workspace relay staging pass the Workspace reconciler runs, when relay staging
-    is armed, in every phase but Terminating (``controller.workspace.staging_phases``).
+    is armed, in every phase but Terminating (``controller.workspace.reconcile.staging_phases``).
 
     Returns the conditions it wants on the Workspace (a bare list means "set these"); it
     must never put a staged key in a condition, Event or log line.

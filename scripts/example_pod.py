@@ -18,9 +18,9 @@ from pathlib import Path
 import yaml
 
 from controller.settings import WorkspaceSettings
-from controller.workspace.credential_keys import CredentialKeys
-from controller.workspace.credentials import derive_credentials
-from controller.workspace.pod import desired_pod
+from controller.workspace.pod.builder import desired_pod
+from controller.workspace.pod.credential_keys import CredentialKeys
+from controller.workspace.pod.credentials import derive_credentials
 from webhook.demo import DEMO_CONFIG
 from wspin.core.delivery import AgentdDelivery, OpencodeDelivery
 from wspin.core.owners import ANNOTATION_VERIFIED_OWNER, OwnerRecord

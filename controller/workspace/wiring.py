@@ -9,21 +9,21 @@ from typing import Final
 from controller.runtime.manager import Manager
 from controller.settings import ControllerSettings
 from controller.types import Obj, ObjectKey, StagingPass
-from controller.workspace.agent_metrics import AgentMetrics
-from controller.workspace.agent_scheduler import AgentScheduler
-from controller.workspace.agent_usage import AgentUsageCollector
-from controller.workspace.credential_keys import CredentialKeys
-from controller.workspace.dns import DnsResolver
-from controller.workspace.egress import CILIUM_NETWORK_POLICIES, NETWORK_POLICIES
-from controller.workspace.egress_sync import EgressPolicies
-from controller.workspace.fleet_metrics import WorkspaceFleetCollector
-from controller.workspace.lifecycle_metrics import LifecycleMetrics
-from controller.workspace.metering import Metering
-from controller.workspace.metrics import VerifyMetrics
-from controller.workspace.orgstatus import OrgStatusCache, OrgStatusMetrics
-from controller.workspace.reconciler import WorkspaceReconciler
-from controller.workspace.recovery_metrics import InRecoveryCollector, RecoveryMetrics
-from controller.workspace.rollout_metrics import WorkspacePodsCollector, served_digests
+from controller.workspace.agent.metering import Metering
+from controller.workspace.agent.metrics import AgentMetrics
+from controller.workspace.agent.scheduler import AgentScheduler
+from controller.workspace.agent.usage import AgentUsageCollector
+from controller.workspace.egress.dns import DnsResolver
+from controller.workspace.egress.policy import CILIUM_NETWORK_POLICIES, NETWORK_POLICIES
+from controller.workspace.egress.sync import EgressPolicies
+from controller.workspace.pod.credential_keys import CredentialKeys
+from controller.workspace.reconcile.fleet_metrics import WorkspaceFleetCollector
+from controller.workspace.reconcile.lifecycle_metrics import LifecycleMetrics
+from controller.workspace.reconcile.orgstatus import OrgStatusCache, OrgStatusMetrics
+from controller.workspace.reconcile.reconciler import WorkspaceReconciler
+from controller.workspace.reconcile.rollout_metrics import WorkspacePodsCollector, served_digests
+from controller.workspace.recovery.metrics import InRecoveryCollector, RecoveryMetrics
+from controller.workspace.recovery.verify_metrics import VerifyMetrics
 from wspin.core.contract import LABEL_APP, LABEL_APP_VALUE, LABEL_WORKSPACE
 from wspin.core.kinds import NAMESPACES, PODS, PVCS, WORKSPACES, Resource
 from wspin.core.runtimes import RUNTIME_ENVIRONMENTS, RuntimeCatalogue

@@ -139,7 +139,7 @@ def test_every_wspin_query_is_scoped_to_the_chosen_release(full_render: Rendered
 def test_the_billing_dashboard_reads_every_metering_counter(full_render: Rendered) -> None:
     from prometheus_client import CollectorRegistry
 
-    from controller.workspace.metering import Metering
+    from controller.workspace.agent.metering import Metering
 
     registry = CollectorRegistry()
     Metering(registry)

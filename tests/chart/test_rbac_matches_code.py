@@ -22,7 +22,7 @@ from controller.relay.providers import PROVIDERS
 from controller.relay.tokens import TOKENS_SECRET
 from controller.settings import LeaderElectionSettings
 from controller.staging.secrets import HPKE_PUB_SECRET, MINT_KEY_SECRET
-from controller.workspace.credential_keys import KEY_SECRET
+from controller.workspace.pod.credential_keys import KEY_SECRET
 from tests.chart.helm import NAMESPACE, REPO, Rendered, render
 from wspin.core.contract import AGENTD, OPENCODE
 
@@ -186,24 +186,24 @@ LEDGER = (
     ),
     # -- the controller: Workspaces ---------------------------------------------------------
     Use(  # the pod, read live before the finalizer is released
-        "controller/workspace/reconciler.py",
+        "controller/workspace/reconcile/reconciler.py",
         {"get_or_none": 1},
         controller=grant("cluster", "pods", ["get"]),
     ),
     Use(  # the live Workspace before a verify-failure or boot-failure Event
-        "controller/workspace/episodes.py",
+        "controller/workspace/recovery/episodes.py",
         {"get_or_none": 1},
         controller=grant("cluster", "workspaces", ["get"], group=CRD_GROUP),
     ),
     Use(  # a workspace pod's Warning Events, one bounded page, while it does not start
-        "controller/workspace/pod_events.py",
+        "controller/workspace/recovery/pod_events.py",
         {"list": 1},
         controller=grant("cluster", "events", ["list"]),
     ),
     Use(  # the owned objects: PVC, ServiceAccount and pod created (one helper; a create
         # answered AlreadyExists is read back for its owner), the password Secret created or
         # replaced whole (never read), the pod deleted
-        "controller/workspace/writes.py",
+        "controller/workspace/pod/writes.py",
         {"create": 2, "replace": 1, "get_or_none": 1, "delete": 1},
         controller=union(
             grant("cluster", "pods", ["get", "create", "delete"]),
@@ -213,18 +213,18 @@ LEDGER = (
         ),
     ),
     Use(  # the consumed spec.suspend request, removed by a JSON patch that tests its value
-        "controller/workspace/suspension.py",
+        "controller/workspace/reconcile/suspension.py",
         {"patch": 1},
         controller=grant("cluster", "workspaces", ["patch"], group=CRD_GROUP),
     ),
     Use(  # the force-recycle marker, removed by a JSON patch that tests its value
-        "controller/workspace/drain.py",
+        "controller/workspace/agent/drain.py",
         {"patch": 1},
         controller=grant("cluster", "workspaces", ["patch"], group=CRD_GROUP),
     ),
     Use(  # a Workspace kept Suspended past spec.ttlSecondsAfterSuspended: its own PVC
         # deleted by uid (kept as Terminated), or the Workspace deleted by uid (ttlAction delete)
-        "controller/workspace/upkeep.py",
+        "controller/workspace/reconcile/upkeep.py",
         {"delete": 2},
         controller=union(
             grant("cluster", "workspaces", ["delete"], group=CRD_GROUP),
@@ -233,7 +233,7 @@ LEDGER = (
     ),
     Use(  # the workspace credentials key in the controller's namespace: read by name,
         # created on first start (a create cannot be name-restricted)
-        "controller/workspace/credential_keys.py",
+        "controller/workspace/pod/credential_keys.py",
         {"get_or_none": 2, "create": 1},
         controller=union(
             grant("release", "secrets", ["get"], [KEY_SECRET]),
@@ -241,7 +241,7 @@ LEDGER = (
         ),
     ),
     Use(  # each Workspace's egress policy: created, replaced on change, deleted when unneeded
-        "controller/workspace/egress_sync.py",
+        "controller/workspace/egress/sync.py",
         {"create": 1, "replace": 1, "delete": 1},
         controller=grant(
             "cluster", "networkpolicies", ["create", "update", "delete"], group="networking.k8s.io"
@@ -262,7 +262,7 @@ LEDGER = (
         ),
     ),
     Use(  # asking the webhook for the owner record of a Workspace that predates it
-        "controller/workspace/owner_record.py",
+        "controller/workspace/reconcile/owner_record.py",
         {"patch": 1},
         controller=grant("cluster", "workspaces", ["patch"], group=CRD_GROUP),
     ),
@@ -432,7 +432,7 @@ def test_no_values_set_grants_anything_the_code_does_not_use(
 
 
 def test_the_finalizers_grant_is_needed_because_owned_objects_block_owner_deletion() -> None:
-    from controller.workspace.owned import owner_reference
+    from controller.workspace.pod.names import owner_reference
 
     reference = owner_reference({"metadata": {"name": "ws", "uid": "u-1"}})
     assert reference["blockOwnerDeletion"] is True

@@ -9,7 +9,7 @@ import shlex
 import pytest
 
 from certs.reports import reports_name
-from controller.workspace.credential_keys import KEY_SECRET
+from controller.workspace.pod.credential_keys import KEY_SECRET
 from tests.chart.helm import CHART, REPO, VALUES, Rendered, run_helm
 
 README = (CHART / "README.md").read_text()

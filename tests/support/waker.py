@@ -1,4 +1,4 @@
-"""Scheduler time that moves only when a test says so (``controller.workspace.agent_scheduler.
+"""Scheduler time that moves only when a test says so (``controller.workspace.agent.scheduler.
 Waker`` over a ``FakeClock``): a deadline is reached by ``advance``, never by sleeping."""
 
 from __future__ import annotations

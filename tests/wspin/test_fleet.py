@@ -7,8 +7,8 @@ from typing import Any
 import yaml
 
 from controller.staging import conditions as staging
-from controller.workspace import boot, recovery, verify
-from controller.workspace.egress_sync import EGRESS_CONDITION
+from controller.workspace.egress.sync import EGRESS_CONDITION
+from controller.workspace.recovery import boot, policy, verify
 from tests.chart.helm import CHART
 from tests.support.owners import recorded
 from wspin.core import fleet
@@ -36,7 +36,7 @@ def test_the_phases_are_the_crds_enum() -> None:
 
 def test_the_conditions_are_the_ones_the_controller_writes() -> None:
     written = {staging.STAGED, staging.STALE, staging.REJECTED, EGRESS_CONDITION, "Ready"}
-    written |= {boot.BOOT_READY, recovery.RECOVERY_EXHAUSTED}
+    written |= {boot.BOOT_READY, policy.RECOVERY_EXHAUSTED}
     written |= {verify.condition_type(artifact) for artifact in ARTIFACTS}
     assert written == set(fleet.CONDITIONS)
 

@@ -20,8 +20,8 @@ import yaml
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from controller.workspace.fleet_metrics import WorkspaceFleetCollector
-from controller.workspace.rollout_metrics import WorkspacePodsCollector, digest_label
+from controller.workspace.reconcile.fleet_metrics import WorkspaceFleetCollector
+from controller.workspace.reconcile.rollout_metrics import WorkspacePodsCollector, digest_label
 from tests.chart.dashboards import concrete, queries, rendered_dashboards
 from tests.chart.helm import CHART, render
 from tests.chart.promtool import run_promtool

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from controller.workspace.credential_keys import KEY_SECRET as CREDENTIALS_KEY_SECRET
+from controller.workspace.pod.credential_keys import KEY_SECRET as CREDENTIALS_KEY_SECRET
 from wspin.core.contract import ARTIFACTS
 from wspin.ops.install import LEADER_LEASE, Installation, ProcessArgs
 

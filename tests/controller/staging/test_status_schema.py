@@ -11,8 +11,8 @@ from prometheus_client import CollectorRegistry
 
 from controller.staging.ownership import WorkspaceNames
 from controller.staging.staging_pass import RelayStagingPass
-from controller.workspace.metrics import VerifyMetrics
-from controller.workspace.reconciler import WorkspaceReconciler
+from controller.workspace.reconcile.reconciler import WorkspaceReconciler
+from controller.workspace.recovery.verify_metrics import VerifyMetrics
 from tests.controller.staging.conftest import Stage, two_providers
 from tests.controller.status_schema import RecordingKube, status_schema, undeclared
 from tests.controller.workspace.agents import FIRST_READS, Agents, agents, harness, settings

@@ -17,13 +17,13 @@ from prometheus_client import CollectorRegistry
 
 from controller.settings import AgentSettings, WorkspaceSettings
 from controller.types import ObjectKey
-from controller.workspace import ownership
-from controller.workspace.agent_metrics import AgentMetrics
-from controller.workspace.agent_scheduler import AgentScheduler, Timing
-from controller.workspace.metering import Metering
-from controller.workspace.metrics import VerifyMetrics
-from controller.workspace.pod import desired_pod
-from controller.workspace.reconciler import WorkspaceReconciler
+from controller.workspace.agent.metering import Metering
+from controller.workspace.agent.metrics import AgentMetrics
+from controller.workspace.agent.scheduler import AgentScheduler, Timing
+from controller.workspace.pod import ownership
+from controller.workspace.pod.builder import desired_pod
+from controller.workspace.reconcile.reconciler import WorkspaceReconciler
+from controller.workspace.recovery.verify_metrics import VerifyMetrics
 from tests.controller.workspace.conftest import SETTINGS, Harness
 from tests.controller.workspace.conftest import harness as harness
 from tests.controller.workspace.factories import (

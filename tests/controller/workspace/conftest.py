@@ -17,13 +17,13 @@ from prometheus_client import CollectorRegistry
 
 from controller.settings import WorkspaceSettings
 from controller.types import ObjectKey, Requeue
-from controller.workspace import ownership
-from controller.workspace.lifecycle_metrics import LifecycleMetrics
-from controller.workspace.metrics import VerifyMetrics
-from controller.workspace.owned import desired_service_account
-from controller.workspace.pod import desired_pod
-from controller.workspace.reconciler import WorkspaceReconciler
-from controller.workspace.recovery_metrics import RecoveryMetrics
+from controller.workspace.pod import ownership
+from controller.workspace.pod.builder import desired_pod
+from controller.workspace.pod.names import desired_service_account
+from controller.workspace.reconcile.lifecycle_metrics import LifecycleMetrics
+from controller.workspace.reconcile.reconciler import WorkspaceReconciler
+from controller.workspace.recovery.metrics import RecoveryMetrics
+from controller.workspace.recovery.verify_metrics import VerifyMetrics
 from tests.controller.workspace.factories import (
     AGENTD_IMAGE,
     NODE,

@@ -7,8 +7,8 @@ import copy
 import json
 from typing import TYPE_CHECKING, Any
 
-from controller.workspace.credential_keys import CredentialKeys
-from controller.workspace.credentials import WorkspaceCredentials, derive_credentials
+from controller.workspace.pod.credential_keys import CredentialKeys
+from controller.workspace.pod.credentials import WorkspaceCredentials, derive_credentials
 from tests.support.runtime_classes import ensure_runtime_class
 from tests.support.waiting import eventually
 from wspin.core.contract import AGENTD, DELIVERY_ANNOTATION, OPENCODE
@@ -62,8 +62,8 @@ async def publish_runtime(kube: Kube, name: str = "python") -> None:
 async def create_service_account(kube: Kube, ws: dict[str, Any]) -> None:
     """Play the controller's first write for ``ws``'s pod: its service account (a real API
     server refuses a pod whose account is missing)."""
-    from controller.workspace import ownership
-    from controller.workspace.owned import desired_service_account
+    from controller.workspace.pod import ownership
+    from controller.workspace.pod.names import desired_service_account
     from wspin.core.kinds import SERVICE_ACCOUNTS
 
     account = ownership.stamp(desired_service_account(ws), ws)

@@ -17,9 +17,13 @@ import pytest
 import yaml
 from aiohttp import web
 
-from controller.workspace.containers import ADMIN_TOKEN_FILE, ADMIN_TOKEN_FILE_ENV
-from controller.workspace.credentials import ADMIN_TOKEN, AGENTD_PASSWORD, desired_password_secret
-from controller.workspace.pod import desired_pod
+from controller.workspace.pod.builder import desired_pod
+from controller.workspace.pod.containers import ADMIN_TOKEN_FILE, ADMIN_TOKEN_FILE_ENV
+from controller.workspace.pod.credentials import (
+    ADMIN_TOKEN,
+    AGENTD_PASSWORD,
+    desired_password_secret,
+)
 from tests import stub_http as serving
 from tests.controller.workspace.factories import credentials
 from tests.controller.workspace.pod_cases import CASES, TESTDATA, load

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from controller.toolkit.conditions import MESSAGE_LIMIT, condition, set_condition
-from controller.workspace.refusals import (
+from controller.workspace.pod.refusals import (
     RETRY_MAX,
     RETRY_MIN,
     Refusal,

@@ -8,8 +8,7 @@ from typing import Any
 
 import pytest
 
-from controller.workspace.agent_client import Answer
-from controller.workspace.agent_report import (
+from controller.workspace.agent.answers import (
     MAX_SESSIONS,
     TEXT_MAX,
     Delivery,
@@ -19,7 +18,8 @@ from controller.workspace.agent_report import (
     parse_health,
     parse_status,
 )
-from controller.workspace.agent_scheduler import judge_health, phase_of, scrape_address
+from controller.workspace.agent.client import Answer
+from controller.workspace.agent.scheduler import judge_health, phase_of, scrape_address
 from tests.support.agentd import busy, healthy_health, healthy_status
 from wspin.core.contract import AGENTD, MAIN_CONTAINER
 

@@ -8,9 +8,9 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from controller.types import ObjectKey
-from controller.workspace.agent_report import Status, Usage
-from controller.workspace.agent_usage import AgentUsageCollector
-from controller.workspace.agent_view import AgentView
+from controller.workspace.agent.answers import Status, Usage
+from controller.workspace.agent.usage import AgentUsageCollector
+from controller.workspace.agent.view import AgentView
 
 GiB = 1024**3
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from controller.workspace.anchors import REQUESTED_AT, anchor, requested_at
+from controller.workspace.reconcile.anchors import REQUESTED_AT, anchor, requested_at
 
 NOW = datetime(2026, 11, 29, 12, 0, 30, tzinfo=UTC)
 Obj = dict[str, Any]

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from controller.workspace import boot
+from controller.workspace.recovery import boot
 from tests.controller.workspace.podstates import booted, completed, exited, pod, running, waiting
 
 CRASH = exited(1, message="materialize: relay config: no such file")

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from controller.workspace.compute import ResourcesError, container_resources
+from controller.workspace.pod.compute import ResourcesError, container_resources
 
 
 def resources(**given: Any) -> dict[str, Any]:

@@ -7,7 +7,7 @@ import base64
 
 import pytest
 
-from controller.workspace.credential_keys import (
+from controller.workspace.pod.credential_keys import (
     KEY_SECRET,
     CredentialKeys,
     load_credential_keys,

@@ -16,8 +16,9 @@ from typing import Any
 import pytest
 
 from controller.toolkit.events import COMPONENT
-from controller.workspace import ownership
-from controller.workspace.credentials import (
+from controller.workspace.pod import ownership
+from controller.workspace.pod.builder import desired_pod
+from controller.workspace.pod.credentials import (
     ANNOTATION_CREDENTIALS_KEY,
     ANNOTATION_CREDENTIALS_ROTATION,
     KEYS,
@@ -25,9 +26,8 @@ from controller.workspace.credentials import (
     desired_password_secret,
     pod_credentials,
 )
-from controller.workspace.outcome import Outcome
-from controller.workspace.pod import desired_pod
-from controller.workspace.status import next_status
+from controller.workspace.reconcile.outcome import Outcome
+from controller.workspace.reconcile.record import next_status
 from tests.controller.workspace.conftest import SETTINGS, Harness
 from tests.controller.workspace.factories import TEST_KEYS, credentials, workspace
 from tests.kubeapi import KubeServer

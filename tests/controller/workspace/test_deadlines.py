@@ -5,7 +5,11 @@ from __future__ import annotations
 import pytest
 
 from controller.types import Requeue
-from controller.workspace.deadlines import MIN_REQUEUE, VERIFY_FAILURE_RECHECK, next_requeue
+from controller.workspace.reconcile.deadlines import (
+    MIN_REQUEUE,
+    VERIFY_FAILURE_RECHECK,
+    next_requeue,
+)
 
 
 @pytest.mark.parametrize(

@@ -12,8 +12,8 @@ import dns.rdatatype
 import dns.rrset
 import pytest
 
-from controller.workspace.dns import FAILURE_TTL, DnsResolver
-from controller.workspace.egress import MAX_ADDRESSES_PER_DOMAIN
+from controller.workspace.egress.dns import FAILURE_TTL, DnsResolver
+from controller.workspace.egress.policy import MAX_ADDRESSES_PER_DOMAIN
 
 
 class Zone(asyncio.DatagramProtocol):

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from controller.types import ObjectKey
-from controller.workspace import drain
-from controller.workspace.agent_report import Session, Status
-from controller.workspace.agent_view import AgentView
+from controller.workspace.agent import drain
+from controller.workspace.agent.answers import Session, Status
+from controller.workspace.agent.view import AgentView
 from tests.controller.workspace.agents import FIRST_READS, Agents, agents, harness
 from tests.kubeapi import KubeServer
 from tests.support.agentd import busy, healthy_status

@@ -8,7 +8,7 @@ import kubernetes_validate
 import pytest
 
 from controller.egress_settings import EgressSettings, egress_settings_from
-from controller.workspace.egress import (
+from controller.workspace.egress.policy import (
     CILIUM_NETWORK_POLICIES,
     MAX_DOMAINS,
     NETWORK_POLICIES,

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from controller.egress_settings import EgressSettings
-from controller.workspace.egress import Resolution, desired_egress_policy
-from controller.workspace.egress_addresses import denied_networks, drop_reason, filter_addresses
+from controller.workspace.egress.addresses import denied_networks, drop_reason, filter_addresses
+from controller.workspace.egress.policy import Resolution, desired_egress_policy
 
 DENY = EgressSettings(default="deny", platform_namespaces=("llmsafespaces",))
 

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 import pytest
 
 from controller.egress_settings import EgressSettings
-from controller.workspace.egress import NETWORK_POLICIES, Resolution
-from controller.workspace.egress_sync import EGRESS_CONDITION, EgressPolicies
+from controller.workspace.egress.policy import NETWORK_POLICIES, Resolution
+from controller.workspace.egress.sync import EGRESS_CONDITION, EgressPolicies
 from controller.workspace.wiring import POLICY_SELECTOR
 from tests.controller.workspace.conftest import Harness
 from tests.support.clock import FakeClock

@@ -8,7 +8,7 @@ from types import ModuleType
 
 import yaml
 
-from controller.workspace.pod import names
+from controller.workspace.pod.builder import names
 
 SCRIPT = Path(__file__).resolve().parents[3] / "scripts" / "example_pod.py"
 

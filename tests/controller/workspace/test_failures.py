@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from controller.workspace import failures as fl
+from controller.workspace.recovery import failures as fl
 
 CASES = Path(__file__).resolve().parent / "testdata" / "failures"
 NAMES = sorted(path.stem for path in CASES.glob("*.yaml"))

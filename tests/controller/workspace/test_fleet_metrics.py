@@ -7,7 +7,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from controller.workspace.fleet_metrics import WorkspaceFleetCollector
+from controller.workspace.reconcile.fleet_metrics import WorkspaceFleetCollector
 
 
 class Cached:

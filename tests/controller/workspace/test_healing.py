@@ -6,11 +6,17 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from controller.workspace import healing
-from controller.workspace.healing import BootFailed, Counted, Exhausted, PodView, Recovered
-from controller.workspace.lifecycle import observe
-from controller.workspace.podfacts import pod_facts
-from controller.workspace.recovery import RECOVERY_EXHAUSTED, RecoveryState, apply
+from controller.workspace.pod.facts import pod_facts
+from controller.workspace.pod.phase import observe
+from controller.workspace.recovery import decision
+from controller.workspace.recovery.decision import (
+    BootFailed,
+    Counted,
+    Exhausted,
+    PodView,
+    Recovered,
+)
+from controller.workspace.recovery.policy import RECOVERY_EXHAUSTED, RecoveryState, apply
 from tests.controller.workspace.podstates import (
     booted,
     exited,
@@ -26,10 +32,10 @@ Obj = dict[str, Any]
 
 def assess(
     p: Obj, status: Obj, seconds: float = 60, previous: str = "Creating", **more: Any
-) -> healing.Assessment:
+) -> decision.Assessment:
     facts = pod_facts(p)
     seen = observe(facts, previous)
-    return healing.assess_pod(
+    return decision.assess_pod(
         PodView(
             status=status,
             generation=1,
@@ -43,7 +49,7 @@ def assess(
     )
 
 
-def written(status: Obj, decided: healing.Assessment) -> Obj:
+def written(status: Obj, decided: decision.Assessment) -> Obj:
     """The status after the pass: the recovery fields and conditions as the write sends them."""
     new = {**status, "observedGeneration": 1}
     new["conditions"] = [*(status.get("conditions") or []), *decided.conditions]
@@ -246,7 +252,7 @@ def test_active_again_reports_the_recovery_and_clears_after_the_stable_window() 
 def test_a_pod_that_cannot_be_built_counts_once_per_backoff_and_only_a_rejection_waits() -> None:
     status: dict[str, Any] = {"observedGeneration": 1}
     for rejected, retry_at in ((True, "2026-11-29T12:00:30Z"), (False, None)):
-        first = healing.assess_build_failure(status, 1, CREATED, "no", rejected=rejected)
+        first = decision.assess_build_failure(status, 1, CREATED, "no", rejected=rejected)
         assert [type(n) for n in first.notices] == [Counted] and first.due == 30
         assert first.state.fields()["nextRetryAt"] == retry_at
         assert first.message == (
@@ -255,11 +261,11 @@ def test_a_pod_that_cannot_be_built_counts_once_per_backoff_and_only_a_rejection
         written = {**status, "failureReason": "PodBuildFailed"}
         apply(written, first.state)
         # Passes before the backoff has passed count nothing; the one after counts the next.
-        later = healing.assess_build_failure(
+        later = decision.assess_build_failure(
             written, 1, CREATED + timedelta(seconds=10), "no", rejected=rejected
         )
         assert later.notices == [] and later.due == 20 and later.state.failures == 1
-        due = healing.assess_build_failure(
+        due = decision.assess_build_failure(
             written, 1, CREATED + timedelta(seconds=30), "no", rejected=rejected
         )
         assert due.state.failures == 2 and due.due == 60

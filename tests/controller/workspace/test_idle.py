@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from controller.types import Requeue
-from controller.workspace import idle
+from controller.workspace.reconcile import idle
 from tests.controller.workspace.agents import Agents, agents, harness
 from tests.controller.workspace.factories import reconcile_until
 from wspin.core.clock import format_time

@@ -7,14 +7,14 @@ from typing import Any
 
 import pytest
 
-from controller.workspace.lifecycle import (
+from controller.workspace.pod.facts import pod_facts
+from controller.workspace.pod.phase import (
     POD_FAILED_DURING_CREATION,
     TRANSIENT_POD_LOSS,
     observe,
     recycling,
     served_before,
 )
-from controller.workspace.podfacts import pod_facts
 from tests.controller.workspace.lifecycle_pods import (
     DELETED,
     EVICTED,

@@ -8,7 +8,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from controller.workspace.lifecycle_metrics import DURATION_BUCKETS, LifecycleMetrics
+from controller.workspace.reconcile.lifecycle_metrics import DURATION_BUCKETS, LifecycleMetrics
 
 T0 = datetime.datetime(2026, 12, 1, 10, 0, tzinfo=datetime.UTC)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from controller.workspace.anchors import REQUESTED_AT
+from controller.workspace.reconcile.anchors import REQUESTED_AT
 from tests.controller.workspace.conftest import Harness
 from tests.controller.workspace.factories import ready_pod_status, reconcile_until
 from wspin.core.clock import format_time

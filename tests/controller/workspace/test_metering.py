@@ -10,7 +10,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from controller.types import ObjectKey
-from controller.workspace.metering import OVERFLOW, Account, Metering
+from controller.workspace.agent.metering import OVERFLOW, Account, Metering
 
 START = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 GiB = 1024**3

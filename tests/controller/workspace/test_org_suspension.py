@@ -16,8 +16,8 @@ import pytest
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
-from controller.workspace.orgstatus import OrgStatusCache, OrgStatusMetrics
-from controller.workspace.reconciler import ORG_SUSPENDED
+from controller.workspace.reconcile.orgstatus import OrgStatusCache, OrgStatusMetrics
+from controller.workspace.reconcile.reconciler import ORG_SUSPENDED
 from tests.controller.workspace.conftest import Harness
 from tests.controller.workspace.orgs import FakeApiService
 from tests.support.clock import FakeClock

@@ -12,7 +12,7 @@ import pytest
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
-from controller.workspace.orgstatus import OrgStatusCache, OrgStatusMetrics
+from controller.workspace.reconcile.orgstatus import OrgStatusCache, OrgStatusMetrics
 from tests.controller.workspace.orgs import FakeApiService
 from tests.support.clock import FakeClock
 from tests.support.waiting import eventually

@@ -11,14 +11,14 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from controller.workspace.metrics import VerifyMetrics
-from controller.workspace.ownership import (
+from controller.workspace.pod.ownership import (
     CONFLICT_REASON,
     conflict_of,
     new_episode,
     stamp,
 )
-from controller.workspace.reconciler import WorkspaceReconciler
+from controller.workspace.reconcile.reconciler import WorkspaceReconciler
+from controller.workspace.recovery.verify_metrics import VerifyMetrics
 from tests.controller.workspace.conftest import SETTINGS, Harness
 from tests.controller.workspace.factories import TEST_KEYS, UID, workspace
 from wspin.core.contract import LABEL_WORKSPACE_UID

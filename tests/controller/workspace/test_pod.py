@@ -11,9 +11,8 @@ import pytest
 import yaml
 
 from controller.settings import WorkspaceSettings
-from controller.workspace import ownership
-from controller.workspace.owned import desired_service_account
-from controller.workspace.pod import (
+from controller.workspace.pod import ownership
+from controller.workspace.pod.builder import (
     ANNOTATION_RESTART_GENERATION,
     PodBuildError,
     desired_pod,
@@ -22,7 +21,8 @@ from controller.workspace.pod import (
     pod_is_stale,
     sanitize_label,
 )
-from controller.workspace.storage import claim_name, desired_pvc
+from controller.workspace.pod.names import desired_service_account
+from controller.workspace.pod.storage import claim_name, desired_pvc
 from tests.controller.workspace.factories import AGENTD_IMAGE, UID, credentials, workspace
 from tests.support.owners import recorded
 from wspin.core.contract import AGENTD, ARTIFACTS

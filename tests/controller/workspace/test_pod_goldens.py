@@ -21,7 +21,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from controller.workspace.pod import desired_pod
+from controller.workspace.pod.builder import desired_pod
 from tests.controller.workspace.factories import credentials
 from tests.controller.workspace.pod_cases import CASES, RELEASE, TESTDATA, load
 from webhook.inject import inject

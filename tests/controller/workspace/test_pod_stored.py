@@ -16,7 +16,7 @@ from typing import Any
 import jsonpatch
 import pytest
 
-from controller.workspace.reconciler import WorkspaceReconciler
+from controller.workspace.reconcile.reconciler import WorkspaceReconciler
 from tests.controller.workspace.conftest import Harness
 from tests.webhook.conftest import LiveWebhook, webhook
 from wspin.core.contract import PLATFORM_BOOTSTRAP, PLATFORM_INIT, PLATFORM_MATERIALIZE

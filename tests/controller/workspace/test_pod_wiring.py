@@ -13,7 +13,7 @@ import jsonpatch
 import pytest
 
 from controller.settings import WorkspaceSettings
-from controller.workspace.pod import PodBuildError, desired_pod
+from controller.workspace.pod.builder import PodBuildError, desired_pod
 from tests.controller.workspace.factories import (
     AGENTD_IMAGE,
     OPENCODE_IMAGE,

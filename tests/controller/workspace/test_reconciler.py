@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from controller.types import ObjectKey, ObjectReader, Requeue
-from controller.workspace.reconciler import FINALIZER, VERIFY_FAILURE_REQUEUE
+from controller.workspace.reconcile.reconciler import FINALIZER, VERIFY_FAILURE_REQUEUE
 from tests.controller.workspace.conftest import SETTINGS, Harness
 from tests.controller.workspace.factories import ready_pod_status, reconcile_until
 from tests.kubeapi import KubeServer

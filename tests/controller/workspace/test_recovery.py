@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from controller.workspace import failures as fl
-from controller.workspace.healing import Counted, Exhausted, assess_missing
-from controller.workspace.recovery import (
+from controller.workspace.recovery import failures as fl
+from controller.workspace.recovery.decision import Counted, Exhausted, assess_missing
+from controller.workspace.recovery.policy import (
     RECOVERY_EXHAUSTED,
     STABILITY_WINDOW,
     RecoveryState,

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from controller.types import ObjectKey, Requeue
-from controller.workspace.credentials import PASSWORD
+from controller.workspace.pod.credentials import PASSWORD
 from tests.controller.workspace.conftest import Harness
 from tests.controller.workspace.factories import credentials, reconcile_until
 from tests.kubeapi import KubeServer

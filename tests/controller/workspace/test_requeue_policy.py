@@ -17,7 +17,7 @@ from controller.runtime.manager import Manager
 from controller.settings import ControllerSettings, RuntimeSettings
 from controller.types import ObjectKey
 from controller.workspace import wiring
-from controller.workspace.reconciler import FINALIZER
+from controller.workspace.reconcile.reconciler import FINALIZER
 from tests.controller.workspace.conftest import SETTINGS
 from tests.controller.workspace.factories import TEST_KEYS, publish_runtime, ready_pod_status
 from tests.kubeapi import KubeServer

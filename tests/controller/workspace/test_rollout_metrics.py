@@ -13,7 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from controller.settings import ControllerSettings, RuntimeSettings
 from controller.setup import new_manager
 from controller.workspace import wiring
-from controller.workspace.rollout_metrics import (
+from controller.workspace.reconcile.rollout_metrics import (
     WorkspacePodsCollector,
     digest_label,
     served_digests,

@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from controller.workspace.refusals import ADMISSION_REFUSED, POD_ADMITTED
+from controller.workspace.pod.refusals import ADMISSION_REFUSED, POD_ADMITTED
 from tests.controller.workspace.conftest import Harness
 from tests.support.runtime_classes import RUNTIME_CLASSES, ensure_runtime_class
 from wspin.core.kinds import PODS, WORKSPACES

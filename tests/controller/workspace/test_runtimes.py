@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from controller.workspace.pod import ANNOTATION_RUNTIME_ENV
-from controller.workspace.reconciler import RUNTIME_NOT_FOUND
+from controller.workspace.pod.builder import ANNOTATION_RUNTIME_ENV
+from controller.workspace.reconcile.reconciler import RUNTIME_NOT_FOUND
 from tests.controller.workspace.conftest import Harness
 from wspin.core.kinds import PODS
 

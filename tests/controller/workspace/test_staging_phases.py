@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import get_args
 
-from controller.workspace.staging_phases import stages_in
+from controller.workspace.reconcile.staging_phases import stages_in
 from wspin.core.fleet import Phase
 
 

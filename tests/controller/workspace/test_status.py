@@ -10,10 +10,10 @@ import pytest
 
 from controller.toolkit.conditions import condition, set_condition
 from controller.toolkit.status import status_patch
-from controller.workspace.lifecycle import POD_BUILD_FAILED, TRANSIENT_POD_LOSS
-from controller.workspace.outcome import Outcome
-from controller.workspace.podfacts import image_tag, pod_facts
-from controller.workspace.status import endpoint, next_status, ready_condition
+from controller.workspace.pod.facts import image_tag, pod_facts
+from controller.workspace.pod.phase import POD_BUILD_FAILED, TRANSIENT_POD_LOSS
+from controller.workspace.reconcile.outcome import Outcome
+from controller.workspace.reconcile.record import endpoint, next_status, ready_condition
 from tests.controller.workspace.factories import workspace
 from tests.controller.workspace.lifecycle_pods import READY
 from wspin.core.fleet import Phase

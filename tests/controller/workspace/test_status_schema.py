@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry
 
-from controller.workspace.metrics import VerifyMetrics
-from controller.workspace.reconciler import WorkspaceReconciler
+from controller.workspace.reconcile.reconciler import WorkspaceReconciler
+from controller.workspace.recovery.verify_metrics import VerifyMetrics
 from tests.controller.status_schema import RecordingKube, status_schema, undeclared
 from tests.controller.workspace.conftest import SETTINGS, Harness
 from tests.controller.workspace.factories import TEST_KEYS, ready_pod_status, reconcile_until

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from controller.workspace import stuck
-from controller.workspace.pod_events import PodEvent
+from controller.workspace.recovery import stuck
+from controller.workspace.recovery.pod_events import PodEvent
 from tests.controller.workspace.podstates import (
     AGENTD_IMAGE,
     RUNTIME_IMAGE,

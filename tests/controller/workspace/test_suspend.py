@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from controller.types import Requeue
-from controller.workspace.deadlines import MIN_REQUEUE
-from controller.workspace.suspension import clear_request, consumed
+from controller.workspace.reconcile.deadlines import MIN_REQUEUE
+from controller.workspace.reconcile.suspension import clear_request, consumed
 from tests.controller.workspace.conftest import Harness
 from tests.controller.workspace.factories import ready_pod_status, reconcile_until
 from tests.kubeapi import KubeServer

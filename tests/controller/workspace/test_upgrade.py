@@ -12,10 +12,10 @@ import copy
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from controller.workspace import ownership
-from controller.workspace.credentials import ANNOTATION_CREDENTIALS_KEY
-from controller.workspace.pod import desired_pod
-from controller.workspace.storage import desired_pvc
+from controller.workspace.pod import ownership
+from controller.workspace.pod.builder import desired_pod
+from controller.workspace.pod.credentials import ANNOTATION_CREDENTIALS_KEY
+from controller.workspace.pod.storage import desired_pvc
 from tests.controller.workspace.conftest import SETTINGS, Harness
 from tests.controller.workspace.factories import credentials, ready_pod_status
 from wspin.core.contract import LABEL_WORKSPACE_UID

@@ -7,8 +7,8 @@ import copy
 import pytest
 
 from controller.settings import WorkspaceSettings
-from controller.workspace.pod import desired_pod
-from controller.workspace.verify import (
+from controller.workspace.pod.builder import desired_pod
+from controller.workspace.recovery.verify import (
     UNKNOWN,
     detect_failure,
     digest_label,

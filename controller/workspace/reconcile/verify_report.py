@@ -1,0 +1,93 @@
+"""The verified conditions of a Workspace's pod, and one report per verify-failure episode.
+
+A pod whose agentd or opencode binary fails its sha256 check exits 81 to 84
+(``verify.detect_failure``): the Workspace gets ``AgentdVerified``/``OpencodeVerified`` False
+with the verifier's message, and each new episode one error log line, one Warning Event and
+one metric increment, sent only after the status records the episode (a failed status write
+then means a retry that finds the episode unrecorded, never a second report).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from controller.toolkit.conditions import find_condition
+from controller.toolkit.events import EventRecorder
+from controller.types import Obj, ObjectKey
+from controller.workspace.reconcile.outcome import Outcome
+from controller.workspace.recovery import verify
+from controller.workspace.recovery.episodes import new_episode
+from controller.workspace.recovery.verify_metrics import VerifyMetrics
+from wspin.core.contract import ARTIFACTS
+from wspin.core.fleet import Phase
+from wspin.core.kinds import WORKSPACES
+from wspin.core.logs import fields
+from wspin.kube.client import Kube
+
+log = logging.getLogger("controller.workspace")
+
+
+class VerifyReporter:
+    """Verified conditions into an ``Outcome``, and the reports of new failure episodes."""
+
+    def __init__(self, kube: Kube, metrics: VerifyMetrics, events: EventRecorder) -> None:
+        self.kube = kube
+        self.metrics = metrics
+        self.events = events
+
+    async def check(
+        self, ws: Obj, pod: Obj, phase: Phase, outcome: Outcome
+    ) -> verify.VerifyFailure | None:
+        """Verified conditions for ``pod`` into ``outcome``; a failure that starts a new
+        episode is queued for its one Event and metric increment."""
+        generation = int(ws["metadata"].get("generation") or 0)
+        failure = verify.detect_failure(pod)
+        for artifact in ARTIFACTS:
+            if not verify.has_marker(pod, artifact):
+                # Never marked verified, never blamed; a verdict left over from an earlier
+                # pod would claim a check this pod never ran, so it goes.
+                outcome.remove = (*outcome.remove, verify.condition_type(artifact))
+                continue
+            if failure is not None and failure.artifact == artifact:
+                outcome.conditions.append(verify.failed_condition(failure, generation))
+                if await new_episode(self.kube, ws, _recorded(failure)):
+                    episode = f"{pod['metadata'].get('uid', '')}/{failure.kind.reason}"
+                    outcome.failures.append((failure, episode))
+            elif phase == "Active":
+                outcome.conditions.append(verify.verified_condition(artifact, generation))
+        return failure
+
+    async def report(self, ws: Obj, failure: verify.VerifyFailure, episode: str) -> None:
+        """One metric increment, one error log line and one Warning Event."""
+        self.metrics.record(failure)
+        log.error(
+            "workspace binary verification failed",
+            extra=fields(
+                workspace=str(ObjectKey.of(ws)),
+                condition=verify.condition_type(failure.artifact),
+                reason=failure.kind.reason,
+                exit_code=failure.exit_code,
+                node=failure.node,
+                digest=failure.digest,
+            ),
+        )
+        await self.events.emit(
+            ws,
+            WORKSPACES,
+            "Warning",
+            failure.kind.reason,
+            verify.event_message(failure),
+            episode=episode,
+        )
+
+
+def _recorded(failure: verify.VerifyFailure) -> Callable[[list[Obj]], bool]:
+    """Whether conditions already record ``failure``: the same False reason."""
+    type_ = verify.condition_type(failure.artifact)
+
+    def recorded(conditions: list[Obj]) -> bool:
+        old = find_condition(conditions, type_)
+        return bool(old and old["status"] == "False" and old["reason"] == failure.kind.reason)
+
+    return recorded
