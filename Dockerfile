@@ -9,6 +9,7 @@ FROM python:3.11-slim AS build
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /src
 COPY pyproject.toml README.md ./
+COPY wspinctl ./wspinctl
 COPY wspin ./wspin
 COPY webhook ./webhook
 COPY controller ./controller

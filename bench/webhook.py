@@ -225,7 +225,7 @@ def _start_all(work: Path) -> dict[str, _Server]:
         if name == "other" and not other:
             continue
         port = _free_port()
-        argv = [sys.executable, "-m", "wspin.cli", "webhook", *_PINS, "--host", "127.0.0.1"]
+        argv = [sys.executable, "-m", "wspinctl.cli", "webhook", *_PINS, "--host", "127.0.0.1"]
         argv += ["--port", str(port), "--metrics-port", "0", "--shutdown-delay", "0"]
         argv += ["--tls-cert-file", cert, "--tls-key-file", key]
         servers[name] = _Server(argv, port, work / f"{name}.log", tree)

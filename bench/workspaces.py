@@ -301,7 +301,7 @@ async def _controller(server: KubeServer) -> AsyncIterator[_Process]:
         process = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
-            "wspin.cli",
+            "wspinctl.cli",
             "controller",
             f"--kubeconfig={kubeconfig}",
             f"--health-port={health}",

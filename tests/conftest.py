@@ -16,6 +16,8 @@ real cluster when ``WSPIN_TEST_KUBECONFIG`` names a kubeconfig):
   on a real cluster; request it only in tests that need those controls. A test that needs it
   for another reason says which with ``@pytest.mark.test_server_only("reason")`` (its skip
   gives the reason).
+- ``_test_server`` -> ``KubeServer | None``: the test API server, or None on a real one, for
+  tests that inject a fault where they can and run unchanged where they cannot.
 - ``kube_api`` -> the ApiClient ``wspin.kube.config.new_api_client`` makes for the fake server
   (``Configuration(host=kube_server.url)``) or the real cluster; closed at teardown.
 - ``kube`` -> ``wspin.kube.client.Kube`` over ``kube_api``.
@@ -176,6 +178,19 @@ def _kube_server_url(real_cluster: bool, request: pytest.FixtureRequest) -> str 
         return None
     server: KubeServer = request.getfixturevalue("kube_server")
     return server.url
+
+
+@pytest.fixture
+def _test_server(
+    real_cluster: bool, _kube_server_url: str | None, request: pytest.FixtureRequest
+) -> KubeServer | None:
+    """The already started test API server, or None on a real one (sync: see
+    ``_kube_server_url``): for tests that inject a fault when they can and run unchanged
+    when they cannot."""
+    if real_cluster:
+        return None
+    server: KubeServer = request.getfixturevalue("kube_server")
+    return server
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from tests.wspin.installation import NAMES
+from tests.wspinctl.installation import NAMES
 
 README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
 

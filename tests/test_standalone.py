@@ -26,7 +26,7 @@ def hook(event, args):
 sys.addaudithook(hook)
 import pytest
 code = pytest.main(["--collect-only", "-q", "-p", "no:cacheprovider"])
-ours = ("wspin", "webhook", "controller", "certs", "tests", "bench")
+ours = ("wspinctl", "wspin", "webhook", "controller", "certs", "tests", "bench")
 modules = {
     name: getattr(module, "__file__", None) or ""
     for name, module in list(sys.modules.items())

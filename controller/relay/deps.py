@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 from typing import Final, Protocol
 
 from controller.relay.drivers.base import Driver
+from controller.relay.drivers.providers import PROVIDERS
 from controller.relay.health import HealthReport
 from controller.relay.identity import ClusterIdentity
 from controller.relay.metrics import RelayMetrics
-from controller.relay.providers import PROVIDERS
 from controller.settings import RelayArtifactConfig
 from controller.toolkit.events import EventRecorder
 from wspin.core.clock import Clock, utc_now

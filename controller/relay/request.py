@@ -21,7 +21,12 @@ from controller.relay.drivers.base import (
     TokenSlot,
     vm_tags,
 )
-from controller.relay.providers import UnknownShape, arch_for_shape, binary_name, default_shape
+from controller.relay.drivers.providers import (
+    UnknownShape,
+    arch_for_shape,
+    binary_name,
+    default_shape,
+)
 from controller.relay.replacement import TAG_REPLACES
 from controller.relay.spec import ProviderSpec
 from controller.settings import RelayArtifactConfig

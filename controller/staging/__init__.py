@@ -12,13 +12,15 @@ internal API, the two HTTP services it calls); ``desired`` (which providers are 
 what the Workspace's bookkeeping says was staged before); ``envelopes`` (HPKE sealing, the
 envelope Secrets and their revocation); ``handoff`` (scoped tokens, the revision, the handoff
 Secret); ``ownership`` (one Workspace per relay identity: a same-named Workspace in another
-namespace gets ``NameConflict``, never another tenant's key); ``conditions`` and
-``events`` (what the pass reports); ``escalation`` (the rotate recovery). Every staged key is
+namespace gets ``NameConflict``, never another tenant's key); ``withdrawal`` (what a deleted
+Workspace, or one whose name another owns, staged goes); ``schedule`` (when the next pass is
+due); ``conditions`` (the conditions and Events the pass reports); ``escalation`` (the rotate
+recovery). Every staged key is
 registered with the process's ``wspin.core.redact.Redactor``, which keeps it out of log lines,
 Events and condition messages. What the running pod applied (``status.secretsDelivery``:
 agentd's health report) reaches the pass inside the Workspace it is given, fresh from the
 Workspace controller's agent scheduler, the one reader of agentd. Not exported here: the
-pass depends on the Workspace package, which imports this one.
+process imports the pass only when staging is armed.
 """
 
 from controller.staging.arming import (

@@ -138,9 +138,10 @@ class RelayStagingPass:
     async def _pass(self, ws: Obj) -> StagingReport:
         holder = self.names.conflict(ws)
         if holder is not None:
-            return self._report(
-                await withdrawal.stand_down(self, ws, holder), remove=(cond.STALE, cond.REJECTED)
+            conditions = await withdrawal.stand_down(
+                ws, holder, events=self.events, handoffs=self.handoffs, kube=self.kube
             )
+            return self._report(conditions, remove=(cond.STALE, cond.REJECTED))
         meta = ws["metadata"]
         name, generation = meta["name"], int(meta.get("generation") or 0)
         where = f"{meta.get('namespace', '')}/{name}"
@@ -326,7 +327,14 @@ class RelayStagingPass:
 
     async def cleanup(self, ws: Obj) -> None:
         """Delete what this Workspace staged when it is deleted (see ``withdrawal``)."""
-        await withdrawal.clean_up(self, ws)
+        await withdrawal.clean_up(
+            ws,
+            names=self.names,
+            relay=self.relay,
+            events=self.events,
+            redactor=self.redactor,
+            source=self.source,
+        )
 
     # -- steps ------------------------------------------------------------------------------
 

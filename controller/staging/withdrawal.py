@@ -17,9 +17,9 @@ another Workspace.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
 
 from controller.staging import conditions as cond
+from controller.staging.clients import CredentialSource
 from controller.staging.desired import (
     STAGED_PROVIDERS,
     has_legacy_annotations,
@@ -28,22 +28,31 @@ from controller.staging.desired import (
     write_bookkeeping,
 )
 from controller.staging.envelopes import legacy_selector, owned_selector
-from controller.staging.handoff import revision
-from controller.staging.ownership import Claimant
+from controller.staging.handoff import HandoffWriter, revision
+from controller.staging.ownership import Claimant, WorkspaceNames
+from controller.staging.secrets import RelaySecrets
 from controller.toolkit.conditions import find_condition
+from controller.toolkit.events import EventRecorder
 from controller.types import Obj
 from wspin.core.errors import KubeAPIError
 from wspin.core.kinds import WORKSPACES
 from wspin.core.logs import fields
 from wspin.core.owners import record_of
-
-if TYPE_CHECKING:
-    from controller.staging.staging_pass import RelayStagingPass
+from wspin.core.redact import Redactor
+from wspin.kube.client import Kube
 
 log = logging.getLogger("controller.staging")
 
 
-async def clean_up(self: RelayStagingPass, ws: Obj) -> None:
+async def clean_up(
+    ws: Obj,
+    *,
+    names: WorkspaceNames,
+    relay: RelaySecrets,
+    events: EventRecorder,
+    redactor: Redactor,
+    source: CredentialSource,
+) -> None:
     """Delete every envelope labelled with this Workspace's uid (and, after an upgrade, its
     identity's envelopes an earlier release wrote without one); a failed delete is reported as
     orphaned, never raised: termination goes on.
@@ -52,7 +61,7 @@ async def clean_up(self: RelayStagingPass, ws: Obj) -> None:
     are another Workspace's, whatever its own annotations claim."""
     name = ws["metadata"]["name"]
     where = f"{ws['metadata'].get('namespace', '')}/{name}"
-    holder = self.names.conflict(ws)
+    holder = names.conflict(ws)
     if holder is not None:
         log.info(
             "relay cleanup skipped: the identity belongs to another Workspace",
@@ -66,26 +75,26 @@ async def clean_up(self: RelayStagingPass, ws: Obj) -> None:
         selectors.append(legacy_selector(name))
     for selector in selectors:
         try:
-            await self.relay.delete_selected(selector)
+            await relay.delete_selected(selector)
         except KubeAPIError as err:
             log.error(
                 "envelopes ORPHANED",
                 extra=fields(workspace=where, selector=selector, error=str(err)),
             )
-            await self.events.emit(
+            await events.emit(
                 ws,
                 WORKSPACES,
                 "Warning",
                 cond.EVENT_ENVELOPE_ORPHANED,
-                f"could not delete the envelopes in {self.config.namespace} labelled "
+                f"could not delete the envelopes in {relay.namespace} labelled "
                 f"{selector} ({err}); delete them by hand",
             )
     for staged in bookkeeping.values():
-        self.redactor.unregister(staged.redaction_id)
+        redactor.unregister(staged.redaction_id)
     record = record_of(ws)
     if record is not None:
         meta = ws.get("metadata") or {}
-        self.source.forget(
+        source.forget(
             name,
             record.user_id,
             uid=str(meta.get("uid") or ""),
@@ -93,7 +102,9 @@ async def clean_up(self: RelayStagingPass, ws: Obj) -> None:
         )
 
 
-async def stand_down(self: RelayStagingPass, ws: Obj, holder: Claimant) -> list[Obj]:
+async def stand_down(
+    ws: Obj, holder: Claimant, *, events: EventRecorder, handoffs: HandoffWriter, kube: Kube
+) -> list[Obj]:
     """Stage nothing for a Workspace whose identity another Workspace owns.
 
     Nothing in the relay namespace is touched (the owner's envelopes stay as they are);
@@ -114,7 +125,7 @@ async def stand_down(self: RelayStagingPass, ws: Obj, holder: Claimant) -> list[
                 owner_namespace=holder.namespace,
             ),
         )
-        await self.events.emit(
+        await events.emit(
             ws,
             WORKSPACES,
             "Warning",
@@ -122,9 +133,9 @@ async def stand_down(self: RelayStagingPass, ws: Obj, holder: Claimant) -> list[
             condition["message"],
             episode=holder.uid,
         )
-    existing = await self.handoffs.read(ws)
+    existing = await handoffs.read(ws)
     if existing.entries:
-        rev = revision(self.config.router_url, [], {})
-        await self.handoffs.write(ws, existing, rev, self.config.router_url, [])
-    await write_bookkeeping(self.kube, ws, {})
+        rev = revision(handoffs.router_url, [], {})
+        await handoffs.write(ws, existing, rev, handoffs.router_url, [])
+    await write_bookkeeping(kube, ws, {})
     return [condition]

@@ -13,9 +13,9 @@ from cryptography import x509
 
 from certs.build import dns_names_of, load_certificates, new_ca, signed_by
 from tests.certs.conftest import NOW, Webhooks
-from wspin.cli import main
 from wspin.core.kinds import MUTATING_WEBHOOKS, VALIDATING_WEBHOOKS
 from wspin.kube.client import Kube
+from wspinctl.cli import main
 
 
 def test_generate_writes_a_ca_and_a_leaf_for_the_service(

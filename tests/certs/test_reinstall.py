@@ -80,7 +80,7 @@ async def webhook_replica(
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "wspin.cli",
+        "wspinctl.cli",
         "webhook",
         *PINS,
         "--host=127.0.0.1",

@@ -34,7 +34,7 @@ def test_the_entrypoint_is_the_wspin_console_script_the_package_installs() -> No
     (entrypoint,) = instructions("ENTRYPOINT")
     assert json.loads(entrypoint) == ["wspin"]
     project = tomllib.loads((REPO / "pyproject.toml").read_text())
-    assert project["project"]["scripts"]["wspin"] == "wspin.cli:main"
+    assert project["project"]["scripts"]["wspin"] == "wspinctl.cli:main"
 
 
 def ignored(path: str, patterns: list[str]) -> bool:

@@ -120,7 +120,7 @@ def test_the_largest_values_the_chart_accepts_reach_the_controller_unchanged(
     boundary_render: Rendered,
 ) -> None:
     from controller.settings import settings_from_args
-    from wspin.cli import build_parser
+    from wspinctl.cli import build_parser
 
     args = build_parser().parse_args(boundary_render.args("controller"))
     settings = settings_from_args(args, environ={})
@@ -142,7 +142,7 @@ def test_the_widest_webhook_connection_values_the_chart_accepts_start_the_webhoo
 
     from tests.chart.helm import CHART
     from webhook.settings import settings_from_args
-    from wspin.cli import build_parser
+    from wspinctl.cli import build_parser
 
     for name in list(os.environ):
         if name.startswith("WSPIN_"):

@@ -24,7 +24,7 @@ def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def parse(rendered: Rendered, component: str) -> argparse.Namespace:
-    from wspin.cli import build_parser
+    from wspinctl.cli import build_parser
 
     container = rendered.container(component)
     assert container["command"] == ["wspin"]

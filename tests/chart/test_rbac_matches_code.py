@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
+from controller.relay.drivers.providers import PROVIDERS
 from controller.relay.peers import PEERS_CONFIGMAP
-from controller.relay.providers import PROVIDERS
 from controller.relay.tokens import TOKENS_SECRET
 from controller.settings import LeaderElectionSettings
 from controller.staging.secrets import HPKE_PUB_SECRET, MINT_KEY_SECRET
@@ -43,7 +43,7 @@ KUBE_VERBS = {
     "delete",
     "delete_collection",
 }
-PACKAGES = ("webhook", "certs", "controller", "wspin")
+PACKAGES = ("webhook", "certs", "controller", "wspin", "wspinctl")
 CRD_GROUP = "llmsafespaces.dev"
 ADMISSION = "admissionregistration.k8s.io"
 COORDINATION = "coordination.k8s.io"
@@ -151,11 +151,11 @@ LEDGER = (
     # -- operator commands: they run with the operator's own credentials, never a chart
     # ServiceAccount, so they need no grant (only dry runs and reviews are ever created) ----
     Use(  # wspin check: reads, two dry-run pods, SubjectAccessReviews
-        "wspin/ops/check.py",
+        "wspinctl/check.py",
         {"get_or_none": 1, "create": 3},
     ),
     Use(  # wspin status: the webhook Deployment, workspace pods and Workspaces
-        "wspin/ops/status.py",
+        "wspinctl/status.py",
         {"get_or_none": 1, "list": 2},
     ),
     Use(  # the start check: one item of each resource the process watches, and its

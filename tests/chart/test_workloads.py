@@ -367,8 +367,8 @@ def test_no_pod_gets_service_link_variables_that_would_shadow_wspin_flags(
     # The kubelet turns every Service in the namespace into docker-link variables; a Service
     # named "wspin-metrics" becomes WSPIN_METRICS_PORT=tcp://…, the variable of --metrics-port,
     # and the webhook would refuse to start however its args are set.
-    from wspin.cli import build_parser
     from wspin.core.errors import ConfigError
+    from wspinctl.cli import build_parser
 
     monkeypatch.setenv("WSPIN_METRICS_PORT", "tcp://10.96.0.7:9090")
     with pytest.raises(ConfigError, match="WSPIN_METRICS_PORT"):

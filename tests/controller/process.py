@@ -49,7 +49,7 @@ class Controller:
         process = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
-            "wspin.cli",
+            "wspinctl.cli",
             "controller",
             *argv,
             env=env,

@@ -64,7 +64,7 @@ async def webhook(folder: Path, kubeconfig: Path, namespace: str) -> AsyncIterat
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "wspin.cli",
+        "wspinctl.cli",
         "webhook",
         *PINS,
         "--host=127.0.0.1",

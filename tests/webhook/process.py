@@ -30,7 +30,7 @@ async def run_wspin(*args: str, timeout: float = 30) -> tuple[int, str]:
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "wspin.cli",
+        "wspinctl.cli",
         *args,
         env=clean_env(),
         stdout=asyncio.subprocess.PIPE,

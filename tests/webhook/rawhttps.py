@@ -249,7 +249,7 @@ async def webhook_process(
         process = await asyncio.create_subprocess_exec(
             python,
             "-m",
-            "wspin.cli",
+            "wspinctl.cli",
             "webhook",
             *PINS,
             *("--host", "127.0.0.1", "--port", str(port), "--metrics-port", str(metrics_port)),

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from tests.webhook.process import PINS
-from wspin.cli import main
+from wspinctl.cli import main
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "workspace-pod.yaml"
 

@@ -99,7 +99,7 @@ async def served(
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "wspin.cli",
+        "wspinctl.cli",
         "webhook",
         *PINS,
         "--host",

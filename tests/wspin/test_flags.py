@@ -6,9 +6,9 @@ import argparse
 
 import pytest
 
-from wspin.cli import main
 from wspin.core.errors import ConfigError
 from wspin.core.flags import Parser, add_flag, env_name
+from wspinctl.cli import main
 
 
 def build() -> argparse.ArgumentParser:

@@ -71,7 +71,7 @@ async def run(process: str, kubeconfig: Path, *argv: str, namespace: str = "") -
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "wspin.cli",
+        "wspinctl.cli",
         process,
         *args,
         env=env,

@@ -138,7 +138,7 @@ class AwsDriver:
         self.kube = kube
         self.namespace = namespace
         self.secret_name = secret_name
-        """The credentials Secret (``controller.relay.providers``' entry names it)."""
+        """The credentials Secret (its ``providers`` entry names it)."""
         self.default_region = default_region
         self.image = image
         self.instance_profile = instance_profile

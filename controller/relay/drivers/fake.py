@@ -35,7 +35,7 @@ from controller.relay.drivers.base import (
     matches,
     vm_tags,
 )
-from controller.relay.providers import UnknownShape, arch_for_shape
+from controller.relay.drivers.providers import UnknownShape, arch_for_shape
 from wspin.core.clock import Clock, utc_now
 
 Hook = Callable[[str], Awaitable[None]]

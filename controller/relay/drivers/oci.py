@@ -153,7 +153,7 @@ class OciDriver:
         self.kube = kube
         self.namespace = namespace
         self.secret_name = secret_name
-        """The credentials Secret (``controller.relay.providers``' entry names it)."""
+        """The credentials Secret (its ``providers`` entry names it)."""
         self.default_region = default_region
         self.endpoint = endpoint
         """Override of every service endpoint (tests point it at a loopback server)."""

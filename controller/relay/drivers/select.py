@@ -10,7 +10,7 @@ import importlib.util
 
 from controller.relay.drivers.base import Driver
 from controller.relay.drivers.fake import FakeCloud
-from controller.relay.providers import PROVIDERS
+from controller.relay.drivers.providers import PROVIDERS
 from controller.settings import RelayTokenStoreSettings
 from wspin.core.clock import utc_now
 from wspin.core.errors import ConfigError

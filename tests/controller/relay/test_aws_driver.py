@@ -23,7 +23,7 @@ from controller.relay.drivers.base import (
     vm_tags,
 )
 from controller.relay.drivers.ec2_setup import ImageQuery
-from controller.relay.providers import AWS, arch_for_shape
+from controller.relay.drivers.providers import AWS, arch_for_shape
 from tests.controller.relay.moto_ec2 import IMAGES, REGION
 from wspin.core.kinds import SECRETS
 from wspin.kube.client import Kube

@@ -36,7 +36,7 @@ from controller.relay.drivers.aws import AwsDriver
 from controller.relay.drivers.base import TAG_TOKEN_REF, Driver
 from controller.relay.drivers.fake import FakeCloud
 from controller.relay.drivers.oci import OciDriver
-from controller.relay.providers import AWS, OCI
+from controller.relay.drivers.providers import AWS, OCI
 from controller.relay.request import build_request, check_slot, token_slot
 from controller.relay.spec import ProviderSpec
 from tests.controller.relay.conftest import ARTIFACTS

@@ -23,7 +23,7 @@ from controller.relay.drivers.base import (
     vm_tags,
 )
 from controller.relay.drivers.oci import OciDriver, classify_status, map_state, oci_config
-from controller.relay.providers import OCI
+from controller.relay.drivers.providers import OCI
 from tests.controller.relay.oci_credentials import FINGERPRINT, TENANCY, USER, credential_data
 from wspin.core.kinds import SECRETS
 from wspin.kube.client import Kube

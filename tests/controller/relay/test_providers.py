@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from controller.relay.drivers.base import truncate
-from controller.relay.providers import (
+from controller.relay.drivers.providers import (
     PROVIDERS,
     UnknownShape,
     arch_for_shape,

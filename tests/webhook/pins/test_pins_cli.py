@@ -12,9 +12,9 @@ import pytest
 from tests.kubeapi import KubeServer
 from tests.webhook.pins.registry_server import OciRegistry
 from webhook import pins_cli
-from wspin import cli
 from wspin.core.kinds import CONFIGMAPS, NAMESPACES
 from wspin.kube.client import Kube
+from wspinctl import cli
 
 
 @pytest.fixture(autouse=True)

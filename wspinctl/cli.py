@@ -6,7 +6,7 @@ Each subcommand module exposes ``register(subparsers)``, which adds its parser a
 Only the module of the command being run is imported: ``wspin --help`` imports none, and
 ``wspin inject`` never pays for the controller's imports (or the controller for the webhook's).
 Each module keeps its heavy imports (the Kubernetes client, cryptography, aiohttp) out of
-``register``, so ``wspin <command> --help`` answers at once; tests/wspin/test_cli.py holds
+``register``, so ``wspin <command> --help`` answers at once; tests/wspinctl/test_cli.py holds
 every command to that.
 """
 
@@ -57,13 +57,13 @@ def _pins() -> Register:
 
 
 def _check() -> Register:
-    from wspin.ops import check_cli
+    from wspinctl import check_cli
 
     return check_cli.register
 
 
 def _status() -> Register:
-    from wspin.ops import status_cli
+    from wspinctl import status_cli
 
     return status_cli.register
 

@@ -10,18 +10,18 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.wspin.installation import (
+from tests.wspinctl.installation import (
     OLD_RELEASE,
     Installed,
     workspace_pod,
 )
 from webhook.demo import DEMO_CONFIG
-from wspin import cli
 from wspin.core import rollout
 from wspin.core.contract import AGENTD, DELIVERY_ANNOTATION, OPENCODE
 from wspin.core.kinds import PODS, WORKSPACES
 from wspin.kube.client import Kube
-from wspin.ops.status import read_status, render
+from wspinctl import cli
+from wspinctl.status import read_status, render
 
 REPO = Path(__file__).resolve().parents[2]
 CURRENT = {

@@ -112,8 +112,8 @@ def run_check(args: argparse.Namespace) -> int:
 async def _check(args: argparse.Namespace) -> list[Any]:
     from wspin.kube.client import Kube
     from wspin.kube.config import api_client
-    from wspin.ops.check import run_checks
-    from wspin.ops.install import Installation
+    from wspinctl.check import run_checks
+    from wspinctl.install import Installation
 
     api = await api_client(args.kubeconfig)
     try:

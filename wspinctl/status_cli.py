@@ -7,7 +7,7 @@ import asyncio
 import json
 from typing import Any
 
-from wspin.ops.check_cli import add_target_flags, run_against_cluster
+from wspinctl.check_cli import add_target_flags, run_against_cluster
 
 # The Kubernetes client is imported when the command runs, not by --help.
 
@@ -33,8 +33,8 @@ def register(subparsers: Any) -> None:
 
 
 def run_status(args: argparse.Namespace) -> int:
-    from wspin.ops.install import Installation
-    from wspin.ops.status import render
+    from wspinctl.install import Installation
+    from wspinctl.status import render
 
     install = Installation(args.namespace, args.release)
     status = run_against_cluster(_read(args, install), f"no answer within {args.timeout:g}s")
@@ -50,7 +50,7 @@ def run_status(args: argparse.Namespace) -> int:
 async def _read(args: argparse.Namespace, install: Any) -> Any:
     from wspin.kube.client import Kube
     from wspin.kube.config import api_client
-    from wspin.ops.status import read_status
+    from wspinctl.status import read_status
 
     api = await api_client(args.kubeconfig)
     try:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from wspin import cli
+from wspinctl import cli
 
 REPO = Path(__file__).resolve().parents[2]
 HEAVY = ("kubernetes_asyncio", "cryptography", "aiohttp", "boto3", "oci", "moto")
@@ -39,7 +39,7 @@ HELP_ARGVS = [
 
 _IMPORTS = r"""
 import json, sys
-from wspin import cli
+from wspinctl import cli
 try:
     cli.main(sys.argv[1:])
 except SystemExit as exit:
@@ -90,7 +90,7 @@ def _elapsed(command: list[str]) -> float:
 @pytest.mark.parametrize("argv", HELP_ARGVS, ids=" ".join)
 def test_help_answers_within_the_budget_over_a_bare_interpreter(argv: list[str]) -> None:
     baseline = _elapsed([sys.executable, "-c", "pass"])
-    took = _elapsed([sys.executable, "-m", "wspin.cli", *argv])
+    took = _elapsed([sys.executable, "-m", "wspinctl.cli", *argv])
     budget = HELP_BUDGET_SECONDS * max(1.0, baseline / IDLE_INTERPRETER_SECONDS)
     assert took - baseline < budget, (
         f"`wspin {' '.join(argv)}` took {took:.3f}s against {baseline:.3f}s for python -c pass "
@@ -123,7 +123,7 @@ _SUGGESTION = re.compile(r"\b(?:pass|set|use|with|run with|or) (--[a-z0-9][a-z0-
 def test_every_flag_an_error_message_suggests_is_a_real_flag() -> None:
     known = _every_option()
     suggested: dict[str, str] = {}
-    for package in ("wspin", "webhook", "controller", "certs"):
+    for package in ("wspinctl", "wspin", "webhook", "controller", "certs"):
         for path in sorted((REPO / package).rglob("*.py")):
             for flag in _SUGGESTION.findall(path.read_text()):
                 suggested.setdefault(flag, path.relative_to(REPO).as_posix())

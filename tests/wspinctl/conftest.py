@@ -1,6 +1,6 @@
 """Fixtures for the installation-level commands (``wspin check``, ``wspin status``).
 
-- ``installed`` -> ``tests.wspin.installation.Installed``: a complete installation on the test
+- ``installed`` -> ``tests.wspinctl.installation.Installed``: a complete installation on the test
   API server; on the control plane the session starts from ``KUBEBUILDER_ASSETS``, one of
   its own in a fresh namespace (webhook served in-process, called on loopback); on a cluster
   ``WSPIN_TEST_KUBECONFIG`` names, the one there named by ``WSPIN_TEST_RELEASE*`` (the tests
@@ -18,7 +18,7 @@ import pytest
 
 from tests.kubeapi import KubeServer
 from tests.support.apiserver import ControlPlane
-from tests.wspin.installation import (
+from tests.wspinctl.installation import (
     Installed,
     installed_on_control_plane,
     installed_on_real_cluster,
@@ -26,17 +26,6 @@ from tests.wspin.installation import (
 )
 from wspin.core.kinds import DEPLOYMENTS
 from wspin.kube.client import Kube
-
-
-@pytest.fixture
-def _test_server(
-    real_cluster: bool, _kube_server_url: str | None, request: pytest.FixtureRequest
-) -> KubeServer | None:
-    """The already started test API server (sync: see ``_kube_server_url``)."""
-    if real_cluster:
-        return None
-    server: KubeServer = request.getfixturevalue("kube_server")
-    return server
 
 
 @pytest.fixture

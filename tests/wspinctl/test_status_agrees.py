@@ -25,12 +25,12 @@ from controller.workspace.reconcile.rollout_metrics import WorkspacePodsCollecto
 from tests.chart.dashboards import concrete, queries, rendered_dashboards
 from tests.chart.helm import CHART, render
 from tests.chart.promtool import run_promtool
-from tests.wspin.installation import OLD_RELEASE, Installed, workspace_pod
+from tests.wspinctl.installation import OLD_RELEASE, Installed, workspace_pod
 from webhook.demo import DEMO_CONFIG
-from wspin import cli
 from wspin.core.kinds import PODS, WORKSPACES
 from wspin.core.workspace_pod import SELECTOR
 from wspin.kube.client import Kube
+from wspinctl import cli
 
 REPO = Path(__file__).resolve().parents[2]
 

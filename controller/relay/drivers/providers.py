@@ -4,7 +4,7 @@ driver each entry builds (its module, and the cloud SDK, are imported only then)
 An entry holds everything the rest of the controller knows about a provider: its driver, the
 Secret that driver reads, the SDK it needs (and the ``wspin[extra]`` that installs it), its
 default shape and region, and the table that tells a shape's CPU architecture. Adding a
-provider is one driver module under ``drivers/`` plus one entry here; the InferenceRelay CRD's
+provider is one driver module beside this one plus one entry here; the InferenceRelay CRD's
 ``spec.providers[].provider`` enum, the chart's values schema and its RBAC list the same
 names (``tests/controller/relay/test_providers.py`` holds them to this registry).
 

@@ -13,8 +13,7 @@ import pytest
 
 from certs.build import new_ca
 from tests.kubeapi import KubeServer
-from tests.wspin.installation import NAMES, Installed, hold_leader_lease, mark_ready
-from wspin import cli
+from tests.wspinctl.installation import NAMES, Installed, hold_leader_lease, mark_ready
 from wspin.core.kinds import (
     CUSTOM_RESOURCE_DEFINITIONS,
     LEASES,
@@ -23,8 +22,9 @@ from wspin.core.kinds import (
     Resource,
 )
 from wspin.kube.client import Kube
-from wspin.ops.check import Result, bundle_problem, lease_problem, run_checks
-from wspin.ops.install import LEADER_LEASE
+from wspinctl import cli
+from wspinctl.check import Result, bundle_problem, lease_problem, run_checks
+from wspinctl.install import LEADER_LEASE
 
 
 async def check(kube: Kube, installed: Installed) -> dict[str, Result]:

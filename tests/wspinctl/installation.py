@@ -62,8 +62,8 @@ from wspin.core.kinds import (
 from wspin.http.probes import Readiness
 from wspin.http.server import serve
 from wspin.kube.client import Kube
-from wspin.ops.check import check_pod
-from wspin.ops.install import LEADER_LEASE, Installation
+from wspinctl.check import check_pod
+from wspinctl.install import LEADER_LEASE, Installation
 
 RELEASE_NAMESPACE = "wspin"
 PROBE_NAMESPACE = "default"

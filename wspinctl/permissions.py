@@ -15,7 +15,7 @@ from typing import Any
 
 from controller.workspace.pod.credential_keys import KEY_SECRET as CREDENTIALS_KEY_SECRET
 from wspin.core.contract import ARTIFACTS
-from wspin.ops.install import LEADER_LEASE, Installation, ProcessArgs
+from wspinctl.install import LEADER_LEASE, Installation, ProcessArgs
 
 _CRD_GROUP = "llmsafespaces.dev"
 _COORDINATION = "coordination.k8s.io"

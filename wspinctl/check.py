@@ -41,8 +41,8 @@ from wspin.core.kinds import (
 )
 from wspin.core.workspace_pod import WORKSPACE_ARGS, WORKSPACE_COMMAND, parse_receipt
 from wspin.kube.client import Kube
-from wspin.ops.install import LEADER_LEASE, Installation, ProcessArgs
-from wspin.ops.permissions import needed_calls
+from wspinctl.install import LEADER_LEASE, Installation, ProcessArgs
+from wspinctl.permissions import needed_calls
 
 Obj = dict[str, Any]
 CRDS: Final = ("workspaces.llmsafespaces.dev", "inferencerelays.llmsafespaces.dev")

@@ -26,7 +26,7 @@ from wspin.core.contract import (
 from wspin.core.errors import WspinError
 from wspin.core.kinds import DEPLOYMENTS, PODS, WORKSPACES
 from wspin.kube.client import Kube
-from wspin.ops.install import Installation, ProcessArgs
+from wspinctl.install import Installation, ProcessArgs
 
 Obj = dict[str, Any]
 WORKSPACE_PODS = f"{LABEL_APP}={LABEL_APP_VALUE},{LABEL_COMPONENT}={LABEL_COMPONENT_VALUE}"
