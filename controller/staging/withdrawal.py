@@ -30,7 +30,7 @@ from controller.staging.desired import (
 from controller.staging.envelopes import legacy_selector, owned_selector
 from controller.staging.handoff import revision
 from controller.staging.ownership import Claimant
-from controller.toolkit.conditions import find_condition
+from controller.toolkit import episodes
 from controller.types import Obj
 from wspin.core.errors import KubeAPIError
 from wspin.core.kinds import WORKSPACES
@@ -102,10 +102,9 @@ async def stand_down(self: RelayStagingPass, ws: Obj, holder: Claimant) -> list[
     meta = ws["metadata"]
     name, generation = meta["name"], int(meta.get("generation") or 0)
     condition = cond.name_conflict(name, holder.namespace, generation)
-    current = find_condition((ws.get("status") or {}).get("conditions") or [], cond.STAGED)
-    if current is None or (current.get("reason"), current.get("message")) != (
-        condition["reason"],
-        condition["message"],
+    if episodes.is_new(
+        ws,
+        episodes.recorded_as(cond.STAGED, reason=condition["reason"], message=condition["message"]),
     ):
         log.warning(
             "relay identity held by another Workspace",
