@@ -37,6 +37,7 @@ from certs.store import SecretStore, Stored
 from certs.tls import ServesFromContext, ServingContext
 from certs.trust import Trust
 from certs.validity import Reason, UnusablePair
+from wspin.core.backoff import Backoff
 from wspin.core.clock import Clock, utc_now
 from wspin.core.errors import Conflict, Forbidden, KubeAPIError, NotFound
 from wspin.core.logs import fields
@@ -170,12 +171,10 @@ class SelfManagedSource(ServesFromContext):
             await self._report(stored)
             self._conflicts = 0
         except Conflict:
-            # Someone wrote since we read: read again, at once the first time.
+            # Someone wrote since we read: read again, at once the first time (no conflict
+            # before it to back off from), then after a doubling wait.
             self._conflicts += 1
-            if self._conflicts == 1:
-                return 0.0
-            backoff: float = CONFLICT_BACKOFF * 2.0 ** (self._conflicts - 2)
-            return min(self.settings.refresh, backoff)
+            return Backoff(CONFLICT_BACKOFF, self.settings.refresh).delay(self._conflicts - 1)
         except KubeAPIError as err:
             log.warning(
                 "certificate Secret round failed; retrying",

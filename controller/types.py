@@ -13,6 +13,7 @@ from typing import Protocol, runtime_checkable
 from wspin.core.objects import Obj, ObjectKey
 
 __all__ = [
+    "Listable",
     "Obj",
     "ObjectKey",
     "ObjectReader",
@@ -47,6 +48,13 @@ class ObjectReader(Protocol):
     def list(
         self, namespace: str | None = None, labels: dict[str, str] | None = None
     ) -> list[Obj]: ...
+
+
+class Listable(Protocol):
+    """Every object of one kind as plain dicts: what a metrics collector reads from an
+    informer cache at scrape time (an ``ObjectReader`` is one)."""
+
+    def list(self) -> list[Obj]: ...
 
 
 @dataclass(frozen=True)

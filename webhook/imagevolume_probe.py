@@ -26,6 +26,7 @@ from typing import Literal
 
 from prometheus_client import CollectorRegistry, Gauge
 
+from wspin.core import backoff
 from wspin.core.errors import KubeAPIError
 from wspin.core.imagevolume import PROBE_NAME_PREFIX, PROBE_VOLUME, kept_image_volume, probe_pod
 from wspin.core.kinds import PODS
@@ -166,10 +167,7 @@ class Backoff:
     follow within minutes of the fix without the probe loading the API server meanwhile."""
 
     def delays(self) -> Iterator[float]:
-        delay = self.first
-        while True:
-            yield delay
-            delay = min(delay * 2, self.limit)
+        return backoff.Backoff(self.first, self.limit).delays()
 
 
 class ImageVolumeGate:

@@ -14,8 +14,7 @@ import yaml
 
 from webhook.inject import InjectConfig, inject
 from wspin.core.errors import WspinError
-
-Obj = dict[str, Any]
+from wspin.core.objects import Obj
 
 # Where each workload kind keeps its pod template (metadata + spec).
 TEMPLATE_PATHS: dict[str, tuple[str, ...]] = {

@@ -37,15 +37,14 @@ pods in flight at once; the controller builds a Workspace's pod once per reconci
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import Final, Literal
 
 from wspin.core.contract import LABEL_WORKSPACE_UID
+from wspin.core.objects import Obj
 from wspin.core.owners import LABEL_QUOTA_MEMBER, LABEL_QUOTA_OWNER, record_of
 from wspin.core.quantity import byte_count, millicores
 from wspin.core.tenancy import Tenant, tenant_of
 from wspin.core.workspace_pod import is_workspace_pod
-
-Obj = dict[str, Any]
 
 TERMINAL_PHASES: Final = frozenset({"Succeeded", "Failed"})
 MIB: Final = 2**20

@@ -18,7 +18,7 @@ from typing import Any, Final
 from webhook.tenant_quota import MemberWorkspaces, member_workspaces_problem
 from webhook.workspace_syntax import domain_problem, requirement_problem
 from wspin.core.namespaces import ALWAYS_EXCLUDED, excluded_namespace_problem
-from wspin.core.objects import nesting_depth, same_json
+from wspin.core.objects import Obj, nesting_depth, same_json
 from wspin.core.owners import (
     LABEL_QUOTA_MEMBER,
     NO_TRUSTED_WRITERS,
@@ -39,8 +39,6 @@ from wspin.core.workspace_defaults import (
     DEFAULT_MEMORY_REQUEST,
     LIMIT_BURST_FACTOR,
 )
-
-Obj = dict[str, Any]
 
 MI: Final = 2**20
 GI: Final = 2**30

@@ -13,7 +13,7 @@ import base64
 import datetime
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
 from wspin.core import imagevolume, rollout
 from wspin.core.clock import parse_time
@@ -39,12 +39,12 @@ from wspin.core.kinds import (
     VALIDATING_WEBHOOKS,
     Resource,
 )
+from wspin.core.objects import Obj
 from wspin.core.workspace_pod import WORKSPACE_ARGS, WORKSPACE_COMMAND, parse_receipt
 from wspin.kube.client import Kube
 from wspinctl.install import LEADER_LEASE, Installation, ProcessArgs
 from wspinctl.permissions import needed_calls
 
-Obj = dict[str, Any]
 CRDS: Final = ("workspaces.llmsafespaces.dev", "inferencerelays.llmsafespaces.dev")
 CHECK_POD_LABEL: Final = "wspin-check"
 

@@ -9,11 +9,10 @@ environment the chart renders, read the way the processes parse them.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
 from wspin.core.flags import env_name, flag_is_on
-
-Obj = dict[str, Any]
+from wspin.core.objects import Obj
 
 CHART_NAME: Final = "wspin"
 LEADER_LEASE: Final = "wspin-controller"

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
 from wspin.core import fleet, rollout
 from wspin.core.contract import (
@@ -25,10 +24,10 @@ from wspin.core.contract import (
 )
 from wspin.core.errors import WspinError
 from wspin.core.kinds import DEPLOYMENTS, PODS, WORKSPACES
+from wspin.core.objects import Obj
 from wspin.kube.client import Kube
 from wspinctl.install import Installation, ProcessArgs
 
-Obj = dict[str, Any]
 WORKSPACE_PODS = f"{LABEL_APP}={LABEL_APP_VALUE},{LABEL_COMPONENT}={LABEL_COMPONENT_VALUE}"
 COLUMNS: tuple[rollout.State, ...] = ("current", "stale", "not_injected", "failing")
 

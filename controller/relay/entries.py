@@ -24,6 +24,7 @@ from controller.relay.spec import (
     placeholder_id,
     replacement_placeholder_id,
 )
+from wspin.core.backoff import Backoff
 from wspin.core.clock import format_time, parse_time
 
 FAILED: Final = "provisioning-failed"
@@ -31,16 +32,14 @@ PROVISIONING: Final = "provisioning"
 
 BREAKER_THRESHOLD: Final = 3
 """Configuration errors in a row after which a slot waits for a spec change."""
-BACKOFF_BASE: Final = 30.0
-BACKOFF_MAX: Final = 600.0
+LAUNCH_BACKOFF: Final = Backoff(30.0, 600.0)
+"""30 s doubling, capped at 10 minutes."""
 SECOND_KEY_SUFFIX: Final = ".2"
 
 
 def backoff_seconds(failures: int) -> float:
-    """Delay before retry number ``failures + 1``: 30 s doubling, capped at 10 minutes."""
-    if failures <= 0:
-        return 0.0
-    return float(min(BACKOFF_MAX, BACKOFF_BASE * 2 ** (failures - 1)))
+    """Delay before retry number ``failures + 1`` (``LAUNCH_BACKOFF``)."""
+    return LAUNCH_BACKOFF.delay(failures)
 
 
 def tripped(entry: Instance) -> bool:

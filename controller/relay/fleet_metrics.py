@@ -17,22 +17,18 @@ reports them from its own cache: aggregate with ``max`` over replicas.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Protocol
 
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from controller.relay.spec import STATES
+from controller.types import Listable
 
 DESIRED_METRIC = "llmsafespaces_relay_desired_instances"
 MIN_HEALTHY_METRIC = "llmsafespaces_relay_min_healthy_instances"
 HEALTHY_METRIC = "llmsafespaces_relay_healthy_instances"
 INSTANCES_METRIC = "llmsafespaces_relay_instances"
 _REPLICAS = " Reported by every controller replica from its cache: aggregate with max."
-
-
-class Listable(Protocol):
-    def list(self) -> list[dict[str, object]]: ...
 
 
 def desired_instances(relay: dict[str, object]) -> int:

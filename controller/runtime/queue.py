@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from controller.types import ObjectKey
+from wspin.core import backoff
 
 BASE_DELAY = 0.005
 """Seconds before the first retry of a failed key (controller-runtime: 5 ms)."""
@@ -37,14 +38,16 @@ class Backoff:
     base: float = BASE_DELAY
     cap: float = MAX_DELAY
     failures: dict[ObjectKey, int] = field(default_factory=dict)
+    schedule: backoff.Backoff = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.schedule = backoff.Backoff(self.base, self.cap)
 
     def when(self, key: ObjectKey) -> float:
         """Record one more failure of ``key`` and return how long to wait before retrying."""
-        n = self.failures.get(key, 0)
-        self.failures[key] = n + 1
-        if n >= 64:  # 2^64 * 5 ms is far past any cap; avoid float overflow
-            return self.cap
-        return min(self.base * float(2**n), self.cap)
+        n = self.failures.get(key, 0) + 1
+        self.failures[key] = n
+        return self.schedule.delay(n)
 
     def forget(self, key: ObjectKey) -> None:
         self.failures.pop(key, None)

@@ -10,21 +10,21 @@ degrade code. The pass therefore returns ``requeue_after``, the earliest of:
   within it. A pass before the credential cache expires would read the same cached set and
   could not see a revocation, so this deadline never lands before the cache entry expires.
 
-Both carry a jitter taken from the Workspace's uid: stable per Workspace and spread uniformly
-over Workspaces, so 10,000 tokens minted in the same second (a controller restart, a keypair
-rotation) are renewed over a window instead of in one burst, and stay spread in every later
-cycle. The staleness tick is only ever moved earlier, so the bound holds.
+Both carry a jitter taken from the Workspace's uid (``wspin.core.jitter``): stable per
+Workspace and spread uniformly over Workspaces, so 10,000 tokens minted in the same second (a
+controller restart, a keypair rotation) are renewed over a window instead of in one burst, and
+stay spread in every later cycle. The staleness tick is only ever moved earlier, so the bound holds.
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable
 from datetime import datetime
 from typing import Final
 
 from controller.staging.handoff import HandoffEntry
 from wspin.core.clock import parse_time
+from wspin.core.jitter import fraction_of
 
 DEFAULT_STALENESS_BOUND: Final = 120.0
 RENEWAL_SPREAD: Final = 0.1
@@ -37,11 +37,6 @@ OVERDUE_RETRY: Final = 30.0
 """A renewal already due (its mint failed) is retried this soon; the old token still works
 until it expires, so there is no point in retrying faster than the router can recover."""
 MIN_REQUEUE: Final = 1.0
-
-
-def jitter_fraction(uid: str) -> float:
-    """A number in [0, 1) fixed by the uid."""
-    return int(hashlib.sha256(uid.encode()).hexdigest()[:8], 16) / 2**32
 
 
 def renewal_due(entries: Iterable[HandoffEntry], *, ttl: float, now: datetime) -> float | None:
@@ -58,7 +53,7 @@ def renewal_due(entries: Iterable[HandoffEntry], *, ttl: float, now: datetime) -
 
 def staleness_tick(bound: float, uid: str, cache_left: float | None = None) -> float:
     """The staleness deadline with its jitter, not before the credential cache expires."""
-    tick = bound * (1 - TICK_SPREAD * jitter_fraction(uid))
+    tick = bound * (1 - TICK_SPREAD * fraction_of(uid))
     if cache_left is not None:
         tick = max(tick, cache_left)
     return max(MIN_REQUEUE, tick)
@@ -81,4 +76,4 @@ def next_pass_in(
     if due <= 0:
         return max(MIN_REQUEUE, min(tick, OVERDUE_RETRY))
     spread = min(ttl * RENEWAL_SPREAD, MAX_RENEWAL_SPREAD)
-    return max(MIN_REQUEUE, min(tick, due + spread * jitter_fraction(uid)))
+    return max(MIN_REQUEUE, min(tick, due + spread * fraction_of(uid)))

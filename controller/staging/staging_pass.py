@@ -61,7 +61,7 @@ from controller.staging.secrets import (
     ensure_mint_key,
     read_hpke_pub,
 )
-from controller.toolkit.conditions import find_condition
+from controller.toolkit import episodes
 from controller.toolkit.events import EventRecorder
 from controller.types import Obj, StagingReport
 from wspin.core.clock import Clock, utc_now
@@ -374,19 +374,17 @@ class RelayStagingPass:
                 cond.EVENT_ROTATE_ESCALATED,
                 f"router keypair rotated to generation {escalated}; credentials re-sealed",
             )
-        if rejected is not None:
-            current = find_condition(
-                (ws.get("status") or {}).get("conditions") or [], cond.REJECTED
+        if rejected is None:
+            return
+        if episodes.is_new(ws, episodes.recorded_as(cond.REJECTED, message=rejected["message"])):
+            await self.events.emit(
+                ws,
+                WORKSPACES,
+                "Warning",
+                cond.EVENT_ROUTER_REJECTED,
+                rejected["message"],
+                episode=rejected["message"],
             )
-            if current is None or current.get("message") != rejected["message"]:
-                await self.events.emit(
-                    ws,
-                    WORKSPACES,
-                    "Warning",
-                    cond.EVENT_ROUTER_REJECTED,
-                    rejected["message"],
-                    episode=rejected["message"],
-                )
 
     async def _annotate(self, ws: Obj, wanted: dict[str, str], *, mine: bool = True) -> None:
         """Write the bookkeeping (status) when it changed; ``mine``: it describes this

@@ -31,7 +31,7 @@ from controller.staging.envelopes import legacy_selector, owned_selector
 from controller.staging.handoff import HandoffWriter, revision
 from controller.staging.ownership import Claimant, WorkspaceNames
 from controller.staging.secrets import RelaySecrets
-from controller.toolkit.conditions import find_condition
+from controller.toolkit import episodes
 from controller.toolkit.events import EventRecorder
 from controller.types import Obj
 from wspin.core.errors import KubeAPIError
@@ -113,10 +113,9 @@ async def stand_down(
     meta = ws["metadata"]
     name, generation = meta["name"], int(meta.get("generation") or 0)
     condition = cond.name_conflict(name, holder.namespace, generation)
-    current = find_condition((ws.get("status") or {}).get("conditions") or [], cond.STAGED)
-    if current is None or (current.get("reason"), current.get("message")) != (
-        condition["reason"],
-        condition["message"],
+    if episodes.is_new(
+        ws,
+        episodes.recorded_as(cond.STAGED, reason=condition["reason"], message=condition["message"]),
     ):
         log.warning(
             "relay identity held by another Workspace",

@@ -1,5 +1,6 @@
 """What every reconciler does the same way: conditions, finalizers, status merge patches,
-Events with one Event per episode, and ConfigMap/Secret data upserts.
+Events with one Event per episode (``episodes`` decides whether an episode is new), and
+ConfigMap/Secret data upserts.
 
 Reconcilers import these instead of writing their own, so a condition, an Event or a
 timestamp looks the same whichever controller wrote it (times come from

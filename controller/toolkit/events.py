@@ -3,9 +3,9 @@
 An *episode* is one occurrence of a condition worth telling a human about (a verification
 failure of one pod, a rejected token of one revision). A level-based reconciler sees the
 same episode on every pass; the caller names it with ``episode`` and the recorder writes its
-Event once, remembering the last ``limit`` episodes. Across a restart the reconcilers' own
-status (a condition that already records the episode) is the memory; this is the
-in-process guard that keeps a requeue from repeating an Event.
+Event once, remembering the last ``limit`` episodes (``episodes.Seen``). Across a restart the
+reconcilers' own status (a condition that already records the episode, ``episodes``) is the
+memory; this is the in-process guard that keeps a requeue from repeating an Event.
 
 Best effort: a failed Event is logged and dropped (the conditions carry the state). Messages
 lose the user and password of any URL in them (they may quote what a user wrote) and pass
@@ -16,10 +16,10 @@ tail of a secret a full-length match would have removed.
 from __future__ import annotations
 
 import logging
-from collections import OrderedDict
 from collections.abc import Callable
 from typing import Final, Literal
 
+from controller.toolkit.episodes import Seen
 from controller.types import Obj
 from wspin.core.clock import Clock, format_time, utc_now
 from wspin.core.errors import NamespaceTerminating
@@ -76,8 +76,7 @@ class EventRecorder:
         self.kube = kube
         self.clock = clock
         self.redact = redact
-        self.limit = limit
-        self._seen: OrderedDict[tuple[str, str, str], None] = OrderedDict()
+        self._seen = Seen(limit)
 
     async def emit(
         self,
@@ -111,7 +110,5 @@ class EventRecorder:
             )
             return False
         if episode is not None:
-            self._seen[key] = None
-            while len(self._seen) > self.limit:
-                self._seen.popitem(last=False)
+            self._seen.add(key)
         return True

@@ -14,8 +14,7 @@ from tests.fixtures import ADMISSION
 from tests.kubeapi.policies import Denial, judge
 from webhook.demo import DEMO_CONFIG
 from webhook.inject import inject
-
-Obj = dict[str, Any]
+from wspin.core.objects import Obj
 
 DELIVERY = f"wspin-{NAMESPACE}-workspace-pod-delivery"
 INTEGRITY = f"wspin-{NAMESPACE}-workspace-pod-integrity"

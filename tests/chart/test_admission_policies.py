@@ -28,9 +28,8 @@ from tests.chart.pod_policies import (
 )
 from tests.kubeapi.defaults import drop_image_volumes
 from webhook.demo import DEMO_CONFIG
+from wspin.core.objects import Obj
 from wspin.core.workspace_pod import DELIVERY_ENV_NAMES, SELECTOR_LABELS
-
-Obj = dict[str, Any]
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,6 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import AsyncIterator
-from typing import Any
 
 import jsonpatch
 import pytest
@@ -27,9 +26,8 @@ from webhook.demo import DEMO_CONFIG
 from webhook.inject import inject
 from wspin.core.errors import Forbidden
 from wspin.core.kinds import PODS, Resource
+from wspin.core.objects import Obj
 from wspin.kube.client import Kube
-
-Obj = dict[str, Any]
 
 pytestmark = pytest.mark.image_volume_gate  # each test holds with the gate on and off
 

@@ -25,9 +25,8 @@ from tests.chart.pod_policies import (
     updated,
 )
 from wspin.core.contract import AGENTD
+from wspin.core.objects import Obj
 from wspin.core.workspace_pod import SIDECAR_COMMAND, WORKSPACE_ARGS, WORKSPACE_COMMAND
-
-Obj = dict[str, Any]
 
 BINDING = f"wspin-{NAMESPACE}-workspace-pod-binding"
 

@@ -19,10 +19,10 @@ import yaml
 from tests.chart.helm import CHART, REPO, Rendered
 from tests.fixtures import MANIFESTS
 from wspin.core.fleet import Phase
+from wspin.core.objects import Obj
 
 FIXTURES = MANIFESTS
 CRD_DIR = CHART / "crds"
-Obj = dict[str, Any]
 
 
 def load_crd(plural: str) -> Obj:

@@ -14,7 +14,6 @@ import asyncio
 import base64
 import contextlib
 from collections.abc import AsyncIterator, Callable
-from typing import Any
 
 import pytest
 
@@ -23,10 +22,10 @@ from tests.support.policy_resources import BINDINGS, POLICIES
 from wspin.core.contract import LABEL_WORKSPACE_UID
 from wspin.core.errors import AlreadyExists, Forbidden
 from wspin.core.kinds import PODS, PVCS, SECRETS, SERVICE_ACCOUNTS, Resource
+from wspin.core.objects import Obj
 from wspin.core.owners import LABEL_QUOTA_MEMBER, LABEL_QUOTA_OWNER, OwnerRecord
 from wspin.kube.client import Kube
 
-Obj = dict[str, Any]
 UID = "0a1b2c3d-4e5f-6071-8293-a4b5c6d7e8f9"
 
 

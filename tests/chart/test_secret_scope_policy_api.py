@@ -15,7 +15,6 @@ from __future__ import annotations
 import base64
 import uuid
 from collections.abc import AsyncIterator, Callable
-from typing import Any
 
 import pytest
 
@@ -23,9 +22,9 @@ from tests.support.secret_scope import SCOPE, controller_under_policy
 from wspin.core.contract import LABEL_WORKSPACE_UID
 from wspin.core.errors import Forbidden, NotFound
 from wspin.core.kinds import NAMESPACES, SECRETS
+from wspin.core.objects import Obj
 from wspin.kube.client import Kube
 
-Obj = dict[str, Any]
 UID_A = "0a1b2c3d-4e5f-6071-8293-a4b5c6d7e8f9"
 UID_B = "9f8e7d6c-5b4a-3928-1706-f5e4d3c2b1a0"
 MANAGED = {"app.kubernetes.io/managed-by": "wspin-controller"}

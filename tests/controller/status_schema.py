@@ -11,9 +11,9 @@ from typing import Any
 import yaml
 
 from wspin.core.kinds import WORKSPACES, Resource
+from wspin.core.objects import Obj
 from wspin.kube.client import Kube
 
-Obj = dict[str, Any]
 CRD = Path(__file__).resolve().parents[2] / "charts/wspin/crds/workspaces.llmsafespaces.dev.yaml"
 
 

@@ -22,11 +22,10 @@ validating admission runs.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from tests.kubeapi.status import ApiError, reason_for
-
-Obj = dict[str, Any]
+from wspin.core.objects import Obj
 
 
 @dataclass

@@ -12,9 +12,9 @@ create reviews, as cluster-admin may.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
 
-Obj = dict[str, Any]
+from wspin.core.objects import Obj
+
 Lookup = Callable[[str, str, str], Obj | None]
 """(plural, namespace, name) → the stored RBAC object, or None."""
 

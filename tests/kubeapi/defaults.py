@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import base64
 import re
-from typing import Any
 
 from tests.kubeapi.kinds import Kind
 from tests.kubeapi.status import ApiError, invalid
-
-Obj = dict[str, Any]
+from wspin.core.objects import Obj
 
 _CONTAINER_LISTS = ("initContainers", "containers", "ephemeralContainers")
 #: Pod spec fields an update may change (core/v1 ValidatePodUpdate, without resize).

@@ -21,13 +21,12 @@ import base64
 import copy
 import json
 from collections.abc import Callable
-from typing import Any
 
 from tests.kubeapi.kinds import Kind
 from tests.kubeapi.status import ApiError, bad_request
 from tests.kubeapi.store import Store
+from wspin.core.objects import Obj
 
-Obj = dict[str, Any]
 _TOKEN_VERSION = "meta.k8s.io/v1"
 _EXPIRED = (
     "The provided continue parameter is too old to display a consistent list result. You can "

@@ -17,8 +17,7 @@ from typing import Any
 import jsonpatch
 
 from tests.kubeapi.status import ApiError, bad_request
-
-Obj = dict[str, Any]
+from wspin.core.objects import Obj
 
 MERGE = "application/merge-patch+json"
 JSON = "application/json-patch+json"

@@ -31,8 +31,7 @@ from celpy.celparser import CELParseError
 from celpy.evaluation import CELEvalError
 
 from tests.kubeapi.selectors import selector_matches
-
-Obj = dict[str, Any]
+from wspin.core.objects import Obj
 
 _CODES = {"Unauthorized": 401, "Forbidden": 403, "Invalid": 422, "RequestEntityTooLarge": 413}
 

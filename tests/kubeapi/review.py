@@ -14,11 +14,9 @@ from __future__ import annotations
 
 import uuid
 from contextvars import ContextVar
-from typing import Any
 
 from tests.kubeapi.kinds import Kind
-
-Obj = dict[str, Any]
+from wspin.core.objects import Obj
 
 #: Who every request is from (the server has no authentication).
 ADMIN = {

@@ -8,11 +8,9 @@ overhead and scheduling, which the plugin copies onto the pod, are not emulated.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from tests.kubeapi.status import ApiError
-
-Obj = dict[str, Any]
+from wspin.core.objects import Obj
 
 
 def admit_runtime_class(pod: Obj, lookup: Callable[[str], Obj | None]) -> None:

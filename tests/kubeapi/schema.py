@@ -21,7 +21,8 @@ import copy
 import re
 from typing import Any
 
-Obj = dict[str, Any]
+from wspin.core.objects import Obj
+
 Schema = dict[str, Any]
 
 _ROOT_OWN = frozenset({"apiVersion", "kind", "metadata"})

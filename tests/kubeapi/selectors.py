@@ -14,8 +14,8 @@ from typing import Any
 
 from tests.kubeapi.kinds import Kind
 from tests.kubeapi.status import bad_request
+from wspin.core.objects import Obj
 
-Obj = dict[str, Any]
 Selector = Callable[[Obj], bool]
 
 _KEY = r"[A-Za-z0-9][-A-Za-z0-9_./]*"

@@ -43,8 +43,8 @@ from tests.kubeapi.status import ApiError, bad_request
 from tests.kubeapi.store import Signal, Store
 from tests.kubeapi.watch import is_true, serve_watch
 from tests.kubeapi.webhooks import admit as admit_webhooks
+from wspin.core.objects import Obj
 
-Obj = dict[str, Any]
 log = logging.getLogger(__name__)
 _WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 _NO_ROUTE = "the server could not find the requested resource"

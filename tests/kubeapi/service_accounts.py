@@ -12,11 +12,11 @@ token volume it mounts into pods that do not opt out is not emulated.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Final
 
 from tests.kubeapi.status import ApiError
+from wspin.core.objects import Obj
 
-Obj = dict[str, Any]
 DEFAULT_ACCOUNT: Final = "default"
 
 

@@ -6,9 +6,7 @@ Reasons, codes and message shapes follow kube-apiserver, so client code that bra
 
 from __future__ import annotations
 
-from typing import Any
-
-Obj = dict[str, Any]
+from wspin.core.objects import Obj
 
 _REASONS = {
     400: "BadRequest",

@@ -50,8 +50,8 @@ from tests.kubeapi.writes import (
     merged_update,
     typed,
 )
+from wspin.core.objects import Obj
 
-Obj = dict[str, Any]
 #: What admission sees for ``pods/binding``: a Binding object on the pods resource.
 BINDING = Kind("", "v1", "pods", "Binding")
 #: kube-apiserver's generateName alphabet (no vowels, no look-alike digits).

@@ -12,9 +12,8 @@ from tests.support.runtime_classes import RUNTIME_CLASSES, ensure_runtime_class
 from tests.support.waiting import eventually
 from wspin.core.errors import Forbidden, NotFound
 from wspin.core.kinds import PODS, SERVICE_ACCOUNTS
+from wspin.core.objects import Obj
 from wspin.kube.client import Kube
-
-Obj = dict[str, object]
 
 
 def _pod(name: str, **spec: object) -> Obj:

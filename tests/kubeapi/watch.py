@@ -17,15 +17,14 @@ import asyncio
 import copy
 import json
 from collections.abc import Callable
-from typing import Any
 
 from aiohttp import web
 
 from tests.kubeapi.kinds import Kind
 from tests.kubeapi.status import ApiError, bad_request
 from tests.kubeapi.store import Change, Signal, Store
+from wspin.core.objects import Obj
 
-Obj = dict[str, Any]
 #: Without timeoutSeconds kube-apiserver picks 30 to 60 minutes; the middle is close enough.
 DEFAULT_TIMEOUT = 45 * 60.0
 

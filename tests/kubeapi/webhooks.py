@@ -18,7 +18,6 @@ import base64
 import json
 import ssl
 from collections.abc import Mapping
-from typing import Any
 
 import aiohttp
 import jsonpatch
@@ -27,8 +26,8 @@ from tests.kubeapi.kinds import Kind
 from tests.kubeapi.review import review_request
 from tests.kubeapi.selectors import selector_matches
 from tests.kubeapi.status import ApiError
+from wspin.core.objects import Obj
 
-Obj = dict[str, Any]
 Routes = Mapping[tuple[str, str], int]
 
 

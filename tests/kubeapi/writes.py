@@ -13,8 +13,7 @@ from typing import Any
 from tests.kubeapi.defaults import label_namespace, prepare_update
 from tests.kubeapi.kinds import Kind
 from tests.kubeapi.status import bad_request, conflict, invalid, stale
-
-Obj = dict[str, Any]
+from wspin.core.objects import Obj
 
 #: Metadata only the server sets; an update keeps the stored values whatever the body says.
 _SERVER_META = (

@@ -4,12 +4,9 @@ reads, without an API server."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from controller.types import ObjectKey
 from tests.controller.workspace.factories import injected
-
-Obj = dict[str, Any]
+from wspin.core.objects import Obj
 
 
 class Cache:

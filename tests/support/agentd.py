@@ -20,7 +20,7 @@ from typing import Any
 
 from aiohttp import web
 
-Obj = dict[str, Any]
+from wspin.core.objects import Obj
 
 
 def healthy_health(**extra: Any) -> Obj:

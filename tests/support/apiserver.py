@@ -46,6 +46,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from certs.build import KeyPair, new_ca
 from tests.chart.helm import PINS, parse_documents, template
+from wspin.core.objects import Obj
 
 ASSETS_ENV = "KUBEBUILDER_ASSETS"
 FEATURE_GATES_ENV = "WSPIN_TEST_FEATURE_GATES"
@@ -63,7 +64,6 @@ SERVICE_RANGE = "10.96.0.0/12"
 READY_TIMEOUT = 120.0
 """Seconds a loaded machine may take to bring the control plane up."""
 POLL = 0.1
-Obj = dict[str, Any]
 _CLUSTER_SCOPED_RESOURCES = frozenset({"runtimeenvironments"})
 _PR_SET_PDEATHSIG = 1
 

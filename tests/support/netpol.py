@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass, field
-from typing import Any
 
-Obj = dict[str, Any]
+from wspin.core.objects import Obj
 
 
 @dataclass(frozen=True)

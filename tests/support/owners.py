@@ -3,11 +3,8 @@ straight through the API (without the webhook in front)."""
 
 from __future__ import annotations
 
-from typing import Any
-
+from wspin.core.objects import Obj
 from wspin.core.owners import ANNOTATION_VERIFIED_OWNER, OwnerRecord
-
-Obj = dict[str, Any]
 
 
 def recorded(body: Obj, *, vouched: bool = True) -> Obj:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable
-from typing import Any
 
 import pytest
 
@@ -16,9 +15,9 @@ from tests.chart.helm import PINS, render
 from tests.support.policy_resources import BINDINGS, POLICIES
 from wspin.core.errors import Forbidden
 from wspin.core.kinds import SECRETS, Resource
+from wspin.core.objects import Obj
 from wspin.kube.client import Kube
 
-Obj = dict[str, Any]
 RBAC = "rbac.authorization.k8s.io"
 CLUSTER_ROLES = Resource(RBAC, "v1", "clusterroles", namespaced=False, kind="ClusterRole")
 CLUSTER_ROLE_BINDINGS = Resource(

@@ -17,7 +17,7 @@ from webhook.admission import review_workspace_owner
 from webhook.tenant_quota import MemberWorkspaces
 from webhook.validate import ValidatorConfig, validate_workspace
 from wspin.core.errors import ConfigError
-from wspin.core.objects import ObjectKey
+from wspin.core.objects import Obj, ObjectKey
 from wspin.core.owners import (
     ANNOTATION_VERIFIED_OWNER,
     LABEL_QUOTA_MEMBER,
@@ -32,7 +32,6 @@ from wspin.core.tenancy import LABEL_ORG, LABEL_WORKSPACE_WRITERS, NamespaceLabe
 API = "system:serviceaccount:llmsafespaces:llmsafespaces-api"
 WRITERS = trusted_writers_from(f"{API},group:platform")
 CFG = ValidatorConfig(trusted_writers=WRITERS)
-Obj = dict[str, Any]
 
 
 class _Namespaces:

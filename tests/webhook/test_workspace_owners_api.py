@@ -24,7 +24,6 @@ import ssl
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import Any
 
 import aiohttp
 import pytest
@@ -48,6 +47,7 @@ from wspin.core.kinds import (
     WORKSPACES,
     Resource,
 )
+from wspin.core.objects import Obj
 from wspin.core.owners import (
     ANNOTATION_VERIFIED_OWNER,
     OwnerRecord,
@@ -59,7 +59,6 @@ from wspin.http.probes import Readiness
 from wspin.http.server import serve
 from wspin.kube.client import Kube
 
-Obj = dict[str, Any]
 CLUSTER_ROLES = Resource(
     "rbac.authorization.k8s.io", "v1", "clusterroles", namespaced=False, kind="ClusterRole"
 )

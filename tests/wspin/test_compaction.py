@@ -13,9 +13,8 @@ import pytest
 
 from tests.fixtures import ADMISSION
 from tests.support.sharing import containers, unshared_equal_subtrees
+from wspin.core.objects import Obj
 from wspin.kube.compaction import CachedDict, CachedList, Compactor
-
-Obj = dict[str, Any]
 
 
 def captured_pod() -> Obj:

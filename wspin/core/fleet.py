@@ -17,11 +17,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import Any, Final, Literal, get_args
+from typing import Final, Literal, get_args
 
+from wspin.core.objects import Obj
 from wspin.core.owners import record_of
-
-Obj = dict[str, Any]
 
 Phase = Literal[
     "Pending",

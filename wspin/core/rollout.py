@@ -21,12 +21,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import Final, Literal
 
 from wspin.core.contract import ARTIFACTS, LABEL_WORKSPACE, Artifact
+from wspin.core.objects import Obj
 from wspin.core.workspace_pod import DIGEST, parse_receipt
 
-Obj = dict[str, Any]
 State = Literal["current", "stale", "not_injected", "failing", "injected"]
 STATES: Final[tuple[State, ...]] = ("current", "stale", "not_injected", "failing", "injected")
 

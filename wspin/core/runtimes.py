@@ -17,12 +17,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Final, Protocol
+from typing import Final, Protocol
 
 from wspin.core.kinds import Resource
-from wspin.core.objects import ObjectKey
-
-Obj = dict[str, Any]
+from wspin.core.objects import Obj, ObjectKey
 
 RUNTIME_ENVIRONMENTS: Final = Resource(
     "llmsafespaces.dev", "v1", "runtimeenvironments", namespaced=False, kind="RuntimeEnvironment"

@@ -36,8 +36,7 @@ from wspin.core.contract import (
     SIDECAR_CONTAINER,
     Artifact,
 )
-
-Obj = dict[str, Any]
+from wspin.core.objects import Obj
 
 SELECTOR_LABELS: Final[Mapping[str, str]] = {
     LABEL_APP: LABEL_APP_VALUE,

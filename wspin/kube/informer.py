@@ -27,10 +27,10 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
-import random
 from collections.abc import Callable
 from typing import Literal
 
+from wspin.core.backoff import Backoff
 from wspin.core.errors import Gone, KubeAPIError
 from wspin.core.kinds import Resource
 from wspin.core.logs import fields
@@ -109,8 +109,7 @@ class Informer:
         self.namespace = namespace
         self.labels = labels
         self._transform: Transform = transform if transform is not None else Compactor()
-        self._backoff_initial = backoff_initial
-        self._backoff_max = backoff_max
+        self._backoff = Backoff(backoff_initial, backoff_max, jitter=0.5)
         self._watch_timeout = watch_timeout
         self._page_size = page_size
         self._by_namespace: dict[str, dict[str, Obj]] = {}
@@ -163,18 +162,18 @@ class Informer:
     async def run(self) -> None:
         """List, watch, re-list on 410 or a broken stream; until cancelled."""
         loop = asyncio.get_running_loop()
-        delay = self._backoff_initial
+        failures = 0  # in a row: the reconnect backoff's exponent
         need_list = True
         while True:
             try:
                 if need_list:
                     await self._list()
                     need_list = False
-                    delay = self._backoff_initial
+                    failures = 0
                 started = loop.time()
                 await self._watch()  # returns when the server ends the watch normally
                 if loop.time() - started >= _SHORT_WATCH:
-                    delay = self._backoff_initial
+                    failures = 0
                     continue
                 # A watch the server ends at once, again and again, must not become a hot
                 # loop of requests: resume (from the same version) after the backoff.
@@ -185,17 +184,23 @@ class Informer:
             except KubeAPIError as err:
                 log.warning(
                     "watch or list failed, re-listing after backoff",
-                    extra=fields(informer=self.name, error=str(err), retry_in=round(delay, 3)),
+                    extra=fields(
+                        informer=self.name, error=str(err), retry_in=self._retry_in(failures)
+                    ),
                 )
                 need_list = True
             except Exception:  # a malformed response or a bug must not freeze the cache
                 log.exception(
                     "informer failed unexpectedly, re-listing after backoff",
-                    extra=fields(informer=self.name, retry_in=round(delay, 3)),
+                    extra=fields(informer=self.name, retry_in=self._retry_in(failures)),
                 )
                 need_list = True
-            await asyncio.sleep(delay * (0.5 + random.random() / 2))  # noqa: S311
-            delay = min(delay * 2, self._backoff_max)
+            failures += 1
+            await asyncio.sleep(self._backoff.jittered(failures))
+
+    def _retry_in(self, failures: int) -> float:
+        """The longest wait before the next attempt after ``failures`` earlier ones, for logs."""
+        return round(self._backoff.delay(failures + 1), 3)
 
     async def _list(self) -> None:
         fresh: dict[tuple[str, str], Obj] = {}

@@ -25,9 +25,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Final
 
 from controller.egress_settings import EgressSettings
+from controller.types import Obj
 from controller.workspace.egress.addresses import Dropped, denied_networks, filter_addresses
 from wspin.core.contract import (
     LABEL_APP,
@@ -38,8 +39,6 @@ from wspin.core.contract import (
     LABEL_WORKSPACE_UID,
 )
 from wspin.core.kinds import Resource
-
-Obj = dict[str, Any]
 
 NETWORK_POLICIES: Final = Resource(
     "networking.k8s.io", "v1", "networkpolicies", kind="NetworkPolicy"

@@ -15,8 +15,9 @@ limit, so the pod stays valid (a request above its limit is refused by the API s
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import Any, Final
+from typing import Final
 
+from controller.types import Obj
 from wspin.core.errors import WspinError
 from wspin.core.quantity import QuantityError, multiply, parse_quantity
 from wspin.core.workspace_defaults import (
@@ -24,8 +25,6 @@ from wspin.core.workspace_defaults import (
     DEFAULT_MEMORY_REQUEST,
     LIMIT_BURST_FACTOR,
 )
-
-Obj = dict[str, Any]
 
 # (flat field, Kubernetes section, resource name)
 _FIELDS: Final = (

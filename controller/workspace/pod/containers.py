@@ -22,9 +22,10 @@ workspace container only, and the pins to the workspace container only.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Final
 
 from controller.agentd_uploads import UploadStagingConfig
+from controller.types import Obj
 from controller.workspace.pod import probes
 from controller.workspace.pod import volumes as vol
 from wspin.core.contract import (
@@ -36,8 +37,6 @@ from wspin.core.contract import (
     SIDECAR_CONTAINER,
     WORKSPACE_SETUP_CONTAINER,
 )
-
-Obj = dict[str, Any]
 
 PLATFORM_UID: Final = 1000
 SIDECAR_UID: Final = 2000

@@ -26,14 +26,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Final
+from typing import Final
 
+from controller.toolkit import episodes
 from controller.toolkit.conditions import condition
+from controller.types import Obj
 from wspin.core.clock import parse_time
 from wspin.core.contract import API_GROUP, LABEL_WORKSPACE_UID
 from wspin.core.errors import WspinError
-
-Obj = dict[str, Any]
 
 CONFLICT_REASON: Final = "PodConflict"
 """Ready=False reason (and Event reason) while a foreign object blocks the workspace pod."""
@@ -156,13 +156,13 @@ def conflict_condition(found: Conflict, generation: int) -> Obj:
     return condition("Ready", "False", CONFLICT_REASON, found.message, generation)
 
 
+def recorded(found: Conflict) -> episodes.Recorded:
+    """Whether conditions already report this very conflict (one Event per episode)."""
+    return episodes.recorded_as(
+        "Ready", status="False", reason=CONFLICT_REASON, message=found.message
+    )
+
+
 def new_episode(conditions: list[Obj], found: Conflict) -> bool:
-    """True unless the status already reports this very conflict (one Event per episode)."""
-    for existing in conditions:
-        if existing.get("type") == "Ready":
-            return not (
-                existing.get("status") == "False"
-                and existing.get("reason") == CONFLICT_REASON
-                and existing.get("message") == found.message
-            )
-    return True
+    """True unless the status already reports this very conflict (``recorded``)."""
+    return not recorded(found)(conditions)

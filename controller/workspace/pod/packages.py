@@ -10,11 +10,10 @@ while writing it.
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Final
 
+from controller.types import Obj
 from wspin.core.errors import WspinError
-
-Obj = dict[str, Any]
 
 PACKAGES_DIR: Final = "/workspace/packages"
 MANAGERS: Final = ("pip", "npm", "go")

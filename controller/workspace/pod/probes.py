@@ -9,9 +9,9 @@ restart opencode whenever the sidecar wedges, which is backwards.
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Final
 
-Obj = dict[str, Any]
+from controller.types import Obj
 
 OPENCODE_PORT: Final = 4096
 """opencode serve (spawned by the supervisor)."""

@@ -20,11 +20,12 @@ outage heals fast, a long one costs the API server little.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Final, Literal
 
+from controller.toolkit import episodes
 from controller.toolkit.conditions import condition, find_condition
 from controller.types import Obj
 from wspin.core.clock import parse_time
@@ -130,20 +131,13 @@ def refused_condition(refusal: Refusal, generation: int) -> Obj:
     return condition(POD_ADMITTED, "False", refusal.reason, refusal.message, generation)
 
 
-def recorded(refusal: Refusal) -> Callable[[list[Obj]], bool]:
+def recorded(refusal: Refusal) -> episodes.Recorded:
     """Whether conditions already record an episode of ``refusal``: the same kind of refusal
     by the same webhook or policy (their words may change within it)."""
-
-    def check(conditions: list[Obj]) -> bool:
-        old = find_condition(conditions, POD_ADMITTED)
-        return bool(
-            old
-            and old.get("status") == "False"
-            and old.get("reason") == refusal.reason
-            and str(old.get("message") or "").startswith(f"{refusal.by} ")
-        )
-
-    return check
+    by = f"{refusal.by} "
+    return episodes.recorded_as(
+        POD_ADMITTED, status="False", reason=refusal.reason, message=lambda m: m.startswith(by)
+    )
 
 
 def retry_delay(conditions: Iterable[Obj], now: datetime) -> float:

@@ -10,9 +10,9 @@ and all of it is gone when the pod is. The delivery image volumes (``agentd``,
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Final
 
-Obj = dict[str, Any]
+from controller.types import Obj
 
 WORKSPACE_VOLUME: Final = "workspace"
 SANDBOX_CFG: Final = "sandbox-cfg"

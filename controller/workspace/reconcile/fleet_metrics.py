@@ -15,21 +15,17 @@ warm): aggregate with ``max`` over replicas, never ``sum``.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Protocol
 
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from controller.types import Listable
 from wspin.core import fleet
 
 PHASES_METRIC = "llmsafespaces_workspaces"
 RUNNING_METRIC = "llmsafespaces_workspaces_running"
 CONDITIONS_METRIC = "llmsafespaces_workspace_conditions"
 _REPLICAS = " Reported by every controller replica from its cache: aggregate with max."
-
-
-class Listable(Protocol):
-    def list(self) -> list[dict[str, object]]: ...
 
 
 class WorkspaceFleetCollector(Collector):

@@ -34,10 +34,9 @@ from typing import Final
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
+from controller.types import Obj
 from wspin.core import fleet
 from wspin.core.clock import parse_time
-
-Obj = dict[str, object]
 
 DURATION_BUCKETS: Final = (1, 3, 5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 300)
 """Seconds; the buckets LLMSafeSpaces' creation-time panels and alerts were written for."""

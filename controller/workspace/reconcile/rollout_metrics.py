@@ -12,20 +12,15 @@ injected when the controller was not told the release (``--agentd-image`` /
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from typing import Protocol
 
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from controller.settings import WorkspaceSettings
+from controller.types import Listable
 from wspin.core import rollout
 
-Obj = dict[str, object]
 METRIC = "llmsafespaces_workspace_pods"
-
-
-class Listable(Protocol):
-    def list(self) -> list[dict[str, object]]: ...
 
 
 def served_digests(settings: WorkspaceSettings) -> dict[str, str] | None:

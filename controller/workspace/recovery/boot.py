@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
+from controller.toolkit import episodes
 from controller.toolkit.conditions import condition
 from controller.types import Obj
 from controller.workspace.recovery import failures as fl
@@ -106,14 +107,13 @@ def ready_condition(generation: int) -> Obj:
 
 def reported(conditions: list[Obj], container: str) -> bool:
     """Whether ``conditions`` already report a boot failure of ``container`` (same episode)."""
-    for found in conditions:
-        if found.get("type") == BOOT_READY:
-            return (
-                found.get("status") == "False"
-                and found.get("reason") == PLATFORM_BOOT_FAILED
-                and str(found.get("message") or "").startswith(f"{container}:")
-            )
-    return False
+    prefix = f"{container}:"
+    return episodes.recorded_as(
+        BOOT_READY,
+        status="False",
+        reason=PLATFORM_BOOT_FAILED,
+        message=lambda message: message.startswith(prefix),
+    )(conditions)
 
 
 def event_message(failure: BootFailure, described: str) -> str:

@@ -28,12 +28,13 @@ series without bound.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Final, Protocol
+from typing import Final
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from controller.types import Listable
 from controller.workspace.recovery import boot, causes, decision
 from controller.workspace.recovery import failures as fl
 
@@ -58,10 +59,6 @@ POD_REASONS: Final = frozenset(
     }
 )
 """The ``reason`` values of the pod failures counter."""
-
-
-class Listable(Protocol):
-    def list(self) -> list[dict[str, object]]: ...
 
 
 class RecoveryMetrics:

@@ -48,6 +48,7 @@ from typing import Final
 from controller.toolkit.conditions import condition, remove_conditions
 from controller.types import Obj
 from controller.workspace.recovery import failures as fl
+from wspin.core.backoff import Backoff
 from wspin.core.clock import format_time, parse_time
 
 RECOVERY_EXHAUSTED: Final = "RecoveryExhausted"
@@ -81,22 +82,24 @@ def spec_digest(spec: object) -> str:
 class Policy:
     """How one failure class is retried."""
 
-    base: float
-    cap: float
+    schedule: Backoff
     exhausted_after: int
+
+    @property
+    def cap(self) -> float:
+        """Seconds between retries once the schedule has reached its ceiling."""
+        return self.schedule.cap
 
     def backoff(self, failures: int) -> float:
         """Seconds to wait after the ``failures``-th consecutive failure (0 for none)."""
-        if failures <= 0:
-            return 0.0
-        return float(min(self.cap, self.base * 2 ** min(failures - 1, 30)))
+        return self.schedule.delay(failures)
 
 
 POLICIES: Final[dict[str, Policy]] = {
-    fl.INFRASTRUCTURE: Policy(5.0, 120.0, 10),
-    fl.RESOURCE: Policy(10.0, 300.0, 6),
-    fl.PROCESS: Policy(10.0, 300.0, 6),
-    fl.CONFIGURATION: Policy(30.0, 300.0, 3),
+    fl.INFRASTRUCTURE: Policy(Backoff(5.0, 120.0), 10),
+    fl.RESOURCE: Policy(Backoff(10.0, 300.0), 6),
+    fl.PROCESS: Policy(Backoff(10.0, 300.0), 6),
+    fl.CONFIGURATION: Policy(Backoff(30.0, 300.0), 3),
 }
 
 

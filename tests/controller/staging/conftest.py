@@ -29,11 +29,11 @@ from tests import stub_http as serving
 from tests.controller.conftest import INTERNAL_TOKEN, FakeRouter
 from tests.support.clock import FakeClock
 from wspin.core.kinds import NAMESPACES, SECRETS, WORKSPACES
+from wspin.core.objects import Obj
 from wspin.core.owners import ANNOTATION_VERIFIED_OWNER, OwnerRecord
 from wspin.core.redact import Redactor
 from wspin.kube.client import Kube
 
-Obj = dict[str, Any]
 START = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 HOUR = 3600.0
 

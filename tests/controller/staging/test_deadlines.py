@@ -33,7 +33,6 @@ from wspin.core.kinds import PODS, SECRETS, WORKSPACES
 from wspin.core.redact import Redactor
 from wspin.kube.client import Kube
 
-Obj = dict[str, Any]
 CONTROLLER = ControllerSettings(
     runtime=RuntimeSettings(health_port=0, metrics_port=0, bind_host="127.0.0.1"),
     workspace=SETTINGS,

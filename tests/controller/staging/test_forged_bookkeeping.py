@@ -31,9 +31,10 @@ from controller.staging.envelopes import (
 )
 from controller.staging.secrets import RelaySecrets
 from controller.staging.staging_pass import RelayStagingPass
-from tests.controller.staging.conftest import OPENAI_KEY, Obj, Stage, provider
+from tests.controller.staging.conftest import OPENAI_KEY, Stage, provider
 from tests.support.secret_scope import controller_under_policy
 from wspin.core.kinds import SECRETS, WORKSPACES
+from wspin.core.objects import Obj
 from wspin.kube.client import Kube
 
 ROUTER_KEY = "llm-relay-hpke-key"

@@ -30,10 +30,10 @@ from tests.controller.staging.conftest import Stage, condition, provider
 from tests.support.owners import recorded as owner_recorded
 from tests.support.waiting import eventually
 from wspin.core.kinds import EVENTS, NAMESPACES, SECRETS, WORKSPACES
+from wspin.core.objects import Obj
 from wspin.kube.client import Kube
 from wspin.kube.informer import Informer
 
-Obj = dict[str, Any]
 KEY_A = "sk-tenant-a-0123456789-secret"
 KEY_B = "sk-tenant-b-9876543210-secret"
 KEY_B2 = "sk-ant-tenant-b-extra-secret"

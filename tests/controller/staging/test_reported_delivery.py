@@ -5,15 +5,11 @@ Workspace it is given, so a report the reconciler has not written yet counts alr
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from controller.staging.desired import STAGED_REVISION, recorded
 from tests.controller.staging.conftest import Stage, condition, two_providers
 from tests.controller.staging.support import events, publish_on_rotate
-
-Obj = dict[str, Any]
 
 
 async def staged_revision(stage: Stage, name: str = "ws-a") -> str:

@@ -14,12 +14,12 @@ from controller.staging.schedule import (
     MIN_REQUEUE,
     OVERDUE_RETRY,
     TICK_SPREAD,
-    jitter_fraction,
     next_pass_in,
     renewal_due,
     staleness_tick,
 )
 from wspin.core.clock import format_time
+from wspin.core.jitter import fraction_of
 
 NOW = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
 HOUR = 3600.0
@@ -58,7 +58,7 @@ def test_a_token_near_its_half_life_wins_over_the_bound() -> None:
     uid = str(uuid.uuid4())
     after = next_pass_in([entry(HOUR / 2 + 30)], ttl=HOUR, now=NOW, bound=HOUR, uid=uid)
     assert 30 <= after <= 30 + HOUR * 0.1
-    assert after == 30 + HOUR * 0.1 * jitter_fraction(uid)
+    assert after == 30 + HOUR * 0.1 * fraction_of(uid)
 
 
 def test_a_renewal_already_due_is_retried_soon_but_not_in_a_spin() -> None:
@@ -85,5 +85,5 @@ def test_ten_thousand_workspaces_minted_in_one_second_renew_spread_out() -> None
 
 @pytest.mark.parametrize("uid", ["", "a", str(uuid.UUID(int=0)), str(uuid.UUID(int=2**128 - 1))])
 def test_the_jitter_is_a_stable_fraction(uid: str) -> None:
-    assert 0 <= jitter_fraction(uid) < 1
-    assert jitter_fraction(uid) == jitter_fraction(uid)
+    assert 0 <= fraction_of(uid) < 1
+    assert fraction_of(uid) == fraction_of(uid)

@@ -39,8 +39,8 @@ from tests.support.waiting import eventually
 from tests.support.waker import FakeWaker
 from wspin.core.clock import format_time
 from wspin.core.kinds import EVENTS, PODS
+from wspin.core.objects import Obj
 
-Obj = dict[str, Any]
 START = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 FIRST_READS = 30 + 60
 """Seconds after a pod became Active by which both first reads are due (the startup grace,

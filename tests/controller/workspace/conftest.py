@@ -49,11 +49,11 @@ from wspin.core.contract import (
 from wspin.core.delivery import AgentdDelivery, OpencodeDelivery, PinSet, ResolvedArtifact
 from wspin.core.errors import AlreadyExists
 from wspin.core.kinds import NAMESPACES, PODS, PVCS, SERVICE_ACCOUNTS, WORKSPACES
+from wspin.core.objects import Obj
 from wspin.core.tenancy import NamespaceLabels, namespace_view
 from wspin.kube.client import Kube
 from wspin.kube.informer import Informer
 
-Obj = dict[str, Any]
 SETTINGS = WorkspaceSettings(
     default_runtime_class=RUNTIME_CLASS,
     termination_grace=3,

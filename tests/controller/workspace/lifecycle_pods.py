@@ -3,9 +3,7 @@ through: a pod builder and the named states the phase table walks."""
 
 from __future__ import annotations
 
-from typing import Any
-
-Obj = dict[str, Any]
+from wspin.core.objects import Obj
 
 
 def pod(

@@ -7,7 +7,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-Obj = dict[str, Any]
+from wspin.core.objects import Obj
 
 CREATED = "2026-11-29T12:00:00Z"
 RUNTIME_IMAGE = "ghcr.io/acme/python:3.12"

@@ -10,7 +10,6 @@ The stub plays agentd's admin port at the test boundary: ``/v1/healthz`` open,
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any
 
 import aiohttp
 import pytest
@@ -27,8 +26,8 @@ from controller.workspace.pod.credentials import (
 from tests import stub_http as serving
 from tests.controller.workspace.factories import credentials
 from tests.controller.workspace.pod_cases import CASES, TESTDATA, load
+from wspin.core.objects import Obj
 
-Obj = dict[str, Any]
 GATED = ("/v1/readyz", "/v1/statusz")
 
 

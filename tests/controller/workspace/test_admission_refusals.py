@@ -12,7 +12,6 @@ import datetime
 import logging
 import uuid
 from collections.abc import AsyncIterator
-from typing import Any
 
 import pytest
 
@@ -34,9 +33,9 @@ from tests.support.waiting import eventually
 from wspin.core.clock import format_time
 from wspin.core.errors import KubeAPIError
 from wspin.core.kinds import EVENTS, MUTATING_WEBHOOKS, PODS
+from wspin.core.objects import Obj
 from wspin.kube.client import Kube
 
-Obj = dict[str, Any]
 NOW = datetime.datetime(2026, 11, 29, 12, 0, tzinfo=datetime.UTC)
 
 # -- reading the API server's answer ---------------------------------------------------------

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from typing import Any
 
 from prometheus_client import CollectorRegistry
 
@@ -27,7 +26,6 @@ from tests.support.waiting import eventually
 from tests.support.waker import FakeWaker
 from wspin.core.clock import format_time
 
-Obj = dict[str, Any]
 FLEET = 2000
 BOUND = 16
 HEALTH, STATUS = 15.0, 60.0

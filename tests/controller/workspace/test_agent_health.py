@@ -5,8 +5,6 @@ and that a steady agent costs no reconcile and no write."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from controller.toolkit.conditions import find_condition
@@ -16,8 +14,7 @@ from tests.controller.workspace.factories import credentials
 from tests.support.agentd import busy, healthy_health, healthy_status
 from tests.support.waiting import eventually
 from wspin.core.kinds import PODS, WORKSPACES
-
-Obj = dict[str, Any]
+from wspin.core.objects import Obj
 
 __all__ = ["agents", "harness"]
 

@@ -22,8 +22,7 @@ from controller.workspace.agent.client import Answer
 from controller.workspace.agent.scheduler import judge_health, phase_of, scrape_address
 from tests.support.agentd import busy, healthy_health, healthy_status
 from wspin.core.contract import AGENTD, MAIN_CONTAINER
-
-Obj = dict[str, Any]
+from wspin.core.objects import Obj
 
 
 def body(report: object) -> bytes:

@@ -4,14 +4,13 @@ them, dropped once Active, and a forged request time believed only within bounds
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
 
 import pytest
 
 from controller.workspace.reconcile.anchors import REQUESTED_AT, anchor, requested_at
+from wspin.core.objects import Obj
 
 NOW = datetime(2026, 11, 29, 12, 0, 30, tzinfo=UTC)
-Obj = dict[str, Any]
 
 
 def ws(requested: str | None = None) -> Obj:

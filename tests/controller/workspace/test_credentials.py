@@ -33,8 +33,8 @@ from tests.controller.workspace.factories import TEST_KEYS, credentials, workspa
 from tests.kubeapi import KubeServer
 from tests.support.clock import START
 from wspin.core.kinds import EVENTS, PODS, SECRETS, WORKSPACES
+from wspin.core.objects import Obj
 
-Obj = dict[str, Any]
 SECRET = "workspace-pw-ws1"
 
 

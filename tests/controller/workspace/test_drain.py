@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import pytest
 
@@ -19,8 +18,8 @@ from tests.controller.workspace.agents import FIRST_READS, Agents, agents, harne
 from tests.kubeapi import KubeServer
 from tests.support.agentd import busy, healthy_status
 from wspin.core.kinds import WORKSPACES
+from wspin.core.objects import Obj
 
-Obj = dict[str, Any]
 T0 = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 HOUR = 3600.0
 

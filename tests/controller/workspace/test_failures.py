@@ -5,16 +5,15 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
 
 from controller.workspace.recovery import failures as fl
+from wspin.core.objects import Obj
 
 CASES = Path(__file__).resolve().parent / "testdata" / "failures"
 NAMES = sorted(path.stem for path in CASES.glob("*.yaml"))
-Obj = dict[str, Any]
 
 
 def case(name: str) -> Obj:

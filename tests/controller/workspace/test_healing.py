@@ -25,9 +25,9 @@ from tests.controller.workspace.podstates import (
     unschedulable,
     waiting,
 )
+from wspin.core.objects import Obj
 
 CREATED = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
-Obj = dict[str, Any]
 
 
 def assess(

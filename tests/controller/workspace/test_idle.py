@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import pytest
 
@@ -15,8 +14,8 @@ from tests.controller.workspace.agents import Agents, agents, harness
 from tests.controller.workspace.factories import reconcile_until
 from wspin.core.clock import format_time
 from wspin.core.kinds import PODS, PVCS, WORKSPACES
+from wspin.core.objects import Obj
 
-Obj = dict[str, Any]
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 
 __all__ = ["agents", "harness"]

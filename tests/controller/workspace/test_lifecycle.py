@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 import pytest
 
@@ -28,8 +27,7 @@ from tests.controller.workspace.lifecycle_pods import (
     UNSCHEDULED,
     pod,
 )
-
-Obj = dict[str, Any]
+from wspin.core.objects import Obj
 
 
 @pytest.mark.parametrize(

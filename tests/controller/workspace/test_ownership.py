@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 from datetime import UTC, datetime
-from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -23,8 +22,7 @@ from tests.controller.workspace.conftest import SETTINGS, Harness
 from tests.controller.workspace.factories import TEST_KEYS, UID, workspace
 from wspin.core.contract import LABEL_WORKSPACE_UID
 from wspin.core.kinds import EVENTS, PODS, PVCS, SERVICE_ACCOUNTS, WORKSPACES
-
-Obj = dict[str, Any]
+from wspin.core.objects import Obj
 
 
 def ref(uid: str = UID, *, controller: bool = True, kind: str = "Workspace") -> Obj:

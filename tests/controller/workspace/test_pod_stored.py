@@ -11,7 +11,6 @@ from __future__ import annotations
 import base64
 import dataclasses
 import json
-from typing import Any
 
 import jsonpatch
 import pytest
@@ -21,11 +20,11 @@ from tests.controller.workspace.conftest import Harness
 from tests.webhook.conftest import LiveWebhook, webhook
 from wspin.core.contract import PLATFORM_BOOTSTRAP, PLATFORM_INIT, PLATFORM_MATERIALIZE
 from wspin.core.kinds import PODS
+from wspin.core.objects import Obj
 from wspin.core.quantity import parse_quantity as amount
 
 __all__ = ["webhook"]  # the live HTTPS webhook fixture
 
-Obj = dict[str, Any]
 RESOURCES = {"cpu": "500m", "memory": "1Gi", "cpuLimit": "2.0", "memoryLimit": "4Gi"}
 
 

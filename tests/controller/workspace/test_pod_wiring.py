@@ -30,8 +30,8 @@ from wspin.core.contract import (
     SIDECAR_CONTAINER,
 )
 from wspin.core.delivery import AgentdDelivery, PinSet, ResolvedArtifact
+from wspin.core.objects import Obj
 
-Obj = dict[str, Any]
 RELEASE = InjectConfig(
     agentd=ResolvedArtifact(AGENTD, AGENTD_IMAGE, PinSet("a" * 64, "b" * 64)),
     opencode=ResolvedArtifact(OPENCODE, OPENCODE_IMAGE, PinSet("c" * 64, "d" * 64)),

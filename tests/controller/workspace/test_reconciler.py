@@ -17,8 +17,8 @@ from tests.kubeapi import KubeServer
 from wspin.core.contract import LABEL_WORKSPACE_UID
 from wspin.core.errors import Invalid
 from wspin.core.kinds import EVENTS, PODS, PVCS, SERVICE_ACCOUNTS, WORKSPACES
+from wspin.core.objects import Obj
 
-Obj = dict[str, Any]
 MISMATCH = (
     "AgentdVerificationFailed: expected=" + "a" * 64 + " got=" + "f" * 64 + " binary=/proc/self/exe"
 )

@@ -4,7 +4,6 @@ window, starting over, and the fields written."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import pytest
 
@@ -19,9 +18,9 @@ from controller.workspace.recovery.policy import (
     settle,
     stability,
 )
+from wspin.core.objects import Obj
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
-Obj = dict[str, Any]
 
 
 @pytest.mark.parametrize(

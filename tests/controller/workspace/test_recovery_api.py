@@ -18,8 +18,8 @@ from tests.controller.workspace.factories import credentials, reconcile_until
 from tests.kubeapi import KubeServer
 from wspin.core.clock import format_time, parse_time
 from wspin.core.kinds import EVENTS, PODS, SECRETS, WORKSPACES
+from wspin.core.objects import Obj
 
-Obj = dict[str, Any]
 INITS = ("platform-init", "platform-bootstrap", "platform-materialize")
 
 

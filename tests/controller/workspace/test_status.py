@@ -17,8 +17,8 @@ from controller.workspace.reconcile.record import endpoint, next_status, ready_c
 from tests.controller.workspace.factories import workspace
 from tests.controller.workspace.lifecycle_pods import READY
 from wspin.core.fleet import Phase
+from wspin.core.objects import Obj
 
-Obj = dict[str, Any]
 PHASES = get_args(Phase)
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 WS = workspace()

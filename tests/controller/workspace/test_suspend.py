@@ -7,8 +7,6 @@ fires later; a value written meanwhile is never cleared unseen.
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from controller.types import Requeue
@@ -18,8 +16,6 @@ from tests.controller.workspace.conftest import Harness
 from tests.controller.workspace.factories import ready_pod_status, reconcile_until
 from tests.kubeapi import KubeServer
 from wspin.core.kinds import PODS, WORKSPACES
-
-Obj = dict[str, Any]
 
 
 async def request(h: Harness, value: bool | None) -> None:

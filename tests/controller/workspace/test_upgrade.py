@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import copy
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 from controller.workspace.pod import ownership
 from controller.workspace.pod.builder import desired_pod
@@ -20,8 +19,8 @@ from tests.controller.workspace.conftest import SETTINGS, Harness
 from tests.controller.workspace.factories import credentials, ready_pod_status
 from wspin.core.contract import LABEL_WORKSPACE_UID
 from wspin.core.kinds import PODS, PVCS
+from wspin.core.objects import Obj
 
-Obj = dict[str, Any]
 LEGACY_PVC = "ws1-workspace"
 
 
