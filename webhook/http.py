@@ -102,7 +102,9 @@ def read_review(request: Request) -> dict[str, Any]:
     """Check transport and envelope; return the review's ``request`` dict."""
     if request.method != "POST":
         raise BadRequest(405, f"method {request.method[:16]} not allowed; send POST")
-    content_type = media_type(request.content_type)
+    content_type = request.content_type
+    if content_type != "application/json":  # as the API server sends it, else parsed
+        content_type = media_type(content_type)
     if content_type != "application/json":
         raise BadRequest(
             415,

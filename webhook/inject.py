@@ -294,9 +294,9 @@ def _inject_mounts(
     checked against the path rules."""
     mounts = container.get("volumeMounts")
     present = mounts is not None
-    if not ours:  # a pod as its controller built it: only appends
+    if not ours:  # a pod as its controller built it: only appends (``_edit_list``'s last step)
         run = _MOUNT_APPENDS[tuple(map(_NAME, wanted))]
-        _edit_list(ops, prefix, "/volumeMounts", present, {}, [], run)
+        ops.append(run.extend(prefix) if present else run.create(prefix))
         return
     assert mounts is not None
     name = shown(container["name"])

@@ -27,28 +27,16 @@ import socket
 import ssl
 import traceback
 from collections import deque
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 import httptools
 
 from wspin.core.logs import fields
 from wspin.http.answers import CLOSE, KEEP_ALIVE, encode
 from wspin.http.messages import Reply, Request, error_reply
-from wspin.http.parsing import (
-    BODY,
-    CLOSING,
-    HANDSHAKE,
-    HEAD,
-    IDLE,
-    LINGER,
-    PHASE_NAMES,
-    Parsing,
-    Queued,
-)
+from wspin.http.parsing import Parsing, Queued
+from wspin.http.pool import BODY, CLOSING, HANDSHAKE, HEAD, IDLE, LINGER, PHASE_NAMES, Pool
 from wspin.http.tls import TlsChannel
-
-if TYPE_CHECKING:
-    from wspin.http.server import HttpServer
 
 _PART_WAY: Final = {HANDSHAKE: "handshake", HEAD: "header", BODY: "body"}
 _NEVER: Final = float("inf")
@@ -62,13 +50,12 @@ _CLOSED_PARSER: Final = httptools.HttpRequestParser(_Nothing())
 
 
 class Connection(Parsing, asyncio.BufferedProtocol):
-    """One client connection of ``server``."""
+    """One client connection of ``server``, a member of its pool."""
 
     def __init__(
-        self, server: HttpServer, loop: asyncio.AbstractEventLoop, tls: ssl.SSLContext | None
+        self, server: Pool, loop: asyncio.AbstractEventLoop, tls: ssl.SSLContext | None
     ) -> None:
         self._server = server
-        self._as_connection = self
         self._loop = loop
         self._limits = server.limits
         self._parser = httptools.HttpRequestParser(self)
@@ -126,7 +113,6 @@ class Connection(Parsing, asyncio.BufferedProtocol):
         # when it closes rather than at the next (rare, see the webhook's GC tuning)
         # collection of cycles.
         self._parser = _CLOSED_PARSER
-        del self._as_connection  # the same cycle, through itself
         self._server.forget(self)
 
     @property
@@ -166,7 +152,8 @@ class Connection(Parsing, asyncio.BufferedProtocol):
         if self.phase == HANDSHAKE and tls.established:
             self.phase = IDLE  # the first request's header deadline starts now
             self.deadline = self._loop.time() + self._limits.header_timeout
-        self._flush_tls()
+        if tls.outgoing_bio.pending:  # handshake, session tickets, alerts: rarely after those
+            self._flush_tls()
         if plaintext:
             self._feed(plaintext)
         if tls.peer_closed and not self._eof:
@@ -381,10 +368,15 @@ class Connection(Parsing, asyncio.BufferedProtocol):
         self._linger()
 
     def _release_body(self) -> None:
-        server = self._server
-        server.bodies.pop(self, None)
-        if self.body_bytes:
-            server.buffered -= self.body_bytes
-            server.released_since_trim += self.body_bytes
-            self.body_bytes = 0
+        self._server.release(self, self.body_bytes)
+        self.body_bytes = 0
         self._body = []
+
+    def _receiving(self) -> None:
+        self._server.receiving(self)
+
+    def _waiting(self) -> None:
+        self._server.wait(self)
+
+    def _make_room(self, size: int, room: int) -> bool:
+        return self._server.make_room(size, room, self)

@@ -12,14 +12,14 @@ seconds, with at most ``RATE_WINDOW`` in hand (``behind``), so a burst followed 
 falls behind within the window while a body that moves never does.
 
 ``Parsing`` is the half of ``wspin.http.connection.Connection`` that llhttp calls back; the
-other half (transport, TLS, flow control, answers, closing) is the connection itself.
+other half (transport, TLS, flow control, answers, closing) is the connection itself, which
+provides the methods below that raise ``NotImplementedError``.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import deque
-from typing import TYPE_CHECKING
 
 import httptools
 
@@ -32,19 +32,12 @@ from wspin.http.limits import (
     ConnectionLimits,
 )
 from wspin.http.messages import Request
+from wspin.http.pool import BODY, HEAD, IDLE, Pool
 
-if TYPE_CHECKING:
-    from wspin.http.connection import Connection
-    from wspin.http.server import HttpServer
-
-HANDSHAKE, IDLE, HEAD, BODY, LINGER, CLOSING = range(6)
-"""A connection's phase: which deadline applies. The first four wait on the client's next
-bytes; at its cap the server may close one of the first three, or one in BODY behind the
-minimum rate, to admit a new connection (never one with a request to answer)."""
-PHASE_NAMES = ("handshake", "idle", "header", "body", "linger", "closing")
-
-_HOST, _CONTENT_TYPE, _CONTENT_ENCODING, _CONTENT_LENGTH, _EXPECT, _TRANSFER_ENCODING = range(6)
-_HEADERS = {
+_OTHER, _HOST, _CONTENT_TYPE, _CONTENT_ENCODING, _CONTENT_LENGTH, _EXPECT, _TRANSFER_ENCODING = (
+    range(7)
+)
+_READ = {
     b"host": _HOST,
     b"content-type": _CONTENT_TYPE,
     b"content-encoding": _CONTENT_ENCODING,
@@ -52,7 +45,14 @@ _HEADERS = {
     b"expect": _EXPECT,
     b"transfer-encoding": _TRANSFER_ENCODING,
 }
-"""The header fields the server reads; every other one is passed over with one lookup."""
+_HEADERS = {
+    **_READ,
+    **{name.title(): field for name, field in _READ.items()},
+    **dict.fromkeys((b"User-Agent", b"Accept", b"Accept-Encoding"), _OTHER),
+}
+"""The header fields the server reads, as the API server's Go client spells them (canonical)
+and in lower case, and the other fields it sends: most fields are found without a copy in
+lower case, and every other one is passed over with one more lookup."""
 
 Queued = tuple[Request, bool, bool]
 """A request waiting for its answer: (request, keep the connection, HTTP/1.0)."""
@@ -67,7 +67,7 @@ class Parsing:
     """llhttp's callbacks and the request they build; see the module docstring."""
 
     # Kept by the connection.
-    _server: HttpServer
+    _server: Pool
     _loop: asyncio.AbstractEventLoop
     _limits: ConnectionLimits
     _parser: httptools.HttpRequestParser
@@ -80,18 +80,49 @@ class Parsing:
     deadline: float
     closing: bool
     _reading_paused: bool
-    _as_connection: Connection
-    """This object, as the server knows it: a ``Parsing`` is only ever a ``Connection``."""
 
-    if TYPE_CHECKING:
+    # -- provided by the connection ---------------------------------------------------------
 
-        def _answer(self, request: Request, keep_alive: bool, http10: bool) -> None: ...
-        def _refuse(self, status: int, reason: str) -> None: ...
-        def _send(self, data: bytes) -> None: ...
-        def _client_done(self) -> None: ...
-        def _next_turn(self) -> None: ...
-        def _pace(self) -> None: ...
-        def _release_body(self) -> None: ...
+    def _answer(self, request: Request, keep_alive: bool, http10: bool) -> None:
+        """Answer ``request`` now."""
+        raise NotImplementedError
+
+    def _refuse(self, status: int, reason: str) -> None:
+        """Answer ``status`` and end the connection."""
+        raise NotImplementedError
+
+    def _send(self, data: bytes) -> None:
+        raise NotImplementedError
+
+    def _client_done(self) -> None:
+        """The client sends no more."""
+        raise NotImplementedError
+
+    def _next_turn(self) -> None:
+        """Answer the requests waiting in the backlog."""
+        raise NotImplementedError
+
+    def _pace(self) -> None:
+        """Pause or resume reading as the backlog and the client's reading require."""
+        raise NotImplementedError
+
+    def _release_body(self) -> None:
+        """Let go of the body held, in the pool's budget too."""
+        raise NotImplementedError
+
+    def _receiving(self) -> None:
+        """Tell the pool a body is on its way."""
+        raise NotImplementedError
+
+    def _waiting(self) -> None:
+        """Tell the pool the connection waits on its client."""
+        raise NotImplementedError
+
+    def _make_room(self, size: int, room: int) -> bool:
+        """``Pool.make_room`` for this connection's body."""
+        raise NotImplementedError
+
+    # -- llhttp's callbacks -----------------------------------------------------------------
 
     def _new_requests(self) -> None:
         self._completed = 0
@@ -161,8 +192,10 @@ class Parsing:
         self._url += url
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        field = _HEADERS.get(name.lower())
+        field = _HEADERS.get(name)
         if field is None:
+            field = _READ.get(name.lower())
+        if not field:
             return
         if field == _HOST:
             self._hosts += 1
@@ -183,12 +216,11 @@ class Parsing:
             self._chunked = True
 
     def on_headers_complete(self) -> None:
-        server = self._server
         self.phase = BODY
         now = self._now
         self.deadline = now + self._limits.body_timeout
         self.body_started = self.paid_until = now
-        server.receiving(self._as_connection)
+        self._receiving()
         parser = self._parser
         if self._chunked:
             self._refuse(411, "send the body with a Content-Length; Transfer-Encoding is refused")
@@ -217,9 +249,7 @@ class Parsing:
             self._refuse(404, f"no endpoint at {path[:80]!r}")
             raise Stop
         room = self._room(self._declared)
-        if server.buffered + self._declared > room and not server.make_room(
-            self._declared, room, self._as_connection
-        ):
+        if server.buffered + self._declared > room and not self._make_room(self._declared, room):
             self._refuse(503, "too many request bodies in flight; retry")
             raise Stop
         if not self._backlog and self.transport is not None:
@@ -241,9 +271,7 @@ class Parsing:
             raise Stop
         if server.buffered + size > limits.max_buffered_body_bytes or held > SMALL_BODY_BYTES:
             room = self._room(held)
-            if server.buffered + size > room and not server.make_room(
-                size, room, self._as_connection
-            ):
+            if server.buffered + size > room and not self._make_room(size, room):
                 self._refuse(503, "too many request bodies in flight; retry")
                 raise Stop
         self._body.append(chunk)
@@ -289,7 +317,7 @@ class Parsing:
             # backlog is answered (``_next_turn``).
             self._backlog.append((request, keep_alive, http10))
         else:
-            self._server.wait(self._as_connection)
+            self._waiting()
             self._answer(request, keep_alive, http10)
         if not keep_alive or self.closing:
             raise Stop  # what follows is not a request on this connection

@@ -1,21 +1,13 @@
 """The HTTP/1.1 server every port of both processes runs: the admission port over TLS, and
 the probe and metrics ports in plain HTTP.
 
-A listening socket, its connections (``wspin.http.connection``) and what they share, each with
-the bound of ``ConnectionLimits`` and, at the bound, a rule for who gives way:
+A listening socket and its connections (``wspin.http.connection``), with what they share and
+the rule for who gives way at each shared bound in ``wspin.http.pool`` (connections, request
+bodies, answers waiting to be sent). Here:
 
-- connections, counted from accept: at the cap the one with least progress towards a complete
-  request is closed to admit the new one: the one waiting longest on its client (idle between
-  requests, or still in its handshake or headers), as nginx reuses idle keep-alive
-  connections, else the oldest body behind the minimum rate. One with a whole request to
-  answer never is; only when every connection is busy is the new one refused;
-- request bodies held at once: a body that would go over the budget first sheds the stalled
-  ones, furthest behind first, and is refused (503) only when none is stalled; the last part
-  of the budget is kept for small bodies (reviews);
-- log lines per connection: past its budget a connection's requests are answered unlogged;
-- answers waiting to be sent: past the total, the largest held by clients that stopped
-  reading are aborted;
-- deadlines: a sweep, a few times per shortest deadline, ends each connection past its own.
+- deadlines: a sweep, a few times per shortest deadline, ends each connection past its own;
+- log lines per connection: the sweep refills each connection's budget; past it a
+  connection's requests are answered unlogged.
 
 Refusals are counted by kind and logged at most once per kind per ten seconds. Once a hundred
 connections have closed, or 16 MiB of request bodies been let go, the sweep gives the memory
@@ -34,15 +26,12 @@ import contextlib
 import logging
 import socket
 import ssl
-import time
-from collections import OrderedDict
 
 from wspin.http.connection import Connection
-from wspin.http.limits import READ_BYTES, ConnectionLimits
+from wspin.http.limits import ConnectionLimits
 from wspin.http.memory import release_freed_memory
 from wspin.http.messages import Routes
-from wspin.http.parsing import HANDSHAKE, IDLE
-from wspin.http.refusals import RefusalLog
+from wspin.http.pool import HANDSHAKE, IDLE, Pool
 
 __all__ = ["HttpServer", "serve"]
 
@@ -59,7 +48,7 @@ _ABORTED_GONE = 1.0
 """Seconds for aborted connections to be reported lost (a loop turn or two)."""
 
 
-class HttpServer:
+class HttpServer(Pool):
     """One listening port: ``routes`` served within ``limits``."""
 
     def __init__(
@@ -70,38 +59,17 @@ class HttpServer:
         ssl_context: ssl.SSLContext | None = None,
         log: logging.Logger | None = None,
     ) -> None:
-        self.routes = routes
-        self.limits = limits
-        self.log = log or logging.getLogger("wspin.http")
-        self.refusals = RefusalLog(self.log, time.monotonic)
+        super().__init__(routes, limits, log)
         self.port = 0
         """The bound port once started (differs from the one asked when 0 was asked)."""
-        self.connections: set[Connection] = set()
-        self.waiting: OrderedDict[Connection, None] = OrderedDict()
-        """Connections waiting on their client, longest first, none with a request to answer:
-        the first to close at the cap."""
-        self.bodies: dict[Connection, None] = {}
-        """Connections receiving a request body, oldest first: the next to close at the cap,
-        when behind the minimum rate."""
-        self.buffered = 0
-        """Request body bytes held across connections."""
-        self.queued_output = 0
-        """Answer bytes waiting in the connections' send queues."""
-        self.draining = False
-        self.read_buffer = memoryview(bytearray(READ_BYTES))
         self._ssl = ssl_context
-        self._loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.Server | None = None
         self._sweeper: asyncio.Task[None] | None = None
-        self._gone = asyncio.Event()
-        self._closed_since_trim = 0
-        self.released_since_trim = 0
-        """Request body bytes let go since memory was last given back."""
         self._trimmed_at = 0.0
 
     async def start(self, host: str, port: int) -> int:
         """Listen on host:port (0 = any free port); returns the bound port."""
-        loop = self._loop = asyncio.get_running_loop()
+        loop = asyncio.get_running_loop()
         tls = self._ssl
         self._server = await loop.create_server(
             lambda: Connection(self, loop, tls),
@@ -116,129 +84,6 @@ class HttpServer:
                 break
         self._sweeper = asyncio.create_task(self._sweep(loop), name="connection-deadlines")
         return self.port
-
-    # -- connections ---------------------------------------------------------------------------
-
-    def admit(self, connection: Connection) -> bool:
-        """A connection was accepted: count it, closing the longest-waiting one at the cap."""
-        if self.draining:
-            return False
-        if len(self.connections) >= self.limits.max_connections:
-            victim = self._least_progress()
-            if victim is None:
-                self.refusals.note(
-                    "connection-cap",
-                    "connection refused: every connection is busy",
-                    maxConnections=self.limits.max_connections,
-                )
-                return False
-            self.refusals.note(
-                "evicted",
-                "closed the connection with least progress to admit a new one",
-                maxConnections=self.limits.max_connections,
-                phase=victim.phase_name,
-            )
-            self._drop(victim)
-            victim.abort()
-        self.connections.add(connection)
-        self.waiting[connection] = None
-        return True
-
-    def _least_progress(self) -> Connection | None:
-        """The connection to close at the cap: the one waiting longest on its client, else the
-        oldest body behind the minimum rate; None when every connection is busy (answering, or
-        receiving a body that moves)."""
-        for connection in self.waiting:
-            return connection
-        assert self._loop is not None
-        now = self._loop.time()
-        for connection in self.bodies:
-            # One with requests to answer has its reading paused until its client reads them:
-            # its body waits on the server, and its send timeout bounds it.
-            if connection.behind(now) and not connection.answering:
-                return connection
-        return None
-
-    def forget(self, connection: Connection) -> None:
-        """A connection has closed."""
-        self._drop(connection)
-        self._closed_since_trim += 1
-        if self.draining and not self.connections:
-            self._gone.set()
-
-    def _drop(self, connection: Connection) -> None:
-        if connection in self.connections:
-            self.connections.discard(connection)
-            self.queued_output -= connection.queued
-            connection.queued = 0
-        self.waiting.pop(connection, None)
-        self.bodies.pop(connection, None)
-
-    def wait(self, connection: Connection) -> None:
-        """``connection`` now waits on its client (the newest to do so)."""
-        if connection in self.connections:
-            self.waiting[connection] = None
-
-    def stop_waiting(self, connection: Connection) -> None:
-        self.waiting.pop(connection, None)
-
-    def receiving(self, connection: Connection) -> None:
-        """``connection`` has a request's headers and waits for its body (the newest to)."""
-        self.waiting.pop(connection, None)
-        self.bodies[connection] = None
-
-    def first_to_evict(self, connection: Connection) -> None:
-        """``connection`` is ending: the first to close at the cap."""
-        if connection in self.connections:
-            self.waiting[connection] = None
-            self.waiting.move_to_end(connection, last=False)
-
-    # -- budgets -------------------------------------------------------------------------------
-
-    def make_room(self, size: int, room: int, asking: Connection) -> bool:
-        """Shed stalled bodies, furthest behind first, until ``size`` more bytes fit within
-        ``room`` of the body budget."""
-        assert self._loop is not None
-        now = self._loop.time()
-        stalled = [c for c in self.bodies if c is not asking and c.body_bytes and c.stalled(now)]
-        stalled.sort(key=lambda c: c.paid_until)
-        for victim in stalled:
-            if self.buffered + size <= room:
-                break
-            self.refusals.note(
-                "stalled-body",
-                "dropped a stalled request body to make room for one that is moving",
-                heldBytes=victim.body_bytes,
-                budgetBytes=self.limits.max_buffered_body_bytes,
-            )
-            victim.abort()
-        return self.buffered + size <= room
-
-    def account(self, connection: Connection) -> None:
-        """Note what ``connection`` has waiting to be sent; shed the largest stalled senders
-        when the total is over its bound."""
-        transport = connection.transport
-        size = transport.get_write_buffer_size() if transport is not None else 0
-        if size == connection.queued:
-            return
-        self.queued_output += size - connection.queued
-        connection.queued = size
-        limit = self.limits.max_queued_output_bytes
-        if self.queued_output <= limit:
-            return
-        stalled = [c for c in self.connections if c.queued and c.send_deadline != float("inf")]
-        stalled.sort(key=lambda c: c.queued, reverse=True)
-        for victim in stalled:
-            if self.queued_output <= limit:
-                break
-            self.refusals.note(
-                "output-budget",
-                "aborted a connection whose client stopped reading its answers",
-                queuedBytes=victim.queued,
-                budgetBytes=limit,
-            )
-            self._drop(victim)
-            victim.abort()
 
     async def _sweep(self, loop: asyncio.AbstractEventLoop) -> None:
         """End each connection past its deadline, a few times per shortest deadline; recount
@@ -268,10 +113,10 @@ class HttpServer:
             self.queued_output = total
             self.refusals.flush()
             if (
-                self._closed_since_trim >= TRIM_AFTER_CLOSES
+                self.closed_since_trim >= TRIM_AFTER_CLOSES
                 or self.released_since_trim >= TRIM_AFTER_BODY_BYTES
             ) and now - self._trimmed_at > TRIM_INTERVAL:
-                self._closed_since_trim = 0
+                self.closed_since_trim = 0
                 self.released_since_trim = 0
                 self._trimmed_at = now
                 release_freed_memory()

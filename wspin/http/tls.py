@@ -20,12 +20,13 @@ PLAINTEXT_READ = 64 * 1024
 class TlsChannel:
     """One connection's TLS session: ciphertext in, plaintext out, and back."""
 
-    __slots__ = ("_incoming", "_outgoing", "_tls", "established", "peer_closed")
+    __slots__ = ("_incoming", "_tls", "established", "outgoing_bio", "peer_closed")
 
     def __init__(self, context: ssl.SSLContext) -> None:
         self._incoming = ssl.MemoryBIO()
-        self._outgoing = ssl.MemoryBIO()
-        self._tls = context.wrap_bio(self._incoming, self._outgoing, server_side=True)
+        self.outgoing_bio = ssl.MemoryBIO()
+        """Bytes waiting to be sent; ``outgoing_bio.pending`` says whether there are any."""
+        self._tls = context.wrap_bio(self._incoming, self.outgoing_bio, server_side=True)
         self.established = False
         self.peer_closed = False
 
@@ -67,15 +68,15 @@ class TlsChannel:
         while view:
             written = self._tls.write(view)
             view = view[written:]
-        return self._outgoing.read()
+        return self.outgoing_bio.read()
 
     def outgoing(self) -> bytes:
         """Bytes the session produced on its own (handshake, session tickets, alerts)."""
-        return self._outgoing.read()
+        return self.outgoing_bio.read()
 
     def close_notify(self) -> bytes:
         """The close_notify alert to send before closing; the client's is not waited for."""
         if self.established:
             with contextlib.suppress(ssl.SSLError):
                 self._tls.unwrap()
-        return self._outgoing.read()
+        return self.outgoing_bio.read()
