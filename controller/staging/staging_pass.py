@@ -70,6 +70,7 @@ from wspin.core.kinds import WORKSPACES
 from wspin.core.logs import fields
 from wspin.core.owners import record_of
 from wspin.core.redact import Redactor
+from wspin.core.workspace import WorkspaceStatus
 from wspin.kube.client import Kube
 
 log = logging.getLogger("controller.staging")
@@ -367,9 +368,7 @@ class RelayStagingPass:
                 f"router keypair rotated to generation {escalated}; credentials re-sealed",
             )
         if rejected is not None:
-            current = find_condition(
-                (ws.get("status") or {}).get("conditions") or [], cond.REJECTED
-            )
+            current = find_condition(WorkspaceStatus.of(ws.get("status")).conditions, cond.REJECTED)
             if current is None or current.get("message") != rejected["message"]:
                 await self.events.emit(
                     ws,

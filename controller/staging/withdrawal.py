@@ -36,6 +36,7 @@ from wspin.core.errors import KubeAPIError
 from wspin.core.kinds import WORKSPACES
 from wspin.core.logs import fields
 from wspin.core.owners import record_of
+from wspin.core.workspace import WorkspaceStatus
 
 if TYPE_CHECKING:
     from controller.staging.staging_pass import RelayStagingPass
@@ -102,7 +103,7 @@ async def stand_down(self: RelayStagingPass, ws: Obj, holder: Claimant) -> list[
     meta = ws["metadata"]
     name, generation = meta["name"], int(meta.get("generation") or 0)
     condition = cond.name_conflict(name, holder.namespace, generation)
-    current = find_condition((ws.get("status") or {}).get("conditions") or [], cond.STAGED)
+    current = find_condition(WorkspaceStatus.of(ws.get("status")).conditions, cond.STAGED)
     if current is None or (current.get("reason"), current.get("message")) != (
         condition["reason"],
         condition["message"],

@@ -19,6 +19,7 @@ from typing import Any, Final
 
 from wspin.core.errors import WspinError
 from wspin.core.quantity import QuantityError, multiply, parse_quantity
+from wspin.core.workspace import WorkspaceSpec
 from wspin.core.workspace_defaults import (
     DEFAULT_CPU_REQUEST,
     DEFAULT_MEMORY_REQUEST,
@@ -73,7 +74,7 @@ def given_quantities(resources: Obj) -> dict[tuple[str, str], tuple[str, str]]:
 
 def container_resources(spec: Obj) -> Obj:
     """``resources`` for the workspace container; raises ResourcesError naming the field."""
-    resources = spec.get("resources")
+    resources = WorkspaceSpec.of(spec).resources
     if resources is None:
         resources = {}
     if not isinstance(resources, dict):
