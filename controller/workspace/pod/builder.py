@@ -41,7 +41,6 @@ from controller.workspace.pod.names import (
 from controller.workspace.pod.packages import PackagesError, needs_setup, setup_script
 from controller.workspace.pod.recycle import (
     ANNOTATION_RESTART_GENERATION,
-    DEFAULT_ARCH,
     LABEL_ARCH,
     architecture_of,
     pod_is_stale,
@@ -56,7 +55,6 @@ from wspin.core.workspace import WorkspaceSpec
 
 __all__ = [
     "ANNOTATION_RESTART_GENERATION",
-    "DEFAULT_ARCH",
     "LABEL_ARCH",
     "PodBuildError",
     "architecture_of",
