@@ -79,10 +79,10 @@ class WorkspaceSpec:
         return self.raw.get("architecture")
 
     @property
-    def runtime_class(self) -> str | None:
-        """``spec.runtimeClass`` as text, "" included (None: absent or null)."""
-        value = self.raw.get("runtimeClass")
-        return None if value is None else str(value)
+    def runtime_class(self) -> object:
+        """``spec.runtimeClass`` as written (None: absent or null; "" is a choice: no runtime
+        class); the tenancy gate checks it (``tenancy.runtime_class_problem``)."""
+        return self.raw.get("runtimeClass")
 
     @property
     def pod_security_context(self) -> object:

@@ -136,9 +136,8 @@ def runtime_image(spec: Obj) -> str:
 
 def runtime_class_of(spec: Obj, settings: WorkspaceSettings) -> str | None:
     """None/absent → the controller default; any string, "" included, wins; "" → unset."""
-    chosen = WorkspaceSpec.of(spec).runtime_class
-    if chosen is None:
-        chosen = settings.default_runtime_class
+    given = WorkspaceSpec.of(spec).runtime_class
+    chosen = settings.default_runtime_class if given is None else str(given)
     return chosen or None
 
 
