@@ -4,7 +4,6 @@ reads as its readers have always read it, never as an exception."""
 from __future__ import annotations
 
 import ast
-import dataclasses
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -107,7 +106,7 @@ def test_the_view_is_frozen_and_keeps_the_object_it_was_built_from() -> None:
     obj: dict[str, Any] = {"metadata": {"name": "ws"}, "spec": {"runtime": "python"}}
     ws = Workspace.of(obj)
     assert ws.obj is obj and ws.spec.raw is obj["spec"]
-    with pytest.raises(dataclasses.FrozenInstanceError):
+    with pytest.raises(AttributeError):
         ws.spec = WorkspaceSpec.of({})  # type: ignore[misc]
 
 

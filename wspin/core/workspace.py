@@ -14,9 +14,9 @@ Writes are not views: the status the controller writes is built by its record mo
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Final
+from types import MappingProxyType
+from typing import Any, Final, NamedTuple
 
 from wspin.core.clock import parse_time
 from wspin.core.owners import spec_owner
@@ -35,7 +35,12 @@ CONSECUTIVE_HEALTH_FAILURES: Final = "consecutiveHealthFailures"
 
 
 def _object(value: object) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
+    """``value`` when it is a JSON object (decoded JSON objects are dicts: a ``dict`` check
+    costs a tenth of an ABC's), else empty."""
+    return value if isinstance(value, dict) else _EMPTY
+
+
+_EMPTY: Final[Mapping[str, Any]] = MappingProxyType({})
 
 
 def _text(value: object) -> str:
@@ -54,8 +59,11 @@ def _whole(value: object) -> int:
     return number if number is not None and number > 0 else 0
 
 
-@dataclass(frozen=True)
-class WorkspaceSpec:
+# The views are named tuples: immutable, and built for the price of a tuple, since a pass
+# builds them often (a frozen dataclass or a ``cached_property`` costs several times as much).
+
+
+class WorkspaceSpec(NamedTuple):
     """``spec``: what the Workspace's writer asks for (a tenant: hostile)."""
 
     raw: Mapping[str, Any]
@@ -63,7 +71,7 @@ class WorkspaceSpec:
     @classmethod
     def of(cls, spec: object) -> WorkspaceSpec:
         """The view of ``spec`` (anything but an object reads as an empty spec)."""
-        return cls(_object(spec))
+        return cls(spec if isinstance(spec, dict) else _EMPTY)
 
     # -- the pod ------------------------------------------------------------------------------
 
@@ -160,7 +168,7 @@ class WorkspaceSpec:
     def auto_suspend(self) -> Mapping[str, Any] | None:
         """``spec.autoSuspend`` when an object, else None."""
         value = self.raw.get("autoSuspend")
-        return value if isinstance(value, Mapping) else None
+        return value if isinstance(value, dict) else None
 
     @property
     def auto_suspend_enabled(self) -> bool:
@@ -209,8 +217,7 @@ class WorkspaceSpec:
         return {key: value for key, value in self.raw.items() if key != SUSPEND}
 
 
-@dataclass(frozen=True)
-class WorkspaceStatus:
+class WorkspaceStatus(NamedTuple):
     """``status``: what the controller recorded (only the controller writes it)."""
 
     raw: Mapping[str, Any]
@@ -218,7 +225,7 @@ class WorkspaceStatus:
     @classmethod
     def of(cls, status: object) -> WorkspaceStatus:
         """The view of ``status`` (anything but an object reads as an empty status)."""
-        return cls(_object(status))
+        return cls(status if isinstance(status, dict) else _EMPTY)
 
     @property
     def phase(self) -> str:
@@ -304,8 +311,7 @@ class WorkspaceStatus:
         return _object(self.raw.get(SECRETS_DELIVERY))
 
 
-@dataclass(frozen=True)
-class Workspace:
+class Workspace(NamedTuple):
     """One Workspace: ``spec``, ``status`` and the metadata readers need."""
 
     obj: Mapping[str, Any]

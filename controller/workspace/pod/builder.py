@@ -109,7 +109,11 @@ def dev_preview_of(spec: Obj) -> bool:
 def max_active_sessions_of(spec: Obj) -> int:
     """``spec.maxActiveSessions`` within the CRD's 1-20, else the CRD's default (an object
     stored before the field was declared has none)."""
-    value = WorkspaceSpec.of(spec).max_active_sessions
+    return _max_active_sessions(WorkspaceSpec.of(spec))
+
+
+def _max_active_sessions(spec: WorkspaceSpec) -> int:
+    value = spec.max_active_sessions
     return DEFAULT_MAX_ACTIVE_SESSIONS if value is None else value
 
 
@@ -124,27 +128,27 @@ def _spec(ws: Obj) -> Obj:
     return spec if isinstance(spec, dict) else {}
 
 
-def runtime_image(spec: Obj) -> str:
+def runtime_image(spec: WorkspaceSpec) -> str:
     """``spec.runtime`` as the image. The reconciler resolves a bare name through the runtime
     catalogue first and passes the RuntimeEnvironment's image instead (``desired_pod``'s
     ``runtime``); an image-shaped runtime is the image, restricted by the validator."""
-    runtime = WorkspaceSpec.of(spec).runtime
+    runtime = spec.runtime
     if runtime is None or not runtime.strip():
         raise PodBuildError("spec.runtime is required: name a runtime or an image")
     return runtime
 
 
-def runtime_class_of(spec: Obj, settings: WorkspaceSettings) -> str | None:
+def runtime_class_of(spec: WorkspaceSpec, settings: WorkspaceSettings) -> str | None:
     """None/absent → the controller default; any string, "" included, wins; "" → unset."""
-    given = WorkspaceSpec.of(spec).runtime_class
+    given = spec.runtime_class
     chosen = settings.default_runtime_class if given is None else str(given)
     return chosen or None
 
 
-def _identity(spec: Obj) -> tuple[int, int]:
+def _identity(spec: WorkspaceSpec) -> tuple[int, int]:
     """runAsUser/runAsGroup: 1000 each, overridden by a non-zero ``spec.podSecurityContext``
     value (zero means "default", never root)."""
-    context = WorkspaceSpec.of(spec).pod_security_context or {}
+    context = spec.pod_security_context or {}
     if not isinstance(context, dict):
         raise PodBuildError("spec.podSecurityContext must be an object")
     chosen = []
@@ -199,7 +203,8 @@ def desired_pod(
     pod_names = names(ws)
     if len(pod_names.pod) > _MAX_NAME:
         raise PodBuildError(f"pod name {pod_names.pod!r} would exceed {_MAX_NAME} characters")
-    uid, gid = _identity(spec)
+    view = WorkspaceSpec.of(spec)
+    uid, gid = _identity(view)
     arch = architecture_of(ws)
     try:
         resources = container_resources(spec)
@@ -208,7 +213,7 @@ def desired_pod(
         raise PodBuildError(err.message, err.fix) from None
     inputs = PodInputs(
         ws_name=ws_name,
-        runtime_image=runtime.image if runtime is not None else runtime_image(spec),
+        runtime_image=runtime.image if runtime is not None else runtime_image(view),
         agentd_image=_agentd_image(settings),
         resources=resources,
         sidecar=settings.agentd_sidecar,
@@ -218,12 +223,12 @@ def desired_pod(
         preview_origin_base_domain=settings.preview_origin_base_domain,
         upload_staging=settings.upload_staging,
         admin_token=credentials.admin_token,
-        dev_preview=dev_preview_of(spec),
-        max_active_sessions=max_active_sessions_of(spec),
+        dev_preview=view.dev_preview,
+        max_active_sessions=_max_active_sessions(view),
     )
     labels = {
         **selector_labels(ws_name),
-        LABEL_RUNTIME: sanitize_label(WorkspaceSpec.of(spec).runtime or ""),
+        LABEL_RUNTIME: sanitize_label(view.runtime or ""),
         # Informational, from the verified owner; it decides nothing: the quota's tenant is
         # this key on the Namespace, which the platform sets, or the vouched owner's digests
         # below (labels the ownership policies let only the controller write).
@@ -263,7 +268,7 @@ def desired_pod(
         "containers": [workspace_container(inputs)],
         "volumes": volumes,
     }
-    runtime_class = runtime_class_of(spec, settings)
+    runtime_class = runtime_class_of(view, settings)
     if runtime_class:
         pod_spec["runtimeClassName"] = runtime_class
     metadata = owned_metadata(ws, pod_names.pod, labels)

@@ -25,7 +25,7 @@ from controller.types import Obj
 from controller.workspace.pod.credential_keys import CredentialKeys
 from controller.workspace.pod.names import names, owned_metadata
 from wspin.core.contract import MAIN_CONTAINER
-from wspin.core.workspace import CREDENTIALS_ROTATION, Workspace
+from wspin.core.workspace import CREDENTIALS_ROTATION, WorkspaceSpec, WorkspaceStatus
 
 PASSWORD: Final = "password"  # noqa: S105 - a data key
 ADMIN_TOKEN: Final = "admin-token"  # noqa: S105 - a data key
@@ -77,8 +77,10 @@ def credentials_rotation(ws: Obj) -> int:
     """The admin-token rotation a pod built now gets: every recycle the Workspace asks for
     (``spec.restartGeneration``, the force-recycle included) advances it, and the status keeps
     the highest one built, so it never goes down."""
-    view = Workspace.of(ws)
-    return max(view.spec.restart_generation_or_zero, view.status.credentials_rotation)
+    return max(
+        WorkspaceSpec.of(ws.get("spec")).restart_generation_or_zero,
+        WorkspaceStatus.of(ws.get("status")).credentials_rotation,
+    )
 
 
 def derive_credentials(

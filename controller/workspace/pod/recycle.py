@@ -56,6 +56,19 @@ def restart_generation_of(ws: Obj) -> str:
     return str(value)
 
 
+def _stale(pod: Obj, ws: Obj) -> tuple[RecycleReason, str] | None:
+    """Why ``pod`` is stale and the value the Workspace asks for now, or None."""
+    annotations = (pod.get("metadata") or {}).get("annotations") or {}
+    generation = restart_generation_of(ws)
+    if annotations.get(ANNOTATION_RESTART_GENERATION, "0") != generation:
+        return RecycleReason.RESTART_GENERATION, generation
+    have_arch = ((pod.get("spec") or {}).get("nodeSelector") or {}).get(LABEL_ARCH)
+    arch = architecture_of(ws)
+    if have_arch != arch:
+        return RecycleReason.ARCHITECTURE_DRIFT, arch
+    return None
+
+
 def stale_reason(pod: Obj, ws: Obj) -> RecycleReason | None:
     """Why an existing pod no longer matches its Workspace, or None.
 
@@ -63,23 +76,20 @@ def stale_reason(pod: Obj, ws: Obj) -> RecycleReason | None:
     immutable, and nothing else justifies interrupting a running workspace (the reconciler
     also replaces a pod whose credentials it cannot vouch for, ``credentials.pod_credentials``).
     """
-    annotations = (pod.get("metadata") or {}).get("annotations") or {}
-    if annotations.get(ANNOTATION_RESTART_GENERATION, "0") != restart_generation_of(ws):
-        return RecycleReason.RESTART_GENERATION
-    have_arch = ((pod.get("spec") or {}).get("nodeSelector") or {}).get(LABEL_ARCH)
-    if have_arch != architecture_of(ws):
-        return RecycleReason.ARCHITECTURE_DRIFT
-    return None
+    stale = _stale(pod, ws)
+    return stale[0] if stale is not None else None
+
+
+_WORDS: Final = {
+    RecycleReason.RESTART_GENERATION: "restartGeneration changed to {}",
+    RecycleReason.ARCHITECTURE_DRIFT: "architecture changed to {}",
+}
 
 
 def pod_is_stale(pod: Obj, ws: Obj) -> str | None:
     """``stale_reason`` in words (for the log and the status), or None."""
-    reason = stale_reason(pod, ws)
-    if reason is RecycleReason.RESTART_GENERATION:
-        return f"restartGeneration changed to {restart_generation_of(ws)}"
-    if reason is RecycleReason.ARCHITECTURE_DRIFT:
-        return f"architecture changed to {architecture_of(ws)}"
-    return None
+    stale = _stale(pod, ws)
+    return _WORDS[stale[0]].format(stale[1]) if stale is not None else None
 
 
 def recycle_reason(pod: Obj, ws: Obj, *, untrusted: bool) -> RecycleReason:
