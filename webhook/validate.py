@@ -34,6 +34,7 @@ from wspin.core.tenancy import (
     runtime_class_problem,
     writers_problem,
 )
+from wspin.core.workspace import WorkspaceSpec
 from wspin.core.workspace_defaults import (
     DEFAULT_CPU_REQUEST,
     DEFAULT_MEMORY_REQUEST,
@@ -229,7 +230,7 @@ def _catalogue_problem(request: Obj, spec: Obj, catalogue: Mapping[str, Obj] | N
     if catalogue is None or not isinstance(runtime, str) or "/" in runtime:
         return None
     old = request.get("oldObject")
-    kept = isinstance(old, dict) and (old.get("spec") or {}).get("runtime") == runtime
+    kept = isinstance(old, dict) and WorkspaceSpec.of(old.get("spec")).runtime == runtime
     if (request.get("operation") == "UPDATE" and kept) or runtime in catalogue:
         return None
     known = sorted(catalogue)

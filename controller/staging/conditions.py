@@ -20,6 +20,7 @@ from typing import Final
 
 from controller.toolkit.conditions import ConditionStatus, condition
 from controller.types import Obj
+from wspin.core.workspace import WorkspaceStatus
 
 STAGED: Final = "CredentialsStaged"
 STALE: Final = "CredentialStale"
@@ -64,12 +65,12 @@ class Staleness(enum.Enum):
 
 
 def degraded_reason(ws: Obj) -> str:
-    delivery = (ws.get("status") or {}).get("secretsDelivery") or {}
+    delivery = WorkspaceStatus.of(ws.get("status")).secrets_delivery
     return str(delivery.get("degradedReason") or "")
 
 
 def applied_revision(ws: Obj) -> str:
-    delivery = (ws.get("status") or {}).get("secretsDelivery") or {}
+    delivery = WorkspaceStatus.of(ws.get("status")).secrets_delivery
     return str(delivery.get("relayRevision") or "")
 
 

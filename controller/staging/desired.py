@@ -44,6 +44,7 @@ from controller.staging.ownership import STAGED_FOR_ANNOTATION, STAGED_STATUS_FI
 from controller.types import Obj
 from wspin.core.errors import NotFound
 from wspin.core.kinds import WORKSPACES
+from wspin.core.workspace import WorkspaceStatus
 from wspin.kube.client import Kube
 
 KIND_UPSTREAMS: Final[dict[str, str]] = {
@@ -207,7 +208,7 @@ Bookkeeping = dict[str, Staged]
 
 def recorded(ws: Obj) -> dict[str, str]:
     """The bookkeeping as the status holds it now (missing fields left out), each as text."""
-    found = (ws.get("status") or {}).get(STATUS_FIELD)
+    found = WorkspaceStatus.of(ws.get("status")).relay_staging
     if not isinstance(found, dict):
         return {}
     result: dict[str, str] = {}
@@ -311,7 +312,7 @@ async def write_bookkeeping(kube: Kube, ws: Obj, wanted: dict[str, str]) -> None
     meta = ws["metadata"]
     try:
         if recorded(ws) != wanted:
-            old = (ws.get("status") or {}).get(STATUS_FIELD)
+            old = WorkspaceStatus.of(ws.get("status")).relay_staging
             patch = {"status": {STATUS_FIELD: _replacing(old, _status_value(wanted))}}
             await kube.patch(WORKSPACES, meta["name"], patch, meta.get("namespace"), sub="status")
         if has_legacy_annotations(ws):

@@ -30,6 +30,7 @@ from typing import Final, Literal
 
 from controller.types import Obj
 from wspin.core.contract import LABEL_WORKSPACE_UID as LABEL_WORKSPACE_UID
+from wspin.core.workspace import RELAY_STAGING, WorkspaceStatus
 
 LABEL_WORKSPACE_NAMESPACE: Final = "llmsafespaces.dev/workspace-namespace"
 """Recorded, with ``LABEL_WORKSPACE_UID``, on every object staged for a Workspace (envelopes
@@ -38,7 +39,7 @@ reading any annotation; the uid label is the controller's alone (the chart's own
 policies), so a handoff that carries it was written by the controller."""
 STAGED_FOR_ANNOTATION: Final = "llmsafespaces.dev/relay-staged-for"
 """Where releases before this one marked whose bookkeeping a Workspace's annotations were."""
-STAGED_STATUS_FIELD: Final = "relayStaging"
+STAGED_STATUS_FIELD: Final = RELAY_STAGING
 """The Workspace status field holding the bookkeeping (``desired``), ``stagedFor`` included."""
 
 
@@ -56,7 +57,7 @@ class Claimant:
     @classmethod
     def of(cls, ws: Obj) -> Claimant:
         meta = ws.get("metadata") or {}
-        record = (ws.get("status") or {}).get(STAGED_STATUS_FIELD)
+        record = WorkspaceStatus.of(ws.get("status")).relay_staging
         mark = record.get("stagedFor") if isinstance(record, dict) else None
         return cls(
             created=str(meta.get("creationTimestamp") or ""),

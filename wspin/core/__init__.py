@@ -1,7 +1,8 @@
 """The pure core both processes stand on: the external contract (names, labels, env, exit
 codes), objects and kinds, the error hierarchy, the clock, the one retry backoff
 (``backoff``) and uid jitter (``jitter``), quantities, redaction, the delivery
-configuration, the workspace-pod definition, the runtime catalogue's rules, and the flag and
+configuration, the workspace-pod definition, the typed view of a Workspace (``workspace``:
+each spec and status field named once), the runtime catalogue's rules, and the flag and
 JSON-log helpers.
 
 No network, file or API access lives here, and nothing here imports a layer above

@@ -21,6 +21,7 @@ from typing import Final, Literal, get_args
 
 from wspin.core.objects import Obj
 from wspin.core.owners import record_of
+from wspin.core.workspace import WorkspaceSpec, WorkspaceStatus
 
 Phase = Literal[
     "Pending",
@@ -64,7 +65,7 @@ SECURITY_LEVELS: Final = frozenset({"standard", "high", "custom"})
 def phase_of(workspace: Obj) -> str:
     """The Workspace's phase as counted: ``status.phase``; Pending before the controller has
     written one (it treats an empty phase as Pending); Unknown for a value outside the enum."""
-    phase = (workspace.get("status") or {}).get("phase") or "Pending"
+    phase = WorkspaceStatus.of(workspace.get("status")).phase or "Pending"
     return phase if phase in PHASES else UNKNOWN
 
 
@@ -80,8 +81,8 @@ def phase_counts(workspaces: Iterable[Obj]) -> dict[str, int]:
 def runtime_label(workspace: Obj) -> str:
     """``spec.runtime`` when it names a RuntimeEnvironment, ``image`` for an image reference,
     ``none`` when unset, ``other`` for anything else."""
-    runtime = (workspace.get("spec") or {}).get("runtime")
-    if not isinstance(runtime, str) or not runtime:
+    runtime = WorkspaceSpec.of(workspace.get("spec")).runtime
+    if not runtime:
         return "none"
     if "/" in runtime or "@" in runtime:
         return "image"
@@ -90,7 +91,7 @@ def runtime_label(workspace: Obj) -> str:
 
 def security_level_label(workspace: Obj) -> str:
     """``spec.securityLevel`` when it is one of LLMSafeSpaces' levels, else ``none``."""
-    level = (workspace.get("spec") or {}).get("securityLevel")
+    level = WorkspaceSpec.of(workspace.get("spec")).security_level
     return level if level in SECURITY_LEVELS else "none"
 
 

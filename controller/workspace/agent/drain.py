@@ -37,9 +37,8 @@ from datetime import datetime
 from typing import Final, Literal
 
 from controller.types import Obj
-from controller.workspace.agent.metrics import DrainReason
 from controller.workspace.agent.view import AgentView
-from controller.workspace.pod.builder import ANNOTATION_RESTART_GENERATION, restart_generation_of
+from controller.workspace.pod.recycle import RecycleReason, recycle_reason, restart_generation_of
 from wspin.core.errors import Invalid, NotFound
 from wspin.core.kinds import WORKSPACES
 from wspin.kube.client import Kube
@@ -88,14 +87,10 @@ class Hold:
     """The first hold of this drain: say so once."""
 
 
-def reason_of(pod: Obj, ws: Obj, untrusted: bool) -> DrainReason:
-    """Why the pod is being recycled, as the drain metrics label it."""
-    annotations = (pod.get("metadata") or {}).get("annotations") or {}
-    if untrusted:
-        return "credentials"
-    if annotations.get(ANNOTATION_RESTART_GENERATION, "0") != restart_generation_of(ws):
-        return "restart_generation"
-    return "architecture_drift"
+def reason_of(pod: Obj, ws: Obj, untrusted: bool) -> RecycleReason:
+    """Why the pod is being recycled, as the drain metrics label it (``recycle``: the same
+    reason that made it stale)."""
+    return recycle_reason(pod, ws, untrusted=untrusted)
 
 
 def decide(

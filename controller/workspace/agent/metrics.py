@@ -29,15 +29,16 @@ from typing import Final, Literal
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-DrainReason = Literal[
-    "restart_generation", "architecture_drift", "credentials", "restart_generation_user_forced"
-]
+from controller.workspace.pod.recycle import RecycleReason
+
+DrainReason = RecycleReason
+"""A drain is labelled by why its pod is recycled (the values are the label values)."""
 DRAIN_REASONS: Final[tuple[DrainReason, ...]] = (
-    "restart_generation",
-    "architecture_drift",
-    "credentials",
+    RecycleReason.RESTART_GENERATION,
+    RecycleReason.ARCHITECTURE_DRIFT,
+    RecycleReason.CREDENTIALS,
 )
-USER_FORCED: Final[DrainReason] = "restart_generation_user_forced"
+USER_FORCED: Final = RecycleReason.RESTART_GENERATION_USER_FORCED
 DrainOutcome = Literal["idle", "failed_open", "forced", "user_forced"]
 ENDPOINTS: Final = ("healthz", "statusz")
 FAILURES: Final = ("unreachable", "unhealthy", "unreadable")

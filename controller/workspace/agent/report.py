@@ -44,6 +44,11 @@ from controller.toolkit.conditions import (
 from controller.types import Obj
 from controller.workspace.agent.answers import Health, Status, Usage
 from controller.workspace.agent.view import RESTART_AFTER, AgentView
+from wspin.core.workspace import (
+    CONSECUTIVE_HEALTH_FAILURES,
+    CONTROLLER_RESTART_COUNT,
+    SECRETS_DELIVERY,
+)
 
 AGENT_HEALTHY: Final = "AgentHealthy"
 PROVIDER_READY: Final = "ProviderReady"
@@ -59,7 +64,7 @@ CONDITIONS: Final = (
 )
 HEALTH_REPORT_UNREADABLE: Final = "HealthReportUnreadable"
 
-POD_FIELDS: Final = ("userCredsPresent", "consecutiveHealthFailures", "sessions", "activeSessions")
+POD_FIELDS: Final = ("userCredsPresent", CONSECUTIVE_HEALTH_FAILURES, "sessions", "activeSessions")
 """Fields that describe the running pod's agent, withdrawn when the Workspace leaves Active."""
 USAGE_FIELDS: Final[tuple[str, ...]] = (
     "diskUsedBytes",
@@ -71,8 +76,8 @@ USAGE_FIELDS: Final[tuple[str, ...]] = (
     "contextUsed",
     "contextTotal",
 )
-RESTARTS: Final = "controllerRestartCount"
-DELIVERY: Final = "secretsDelivery"
+RESTARTS: Final = CONTROLLER_RESTART_COUNT
+DELIVERY: Final = SECRETS_DELIVERY
 
 DISK_PRESSURE_RATIO: Final = 0.95
 USAGE_STEP: Final = 0.01
@@ -306,7 +311,7 @@ def _active(old: Obj, new: Obj, view: AgentView, generation: int, now: str) -> N
         mirrored = _mirrored(old, view)
         if mirrored is not None:
             new[DELIVERY] = mirrored
-    _set_or_drop(new, "consecutiveHealthFailures", view.failures)
+    _set_or_drop(new, CONSECUTIVE_HEALTH_FAILURES, view.failures)
     status = view.status
     if status is not None:
         more, less = status_conditions(status, generation)

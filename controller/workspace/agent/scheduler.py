@@ -61,6 +61,7 @@ from controller.workspace.agent.report import changes_status
 from controller.workspace.agent.view import COUNTED, AgentView, Liveness
 from wspin.core.clock import Clock, format_time, parse_time, utc_now
 from wspin.core.contract import AGENTD, MAIN_CONTAINER
+from wspin.core.workspace import WorkspaceStatus
 
 log = logging.getLogger("controller.workspace.agent")
 
@@ -209,14 +210,14 @@ class AgentScheduler:
         if target is not None and (target.pod_uid, target.ip) != (pod_meta.get("uid"), ip):
             self._drop(ident)
             target = None
-        status = ws.get("status") or {}
+        status = WorkspaceStatus.of(ws.get("status"))
         if target is None:
             now = self.waker.now()
-            started = parse_time(status.get("startTime"))
+            started = status.start_time
             waited = (self.clock() - started).total_seconds() if started else 0.0
             first = now + max(0.0, self.timing.startup_grace - waited)
             phase = phase_of(ident[1])
-            failures = status.get("consecutiveHealthFailures")
+            failures = status.consecutive_health_failures
             target = _Target(
                 key=ObjectKey.of(ws),
                 pod_name=str(pod_meta.get("name") or ""),
@@ -356,7 +357,7 @@ class AgentScheduler:
         if (
             ws is None
             or meta.get("uid") != ident[1]
-            or (ws.get("status") or {}).get("phase") != "Active"
+            or WorkspaceStatus.of(ws.get("status")).phase != "Active"
             or pod is None
             or (pod.get("metadata") or {}).get("uid") != target.pod_uid
             or scrape_address(pod) != target.ip

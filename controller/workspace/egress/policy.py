@@ -39,6 +39,7 @@ from wspin.core.contract import (
     LABEL_WORKSPACE_UID,
 )
 from wspin.core.kinds import Resource
+from wspin.core.workspace import WorkspaceSpec
 
 NETWORK_POLICIES: Final = Resource(
     "networking.k8s.io", "v1", "networkpolicies", kind="NetworkPolicy"
@@ -84,10 +85,8 @@ def declared_domains(spec: Obj) -> list[tuple[str, tuple[tuple[int, str], ...]]]
     """(domain, ports) for each declared egress entry, in order, bounded by ``MAX_DOMAINS``.
 
     Entries the validator would refuse are skipped: this reads only admitted Workspaces."""
-    egress = ((spec.get("networkAccess") or {}).get("egress")) or []
+    egress = WorkspaceSpec.of(spec).egress
     out: list[tuple[str, tuple[tuple[int, str], ...]]] = []
-    if not isinstance(egress, list):
-        return out
     for entry in egress[:MAX_DOMAINS]:
         if not isinstance(entry, dict) or not isinstance(entry.get("domain"), str):
             continue
@@ -147,8 +146,7 @@ def desired_egress_policy(
     cilium: bool,
 ) -> EgressPlan:
     """The egress policy the Workspace should have; see the module docstring."""
-    spec = ws.get("spec") or {}
-    domains, refused = _allowed_ports(declared_domains(spec), settings)
+    domains, refused = _allowed_ports(declared_domains(ws.get("spec") or {}), settings)
     resource = CILIUM_NETWORK_POLICIES if cilium else NETWORK_POLICIES
     if not domains and not refused and settings.default == "allow":
         return EgressPlan(None, resource)

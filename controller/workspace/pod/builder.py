@@ -39,26 +39,40 @@ from controller.workspace.pod.names import (
     selector_labels,
 )
 from controller.workspace.pod.packages import PackagesError, needs_setup, setup_script
+from controller.workspace.pod.recycle import (
+    ANNOTATION_RESTART_GENERATION,
+    LABEL_ARCH,
+    architecture_of,
+    pod_is_stale,
+    restart_generation_of,
+)
 from controller.workspace.pod.volumes import base_volumes, sidecar_volumes
-from wspin.core.contract import ARCHES, LABEL_WORKSPACE
+from wspin.core.contract import LABEL_WORKSPACE
 from wspin.core.owners import record_of
 from wspin.core.runtimes import Runtime
 from wspin.core.tenancy import LABEL_TENANT
+from wspin.core.workspace import WorkspaceSpec
 
-__all__ = ["PodBuildError", "desired_pod", "names", "pod_is_stale", "sanitize_label"]
+__all__ = [
+    "ANNOTATION_RESTART_GENERATION",
+    "LABEL_ARCH",
+    "PodBuildError",
+    "architecture_of",
+    "desired_pod",
+    "names",
+    "pod_is_stale",
+    "restart_generation_of",
+    "sanitize_label",
+]
 
 LABEL_RUNTIME: Final = "runtime"
 ANNOTATION_RUNTIME_ENV: Final = "llmsafespaces.dev/runtime-env"
 """The RuntimeEnvironment a bare ``spec.runtime`` resolved to."""
 ANNOTATION_CREATED_BY: Final = "llmsafespaces.dev/created-by"
-ANNOTATION_RESTART_GENERATION: Final = "llmsafespaces.dev/restart-generation"
-"""The ``spec.restartGeneration`` a pod was built for; a different value recreates the pod."""
-LABEL_ARCH: Final = "kubernetes.io/arch"
 UNSPECIFIED: Final = "unspecified"
 
 DEFAULT_UID: Final = 1000
 DEFAULT_GID: Final = 1000
-DEFAULT_ARCH: Final = "amd64"
 
 # Labels and names the API server would reject: fail the Workspace with a reason instead.
 _MAX_LABEL_VALUE: Final = 63
@@ -89,17 +103,18 @@ def tenant_of(ws: Obj) -> str:
 
 def dev_preview_of(spec: Obj) -> bool:
     """``spec.networkAccess.devPreview``: only a literal true enables it."""
-    access = spec.get("networkAccess")
-    return isinstance(access, dict) and access.get("devPreview") is True
+    return WorkspaceSpec.of(spec).dev_preview
 
 
 def max_active_sessions_of(spec: Obj) -> int:
     """``spec.maxActiveSessions`` within the CRD's 1-20, else the CRD's default (an object
     stored before the field was declared has none)."""
-    value = spec.get("maxActiveSessions")
-    if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 20:
-        return value
-    return DEFAULT_MAX_ACTIVE_SESSIONS
+    return _max_active_sessions(WorkspaceSpec.of(spec))
+
+
+def _max_active_sessions(spec: WorkspaceSpec) -> int:
+    value = spec.max_active_sessions
+    return DEFAULT_MAX_ACTIVE_SESSIONS if value is None else value
 
 
 def owner_labels(ws: Obj) -> dict[str, str]:
@@ -113,45 +128,27 @@ def _spec(ws: Obj) -> Obj:
     return spec if isinstance(spec, dict) else {}
 
 
-def architecture_of(ws: Obj) -> str:
-    arch = _spec(ws).get("architecture") or DEFAULT_ARCH
-    if arch not in ARCHES:
-        raise PodBuildError(
-            f"spec.architecture {arch!r} is not supported; use one of {', '.join(ARCHES)}"
-        )
-    return str(arch)
-
-
-def restart_generation_of(ws: Obj) -> str:
-    value = _spec(ws).get("restartGeneration") or 0
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise PodBuildError(f"spec.restartGeneration must be a whole number >= 0 (got {value!r})")
-    return str(value)
-
-
-def runtime_image(spec: Obj) -> str:
+def runtime_image(spec: WorkspaceSpec) -> str:
     """``spec.runtime`` as the image. The reconciler resolves a bare name through the runtime
     catalogue first and passes the RuntimeEnvironment's image instead (``desired_pod``'s
     ``runtime``); an image-shaped runtime is the image, restricted by the validator."""
-    runtime = spec.get("runtime")
-    if not isinstance(runtime, str) or not runtime.strip():
+    runtime = spec.runtime
+    if runtime is None or not runtime.strip():
         raise PodBuildError("spec.runtime is required: name a runtime or an image")
     return runtime
 
 
-def runtime_class_of(spec: Obj, settings: WorkspaceSettings) -> str | None:
+def runtime_class_of(spec: WorkspaceSpec, settings: WorkspaceSettings) -> str | None:
     """None/absent → the controller default; any string, "" included, wins; "" → unset."""
-    if spec.get("runtimeClass") is not None:
-        chosen: str | None = str(spec["runtimeClass"])
-    else:
-        chosen = settings.default_runtime_class
+    given = spec.runtime_class
+    chosen = settings.default_runtime_class if given is None else str(given)
     return chosen or None
 
 
-def _identity(spec: Obj) -> tuple[int, int]:
+def _identity(spec: WorkspaceSpec) -> tuple[int, int]:
     """runAsUser/runAsGroup: 1000 each, overridden by a non-zero ``spec.podSecurityContext``
     value (zero means "default", never root)."""
-    context = spec.get("podSecurityContext") or {}
+    context = spec.pod_security_context or {}
     if not isinstance(context, dict):
         raise PodBuildError("spec.podSecurityContext must be an object")
     chosen = []
@@ -206,7 +203,8 @@ def desired_pod(
     pod_names = names(ws)
     if len(pod_names.pod) > _MAX_NAME:
         raise PodBuildError(f"pod name {pod_names.pod!r} would exceed {_MAX_NAME} characters")
-    uid, gid = _identity(spec)
+    view = WorkspaceSpec.of(spec)
+    uid, gid = _identity(view)
     arch = architecture_of(ws)
     try:
         resources = container_resources(spec)
@@ -215,7 +213,7 @@ def desired_pod(
         raise PodBuildError(err.message, err.fix) from None
     inputs = PodInputs(
         ws_name=ws_name,
-        runtime_image=runtime.image if runtime is not None else runtime_image(spec),
+        runtime_image=runtime.image if runtime is not None else runtime_image(view),
         agentd_image=_agentd_image(settings),
         resources=resources,
         sidecar=settings.agentd_sidecar,
@@ -225,12 +223,12 @@ def desired_pod(
         preview_origin_base_domain=settings.preview_origin_base_domain,
         upload_staging=settings.upload_staging,
         admin_token=credentials.admin_token,
-        dev_preview=dev_preview_of(spec),
-        max_active_sessions=max_active_sessions_of(spec),
+        dev_preview=view.dev_preview,
+        max_active_sessions=_max_active_sessions(view),
     )
     labels = {
         **selector_labels(ws_name),
-        LABEL_RUNTIME: sanitize_label(str(spec.get("runtime") or "")),
+        LABEL_RUNTIME: sanitize_label(view.runtime or ""),
         # Informational, from the verified owner; it decides nothing: the quota's tenant is
         # this key on the Namespace, which the platform sets, or the vouched owner's digests
         # below (labels the ownership policies let only the controller write).
@@ -270,7 +268,7 @@ def desired_pod(
         "containers": [workspace_container(inputs)],
         "volumes": volumes,
     }
-    runtime_class = runtime_class_of(spec, settings)
+    runtime_class = runtime_class_of(view, settings)
     if runtime_class:
         pod_spec["runtimeClassName"] = runtime_class
     metadata = owned_metadata(ws, pod_names.pod, labels)
@@ -284,21 +282,3 @@ def desired_pod(
     if runtime is not None:
         metadata["annotations"][ANNOTATION_RUNTIME_ENV] = runtime.name
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": pod_spec}
-
-
-def pod_is_stale(pod: Obj, ws: Obj) -> str | None:
-    """Why an existing pod no longer matches its Workspace (so it must be recreated), or None.
-
-    Only a new ``restartGeneration`` or ``architecture`` recreates a pod here: pod specs are
-    immutable, and nothing else justifies interrupting a running workspace (the reconciler
-    also replaces a pod whose credentials it cannot vouch for, ``credentials.pod_credentials``).
-    """
-    annotations = (pod.get("metadata") or {}).get("annotations") or {}
-    wanted_generation = restart_generation_of(ws)
-    if annotations.get(ANNOTATION_RESTART_GENERATION, "0") != wanted_generation:
-        return f"restartGeneration changed to {wanted_generation}"
-    have_arch = ((pod.get("spec") or {}).get("nodeSelector") or {}).get(LABEL_ARCH)
-    wanted_arch = architecture_of(ws)
-    if have_arch != wanted_arch:
-        return f"architecture changed to {wanted_arch}"
-    return None

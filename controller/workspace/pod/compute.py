@@ -20,6 +20,7 @@ from typing import Final
 from controller.types import Obj
 from wspin.core.errors import WspinError
 from wspin.core.quantity import QuantityError, multiply, parse_quantity
+from wspin.core.workspace import WorkspaceSpec
 from wspin.core.workspace_defaults import (
     DEFAULT_CPU_REQUEST,
     DEFAULT_MEMORY_REQUEST,
@@ -72,7 +73,7 @@ def given_quantities(resources: Obj) -> dict[tuple[str, str], tuple[str, str]]:
 
 def container_resources(spec: Obj) -> Obj:
     """``resources`` for the workspace container; raises ResourcesError naming the field."""
-    resources = spec.get("resources")
+    resources = WorkspaceSpec.of(spec).resources
     if resources is None:
         resources = {}
     if not isinstance(resources, dict):

@@ -25,6 +25,7 @@ from controller.types import Obj
 from controller.workspace.pod.credential_keys import CredentialKeys
 from controller.workspace.pod.names import names, owned_metadata
 from wspin.core.contract import MAIN_CONTAINER
+from wspin.core.workspace import CREDENTIALS_ROTATION, WorkspaceSpec, WorkspaceStatus
 
 PASSWORD: Final = "password"  # noqa: S105 - a data key
 ADMIN_TOKEN: Final = "admin-token"  # noqa: S105 - a data key
@@ -35,7 +36,7 @@ ANNOTATION_CREDENTIALS_KEY: Final = "llmsafespaces.dev/credentials-key"
 """The id of the key a pod's credentials were derived from (written by the controller)."""
 ANNOTATION_CREDENTIALS_ROTATION: Final = "llmsafespaces.dev/credentials-rotation"
 """The admin-token rotation a pod was built with (absent: 0, a pod of an earlier release)."""
-STATUS_ROTATION: Final = "credentialsRotation"
+STATUS_ROTATION: Final = CREDENTIALS_ROTATION
 """``status.credentialsRotation``: the highest admin-token rotation a pod was built with.
 Only the controller writes status, and it never goes down, so a token once rotated away
 never comes back (not even when ``spec.restartGeneration`` is set back)."""
@@ -76,9 +77,10 @@ def credentials_rotation(ws: Obj) -> int:
     """The admin-token rotation a pod built now gets: every recycle the Workspace asks for
     (``spec.restartGeneration``, the force-recycle included) advances it, and the status keeps
     the highest one built, so it never goes down."""
-    spec = ws.get("spec") or {}
-    status = ws.get("status") or {}
-    return max(whole(spec.get("restartGeneration")), whole(status.get(STATUS_ROTATION)))
+    return max(
+        WorkspaceSpec.of(ws.get("spec")).restart_generation_or_zero,
+        WorkspaceStatus.of(ws.get("status")).credentials_rotation,
+    )
 
 
 def derive_credentials(

@@ -14,6 +14,7 @@ from typing import Final
 
 from controller.types import Obj
 from wspin.core.errors import WspinError
+from wspin.core.workspace import WorkspaceSpec
 
 PACKAGES_DIR: Final = "/workspace/packages"
 MANAGERS: Final = ("pip", "npm", "go")
@@ -33,17 +34,19 @@ def shell_quote(value: str) -> str:
 
 def needs_setup(spec: Obj) -> bool:
     """Whether the Workspace asks for anything the setup init would do."""
-    packages = spec.get("packages") or []
+    view = WorkspaceSpec.of(spec)
+    packages = view.packages or []
     wants_packages = isinstance(packages, list) and any(
         isinstance(p, dict) and p.get("requirements") for p in packages
     )
-    return wants_packages or bool(spec.get("initScript"))
+    return wants_packages or bool(view.init_script)
 
 
 def setup_script(spec: Obj) -> str:
     """The ``/bin/sh`` script of the setup init; raises PackagesError naming the field."""
     lines = ["set -e", f"mkdir -p {PACKAGES_DIR}"]
-    packages = spec.get("packages") or []
+    view = WorkspaceSpec.of(spec)
+    packages = view.packages or []
     if not isinstance(packages, list):
         raise PackagesError("spec.packages must be a list of {manager, requirements}")
     for i, package_set in enumerate(packages):
@@ -68,7 +71,7 @@ def setup_script(spec: Obj) -> str:
             lines += [f"cd {PACKAGES_DIR} && go install {shell_quote(r)}" for r in requirements]
         else:
             lines.append(f"pip install --target={PACKAGES_DIR} -- {quoted}")
-    init_script = spec.get("initScript")
+    init_script = view.init_script
     if init_script:
         if not isinstance(init_script, str):
             raise PackagesError("spec.initScript must be a string")

@@ -20,6 +20,7 @@ from typing import Final
 from controller.types import Obj
 from controller.workspace.pod.names import PodBuildError, names, owned_metadata
 from controller.workspace.pod.ownership import Conflict, conflict_of, reference_conflict, unlabelled
+from wspin.core.workspace import WorkspaceSpec, WorkspaceStatus
 
 READ_WRITE_ONCE: Final = "ReadWriteOnce"
 READ_WRITE_MANY: Final = "ReadWriteMany"
@@ -35,12 +36,12 @@ def claim_conflict(
     found = conflict_of(pvc, ws, KIND, legacy_before=legacy_before)
     if found is None or pvc is None or reference_conflict(pvc, ws, KIND) is not None:
         return found
-    meta, status = pvc.get("metadata") or {}, ws.get("status") or {}
+    meta, status = pvc.get("metadata") or {}, WorkspaceStatus.of(ws.get("status"))
     legacy = names(ws).legacy_pvc
     former = (
         meta.get("name") == legacy
-        and str(status.get("pvcName") or "") in ("", legacy)
-        and str(status.get("pvcUID") or "") in ("", meta.get("uid"))
+        and status.pvc_name in ("", legacy)
+        and status.pvc_uid in ("", meta.get("uid"))
     )
     return None if former and unlabelled(pvc) else found
 
@@ -67,8 +68,7 @@ def access_mode(storage: Obj) -> str:
 
 def desired_pvc(ws: Obj, name: str | None = None) -> Obj:
     """The claim ``name`` (``workspace-<ws>`` by default) from ``spec.storage``."""
-    spec = ws.get("spec")
-    storage = (spec if isinstance(spec, dict) else {}).get("storage") or {}
+    storage = WorkspaceSpec.of(ws.get("spec")).storage or {}
     if not isinstance(storage, dict):
         raise PodBuildError("spec.storage must be an object with size, like {size: 10Gi}")
     size = storage.get("size")

@@ -51,6 +51,7 @@ from controller.workspace.recovery.policy import (
 )
 from wspin.core.clock import format_time
 from wspin.core.fleet import Phase
+from wspin.core.workspace import WorkspaceStatus
 
 CRASH_LOOP: Final = "CrashLoopBackOff"
 POD_ENDED: Final = "PodEnded"
@@ -169,7 +170,9 @@ def _count(
     result.notices.append(
         Counted(failure.failure_class, waits, failure.reason if pod_level else "")
     )
-    reported = before.failures > 0 and is_true(status.get("conditions") or [], RECOVERY_EXHAUSTED)
+    reported = before.failures > 0 and is_true(
+        WorkspaceStatus.of(status).conditions, RECOVERY_EXHAUSTED
+    )
     if not reported and result.state.failures >= rule.exhausted_after:
         crossed = exhausted_condition(result.state, generation)
         result.conditions.append(crossed)
@@ -210,7 +213,7 @@ def _pod_failure(view: PodView, result: Assessment) -> fl.Failure | None:
         described = causes.quote(found_boot.describe(), view.redact)
         result.conditions.append(boot.failed_condition(found_boot, view.generation, described))
         result.reason, result.message = boot.PLATFORM_BOOT_FAILED, described
-        if not boot.reported(view.status.get("conditions") or [], found_boot.container):
+        if not boot.reported(WorkspaceStatus.of(view.status).conditions, found_boot.container):
             result.boot = found_boot
         return None
     created = facts.created or view.now
@@ -304,8 +307,8 @@ def assess_pod(view: PodView) -> Assessment:
     state = result.state
     if view.facts.deleting and not result.reason and state.failed(uid):
         # Replaced after a failure: the pod says why while it stops, as the wait after it will.
-        result.reason = str(view.status.get("reason") or "")
-        result.message = str(view.status.get("message") or "")
+        recorded = WorkspaceStatus.of(view.status)
+        result.reason, result.message = recorded.reason, recorded.message
     elif view.phase == "Active":
         # Serving again: whatever retry was pending has happened.
         state = replace(state, next_retry_at=None)
@@ -334,8 +337,8 @@ def assess_missing(
         result.message = f"{lost.message}; {_retry(result.state, now)}"
     else:
         # Worded by the pass that counted the failure; kept while its retry waits.
-        result.reason = str(status.get("reason") or "")
-        result.message = str(status.get("message") or "")
+        recorded = WorkspaceStatus.of(status)
+        result.reason, result.message = recorded.reason, recorded.message
     wait = result.state.retry_wait(now)
     if wait is None:
         result.state = replace(result.state, next_retry_at=None)
@@ -357,7 +360,10 @@ def assess_build_failure(
     result = Assessment(RecoveryState.of(status, generation, spec))
     state = result.state
     due = None
-    if status.get("failureReason") == POD_BUILD_FAILED and state.last_failure_at is not None:
+    if (
+        WorkspaceStatus.of(status).failure_reason == POD_BUILD_FAILED
+        and state.last_failure_at is not None
+    ):
         due = state.last_failure_at + timedelta(seconds=state.backoff())
     if state.failures and due is not None and due > now:
         wait = (due - now).total_seconds()

@@ -37,6 +37,7 @@ from prometheus_client.registry import Collector
 from controller.types import Listable
 from controller.workspace.recovery import boot, causes, decision
 from controller.workspace.recovery import failures as fl
+from wspin.core.workspace import WorkspaceStatus
 
 BACKOFF_BUCKETS: Final = (5, 10, 20, 30, 40, 60, 80, 120, 160, 240, 300, 600, 1800)
 """Seconds: every wait of the recovery schedules is a bucket bound, so quantiles are exact."""
@@ -160,9 +161,7 @@ class InRecoveryCollector(Collector):
         family = self._family()
         count = 0
         for workspace in self.workspaces.list():
-            status = workspace.get("status")
-            failures = status.get("consecutiveFailures") if isinstance(status, dict) else None
-            if isinstance(failures, int) and not isinstance(failures, bool) and failures > 0:
+            if WorkspaceStatus.of(workspace.get("status")).consecutive_failures > 0:
                 count += 1
         family.add_metric([], count)
         yield family

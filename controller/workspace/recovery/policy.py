@@ -50,6 +50,7 @@ from controller.types import Obj
 from controller.workspace.recovery import failures as fl
 from wspin.core.backoff import Backoff
 from wspin.core.clock import format_time, parse_time
+from wspin.core.workspace import CONTROLLER_RESTART_COUNT, WorkspaceSpec
 
 RECOVERY_EXHAUSTED: Final = "RecoveryExhausted"
 STABILITY_WINDOW: Final = 120.0
@@ -65,7 +66,7 @@ FIELDS: Final = (
     "recoveryAttempts",
     "lastFailedPod",
 )
-RESTARTS_FIELD: Final = "controllerRestartCount"
+RESTARTS_FIELD: Final = CONTROLLER_RESTART_COUNT
 SPEC_FIELD: Final = "recoverySpec"
 """The digest of the spec the record was counted under (``spec_digest``)."""
 
@@ -73,7 +74,7 @@ SPEC_FIELD: Final = "recoverySpec"
 def spec_digest(spec: object) -> str:
     """What a spec change means to the record: 16 hex of the sha256 of ``spec`` without
     ``suspend``, in canonical JSON."""
-    kept = {k: v for k, v in spec.items() if k != "suspend"} if isinstance(spec, dict) else {}
+    kept = WorkspaceSpec.of(spec).without_suspend()
     text = json.dumps(kept, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
