@@ -18,18 +18,25 @@ runs) over 1,000 and over 10,000 agents, so what grows with the fleet shows: CPU
 how late reads start (the scheduler's own lag histogram) at 10,000 vs at 1,000; and the memory
 the scheduler holds per tracked agent at 10,000 (targets, deadlines) vs the cached Workspace and
 pod it reads them from.
+
+``WSPIN_BENCH_TREE=/path/to/checkout`` also runs the scheduler of another checkout, each
+checkout's windows in a child process of its own (``python -m bench.agent_scrapes window …``)
+alternating against the same stub, and prints this checkout's CPU per read, lateness and
+memory per agent against it: a change's cost, measured in the same run.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+import os
 import statistics
 import sys
 import time
 import tracemalloc
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import aiohttp
 from prometheus_client import CollectorRegistry
@@ -282,5 +289,102 @@ async def _measure() -> list[Row]:
     ]
 
 
+async def _child(tree: str, *argv: object) -> dict[str, float]:
+    """One measurement by ``tree``'s own bench in a child process: its JSON answer."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "bench.agent_scrapes",
+        *(str(arg) for arg in argv),
+        cwd=tree,
+        env={**os.environ, "PYTHONPATH": tree},
+        stdout=asyncio.subprocess.PIPE,
+    )
+    out, _ = await process.communicate()
+    if process.returncode != 0:
+        raise RuntimeError(f"the bench of {tree} failed ({process.returncode})")
+    answer: dict[str, float] = json.loads(out.decode().strip().splitlines()[-1])
+    return answer
+
+
+async def _against(other: str) -> list[Row]:
+    """This checkout's scheduler against ``other``'s, in alternating child processes."""
+    trees = {"this": os.getcwd(), "other": other}
+    saturated: dict[str, list[dict[str, float]]] = {name: [] for name in trees}
+    paced: dict[str, list[dict[str, float]]] = {name: [] for name in trees}
+    async with _stub() as port:
+        await _empty_loop(port, 2000)
+        for _ in range(ROUNDS):
+            for name, tree in trees.items():
+                saturated[name].append(await _child(tree, "window", port, FLEET, 1.0, 5.0, SECONDS))
+                paced[name].append(
+                    await _child(tree, "window", port, 10000, _paced_health(10000), 1.0, 5.0, 0)
+                )
+    held = {name: (await _child(tree, "held", 10000))["held"] for name, tree in trees.items()}
+
+    def median(runs: dict[str, list[dict[str, float]]], name: str, field: str) -> float:
+        return statistics.median(run[field] for run in runs[name])
+
+    rows = []
+    for what, runs in (
+        (f"saturated, {FLEET} agents", saturated),
+        (f"{PACED:.0f} reads/s over 10,000 agents", paced),
+    ):
+        this, that = median(runs, "this", "cpu"), median(runs, "other", "cpu")
+        rows.append(
+            Row(
+                f"controller CPU per agentd read, {what}, this checkout vs $WSPIN_BENCH_TREE",
+                this / that,
+                "<= 1.05",
+                f"{this * 1e6:,.0f} µs vs {that * 1e6:,.0f} µs; reads/s "
+                f"{median(runs, 'this', 'rate'):,.0f} vs {median(runs, 'other', 'rate'):,.0f}",
+            )
+        )
+    this, that = median(paced, "this", "lag"), median(paced, "other", "lag")
+    rows.append(
+        Row(
+            f"mean lateness of a read's start, {PACED:.0f} reads/s over 10,000 agents, this "
+            "checkout vs $WSPIN_BENCH_TREE",
+            this / max(that, 1e-6),
+            "-",
+            f"{this * 1e3:,.2f} ms vs {that * 1e3:,.2f} ms",
+        )
+    )
+    rows.append(
+        Row(
+            "memory the scheduler holds per tracked agent (10,000), this checkout vs "
+            "$WSPIN_BENCH_TREE",
+            held["this"] / held["other"],
+            "<= 1.05",
+            f"{held['this']:,.0f} B vs {held['other']:,.0f} B",
+        )
+    )
+    return rows
+
+
 def bench_agent_scrapes() -> list[Row]:
-    return asyncio.run(_measure())
+    rows = asyncio.run(_measure())
+    other = os.environ.get("WSPIN_BENCH_TREE")
+    if other:
+        rows += asyncio.run(_against(other))
+    return rows
+
+
+def _main(argv: list[str]) -> None:
+    """``window PORT FLEET HEALTH WARM SECONDS [WRITE]`` or ``held FLEET``: one measurement,
+    as JSON on the last line of stdout."""
+    if argv[0] == "window":
+        port, fleet = int(argv[1]), int(argv[2])
+        health, warm, seconds = float(argv[3]), float(argv[4]), float(argv[5])
+        write = len(argv) < 7 or argv[6] != "0"
+        run = asyncio.run(_scheduler(port, fleet, health, warm, seconds, write))
+        print(json.dumps(asdict(run)))
+    elif argv[0] == "held":
+        held, cached = asyncio.run(_held_per_agent(int(argv[1])))
+        print(json.dumps({"held": held, "cached": cached}))
+    else:
+        raise SystemExit(f"unknown measurement {argv[0]!r}")
+
+
+if __name__ == "__main__":
+    _main(sys.argv[1:])

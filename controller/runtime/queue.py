@@ -228,15 +228,18 @@ class WorkQueue(Generic[K]):
             self._alarm = (earliest, clock.call_at(earliest, self._fire, earliest))
 
     def _fire(self, moment: float) -> None:
-        """The timer for ``moment`` went off: add every key due by then, set the next."""
+        """The timer for ``moment`` went off: add every key due by now (a busy loop runs a
+        timer late, and each key must not wait for a turn of its own), set the next."""
         self._alarm = None
+        clock = self._on()
+        moment = max(moment, clock.time())  # the loop may run a timer a hair early
         while self._delays and self._delays[0][0] <= moment:
             due, _, key = heapq.heappop(self._delays)
             if self._timers.get(key) == due:
                 del self._timers[key]
                 self.add(key)
         if not self._shutting_down:
-            self._arm(self._on())
+            self._arm(clock)
 
     def _compact(self) -> None:
         self._delays = [entry for entry in self._delays if self._timers.get(entry[2]) == entry[0]]

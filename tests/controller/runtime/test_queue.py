@@ -4,13 +4,15 @@ timer) and per-key backoff."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
 from controller.runtime.queue import BASE_DELAY, MAX_DELAY, Backoff, ShutDown, WorkQueue
 from controller.types import ObjectKey
 from tests.support.clock import FakeClock
-from tests.support.waker import FakeWaker
+from tests.support.waker import FakeTimer, FakeWaker
 
 A = ObjectKey("ns", "a")
 B = ObjectKey("ns", "b")
@@ -153,7 +155,16 @@ async def test_a_key_is_held_while_waiting_in_flight_or_delayed_and_says_when_it
 
 
 class CountingWaker(FakeWaker):
-    """Fake timers that count the ones still pending (set and neither fired nor cancelled)."""
+    """Fake timers that count the ones set, and those still pending (neither fired nor
+    cancelled)."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        super().__init__(clock)
+        self.set = 0
+
+    def call_at(self, when: float, callback: Callable[..., object], *args: Any) -> FakeTimer:
+        self.set += 1
+        return super().call_at(when, callback, *args)
 
     def pending(self) -> int:
         return sum(1 for _, _, timer in self._due if not timer.cancelled)
@@ -218,3 +229,13 @@ async def test_an_earlier_delayed_add_moves_the_one_timer_forward() -> None:
     timers.advance(1.0)
     assert await queue.get() == 2
     assert queue.delay_of(1) == pytest.approx(59.0)
+
+
+async def test_a_timer_that_runs_late_adds_every_key_due_by_then_at_once() -> None:
+    timers = fake_timers()
+    queue: WorkQueue[int] = WorkQueue("reads", timers=timers)
+    for key in range(100):
+        queue.add_after(key, 1.0 + key / 100)
+    timers.advance(5.0)  # a busy event loop: the timer for the first runs after the last
+    assert len(queue) == 100
+    assert timers.set == 1, "one turn of the timer, not one per key"
