@@ -1,6 +1,16 @@
 """The work queue: keys to reconcile, de-duplicated, with per-key backoff (client-go's
 ``workqueue``, in asyncio).
 
+Keys are ``ObjectKey``s for the reconcilers; other work keyed by any hashable value (an agent
+read: a Workspace and what to read of it) uses the same queue, handed out by ``pool.serve``.
+
+Delayed adds wait in one heap with one event-loop timer for the earliest (client-go's
+delaying queue), not one timer each: tens of thousands of pending adds (a requeue per
+Workspace, two reads per agent) would otherwise sit in the event loop's own timer heap, whose
+entries compare in Python, and slow every timer of the process. A superseded or cancelled
+entry stays in the heap until it surfaces or the heap is compacted (at most twice the pending
+adds, plus a little). Time is the running event loop's, or ``Timers`` a test moves by hand.
+
 Guarantees the reconcilers rely on:
 - a key is never handed to two workers at once; a key added while it is being processed
   is handed out again after ``done`` (so the change that arrived meanwhile is not lost);
@@ -13,9 +23,13 @@ Guarantees the reconcilers rely on:
 from __future__ import annotations
 
 import asyncio
+import heapq
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
+from typing import Any, Generic, Protocol
+
+from typing_extensions import TypeVar
 
 from controller.types import ObjectKey
 from wspin.core import backoff
@@ -25,6 +39,23 @@ BASE_DELAY = 0.005
 
 MAX_DELAY = 1000.0
 """Ceiling of the per-key backoff in seconds (controller-runtime: 1000 s)."""
+
+
+K = TypeVar("K", bound=Hashable, default=ObjectKey)
+"""A queue's key type: ``ObjectKey`` for reconcilers."""
+
+
+class Timer(Protocol):
+    def cancel(self) -> None: ...
+
+
+class Timers(Protocol):
+    """Where delayed adds wait (the running event loop's ``time`` and ``call_at`` unless
+    given): a monotonic time in seconds, and a callback at a moment on it."""
+
+    def time(self) -> float: ...
+
+    def call_at(self, when: float, callback: Callable[..., object], *args: Any) -> Timer: ...
 
 
 class ShutDown(Exception):
@@ -56,8 +87,8 @@ class Backoff:
         return self.failures.get(key, 0)
 
 
-class WorkQueue:
-    """A de-duplicating FIFO of ``ObjectKey``s with delayed adds and per-key backoff."""
+class WorkQueue(Generic[K]):
+    """A de-duplicating FIFO of keys with delayed adds and per-key backoff."""
 
     def __init__(
         self,
@@ -65,13 +96,22 @@ class WorkQueue:
         *,
         backoff: Backoff | None = None,
         on_depth: Callable[[int], None] | None = None,
+        timers: Timers | None = None,
     ) -> None:
         self.name = name
         self.backoff = backoff or Backoff()
-        self._queue: deque[ObjectKey] = deque()
-        self._dirty: set[ObjectKey] = set()
-        self._processing: set[ObjectKey] = set()
-        self._timers: dict[ObjectKey, tuple[float, asyncio.TimerHandle]] = {}
+        self._queue: deque[K] = deque()
+        self._dirty: set[K] = set()
+        self._processing: set[K] = set()
+        self._clock = timers
+        """None: the running event loop."""
+        self._timers: dict[K, float] = {}
+        """The moment of each key's pending delayed add."""
+        self._delays: list[tuple[float, int, K]] = []
+        """(moment, sequence, key) of delayed adds; entries not in ``_timers`` are stale."""
+        self._seq = 0
+        self._alarm: tuple[float, Timer] | None = None
+        """The one event-loop timer, set for the earliest moment in ``_delays``."""
         self._waiters: list[asyncio.Future[None]] = []
         self._shutting_down = False
         self._on_depth = on_depth
@@ -84,19 +124,19 @@ class WorkQueue:
     def in_flight(self) -> int:
         return len(self._processing)
 
-    def holds(self, key: ObjectKey) -> bool:
+    def holds(self, key: K) -> bool:
         """``key`` is waiting, being processed, or due after a delay: without a new event it
         is handed out again only if this is true."""
         return key in self._dirty or key in self._processing or key in self._timers
 
-    def delay_of(self, key: ObjectKey) -> float | None:
+    def delay_of(self, key: K) -> float | None:
         """Seconds until ``key``'s delayed add fires; None when none is pending."""
         pending = self._timers.get(key)
         if pending is None:
             return None
-        return max(0.0, pending[0] - asyncio.get_running_loop().time())
+        return max(0.0, pending - self._on().time())
 
-    def add(self, key: ObjectKey) -> None:
+    def add(self, key: K) -> None:
         """Queue ``key`` now, unless it is already waiting. Ignored after shutdown."""
         if self._shutting_down or key in self._dirty:
             return
@@ -106,33 +146,40 @@ class WorkQueue:
         self._queue.append(key)
         self._changed()
 
-    def add_after(self, key: ObjectKey, delay: float) -> None:
+    def add_after(self, key: K, delay: float) -> None:
         """Queue ``key`` after ``delay`` seconds; of several pending delays the earliest wins."""
         if self._shutting_down:
             return
         if delay <= 0:
             self.add(key)
             return
-        loop = asyncio.get_running_loop()
-        due = loop.time() + delay
+        clock = self._on()
+        due = clock.time() + delay
         pending = self._timers.get(key)
-        if pending is not None:
-            if pending[0] <= due:
-                return
-            pending[1].cancel()
-        self._timers[key] = (due, loop.call_at(due, self._fire, key))
+        if pending is not None and pending <= due:
+            return
+        self._timers[key] = due
+        self._seq += 1
+        heapq.heappush(self._delays, (due, self._seq, key))
+        if len(self._delays) > 2 * len(self._timers) + 64:
+            self._compact()
+        self._arm(clock)
 
-    def add_rate_limited(self, key: ObjectKey) -> float:
+    def cancel(self, key: K) -> None:
+        """Drop ``key``'s pending delayed add, if any (a key already waiting stays)."""
+        self._timers.pop(key, None)
+
+    def add_rate_limited(self: WorkQueue[ObjectKey], key: ObjectKey) -> float:
         """Queue ``key`` after its backoff; returns the delay chosen."""
         delay = self.backoff.when(key)
         self.add_after(key, delay)
         return delay
 
-    def forget(self, key: ObjectKey) -> None:
+    def forget(self: WorkQueue[ObjectKey], key: ObjectKey) -> None:
         """Reset ``key``'s failure count (after a successful reconcile)."""
         self.backoff.forget(key)
 
-    async def get(self) -> ObjectKey:
+    async def get(self) -> K:
         """The next key; wait for one. Raises ``ShutDown`` once shut down and drained."""
         while not self._queue:
             if self._shutting_down:
@@ -150,7 +197,7 @@ class WorkQueue:
         self._report_depth()
         return key
 
-    def done(self, key: ObjectKey) -> None:
+    def done(self, key: K) -> None:
         """Mark ``key`` processed; if it was added meanwhile, it goes back in the queue."""
         self._processing.discard(key)
         if key in self._dirty and not self._shutting_down:
@@ -161,16 +208,48 @@ class WorkQueue:
         """Stop accepting keys and drop the waiting ones; in-flight keys may still finish.
         Every waiting ``get()`` raises ``ShutDown``."""
         self._shutting_down = True
-        for _, timer in self._timers.values():
-            timer.cancel()
+        if self._alarm is not None:
+            self._alarm[1].cancel()
+            self._alarm = None
         self._timers.clear()
+        self._delays.clear()
         self._queue.clear()
         self._dirty.clear()
         self._changed()
 
-    def _fire(self, key: ObjectKey) -> None:
-        self._timers.pop(key, None)
-        self.add(key)
+    def _arm(self, clock: Timers | asyncio.AbstractEventLoop) -> None:
+        """Set the one timer for the earliest pending moment (if it is not set for it)."""
+        while self._delays and self._timers.get(self._delays[0][2]) != self._delays[0][0]:
+            heapq.heappop(self._delays)  # superseded or cancelled
+        earliest = self._delays[0][0] if self._delays else None
+        if self._alarm is not None:
+            if self._alarm[0] == earliest:
+                return
+            self._alarm[1].cancel()
+            self._alarm = None
+        if earliest is not None:
+            self._alarm = (earliest, clock.call_at(earliest, self._fire, earliest))
+
+    def _fire(self, moment: float) -> None:
+        """The timer for ``moment`` went off: add every key due by now (a busy loop runs a
+        timer late, and each key must not wait for a turn of its own), set the next."""
+        self._alarm = None
+        clock = self._on()
+        moment = max(moment, clock.time())  # the loop may run a timer a hair early
+        while self._delays and self._delays[0][0] <= moment:
+            due, _, key = heapq.heappop(self._delays)
+            if self._timers.get(key) == due:
+                del self._timers[key]
+                self.add(key)
+        if not self._shutting_down:
+            self._arm(clock)
+
+    def _compact(self) -> None:
+        self._delays = [entry for entry in self._delays if self._timers.get(entry[2]) == entry[0]]
+        heapq.heapify(self._delays)
+
+    def _on(self) -> Timers | asyncio.AbstractEventLoop:
+        return self._clock if self._clock is not None else asyncio.get_running_loop()
 
     def _changed(self) -> None:
         """Wake every waiting worker; those that find the queue empty wait again."""

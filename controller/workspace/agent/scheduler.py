@@ -7,12 +7,16 @@ Workspace's status.
   target. Before every read the caches are asked again whether the Workspace is still Active on
   that very pod; a target that is not is dropped, so nothing is ever read from a pod that went
   away (or whose IP another pod took), and no explicit unregistering is needed.
-- **Deadlines, not loops**: each target has a next liveness and a next deep status deadline in
-  one heap; a single task sleeps until the earliest. First deadlines are spread over the
-  interval by a hash of the Workspace's uid (and wait ``Timing.startup_grace`` after the pod became
-  Active), later ones keep that phase; a read that ran late is re-spread instead of piling up.
-- **Bounded**: at most ``concurrency`` reads in flight, each bounded in time (``Timing``) and
-  size (``agent_report``).
+- **Deadlines on the runtime's work queue**: each target has a next liveness and a next deep
+  status deadline, each a delayed add of its key (the target and what to read) to one
+  ``WorkQueue`` of the controller runtime, which never hands a key out twice at once and
+  holds at most one pending add per key. The deadline the target holds decides: a key that
+  comes out before it (the deadline moved later since) is put back until it. First deadlines
+  are spread over the interval by a hash of the Workspace's uid (and wait
+  ``Timing.startup_grace`` after the pod became Active), later ones keep that phase; a read
+  that ran late is re-spread instead of piling up.
+- **Bounded**: the runtime's pool (``pool.serve``) runs at most ``concurrency`` reads at once,
+  each bounded in time (``Timing``) and size (``agent_report``).
 - **Results**: kept per target as an ``AgentView``. After a read, the Workspace is queued for
   a reconcile (``notify``) only if writing the view would change its status
   (``agent_status.changes_status``), so a fleet in a steady state makes no reconcile and no
@@ -28,17 +32,17 @@ the term.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
-import heapq
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Literal, Protocol
+from typing import Literal
 
 from prometheus_client import CollectorRegistry
 
+from controller.runtime.pool import serve
+from controller.runtime.queue import Timers, WorkQueue
 from controller.settings import AgentSettings
 from controller.types import Obj, ObjectKey, ObjectReader
 from controller.workspace.agent.answers import (
@@ -86,26 +90,9 @@ class Timing:
 Kind = Literal["health", "status"]
 Ident = tuple[str, str]
 """(namespace, Workspace uid)."""
-
-
-class Waker(Protocol):
-    """Time for the scheduler: ``now`` in seconds, and a wait until a moment or a wake-up."""
-
-    def now(self) -> float: ...
-
-    async def wait(self, until: float | None, wake: asyncio.Event) -> None: ...
-
-
-class LoopWaker:
-    """The event loop's clock."""
-
-    def now(self) -> float:
-        return asyncio.get_running_loop().time()
-
-    async def wait(self, until: float | None, wake: asyncio.Event) -> None:
-        timeout = None if until is None else max(0.0, until - self.now())
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(wake.wait(), timeout)
+Read = tuple[Ident, Kind]
+"""A key on the work queue: one kind of read of one target."""
+KINDS: tuple[Kind, ...] = ("health", "status")
 
 
 def phase_of(ident: str) -> float:
@@ -150,7 +137,6 @@ class _Target:
     busy: dict[str, int] | None = None
     drain_epoch: int = 0
     observed: float = 0.0
-    in_flight: set[str] = field(default_factory=set)
     drain_news: bool = False
     """The latest deep status read may change a drain's verdict."""
     checked: tuple[str, int, AgentView] | None = None
@@ -170,7 +156,7 @@ class AgentScheduler:
         metering: Metering | None = None,
         notify: Callable[[ObjectKey], None] = lambda key: None,
         clock: Clock = utc_now,
-        waker: Waker | None = None,
+        waker: Timers | None = None,
         client: AgentClient | None = None,
         timing: Timing = Timing(),
     ) -> None:
@@ -184,15 +170,13 @@ class AgentScheduler:
         self.notify = notify
         """Queues a Workspace for a reconcile (the manager's queue, set at wiring)."""
         self.clock = clock
-        self.waker: Waker = waker or LoopWaker()
+        self.waker = waker
+        """Where deadlines wait (None: the running event loop)."""
         self.client = client or AgentClient(settings.port)
         self.timing = timing
         self._targets: dict[Ident, _Target] = {}
-        self._heap: list[tuple[float, int, Ident, Kind]] = []
-        self._seq = 0
+        self._queue = self._new_queue()
         self._epoch = 0
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._wake = asyncio.Event()
         metrics.targets.set_function(lambda: len(self._targets))
 
     # -- what the reconciler calls ---------------------------------------------------------
@@ -212,7 +196,7 @@ class AgentScheduler:
             target = None
         status = WorkspaceStatus.of(ws.get("status"))
         if target is None:
-            now = self.waker.now()
+            now = self._now()
             started = status.start_time
             waited = (self.clock() - started).total_seconds() if started else 0.0
             first = now + max(0.0, self.timing.startup_grace - waited)
@@ -255,7 +239,7 @@ class AgentScheduler:
         if not target.drain_epoch:
             self._epoch += 1
             target.drain_epoch = self._epoch
-            self._schedule(ident, "status", self.waker.now())
+            self._schedule(ident, "status", self._now())
         return target.drain_epoch
 
     def end_drain(self, ws: Obj) -> None:
@@ -276,78 +260,63 @@ class AgentScheduler:
 
     @property
     def in_flight(self) -> int:
-        return len(self._tasks)
+        """Keys the work queue has handed out and not yet got back (reads running)."""
+        return self._queue.in_flight
 
     def next_due(self) -> float | None:
-        """The earliest pending deadline (None: nothing scheduled)."""
-        return self._heap[0][0] if self._heap else None
+        """The earliest deadline of a tracked target (None: nothing tracked); a look over
+        every target, for tests and diagnostics."""
+        return min((due for t in self._targets.values() for due in t.due.values()), default=None)
 
-    # -- the loop ----------------------------------------------------------------------------
+    # -- the reads ---------------------------------------------------------------------------
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Read agents as their deadlines come, until ``stop`` is set."""
+        """Read agents as their deadlines come, until ``stop`` is set (one leadership term:
+        its targets and queue go with it)."""
         self.metering.new_term(self.clock())
-        watcher = asyncio.ensure_future(stop.wait())
-        watcher.add_done_callback(lambda _: self._wake.set())
         try:
-            while not stop.is_set():
-                self._wake.clear()
-                if len(self._tasks) >= self.settings.concurrency:
-                    await self.waker.wait(None, self._wake)
-                    continue
-                now = self.waker.now()
-                due = self.next_due()
-                if due is None or due > now:
-                    await self.waker.wait(due, self._wake)
-                    continue
-                when, _, ident, kind = heapq.heappop(self._heap)
-                target = self._targets.get(ident)
-                if target is None or target.due.get(kind) != when or kind in target.in_flight:
-                    continue  # dropped, rescheduled, or still being read
-                self.metrics.lag.observe(max(0.0, now - when))
-                target.in_flight.add(kind)
-                task = asyncio.create_task(self._read(ident, target, kind))
-                self._tasks.add(task)
-                self.metrics.in_flight.set(len(self._tasks))
-                task.add_done_callback(self._finished)
+            await serve(self._queue, self._take, concurrency=self.settings.concurrency, stop=stop)
         finally:
-            watcher.cancel()
-            tasks = list(self._tasks)
-            for task in tasks:
-                task.cancel()
-            for task in tasks:
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
             self._targets.clear()
-            self._heap.clear()
+            self._queue = self._new_queue()
             await self.client.close()
 
-    def _finished(self, task: asyncio.Task[None]) -> None:
-        self._tasks.discard(task)
-        self.metrics.in_flight.set(len(self._tasks))
-        self._wake.set()
-        if not task.cancelled() and task.exception() is not None:
-            log.error("agent read failed", exc_info=task.exception())
+    async def _take(self, key: Read) -> None:
+        """One key from the queue: its read if the target's deadline has come."""
+        ident, kind = key
+        target = self._targets.get(ident)
+        due = target.due.get(kind) if target is not None else None
+        if target is None or due is None:
+            return  # dropped
+        now = self._now()
+        if due > now:
+            self._queue.add_after(key, due - now)  # the deadline moved later meanwhile
+            return
+        self.metrics.lag.observe(now - due)
+        self.metrics.in_flight.inc()
+        try:
+            await self._read(ident, target, kind)
+        except Exception:
+            log.exception("agent read failed")
+        finally:
+            self.metrics.in_flight.dec()
 
     async def _read(self, ident: Ident, target: _Target, kind: Kind) -> None:
-        try:
-            ws = self._current(ident, target)
-            if ws is None:
-                return
-            if kind == "health":
-                await self._read_health(target)
-            else:
-                await self._read_status(target)
-            if self._targets.get(ident) is not target:
-                return  # dropped while the read ran
-            when = self._later(target, kind)
-            if kind == "status" and target.drain_epoch != target.view.status_epoch:
-                when = self.waker.now()  # a drain began while this read ran: read again now
-            self._schedule(ident, kind, when)
-            if self._worth_a_reconcile(ws, target, kind):
-                self.notify(target.key)
-        finally:
-            target.in_flight.discard(kind)
+        ws = self._current(ident, target)
+        if ws is None:
+            return
+        if kind == "health":
+            await self._read_health(target)
+        else:
+            await self._read_status(target)
+        if self._targets.get(ident) is not target:
+            return  # dropped while the read ran
+        when = self._later(target, kind)
+        if kind == "status" and target.drain_epoch != target.view.status_epoch:
+            when = self._now()  # a drain began while this read ran: read again now
+        self._schedule(ident, kind, when)
+        if self._worth_a_reconcile(ws, target, kind):
+            self.notify(target.key)
 
     def _current(self, ident: Ident, target: _Target) -> Obj | None:
         """The Workspace, if it is still Active on the target's pod; else drop the target."""
@@ -458,37 +427,31 @@ class AgentScheduler:
         """The next deadline after a read: one interval on, in the target's phase; a read that
         ran late starts a new phase from now instead of queueing behind others."""
         if kind == "status" and target.drain_epoch:
-            return self.waker.now() + self.timing.drain_poll
+            return self._now() + self.timing.drain_poll
         interval = (
             self.settings.health_interval if kind == "health" else self.settings.status_interval
         )
-        now = self.waker.now()
+        now = self._now()
         due = target.due.get(kind, now) + interval
         return due if due > now else now + interval * (0.5 + target.phase / 2)
 
-    def _schedule(self, ident: Ident, kind: Kind, when: float) -> None:
-        target = self._targets[ident]
-        target.due[kind] = when
-        self._seq += 1
-        heapq.heappush(self._heap, (when, self._seq, ident, kind))
-        if self._heap[0][2] == ident:
-            self._wake.set()
-        if len(self._heap) > 4 * len(self._targets) + 64:
-            self._compact()
+    def _now(self) -> float:
+        return (self.waker or asyncio.get_running_loop()).time()
 
-    def _compact(self) -> None:
-        """Drop heap entries of dropped targets and superseded deadlines."""
-        self._heap = [
-            entry
-            for entry in self._heap
-            if (target := self._targets.get(entry[2])) is not None
-            and target.due.get(entry[3]) == entry[0]
-        ]
-        heapq.heapify(self._heap)
+    def _new_queue(self) -> WorkQueue[Read]:
+        return WorkQueue("agent-reads", timers=self.waker)
+
+    def _schedule(self, ident: Ident, kind: Kind, when: float) -> None:
+        """Set the target's deadline; its key comes out of the queue then (or earlier, for an
+        earlier pending add, and goes back until the deadline)."""
+        self._targets[ident].due[kind] = when
+        self._queue.add_after((ident, kind), when - self._now())
 
     def _drop(self, ident: Ident) -> None:
         target = self._targets.pop(ident, None)
         if target is not None:
+            for kind in KINDS:
+                self._queue.cancel((ident, kind))
             self._meter(target)
 
     def _meter(self, target: _Target) -> None:
@@ -497,7 +460,7 @@ class AgentScheduler:
         over them. A target lives only within one leadership term, and is dropped by the
         first look that finds its Workspace no longer Active on that pod, so every gap is
         time the Workspace was Active, however late a read ran."""
-        now = self.waker.now()
+        now = self._now()
         gap, target.observed = now - target.observed, now
         status = target.view.status
         self.metering.observe(

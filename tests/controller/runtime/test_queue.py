@@ -1,13 +1,18 @@
-"""The work queue: de-duplication, one worker per key, delayed adds and per-key backoff."""
+"""The work queue: de-duplication, one worker per key, delayed adds (in one heap, on one
+timer) and per-key backoff."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
 from controller.runtime.queue import BASE_DELAY, MAX_DELAY, Backoff, ShutDown, WorkQueue
 from controller.types import ObjectKey
+from tests.support.clock import FakeClock
+from tests.support.waker import FakeTimer, FakeWaker
 
 A = ObjectKey("ns", "a")
 B = ObjectKey("ns", "b")
@@ -147,3 +152,90 @@ async def test_a_key_is_held_while_waiting_in_flight_or_delayed_and_says_when_it
     assert queue.holds(A) and delay is not None and 29 < delay <= 30
     queue.shut_down()
     assert not queue.holds(A) and queue.delay_of(A) is None
+
+
+class CountingWaker(FakeWaker):
+    """Fake timers that count the ones set, and those still pending (neither fired nor
+    cancelled)."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        super().__init__(clock)
+        self.set = 0
+
+    def call_at(self, when: float, callback: Callable[..., object], *args: Any) -> FakeTimer:
+        self.set += 1
+        return super().call_at(when, callback, *args)
+
+    def pending(self) -> int:
+        return sum(1 for _, _, timer in self._due if not timer.cancelled)
+
+
+def fake_timers() -> CountingWaker:
+    return CountingWaker(FakeClock())
+
+
+async def test_delayed_adds_come_out_in_the_order_of_their_moments_on_the_given_timers() -> None:
+    timers = fake_timers()
+    queue: WorkQueue[tuple[str, str]] = WorkQueue("reads", timers=timers)
+    for index, delay in enumerate([30.0, 10.0, 20.0, 10.0]):
+        queue.add_after(("target", str(index)), delay)
+    timers.advance(9.9)
+    assert len(queue) == 0
+    timers.advance(0.1)
+    assert [await queue.get(), await queue.get()] == [("target", "1"), ("target", "3")]
+    timers.advance(15)
+    assert await queue.get() == ("target", "2")
+    assert queue.delay_of(("target", "0")) == pytest.approx(5.0)
+    timers.advance(5)
+    assert await queue.get() == ("target", "0")
+    assert not queue.holds(("target", "9"))
+
+
+async def test_ten_thousand_delayed_adds_hold_one_timer_not_one_each() -> None:
+    timers = fake_timers()
+    queue: WorkQueue[int] = WorkQueue("reads", timers=timers)
+    for key in range(10_000):
+        queue.add_after(key, 1.0 + key % 100)
+    assert timers.pending() == 1
+    timers.advance(1.0)
+    assert len(queue) == 100 and timers.pending() == 1
+    queue.shut_down()
+    assert timers.pending() == 0
+
+
+async def test_a_cancelled_delayed_add_never_comes_and_its_entries_are_compacted() -> None:
+    timers = fake_timers()
+    queue: WorkQueue[int] = WorkQueue("reads", timers=timers)
+    queue.add_after(1, 5.0)
+    queue.add_after(2, 5.0)
+    queue.cancel(1)
+    assert not queue.holds(1) and queue.delay_of(1) is None
+    timers.advance(5.0)
+    assert len(queue) == 1 and await queue.get() == 2
+    # Delayed adds made and cancelled over and over leave a bounded heap behind.
+    for round_ in range(1000):
+        queue.add_after(round_, 60.0)
+        queue.cancel(round_)
+    assert len(queue._delays) <= 64 + 2
+
+
+async def test_an_earlier_delayed_add_moves_the_one_timer_forward() -> None:
+    timers = fake_timers()
+    queue: WorkQueue[int] = WorkQueue("reads", timers=timers)
+    queue.add_after(1, 60.0)
+    queue.add_after(2, 1.0)
+    queue.add_after(1, 90.0)  # later than its pending add: the earlier stays
+    assert timers.pending() == 1
+    timers.advance(1.0)
+    assert await queue.get() == 2
+    assert queue.delay_of(1) == pytest.approx(59.0)
+
+
+async def test_a_timer_that_runs_late_adds_every_key_due_by_then_at_once() -> None:
+    timers = fake_timers()
+    queue: WorkQueue[int] = WorkQueue("reads", timers=timers)
+    for key in range(100):
+        queue.add_after(key, 1.0 + key / 100)
+    timers.advance(5.0)  # a busy event loop: the timer for the first runs after the last
+    assert len(queue) == 100
+    assert timers.set == 1, "one turn of the timer, not one per key"

@@ -126,3 +126,64 @@ async def test_two_thousand_agents_are_read_within_the_bound_and_spread_over_eac
     late = {key for when, key in queued if when - start > HEALTH}
     late_status_reads = sum(n for second, n in status_per_second.items() if second > HEALTH)
     assert 0 < len(late) <= late_status_reads < FLEET / 2
+
+
+async def test_a_deadline_moved_later_is_not_read_early_and_a_forgotten_agent_never_again() -> None:
+    """The work queue keeps the earliest pending add of a key; the deadline the scheduler
+    holds decides whether a read runs when it comes out."""
+    clock = FakeClock()
+    waker = FakeWaker(clock)
+    workspaces, pods = Cache(), Cache()
+    async with StubAgentd(bind_all=True) as stub:
+        scheduler = AgentScheduler(
+            AgentSettings(port=stub.port, health_interval=HEALTH, status_interval=STATUS),
+            workspaces=workspaces,
+            pods=pods,
+            metrics=AgentMetrics(CollectorRegistry()),
+            clock=clock,
+            waker=waker,
+            timing=Timing(health=5.0, status=5.0, drain_poll=10.0),
+        )
+        started = format_time(clock())
+        clock.advance(3600)
+        members = [fleet_member(index, started) for index in range(3)]
+        for index, (ws, pod) in enumerate(members):
+            workspaces.put(ws)
+            pods.put(pod)
+            await stub.agent(address(index), token=token(index))
+            scheduler.track(ws, pod, token(index))
+        stop = asyncio.Event()
+        task = asyncio.create_task(scheduler.run(stop))
+
+        async def advance(seconds: float) -> None:
+            waker.advance(seconds)
+
+            def caught_up() -> bool:
+                due = scheduler.next_due()
+                return scheduler.in_flight == 0 and (due is None or due > waker.now())
+
+            await eventually(caught_up, "the due reads")
+
+        def statuses(index: int) -> int:
+            return stub.agents[address(index)].requests("/v1/statusz")
+
+        try:
+            await advance(STATUS)  # every first read done
+            drained, forgotten, _ = (ws for ws, _ in members)
+            assert scheduler.drain(drained) and statuses(0) == 1
+            await advance(0)
+            assert statuses(0) == 2  # read at once, then every drain poll
+            scheduler.end_drain(drained)  # its next deep status is a status interval away
+            await advance(10.0)  # the drain poll's pending add comes out: no read
+            assert statuses(0) == 2
+            scheduler.forget(forgotten)
+            before = stub.agents[address(1)].requests("/v1/healthz") + statuses(1)
+            for _ in range(int(2 * STATUS)):
+                await advance(1.0)
+            assert stub.agents[address(1)].requests("/v1/healthz") + statuses(1) == before
+            # Back on the usual period: one read a status interval after the drain's first.
+            assert statuses(0) == 4
+            assert statuses(2) >= 3
+        finally:
+            stop.set()
+            await asyncio.wait_for(task, 30)
