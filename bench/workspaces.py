@@ -70,6 +70,8 @@ under a creation burst, so that overlapping requests pays off as it does on a cl
 
 def _workspace(name: str, namespace: str) -> dict[str, Any]:
     return {
+        "apiVersion": WORKSPACES.api_version,
+        "kind": WORKSPACES.kind,
         "metadata": {"name": name, "namespace": namespace},
         "spec": {"runtime": "python", "storage": {"size": "1Gi"}},
     }

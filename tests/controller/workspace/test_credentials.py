@@ -177,7 +177,7 @@ class TestRotation:
         self, harness: Harness
     ) -> None:
         pod = await self.running_pod_from_key(harness, "t0")
-        harness.reconciler.keys = dataclasses.replace(TEST_KEYS, keys={"t1": TEST_KEYS.keys["t1"]})
+        harness.use(keys=dataclasses.replace(TEST_KEYS, keys={"t1": TEST_KEYS.keys["t1"]}))
         await harness.reconcile()
         ws = await harness.workspace()
         assert ws["status"]["restartCount"] == 1

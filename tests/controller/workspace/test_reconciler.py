@@ -210,7 +210,7 @@ class TestApply:
     async def test_a_finalizer_write_refused_with_a_conflict_is_counted_and_left_to_the_next_event(
         self, harness: Harness, kube_server: KubeServer
     ) -> None:
-        await harness.apply()
+        await harness.apply(finalized=False)
         workspaces = f"/apis/llmsafespaces.dev/v1/namespaces/{harness.namespace}/workspaces"
         kube_server.fail_next(409, method="PATCH", path=f"{workspaces}/ws1", exact=True)
         assert await harness.reconcile() is None  # no backoff: the newer version's event comes
@@ -409,7 +409,7 @@ class TestVerifyFailureDetection:
         await harness.apply()
         pod_name = await create_injected_pod(harness)
         await harness.reconcile()  # adds the finalizer; the pod has not failed yet
-        harness.reconciler.workspaces = LaggingReader(harness.workspaces)
+        harness.use(workspaces=LaggingReader(harness.workspaces))
         await harness.set_pod_status(pod_name, crashed_status(81, MISMATCH))
         for _ in range(3):  # every reconcile sees the Workspace from before the first report
             await harness.reconciler.reconcile(harness.key())
@@ -545,7 +545,7 @@ async def test_the_staging_pass_runs_before_the_pod_is_built_and_in_every_phase_
     harness: Harness,
 ) -> None:
     staging = RecordingStaging()
-    harness.reconciler.staging = staging
+    harness.use(staging=staging)
     await harness.apply()
     await harness.reconcile()  # stages, then creates the pod: its first start finds the handoff
     assert staging.seen == ["ws1"]
