@@ -101,7 +101,6 @@ class ReconcileDeps:
         """Failures counted and retried, pods that do not start, boot failures."""
         return RecoveryReporter(
             self.kube,
-            self.writes,
             self.recovery_metrics,
             self.events,
             clock=self.clock,

@@ -1,5 +1,11 @@
-"""One handler per Workspace phase: each reads the caches, makes the writes its phase needs
-and returns an ``Outcome`` (the status to write and what follows it).
+"""One handler per Workspace phase: each reads the caches and returns a ``Plan`` (the writes
+its phase needs, the status to write and what follows it); ``act`` makes the writes.
+
+Two writes cannot wait for the plan, because their answer changes it, and are made here as
+explicit steps: the claim and the pod are created when missing (admission may refuse either,
+which the status then reports), and a user's force-recycle marker is removed before the pod
+it releases (``upkeep``). Reads beyond the caches are explicit too: the org status, the pod's
+Events and the live episode checks of recovery and verification.
 
 Dispatch is by the phase the status records (``run``); deletion is the reconciler's own path.
 
@@ -38,7 +44,7 @@ from controller.workspace.pod.credentials import (
     derive_credentials,
     pod_credentials,
 )
-from controller.workspace.pod.facts import pod_facts
+from controller.workspace.pod.facts import PodFacts, pod_facts
 from controller.workspace.pod.names import PodBuildError, PodRejected, names
 from controller.workspace.pod.phase import (
     POD_BUILD_FAILED,
@@ -60,8 +66,9 @@ from controller.workspace.pod.storage import claim_conflict, claim_name, desired
 from controller.workspace.reconcile import idle, orgstatus
 from controller.workspace.reconcile.deadlines import VERIFY_FAILURE_RECHECK
 from controller.workspace.reconcile.deps import ReconcileDeps
-from controller.workspace.reconcile.outcome import Notice, Outcome
 from controller.workspace.reconcile.owner_record import org_to_check
+from controller.workspace.reconcile.plan import DeletePod, Notice, Plan
+from controller.workspace.reconcile.recovery_report import fold
 from controller.workspace.reconcile.staging_phases import stages_in
 from controller.workspace.reconcile.suspension import consumed, suspend_request
 from controller.workspace.reconcile.upkeep import (
@@ -86,57 +93,57 @@ RUNTIME_NOT_FOUND: Final = "RuntimeNotFound"
 ORG_SUSPENDED: Final = "OrgSuspended"
 """Ready reason and Event of a Workspace stopped because its organisation is suspended."""
 
-Handler = Callable[[ReconcileDeps, Obj], Awaitable[Outcome]]
+Handler = Callable[[ReconcileDeps, Obj], Awaitable[Plan]]
 
 
 runtimes: Mapping[str, Obj] | None
 
 
-async def run(deps: ReconcileDeps, ws: Obj) -> Outcome:
+async def run(deps: ReconcileDeps, ws: Obj) -> Plan:
     """The handler of ``ws``'s phase; the suspend request it acted on is marked consumed."""
     previous = str((ws.get("status") or {}).get("phase") or "")
     handler = _HANDLERS.get(previous, running)
-    outcome = await handler(deps, ws)
+    plan = await handler(deps, ws)
     request = suspend_request(ws)
     if consumed(previous, request):
-        outcome.consume = request
-    return outcome
+        plan.consume = request
+    return plan
 
 
 # -- the phases ---------------------------------------------------------------------
 
 
-async def running(deps: ReconcileDeps, ws: Obj) -> Outcome:
+async def running(deps: ReconcileDeps, ws: Obj) -> Plan:
     """Pending, Creating, Active, Resuming, Failed: the pod should run."""
     if suspend_request(ws) is True:
-        return await _stop(deps, ws)
+        return _stop(deps, ws)
     org = await _org_verdict(deps, ws)
     if org is not None and org.suspended:
-        outcome = await _stop(deps, ws, ORG_SUSPENDED, org.detail)
+        plan = _stop(deps, ws, ORG_SUSPENDED, org.detail)
     else:
         try:
-            outcome = await _run_pod(deps, ws)
+            plan = await _run_pod(deps, ws)
         except PodBuildError as err:
-            outcome = _failed(deps, ws, err)
+            plan = _failed(deps, ws, err)
     if org is not None:
-        outcome.due(org.recheck)
-    if not any(c.get("type") == POD_ADMITTED for c in outcome.conditions):
-        outcome.remove = (*outcome.remove, POD_ADMITTED)  # no refusal (any more)
-    return outcome
+        plan.due(org.recheck)
+    if not any(c.get("type") == POD_ADMITTED for c in plan.conditions):
+        plan.remove = (*plan.remove, POD_ADMITTED)  # no refusal (any more)
+    return plan
 
 
-async def suspending(deps: ReconcileDeps, ws: Obj) -> Outcome:
+async def suspending(deps: ReconcileDeps, ws: Obj) -> Plan:
     """Stop the pod; Suspended once it is gone (its deletion event brings us back)."""
     status = ws.get("status") or {}
     if status.get("reason") == ORG_SUSPENDED and suspend_request(ws) is not True:
-        return await _stop(deps, ws, ORG_SUSPENDED, str(status.get("message") or ""))
+        return _stop(deps, ws, ORG_SUSPENDED, str(status.get("message") or ""))
     kept = kept_reason(status)
     if kept is not None and suspend_request(ws) is not True:
-        return await _stop(deps, ws, *kept)
-    return await _stop(deps, ws)
+        return _stop(deps, ws, *kept)
+    return _stop(deps, ws)
 
 
-async def suspended(deps: ReconcileDeps, ws: Obj) -> Outcome:
+async def suspended(deps: ReconcileDeps, ws: Obj) -> Plan:
     """Stay Suspended until a resume request, or until the organisation whose suspension
     stopped the Workspace is active again; a suspend request makes it the user's own
     suspension (the organisation's reactivation then leaves it suspended)."""
@@ -144,46 +151,47 @@ async def suspended(deps: ReconcileDeps, ws: Obj) -> Outcome:
     by_org = (ws.get("status") or {}).get("reason") == ORG_SUSPENDED
     if request is True or not (request is False or by_org):
         kept = kept_reason(ws.get("status") or {}) if request is None else None
-        stay = Outcome("Suspended", reason=kept[0], detail=kept[1]) if kept else None
-        stay = stay or Outcome("Suspended")
-        return await expire(deps, ws, stay)
+        stay = Plan("Suspended", reason=kept[0], detail=kept[1]) if kept else None
+        stay = stay or Plan("Suspended")
+        return expire(deps, ws, stay)
     org = await _org_verdict(deps, ws)
     if org is not None and org.suspended:
-        outcome = Outcome("Suspended", reason=ORG_SUSPENDED, detail=org.detail)
-        outcome.due(org.recheck)
-        return outcome
+        plan = Plan("Suspended", reason=ORG_SUSPENDED, detail=org.detail)
+        plan.due(org.recheck)
+        return plan
     log.info("resuming workspace", extra=fields(workspace=str(ObjectKey.of(ws))))
-    return Outcome("Resuming")
+    return Plan("Resuming")
 
 
-async def retired(deps: ReconcileDeps, ws: Obj) -> Outcome:
+async def retired(deps: ReconcileDeps, ws: Obj) -> Plan:
     """Terminating or Terminated without a deletion: the pod is stopped, nothing else (a
     Workspace kept past its TTL keeps saying so)."""
     pod = _own_pod(deps, ws, strict=False)
     if pod is None:
         status = ws.get("status") or {}
         if status.get("reason") == idle.TTL_EXPIRED:
-            return Outcome(
+            return Plan(
                 "Terminated", reason=idle.TTL_EXPIRED, detail=str(status.get("message") or "")
             )
-        return Outcome("Terminated")
+        return Plan("Terminated")
+    plan = Plan("Terminating")
     if not pod_facts(pod).deleting:
-        await deps.writes.delete_pod(pod)
-    return Outcome("Terminating")
+        plan.writes.append(DeletePod(pod))
+    return plan
 
 
 # -- the pod --------------------------------------------------------------------------
 
 
-async def _run_pod(deps: ReconcileDeps, ws: Obj) -> Outcome:
+async def _run_pod(deps: ReconcileDeps, ws: Obj) -> Plan:
     """Build the pod (and its volume), then start, replace or observe it."""
     key = ObjectKey.of(ws)
     excluded = excluded_namespace_problem(key.namespace, deps.settings.excluded_namespaces)
     if excluded:
         # Not a workspace namespace: nothing is ever staged for it.
-        outcome = _failed(deps, ws, PodBuildError(excluded))
-        outcome.staged = True
-        return outcome
+        plan = _failed(deps, ws, PodBuildError(excluded))
+        plan.staged = True
+        return plan
     # The webhook refuses such a Workspace; checked again here, as the namespace's label or
     # the allow list may have changed since it was admitted.
     gated = runtime_class_problem(
@@ -215,19 +223,17 @@ async def _run_pod(deps: ReconcileDeps, ws: Obj) -> Outcome:
         try:
             await deps.writes.create(PVCS, desired_pvc(ws, claim), ws)
         except PodAdmissionRefused as refused:
-            waiting = Outcome(waiting_phase(str((ws.get("status") or {}).get("phase") or "")))
+            waiting = Plan(waiting_phase(str((ws.get("status") or {}).get("phase") or "")))
             await _refused(deps, ws, waiting, refused.refusal)
             return waiting
-    outcome = await _pod(deps, ws, body, credentials)
-    outcome.claim, outcome.claim_uid = claim, claim_uid
-    if outcome.restart_generation is None:  # else: a drain holds the pod it was built for
-        outcome.restart_generation = int(restart_generation_of(ws))
-    return outcome
+    plan = await _pod(deps, ws, body, credentials)
+    plan.claim, plan.claim_uid = claim, claim_uid
+    if plan.restart_generation is None:  # else: a drain holds the pod it was built for
+        plan.restart_generation = int(restart_generation_of(ws))
+    return plan
 
 
-async def _pod(
-    deps: ReconcileDeps, ws: Obj, body: Obj, credentials: WorkspaceCredentials
-) -> Outcome:
+async def _pod(deps: ReconcileDeps, ws: Obj, body: Obj, credentials: WorkspaceCredentials) -> Plan:
     previous = str((ws.get("status") or {}).get("phase") or "")
     pod = _own_pod(deps, ws, strict=True)
     facts = pod_facts(pod) if pod is not None else None
@@ -246,71 +252,89 @@ async def _pod(
                 "recreating workspace pod",
                 extra=fields(workspace=str(ObjectKey.of(ws)), why=why or facts.reason),
             )
-            await deps.writes.delete_pod(pod)
             if why is None:
-                outcome = Outcome.observed(observe(facts, previous), pod_name=facts.name)
-                await deps.recovery.assess(
-                    ws, pod, facts, outcome, previous=previous, credentials=credentials
-                )
-                return outcome
-            recycled = Outcome.observed(
+                plan = Plan.observed(observe(facts, previous), pod_name=facts.name)
+                plan.writes.append(DeletePod(pod))
+                await _recover(deps, ws, pod, facts, plan, previous, credentials)
+                return plan
+            recycled = Plan.observed(
                 recycling(previous, why), pod_name=facts.name, restarted=bool(untrusted)
             )
+            recycled.writes.append(DeletePod(pod))
             recycled.notices += gate.notices
             return recycled
     if pod is None:
-        outcome = Outcome.observed(observe(None, previous))
-        if deps.recovery.missing(ws, outcome, previous):
-            return outcome  # the retry after a failure is not due yet
+        plan = Plan.observed(observe(None, previous))
+        if deps.recovery.missing(ws, plan, previous):
+            return plan  # the retry after a failure is not due yet
         # Staged before the pod is built, so its first start finds its relay handoff.
-        await stage(deps, ws, outcome)
+        await stage(deps, ws, plan)
         try:
             await deps.writes.start_pod(ws, body, credentials)
         except PodAdmissionRefused as refused:
-            await _refused(deps, ws, outcome, refused.refusal)
-            return outcome
-        outcome.pod_name = body["metadata"]["name"]
-        return outcome
+            await _refused(deps, ws, plan, refused.refusal)
+            return plan
+        plan.pod_name = body["metadata"]["name"]
+        return plan
     assert facts is not None
     served = served_before(ws.get("status") or {}, facts)
-    outcome = Outcome.observed(
-        observe(facts, previous, served=served), pod=facts, pod_name=facts.name
-    )
+    plan = Plan.observed(observe(facts, previous, served=served), pod=facts, pod_name=facts.name)
     verify_failed = False
-    if not facts.deleting and await deps.verifier.check(ws, pod, outcome.phase, outcome):
+    if not facts.deleting and await deps.verifier.check(ws, pod, plan.phase, plan):
         verify_failed = True
-        outcome.due(VERIFY_FAILURE_RECHECK)
-    if await deps.recovery.assess(
-        ws,
-        pod,
-        facts,
-        outcome,
-        previous=previous,
-        credentials=credentials,
-        verify_failed=verify_failed,
-    ):
+        plan.due(VERIFY_FAILURE_RECHECK)
+    if await _recover(deps, ws, pod, facts, plan, previous, credentials, verify_failed):
         log.info(
             "replacing a workspace pod that does not start",
-            extra=fields(workspace=str(ObjectKey.of(ws)), reason=outcome.reason),
+            extra=fields(workspace=str(ObjectKey.of(ws)), reason=plan.reason),
         )
-        await deps.writes.delete_pod(pod)
-        return outcome
-    kept = await upkeep(deps, ws, pod, facts, outcome, held, gate)
+        plan.writes.append(DeletePod(pod))
+        return plan
+    kept = await upkeep(deps, ws, pod, facts, plan, held, gate)
     if isinstance(kept, idle.AutoSuspend):
-        stopped = await _stop(deps, ws, kept.reason, kept.message)
+        stopped = _stop(deps, ws, kept.reason, kept.message)
         stopped.notices.append(suspended_notice(kept))
         return stopped
     return kept
 
 
-async def _stop(deps: ReconcileDeps, ws: Obj, reason: str = "", detail: str = "") -> Outcome:
+async def _recover(
+    deps: ReconcileDeps,
+    ws: Obj,
+    pod: Obj,
+    facts: PodFacts,
+    plan: Plan,
+    previous: str,
+    credentials: WorkspaceCredentials,
+    verify_failed: bool = False,
+) -> bool:
+    """Recovery for ``ws`` whose pod is ``pod``, folded into ``plan``: its reads, its
+    decision, a boot failure confirmed new; True when the pod failed as a whole and goes."""
+    reads = await deps.recovery.read(pod, facts)
+    decided = deps.recovery.decide(
+        ws,
+        pod,
+        facts,
+        reads,
+        phase=plan.phase,
+        previous=previous,
+        credentials=credentials,
+        verify_failed=verify_failed,
+    )
+    await deps.recovery.confirm_boot(ws, pod, decided)
+    fold(plan, ws, reads, decided, credentials)
+    return decided.delete_pod
+
+
+def _stop(deps: ReconcileDeps, ws: Obj, reason: str = "", detail: str = "") -> Plan:
     """Delete the pod (no drain: the termination grace bounds it); Suspended once gone."""
     pod = _own_pod(deps, ws, strict=False)
     if pod is None:
-        return Outcome("Suspended", reason=reason, detail=detail)
+        return Plan("Suspended", reason=reason, detail=detail)
+    plan = Plan("Suspending", reason=reason, detail=detail, pod_name=names(ws).pod)
     if not pod_facts(pod).deleting:
-        await deps.writes.delete_pod(pod)
-    return Outcome("Suspending", reason=reason, detail=detail, pod_name=names(ws).pod)
+        plan.writes.append(DeletePod(pod))
+    return plan
 
 
 def _own_pod(deps: ReconcileDeps, ws: Obj, *, strict: bool) -> Obj | None:
@@ -327,27 +351,27 @@ def _own_pod(deps: ReconcileDeps, ws: Obj, *, strict: bool) -> Obj | None:
     return pod
 
 
-async def stage(deps: ReconcileDeps, ws: Obj, outcome: Outcome) -> None:
-    """Run the relay staging pass, when armed and ``outcome``'s phase stages (every phase
+async def stage(deps: ReconcileDeps, ws: Obj, plan: Plan) -> None:
+    """Run the relay staging pass, when armed and ``plan``'s phase stages (every phase
     that may hold staged material: ``staging_phases``), once per reconcile, and fold its
-    report into ``outcome``."""
-    if deps.staging is None or outcome.staged or not stages_in(outcome.phase):
+    report into ``plan``."""
+    if deps.staging is None or plan.staged or not stages_in(plan.phase):
         return
-    outcome.staged = True
+    plan.staged = True
     # Staging decides on what the pod applied: agentd's latest report, before it is written.
-    report = await deps.staging.run(agent_report.with_delivery(ws, outcome.agent))
+    report = await deps.staging.run(agent_report.with_delivery(ws, plan.agent))
     if isinstance(report, list):
         report = StagingReport(report)
-    outcome.conditions += report.conditions
-    outcome.remove = (*outcome.remove, *report.remove)
-    outcome.error = report.error
-    outcome.staging_due = report.requeue_after
+    plan.conditions += report.conditions
+    plan.remove = (*plan.remove, *report.remove)
+    plan.error = report.error
+    plan.staging_due = report.requeue_after
 
 
 # -- causes ---------------------------------------------------------------------------
 
 
-def _failed(deps: ReconcileDeps, ws: Obj, err: PodBuildError) -> Outcome:
+def _failed(deps: ReconcileDeps, ws: Obj, err: PodBuildError) -> Plan:
     """Phase Failed, counted as a Configuration failure: a pod the API server rejected is
     sent again once the class's backoff has passed (an admission policy or a quota may
     change meanwhile), one the builder refuses as soon as its cause is gone."""
@@ -359,23 +383,21 @@ def _failed(deps: ReconcileDeps, ws: Obj, err: PodBuildError) -> Outcome:
             "workspace pod cannot be built",
             extra=fields(workspace=str(ObjectKey.of(ws)), error=err.message),
         )
-    outcome = Outcome(
-        "Failed", reason=POD_BUILD_FAILED, detail=str(err), failure_reason=POD_BUILD_FAILED
-    )
-    deps.recovery.build_failed(ws, outcome, str(err), rejected=isinstance(err, PodRejected))
-    return outcome
+    plan = Plan("Failed", reason=POD_BUILD_FAILED, detail=str(err), failure_reason=POD_BUILD_FAILED)
+    deps.recovery.build_failed(ws, plan, str(err), rejected=isinstance(err, PodRejected))
+    return plan
 
 
-async def _refused(deps: ReconcileDeps, ws: Obj, outcome: Outcome, refusal: Refusal) -> None:
+async def _refused(deps: ReconcileDeps, ws: Obj, plan: Plan, refusal: Refusal) -> None:
     """Admission refused the pod: ``PodAdmitted=False`` and Ready=False naming who and
     why, a retry after a delay growing with the episode, and for a new episode one log
     line now and one Warning Event once the status records it (``refusals``)."""
     generation = int(ws["metadata"].get("generation") or 0)
     found = refused_condition(refusal, generation)
     conditions = (ws.get("status") or {}).get("conditions") or []
-    outcome.conditions.append(found)
-    outcome.reason, outcome.detail = ADMISSION_REFUSED, str(found["message"])
-    outcome.due(retry_delay(conditions, deps.clock()))
+    plan.conditions.append(found)
+    plan.reason, plan.detail = ADMISSION_REFUSED, str(found["message"])
+    plan.due(retry_delay(conditions, deps.clock()))
     if await new_episode(deps.kube, ws, recorded(refusal)):
         log.warning(
             "admission refused the workspace pod; retrying",
@@ -386,7 +408,7 @@ async def _refused(deps: ReconcileDeps, ws: Obj, outcome: Outcome, refusal: Refu
                 error=found["message"],
             ),
         )
-        outcome.notices.append(Notice("Warning", refusal.reason, str(found["message"])))
+        plan.notices.append(Notice("Warning", refusal.reason, str(found["message"])))
 
 
 def _runtime(deps: ReconcileDeps, ws: Obj) -> Runtime | str | None:
@@ -398,20 +420,18 @@ def _runtime(deps: ReconcileDeps, ws: Obj) -> Runtime | str | None:
     return resolve_runtime(runtime, deps.runtimes)
 
 
-def _runtime_missing(deps: ReconcileDeps, ws: Obj, problem: str) -> Outcome:
+def _runtime_missing(deps: ReconcileDeps, ws: Obj, problem: str) -> Plan:
     """Ready=False RuntimeNotFound; a running pod is left as it is (it was built from an
     entry that was valid then), no new pod is built. The catalogue's watch brings the
     Workspace back when the entry appears."""
     previous = str((ws.get("status") or {}).get("phase") or "")
     pod = _own_pod(deps, ws, strict=False)
     facts = pod_facts(pod) if pod is not None else None
-    outcome = Outcome.observed(
-        observe(facts, previous), pod=facts, pod_name=facts.name if facts else ""
-    )
+    plan = Plan.observed(observe(facts, previous), pod=facts, pod_name=facts.name if facts else "")
     if facts is None:
-        outcome.phase = waiting_phase(previous)
-    outcome.reason, outcome.detail, outcome.failure_reason = RUNTIME_NOT_FOUND, problem, ""
-    return outcome
+        plan.phase = waiting_phase(previous)
+    plan.reason, plan.detail, plan.failure_reason = RUNTIME_NOT_FOUND, problem, ""
+    return plan
 
 
 def _labels(deps: ReconcileDeps, namespace: str) -> Mapping[str, str]:

@@ -1,8 +1,9 @@
 """The Workspace reconciler: a Workspace key in, the PVC, pod and status brought in line.
 
 Level-based: every reconcile reads the Workspace and its pod from the caches, hands it to the
-handler of its phase (``phases``), writes the status once (``status.next_status``; nothing
-when unchanged) and returns a requeue decision (``deadlines``). After the status is
+handler of its phase (``phases``), which decides a ``Plan``; ``act`` makes the plan's writes,
+the status is written once (``record.next_status``; nothing when unchanged) and a requeue
+decision returned (``deadlines``). After the status is
 committed, and only then, come the writes that depend on it: the consumed ``spec.suspend`` is
 cleared (``suspension``), and Events are sent.
 
@@ -44,10 +45,11 @@ from controller.workspace.pod import ownership
 from controller.workspace.pod.facts import pod_facts
 from controller.workspace.pod.names import names
 from controller.workspace.reconcile import deadlines, phases
+from controller.workspace.reconcile.act import act
 from controller.workspace.reconcile.deps import ReconcileDeps
-from controller.workspace.reconcile.outcome import Outcome
 from controller.workspace.reconcile.owner_record import needs_adoption, record_request
 from controller.workspace.reconcile.phases import ORG_SUSPENDED, RUNTIME_NOT_FOUND
+from controller.workspace.reconcile.plan import DeletePod, Plan
 from controller.workspace.reconcile.record import next_status
 from controller.workspace.reconcile.suspension import clear_request
 from controller.workspace.reconcile.upkeep import clear_spent_marker
@@ -143,44 +145,45 @@ class WorkspaceReconciler:
         # The egress policy goes first, so a new pod never starts with open egress.
         egress = await self.deps.egress.ensure(ws) if self.deps.egress is not None else None
         try:
-            outcome = await phases.run(self.deps, ws)
+            plan = await phases.run(self.deps, ws)
         except ownership.ForeignObject as foreign:
             return await self._conflict(ws, foreign.conflict, written)
+        await act(self.deps, ws, plan.writes)
         if egress is not None:
-            outcome.conditions.append(egress.condition)
-            outcome.due(egress.requeue)
-        await phases.stage(self.deps, ws, outcome)
-        await self._write_status(ws, outcome, written)
-        if outcome.consume is not None:
+            plan.conditions.append(egress.condition)
+            plan.due(egress.requeue)
+        await phases.stage(self.deps, ws, plan)
+        await self._write_status(ws, plan, written)
+        if plan.consume is not None:
             # Only once the status records what the request did: cleared first, a failed
             # status write would lose the request. Should the clear fail, the next pass
             # (right away) finds the request in a phase that consumes it without acting again.
             try:
-                version = await clear_request(self.deps.kube, ws, outcome.consume)
+                version = await clear_request(self.deps.kube, ws, plan.consume)
             except KubeAPIError as err:
                 log.info(
                     "spec.suspend not cleared yet; retrying",
                     extra=fields(workspace=str(ObjectKey.of(ws)), error=err.message),
                 )
-                outcome.due(deadlines.MIN_REQUEUE)
+                plan.due(deadlines.MIN_REQUEUE)
             else:
                 if version is not None:
                     written.append(version)
-        if outcome.reason == ORG_SUSPENDED and (ws.get("status") or {}).get("reason") != (
+        if plan.reason == ORG_SUSPENDED and (ws.get("status") or {}).get("reason") != (
             ORG_SUSPENDED
         ):
-            await self.deps.events.emit(ws, WORKSPACES, "Warning", ORG_SUSPENDED, outcome.detail)
+            await self.deps.events.emit(ws, WORKSPACES, "Warning", ORG_SUSPENDED, plan.detail)
         # Only after the status records the episode: a failed write then means a retry
         # that finds the episode unrecorded, never a second Event for the same one.
-        for failure, episode in outcome.failures:
+        for failure, episode in plan.failures:
             await self.deps.verifier.report(ws, failure, episode)
-        await self.deps.recovery.report(ws, outcome)
-        for notice in outcome.notices:
+        await self.deps.recovery.report(ws, plan)
+        for notice in plan.notices:
             await self.deps.events.emit(ws, WORKSPACES, notice.type, notice.reason, notice.message)
-        await clear_spent_marker(self.deps, ws, outcome.restart_generation)
-        if outcome.error is not None:
-            raise outcome.error
-        return deadlines.next_requeue(outcome.requeue, outcome.staging_due)
+        await clear_spent_marker(self.deps, ws, plan.restart_generation)
+        if plan.error is not None:
+            raise plan.error
+        return deadlines.next_requeue(plan.requeue, plan.staging_due)
 
     async def _terminate(self, ws: Obj, written: list[str]) -> None:
         """Stop the pod with the grace, then let the Workspace go. The pod's deletion event
@@ -195,14 +198,14 @@ class WorkspaceReconciler:
         # A foreign pod at our name is left alone: it was never ours to stop.
         if pod is not None and self.deps.writes.owns(pod, ws, "Pod"):
             if not pod_facts(pod).deleting:
-                await self.deps.writes.delete_pod(pod)
-            await self._write_status(ws, Outcome("Terminating", pod_name=pod_name), written)
+                await act(self.deps, ws, [DeletePod(pod)])
+            await self._write_status(ws, Plan("Terminating", pod_name=pod_name), written)
             return
         if isinstance(self.deps.staging, StagingCleanup):
             await self.deps.staging.cleanup(ws)
         # The finalizer goes with the version the status write returned: its own version
         # would be stale by then.
-        updated = await self._write_status(ws, Outcome("Terminated"), written)
+        updated = await self._write_status(ws, Plan("Terminated"), written)
         try:
             removed = await remove_finalizer(self.deps.kube, WORKSPACES, updated or ws, FINALIZER)
         except Conflict:
@@ -250,24 +253,24 @@ class WorkspaceReconciler:
                 found.message,
                 episode=f"{found.kind}/{found.name}/{found.holder}",
             )
-        outcome = Outcome("Pending", ready_reason=ownership.CONFLICT_REASON, detail=found.message)
-        outcome.due(CONFLICT_REQUEUE)
-        await phases.stage(self.deps, ws, outcome)
-        await self._write_status(ws, outcome, written)
-        if outcome.error is not None:
-            raise outcome.error
-        return deadlines.next_requeue(outcome.requeue, outcome.staging_due)
+        plan = Plan("Pending", ready_reason=ownership.CONFLICT_REASON, detail=found.message)
+        plan.due(CONFLICT_REQUEUE)
+        await phases.stage(self.deps, ws, plan)
+        await self._write_status(ws, plan, written)
+        if plan.error is not None:
+            raise plan.error
+        return deadlines.next_requeue(plan.requeue, plan.staging_due)
 
-    async def _write_status(self, ws: Obj, outcome: Outcome, written: list[str]) -> Obj | None:
+    async def _write_status(self, ws: Obj, plan: Plan, written: list[str]) -> Obj | None:
         """Write ``/status`` when, and only when, something changed; the written object."""
-        if self.deps.agents is not None and outcome.phase != "Active":
+        if self.deps.agents is not None and plan.phase != "Active":
             self.deps.agents.forget(ws)  # its agent is no longer read (and no longer metered)
         old, now = dict(ws.get("status") or {}), self.deps.clock()
         new = agent_report.apply(
             old,
-            next_status(old, outcome, ws, now),
-            outcome.agent,
-            outcome.phase,
+            next_status(old, plan, ws, now),
+            plan.agent,
+            plan.phase,
             int(ws["metadata"].get("generation") or 0),
             format_time(now),
         )
@@ -278,6 +281,6 @@ class WorkspaceReconciler:
             raise
         if updated is not None:
             written.append(str(updated["metadata"].get("resourceVersion", "")))
-            setup = outcome.pod.setup_seconds if outcome.pod is not None else None
+            setup = plan.pod.setup_seconds if plan.pod is not None else None
             self.deps.lifecycle.status_written(ws, old, new, now, setup_seconds=setup)
         return updated

@@ -4,14 +4,13 @@ and expired pods, and deletes Workspaces kept suspended past their TTL.
 
 The decisions are pure (``agent_status``, ``drain``, ``idle``); the functions here, called by
 the phase handlers with the pass's ``ReconcileDeps``, make the few writes they call for and
-report the rest in the ``Outcome``: the status to write once, its Events, its deadline. Health
+report the rest in the ``Plan``: the status to write once, its Events, its deadline. Health
 itself is read by the fleet's one ``AgentScheduler``; a pass only registers the pod and reads
 what is known.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from dataclasses import dataclass, field
 
@@ -29,9 +28,14 @@ from controller.workspace.pod.storage import claim_conflict
 from controller.workspace.reconcile import idle
 from controller.workspace.reconcile.deadlines import MIN_REQUEUE
 from controller.workspace.reconcile.deps import ReconcileDeps
-from controller.workspace.reconcile.outcome import Notice, Outcome
-from wspin.core.errors import KubeAPIError, NotFound
-from wspin.core.kinds import PVCS, WORKSPACES
+from controller.workspace.reconcile.plan import (
+    DeleteClaims,
+    DeletePod,
+    DeleteWorkspace,
+    Notice,
+    Plan,
+)
+from wspin.core.errors import KubeAPIError
 from wspin.core.logs import fields
 
 log = logging.getLogger("controller.workspace")
@@ -172,60 +176,58 @@ async def upkeep(
     ws: Obj,
     pod: Obj,
     facts: PodFacts,
-    outcome: Outcome,
+    plan: Plan,
     credentials: WorkspaceCredentials | str | None,
     gate: Gate,
-) -> Outcome | idle.AutoSuspend:
-    """Fold the drain, the agent and the Workspace's own deadlines into ``outcome``; an
-    ``AutoSuspend`` when the Workspace is due to be suspended, or the restart's outcome
+) -> Plan | idle.AutoSuspend:
+    """Fold the drain, the agent and the Workspace's own deadlines into ``plan``; an
+    ``AutoSuspend`` when the Workspace is due to be suspended, or the restart's plan
     when the agent failed its health checks."""
-    outcome.notices += gate.notices
-    outcome.due(gate.due)
+    plan.notices += gate.notices
+    plan.due(gate.due)
     if gate.hold:  # the generation is observed once the pod is actually replaced
         annotations = (pod.get("metadata") or {}).get("annotations") or {}
         held = annotations.get(ANNOTATION_RESTART_GENERATION, "0")
-        outcome.restart_generation = int(held) if str(held).isdigit() else 0
-    if outcome.phase != "Active":
+        plan.restart_generation = int(held) if str(held).isdigit() else 0
+    if plan.phase != "Active":
         if deps.agents is not None:
             deps.agents.forget(ws)
-        return outcome
+        return plan
     due = idle.active_deadline(ws, deps.clock())
     if isinstance(due, idle.AutoSuspend):
         if deps.agent_metrics is not None:
             deps.agent_metrics.auto_suspensions.labels(due.metric).inc()
         return due
-    outcome.due(due)
+    plan.due(due)
     if deps.agents is None:
-        return outcome
+        return plan
     if isinstance(credentials, WorkspaceCredentials):
         view = deps.agents.track(ws, pod, credentials.admin_token)
     else:  # a pod held for a drain keeps being read with the token it was built with
         view = deps.agents.view(ws)
     if view is None:
-        return outcome
+        return plan
     if view.failures >= RESTART_AFTER:
-        return await _restart(deps, ws, pod, facts, view.failures)
-    outcome.agent = AgentReport(view)
-    return outcome
+        return _restart(deps, ws, pod, facts, view.failures)
+    plan.agent = AgentReport(view)
+    return plan
 
 
-async def _restart(
-    deps: ReconcileDeps, ws: Obj, pod: Obj, facts: PodFacts, failures: int
-) -> Outcome:
+def _restart(deps: ReconcileDeps, ws: Obj, pod: Obj, facts: PodFacts, failures: int) -> Plan:
     """Replace a pod whose agent failed ``failures`` liveness checks in a row (no drain:
     an agent that does not answer has no session to finish)."""
     why = f"agentd failed {failures} health checks in a row"
     log.warning("restarting workspace pod", extra=fields(workspace=str(ObjectKey.of(ws))))
-    await deps.writes.delete_pod(pod)
     if deps.agents is not None:
         deps.agents.forget(ws)
     deps.drains.close(ws)
     if deps.agent_metrics is not None:
         deps.agent_metrics.restarts.inc()
-    outcome = Outcome.observed(recycling("Active", why), pod_name=facts.name, restarted=True)
-    outcome.agent = AgentReport(restarted=True)
-    outcome.notices.append(Notice("Warning", AGENT_RESTARTED, f"{why}; the pod is replaced"))
-    return outcome
+    plan = Plan.observed(recycling("Active", why), pod_name=facts.name, restarted=True)
+    plan.writes.append(DeletePod(pod))
+    plan.agent = AgentReport(restarted=True)
+    plan.notices.append(Notice("Warning", AGENT_RESTARTED, f"{why}; the pod is replaced"))
+    return plan
 
 
 def suspended_notice(auto: idle.AutoSuspend) -> Notice:
@@ -235,7 +237,7 @@ def suspended_notice(auto: idle.AutoSuspend) -> Notice:
 # -- Suspended ---------------------------------------------------------------------------
 
 
-async def expire(deps: ReconcileDeps, ws: Obj, outcome: Outcome) -> Outcome:
+def expire(deps: ReconcileDeps, ws: Obj, plan: Plan) -> Plan:
     """End a Workspace kept Suspended past ``spec.ttlSecondsAfterSuspended``: its volume
     is deleted and it is kept as Terminated (``--workspace-ttl-action=terminate``, the
     default: the API and its users still see what became of it), or the Workspace itself
@@ -243,22 +245,19 @@ async def expire(deps: ReconcileDeps, ws: Obj, outcome: Outcome) -> Outcome:
     it is due."""
     left = idle.ttl_left(ws, deps.clock())
     if left is None:
-        return outcome
+        return plan
     if left > 0:
-        outcome.due(left)
-        return outcome
-    meta = ws["metadata"]
+        plan.due(left)
+        return plan
     ttl = (ws.get("spec") or {}).get("ttlSecondsAfterSuspended")
     said = f"suspended longer than spec.ttlSecondsAfterSuspended ({ttl} s)"
     if deps.settings.ttl_action == "delete":
-        await deps.kube.delete(
-            WORKSPACES, meta["name"], meta.get("namespace"), uid=str(meta.get("uid") or "")
-        )
-        expired = Outcome("Terminating", reason=idle.TTL_EXPIRED, detail=f"{said}; deleted")
+        expired = Plan("Terminating", reason=idle.TTL_EXPIRED, detail=f"{said}; deleted")
+        expired.writes.append(DeleteWorkspace())
     else:
-        await release_volume(deps, ws)
         message = f"{said}; its volume is deleted and the workspace is kept as Terminated"
-        expired = Outcome("Terminated", reason=idle.TTL_EXPIRED, detail=message)
+        expired = Plan("Terminated", reason=idle.TTL_EXPIRED, detail=message)
+        expired.writes.append(DeleteClaims(own_claims(deps, ws)))
     if deps.agent_metrics is not None:
         deps.agent_metrics.ttl_expirations.inc()
     log.info("workspace expired", extra=fields(workspace=str(ObjectKey.of(ws))))
@@ -266,20 +265,19 @@ async def expire(deps: ReconcileDeps, ws: Obj, outcome: Outcome) -> Outcome:
     return expired
 
 
-async def release_volume(deps: ReconcileDeps, ws: Obj) -> None:
-    """Delete the Workspace's own claim (by either name it may have), never another's."""
+def own_claims(deps: ReconcileDeps, ws: Obj) -> tuple[Obj, ...]:
+    """The Workspace's own claims (by either name it may have), never another's, that are not
+    being deleted already."""
     key = ObjectKey.of(ws)
     owned = names(ws)
+    found: list[Obj] = []
     for name in dict.fromkeys((owned.pvc, owned.legacy_pvc)):
         pvc = deps.pvcs.get(ObjectKey(key.namespace, name))
         if pvc is None or (pvc.get("metadata") or {}).get("deletionTimestamp"):
             continue
-        if claim_conflict(pvc, ws, legacy_before=deps.writes.legacy_before) is not None:
-            continue
-        with contextlib.suppress(NotFound):
-            await deps.kube.delete(
-                PVCS, name, key.namespace, uid=str(pvc["metadata"].get("uid") or "")
-            )
+        if claim_conflict(pvc, ws, legacy_before=deps.writes.legacy_before) is None:
+            found.append(pvc)
+    return tuple(found)
 
 
 async def clear_spent_marker(deps: ReconcileDeps, ws: Obj, observed: int | None) -> None:

@@ -1,6 +1,6 @@
 """What one pass over a Workspace decided: the status to write and what follows the write.
 
-Every phase handler returns one ``Outcome``; the reconciler turns it into a single status
+Every phase handler returns one ``Plan``; the reconciler turns it into a single status
 write (``status.next_status``), then runs what must come after the status is committed
 (clearing a consumed ``spec.suspend``, Events, raising a staging error).
 """
@@ -12,11 +12,42 @@ from typing import Any, Literal
 
 from controller.types import Obj
 from controller.workspace.agent.report import AgentReport
+from controller.workspace.pod.credentials import WorkspaceCredentials
 from controller.workspace.pod.facts import PodFacts
 from controller.workspace.pod.phase import Observation
 from controller.workspace.recovery import verify
 from controller.workspace.recovery.decision import Assessment
 from wspin.core.fleet import Phase
+
+
+@dataclass(frozen=True)
+class DeletePod:
+    """Delete the Workspace's pod with the termination grace."""
+
+    pod: Obj
+
+
+@dataclass(frozen=True)
+class RestoreSecret:
+    """Write the workspace credentials Secret again (the kubelet reports it missing)."""
+
+    credentials: WorkspaceCredentials
+
+
+@dataclass(frozen=True)
+class DeleteClaims:
+    """Delete these claims of the Workspace's own (its volume, past its TTL)."""
+
+    claims: tuple[Obj, ...]
+
+
+@dataclass(frozen=True)
+class DeleteWorkspace:
+    """Delete the Workspace itself (past its TTL, with ``--workspace-ttl-action=delete``)."""
+
+
+Write = DeletePod | RestoreSecret | DeleteClaims | DeleteWorkspace
+"""A write a pass decided on, made by ``act`` before the status is written."""
 
 
 @dataclass(frozen=True)
@@ -29,7 +60,7 @@ class Notice:
 
 
 @dataclass
-class Outcome:
+class Plan:
     phase: Phase
     ready_reason: str = ""
     """The Ready condition's reason ("" = the phase's own)."""
@@ -78,6 +109,8 @@ class Outcome:
     checks (``agent_status``)."""
     notices: list[Notice] = field(default_factory=list)
     """Events to record after the status write (drains, automatic suspends, restarts)."""
+    writes: list[Write] = field(default_factory=list)
+    """The writes this pass decided on, made in order before the status write (``act``)."""
 
     def due(self, seconds: float | None) -> None:
         """Come back within ``seconds`` (None: no deadline)."""
@@ -85,8 +118,8 @@ class Outcome:
             self.requeue = seconds
 
     @classmethod
-    def observed(cls, seen: Observation, **fields: Any) -> Outcome:
-        """An outcome from a pod observation (``lifecycle.observe``)."""
+    def observed(cls, seen: Observation, **fields: Any) -> Plan:
+        """A plan from a pod observation (``lifecycle.observe``)."""
         return cls(
             seen.phase,
             ready_reason=seen.reason,
