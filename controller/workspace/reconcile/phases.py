@@ -32,11 +32,10 @@ staging pass runs once per pass in every phase that may hold staged material
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from typing import Final
 
-from controller.types import Obj, ObjectKey, StagingReport
-from controller.workspace.agent import report as agent_report
+from controller.types import Obj, ObjectKey
 from controller.workspace.pod import ownership
 from controller.workspace.pod.builder import desired_pod, pod_is_stale, restart_generation_of
 from controller.workspace.pod.credentials import (
@@ -54,23 +53,19 @@ from controller.workspace.pod.phase import (
     waiting_phase,
 )
 from controller.workspace.pod.refusals import (
-    ADMISSION_REFUSED,
     POD_ADMITTED,
     PodAdmissionRefused,
-    Refusal,
-    recorded,
-    refused_condition,
-    retry_delay,
 )
 from controller.workspace.pod.storage import claim_conflict, claim_name, desired_pvc
 from controller.workspace.reconcile import idle, orgstatus
+from controller.workspace.reconcile.act import refused_pod, stage
 from controller.workspace.reconcile.deadlines import VERIFY_FAILURE_RECHECK
 from controller.workspace.reconcile.deps import ReconcileDeps
+from controller.workspace.reconcile.observe import Observed
 from controller.workspace.reconcile.owner_record import org_to_check
-from controller.workspace.reconcile.plan import DeletePod, Notice, Plan
+from controller.workspace.reconcile.plan import DeletePod, Plan
 from controller.workspace.reconcile.recovery_report import fold
-from controller.workspace.reconcile.staging_phases import stages_in
-from controller.workspace.reconcile.suspension import consumed, suspend_request
+from controller.workspace.reconcile.suspension import consumed
 from controller.workspace.reconcile.upkeep import (
     Gate,
     expire,
@@ -79,7 +74,6 @@ from controller.workspace.reconcile.upkeep import (
     suspended_notice,
     upkeep,
 )
-from controller.workspace.recovery.episodes import new_episode
 from wspin.core.kinds import PVCS
 from wspin.core.logs import fields
 from wspin.core.namespaces import excluded_namespace_problem
@@ -93,38 +87,33 @@ RUNTIME_NOT_FOUND: Final = "RuntimeNotFound"
 ORG_SUSPENDED: Final = "OrgSuspended"
 """Ready reason and Event of a Workspace stopped because its organisation is suspended."""
 
-Handler = Callable[[ReconcileDeps, Obj], Awaitable[Plan]]
+Handler = Callable[[ReconcileDeps, Observed], Awaitable[Plan]]
 
 
-runtimes: Mapping[str, Obj] | None
-
-
-async def run(deps: ReconcileDeps, ws: Obj) -> Plan:
-    """The handler of ``ws``'s phase; the suspend request it acted on is marked consumed."""
-    previous = str((ws.get("status") or {}).get("phase") or "")
-    handler = _HANDLERS.get(previous, running)
-    plan = await handler(deps, ws)
-    request = suspend_request(ws)
-    if consumed(previous, request):
-        plan.consume = request
+async def run(deps: ReconcileDeps, seen: Observed) -> Plan:
+    """The handler of the phase ``seen`` records; the suspend request it acted on is marked
+    consumed."""
+    plan = await _HANDLERS.get(seen.previous, running)(deps, seen)
+    if consumed(seen.previous, seen.request):
+        plan.consume = seen.request
     return plan
 
 
 # -- the phases ---------------------------------------------------------------------
 
 
-async def running(deps: ReconcileDeps, ws: Obj) -> Plan:
+async def running(deps: ReconcileDeps, seen: Observed) -> Plan:
     """Pending, Creating, Active, Resuming, Failed: the pod should run."""
-    if suspend_request(ws) is True:
-        return _stop(deps, ws)
-    org = await _org_verdict(deps, ws)
+    if seen.request is True:
+        return _stop(seen)
+    org = await _org_verdict(deps, seen)
     if org is not None and org.suspended:
-        plan = _stop(deps, ws, ORG_SUSPENDED, org.detail)
+        plan = _stop(seen, ORG_SUSPENDED, org.detail)
     else:
         try:
-            plan = await _run_pod(deps, ws)
+            plan = await _run_pod(deps, seen)
         except PodBuildError as err:
-            plan = _failed(deps, ws, err)
+            plan = _failed(deps, seen.ws, err)
     if org is not None:
         plan.due(org.recheck)
     if not any(c.get("type") == POD_ADMITTED for c in plan.conditions):
@@ -132,29 +121,29 @@ async def running(deps: ReconcileDeps, ws: Obj) -> Plan:
     return plan
 
 
-async def suspending(deps: ReconcileDeps, ws: Obj) -> Plan:
+async def suspending(deps: ReconcileDeps, seen: Observed) -> Plan:
     """Stop the pod; Suspended once it is gone (its deletion event brings us back)."""
-    status = ws.get("status") or {}
-    if status.get("reason") == ORG_SUSPENDED and suspend_request(ws) is not True:
-        return _stop(deps, ws, ORG_SUSPENDED, str(status.get("message") or ""))
+    status = seen.status
+    if status.get("reason") == ORG_SUSPENDED and seen.request is not True:
+        return _stop(seen, ORG_SUSPENDED, str(status.get("message") or ""))
     kept = kept_reason(status)
-    if kept is not None and suspend_request(ws) is not True:
-        return _stop(deps, ws, *kept)
-    return _stop(deps, ws)
+    if kept is not None and seen.request is not True:
+        return _stop(seen, *kept)
+    return _stop(seen)
 
 
-async def suspended(deps: ReconcileDeps, ws: Obj) -> Plan:
+async def suspended(deps: ReconcileDeps, seen: Observed) -> Plan:
     """Stay Suspended until a resume request, or until the organisation whose suspension
     stopped the Workspace is active again; a suspend request makes it the user's own
     suspension (the organisation's reactivation then leaves it suspended)."""
-    request = suspend_request(ws)
-    by_org = (ws.get("status") or {}).get("reason") == ORG_SUSPENDED
+    request, ws = seen.request, seen.ws
+    by_org = seen.status.get("reason") == ORG_SUSPENDED
     if request is True or not (request is False or by_org):
-        kept = kept_reason(ws.get("status") or {}) if request is None else None
+        kept = kept_reason(seen.status) if request is None else None
         stay = Plan("Suspended", reason=kept[0], detail=kept[1]) if kept else None
         stay = stay or Plan("Suspended")
         return expire(deps, ws, stay)
-    org = await _org_verdict(deps, ws)
+    org = await _org_verdict(deps, seen)
     if org is not None and org.suspended:
         plan = Plan("Suspended", reason=ORG_SUSPENDED, detail=org.detail)
         plan.due(org.recheck)
@@ -163,12 +152,12 @@ async def suspended(deps: ReconcileDeps, ws: Obj) -> Plan:
     return Plan("Resuming")
 
 
-async def retired(deps: ReconcileDeps, ws: Obj) -> Plan:
+async def retired(deps: ReconcileDeps, seen: Observed) -> Plan:
     """Terminating or Terminated without a deletion: the pod is stopped, nothing else (a
     Workspace kept past its TTL keeps saying so)."""
-    pod = _own_pod(deps, ws, strict=False)
+    pod = seen.own_pod()
     if pod is None:
-        status = ws.get("status") or {}
+        status = seen.status
         if status.get("reason") == idle.TTL_EXPIRED:
             return Plan(
                 "Terminated", reason=idle.TTL_EXPIRED, detail=str(status.get("message") or "")
@@ -183,9 +172,9 @@ async def retired(deps: ReconcileDeps, ws: Obj) -> Plan:
 # -- the pod --------------------------------------------------------------------------
 
 
-async def _run_pod(deps: ReconcileDeps, ws: Obj) -> Plan:
+async def _run_pod(deps: ReconcileDeps, seen: Observed) -> Plan:
     """Build the pod (and its volume), then start, replace or observe it."""
-    key = ObjectKey.of(ws)
+    ws, key = seen.ws, seen.key
     excluded = excluded_namespace_problem(key.namespace, deps.settings.excluded_namespaces)
     if excluded:
         # Not a workspace namespace: nothing is ever staged for it.
@@ -197,14 +186,14 @@ async def _run_pod(deps: ReconcileDeps, ws: Obj) -> Plan:
     gated = runtime_class_problem(
         (ws.get("spec") or {}).get("runtimeClass"),
         key.namespace,
-        _labels(deps, key.namespace),
+        seen.labels,
         deps.settings.allowed_runtime_classes,
     )
     if gated:
         return _failed(deps, ws, PodBuildError(gated))
     runtime = _runtime(deps, ws)
     if isinstance(runtime, str):
-        return _runtime_missing(deps, ws, runtime)
+        return _runtime_missing(seen, runtime)
     owned = names(ws)
     cutoff = deps.writes.legacy_before
     legacy = deps.pvcs.get(ObjectKey(key.namespace, owned.legacy_pvc))
@@ -223,19 +212,21 @@ async def _run_pod(deps: ReconcileDeps, ws: Obj) -> Plan:
         try:
             await deps.writes.create(PVCS, desired_pvc(ws, claim), ws)
         except PodAdmissionRefused as refused:
-            waiting = Plan(waiting_phase(str((ws.get("status") or {}).get("phase") or "")))
-            await _refused(deps, ws, waiting, refused.refusal)
+            waiting = Plan(waiting_phase(seen.previous))
+            await refused_pod(deps, ws, waiting, refused.refusal)
             return waiting
-    plan = await _pod(deps, ws, body, credentials)
+    plan = await _pod(deps, seen, body, credentials)
     plan.claim, plan.claim_uid = claim, claim_uid
     if plan.restart_generation is None:  # else: a drain holds the pod it was built for
         plan.restart_generation = int(restart_generation_of(ws))
     return plan
 
 
-async def _pod(deps: ReconcileDeps, ws: Obj, body: Obj, credentials: WorkspaceCredentials) -> Plan:
-    previous = str((ws.get("status") or {}).get("phase") or "")
-    pod = _own_pod(deps, ws, strict=True)
+async def _pod(
+    deps: ReconcileDeps, seen: Observed, body: Obj, credentials: WorkspaceCredentials
+) -> Plan:
+    ws, previous = seen.ws, seen.previous
+    pod = seen.running_pod()
     facts = pod_facts(pod) if pod is not None else None
     gate, held = Gate(), None
     if pod is not None and facts is not None and not facts.deleting:
@@ -272,12 +263,12 @@ async def _pod(deps: ReconcileDeps, ws: Obj, body: Obj, credentials: WorkspaceCr
         try:
             await deps.writes.start_pod(ws, body, credentials)
         except PodAdmissionRefused as refused:
-            await _refused(deps, ws, plan, refused.refusal)
+            await refused_pod(deps, ws, plan, refused.refusal)
             return plan
         plan.pod_name = body["metadata"]["name"]
         return plan
     assert facts is not None
-    served = served_before(ws.get("status") or {}, facts)
+    served = served_before(seen.status, facts)
     plan = Plan.observed(observe(facts, previous, served=served), pod=facts, pod_name=facts.name)
     verify_failed = False
     if not facts.deleting and await deps.verifier.check(ws, pod, plan.phase, plan):
@@ -292,7 +283,7 @@ async def _pod(deps: ReconcileDeps, ws: Obj, body: Obj, credentials: WorkspaceCr
         return plan
     kept = await upkeep(deps, ws, pod, facts, plan, held, gate)
     if isinstance(kept, idle.AutoSuspend):
-        stopped = _stop(deps, ws, kept.reason, kept.message)
+        stopped = _stop(seen, kept.reason, kept.message)
         stopped.notices.append(suspended_notice(kept))
         return stopped
     return kept
@@ -326,46 +317,15 @@ async def _recover(
     return decided.delete_pod
 
 
-def _stop(deps: ReconcileDeps, ws: Obj, reason: str = "", detail: str = "") -> Plan:
+def _stop(seen: Observed, reason: str = "", detail: str = "") -> Plan:
     """Delete the pod (no drain: the termination grace bounds it); Suspended once gone."""
-    pod = _own_pod(deps, ws, strict=False)
+    pod = seen.own_pod()
     if pod is None:
         return Plan("Suspended", reason=reason, detail=detail)
-    plan = Plan("Suspending", reason=reason, detail=detail, pod_name=names(ws).pod)
+    plan = Plan("Suspending", reason=reason, detail=detail, pod_name=names(seen.ws).pod)
     if not pod_facts(pod).deleting:
         plan.writes.append(DeletePod(pod))
     return plan
-
-
-def _own_pod(deps: ReconcileDeps, ws: Obj, *, strict: bool) -> Obj | None:
-    """The cached pod at the Workspace's pod name if it is the Workspace's. Someone else's
-    pod raises ``ForeignObject`` (``strict``: the Workspace cannot run beside it) or reads
-    as no pod (stopping: it was never ours to stop)."""
-    if not ws["metadata"].get("uid"):
-        return None
-    pod = deps.pods.get(ObjectKey(ws["metadata"].get("namespace", ""), names(ws).pod))
-    if strict:
-        deps.writes.check(pod, ws, "Pod")
-    elif deps.writes.conflict(pod, ws, "Pod") is not None:
-        return None
-    return pod
-
-
-async def stage(deps: ReconcileDeps, ws: Obj, plan: Plan) -> None:
-    """Run the relay staging pass, when armed and ``plan``'s phase stages (every phase
-    that may hold staged material: ``staging_phases``), once per reconcile, and fold its
-    report into ``plan``."""
-    if deps.staging is None or plan.staged or not stages_in(plan.phase):
-        return
-    plan.staged = True
-    # Staging decides on what the pod applied: agentd's latest report, before it is written.
-    report = await deps.staging.run(agent_report.with_delivery(ws, plan.agent))
-    if isinstance(report, list):
-        report = StagingReport(report)
-    plan.conditions += report.conditions
-    plan.remove = (*plan.remove, *report.remove)
-    plan.error = report.error
-    plan.staging_due = report.requeue_after
 
 
 # -- causes ---------------------------------------------------------------------------
@@ -388,29 +348,6 @@ def _failed(deps: ReconcileDeps, ws: Obj, err: PodBuildError) -> Plan:
     return plan
 
 
-async def _refused(deps: ReconcileDeps, ws: Obj, plan: Plan, refusal: Refusal) -> None:
-    """Admission refused the pod: ``PodAdmitted=False`` and Ready=False naming who and
-    why, a retry after a delay growing with the episode, and for a new episode one log
-    line now and one Warning Event once the status records it (``refusals``)."""
-    generation = int(ws["metadata"].get("generation") or 0)
-    found = refused_condition(refusal, generation)
-    conditions = (ws.get("status") or {}).get("conditions") or []
-    plan.conditions.append(found)
-    plan.reason, plan.detail = ADMISSION_REFUSED, str(found["message"])
-    plan.due(retry_delay(conditions, deps.clock()))
-    if await new_episode(deps.kube, ws, recorded(refusal)):
-        log.warning(
-            "admission refused the workspace pod; retrying",
-            extra=fields(
-                workspace=str(ObjectKey.of(ws)),
-                reason=refusal.reason,
-                by=refusal.by,
-                error=found["message"],
-            ),
-        )
-        plan.notices.append(Notice("Warning", refusal.reason, str(found["message"])))
-
-
 def _runtime(deps: ReconcileDeps, ws: Obj) -> Runtime | str | None:
     """The RuntimeEnvironment a bare ``spec.runtime`` names, why it names none, or None for
     an image reference (the pod runs it as written)."""
@@ -420,30 +357,27 @@ def _runtime(deps: ReconcileDeps, ws: Obj) -> Runtime | str | None:
     return resolve_runtime(runtime, deps.runtimes)
 
 
-def _runtime_missing(deps: ReconcileDeps, ws: Obj, problem: str) -> Plan:
+def _runtime_missing(seen: Observed, problem: str) -> Plan:
     """Ready=False RuntimeNotFound; a running pod is left as it is (it was built from an
     entry that was valid then), no new pod is built. The catalogue's watch brings the
     Workspace back when the entry appears."""
-    previous = str((ws.get("status") or {}).get("phase") or "")
-    pod = _own_pod(deps, ws, strict=False)
+    pod = seen.own_pod()
     facts = pod_facts(pod) if pod is not None else None
-    plan = Plan.observed(observe(facts, previous), pod=facts, pod_name=facts.name if facts else "")
+    plan = Plan.observed(
+        observe(facts, seen.previous), pod=facts, pod_name=facts.name if facts else ""
+    )
     if facts is None:
-        plan.phase = waiting_phase(previous)
+        plan.phase = waiting_phase(seen.previous)
     plan.reason, plan.detail, plan.failure_reason = RUNTIME_NOT_FOUND, problem, ""
     return plan
 
 
-def _labels(deps: ReconcileDeps, namespace: str) -> Mapping[str, str]:
-    return deps.namespaces.of(namespace) if deps.namespaces is not None else {}
-
-
-async def _org_verdict(deps: ReconcileDeps, ws: Obj) -> orgstatus.OrgVerdict | None:
+async def _org_verdict(deps: ReconcileDeps, seen: Observed) -> orgstatus.OrgVerdict | None:
     """Whether the Workspace's organisation is suspended, when the API service is
     configured; None otherwise. The organisation is the vouched owner's
     (``owner_record.org_to_check``), else the namespace's ``llmsafespaces.dev/org`` label:
     ``spec.owner.orgID`` as it stands is never read. Unknown status never suspends."""
-    org_id = org_to_check(ws, _labels(deps, str(ws["metadata"].get("namespace", ""))))
+    org_id = org_to_check(seen.ws, seen.labels)
     if deps.orgs is None or org_id is None:
         return None
     return await orgstatus.verdict(deps.orgs, org_id)

@@ -1,8 +1,10 @@
-"""What one pass over a Workspace decided: the status to write and what follows the write.
+"""What one pass over a Workspace decided: the writes to make, the status to write and what
+follows the write.
 
-Every phase handler returns one ``Plan``; the reconciler turns it into a single status
-write (``status.next_status``), then runs what must come after the status is committed
-(clearing a consumed ``spec.suspend``, Events, raising a staging error).
+Every phase handler returns one ``Plan``; ``act`` makes its writes (``Write``), the reconciler
+turns it into a single status write (``record``), then runs what must come after the status
+is committed (clearing a consumed ``spec.suspend``, Events, raising a staging error).
+``Notice`` is an Event queued for after the write.
 """
 
 from __future__ import annotations
@@ -76,9 +78,9 @@ class Plan:
     pod_name: str = ""
     """The pod that exists or was just created for the Workspace ("" = none)."""
     claim: str = ""
+    """The PVC the pod mounts (``status.pvcName``)."""
     claim_uid: str = ""
     """The uid of the claim ``claim`` once it is in the cache (``status.pvcUID``)."""
-    """The PVC the pod mounts (``status.pvcName``)."""
     restart_generation: int | None = None
     """The ``spec.restartGeneration`` the Workspace's pod is (being) built for."""
     restarted: bool = False

@@ -1,11 +1,11 @@
 """The Workspace reconciler: a Workspace key in, the PVC, pod and status brought in line.
 
-Level-based: every reconcile reads the Workspace and its pod from the caches, hands it to the
-handler of its phase (``phases``), which decides a ``Plan``; ``act`` makes the plan's writes,
-the status is written once (``record.next_status``; nothing when unchanged) and a requeue
-decision returned (``deadlines``). After the status is
-committed, and only then, come the writes that depend on it: the consumed ``spec.suspend`` is
-cleared (``suspension``), and Events are sent.
+Level-based, one pass per key: observe (``observe.snapshot``: the Workspace, its status and
+pod from the caches), decide (the handler of its phase, ``phases``, returns a ``Plan``), act
+(``act`` makes the plan's writes), record (the status written once, ``record.next_status``;
+nothing when unchanged) and a requeue decision (``deadlines``). After the status is committed,
+and only then, come the writes and reports that depend on it: the consumed ``spec.suspend``
+is cleared (``suspension``), Events are sent, recovery and verification report.
 
 Write flow, in controller-runtime's order: a Workspace without the finalizer gets it (with
 the owner-record request when one is missing) in one write, and the pass ends there: that
@@ -45,8 +45,9 @@ from controller.workspace.pod import ownership
 from controller.workspace.pod.facts import pod_facts
 from controller.workspace.pod.names import names
 from controller.workspace.reconcile import deadlines, phases
-from controller.workspace.reconcile.act import act
+from controller.workspace.reconcile.act import act, stage
 from controller.workspace.reconcile.deps import ReconcileDeps
+from controller.workspace.reconcile.observe import snapshot
 from controller.workspace.reconcile.owner_record import needs_adoption, record_request
 from controller.workspace.reconcile.phases import ORG_SUSPENDED, RUNTIME_NOT_FOUND
 from controller.workspace.reconcile.plan import DeletePod, Plan
@@ -145,14 +146,14 @@ class WorkspaceReconciler:
         # The egress policy goes first, so a new pod never starts with open egress.
         egress = await self.deps.egress.ensure(ws) if self.deps.egress is not None else None
         try:
-            plan = await phases.run(self.deps, ws)
+            plan = await phases.run(self.deps, snapshot(self.deps, ws))
         except ownership.ForeignObject as foreign:
             return await self._conflict(ws, foreign.conflict, written)
-        await act(self.deps, ws, plan.writes)
+        await act(self.deps, ws, plan)
         if egress is not None:
             plan.conditions.append(egress.condition)
             plan.due(egress.requeue)
-        await phases.stage(self.deps, ws, plan)
+        await stage(self.deps, ws, plan)
         await self._write_status(ws, plan, written)
         if plan.consume is not None:
             # Only once the status records what the request did: cleared first, a failed
@@ -197,9 +198,11 @@ class WorkspaceReconciler:
         pod = await self.deps.kube.get_or_none(PODS, pod_name, namespace) if pod_name else None
         # A foreign pod at our name is left alone: it was never ours to stop.
         if pod is not None and self.deps.writes.owns(pod, ws, "Pod"):
+            plan = Plan("Terminating", pod_name=pod_name)
             if not pod_facts(pod).deleting:
-                await act(self.deps, ws, [DeletePod(pod)])
-            await self._write_status(ws, Plan("Terminating", pod_name=pod_name), written)
+                plan.writes.append(DeletePod(pod))
+            await act(self.deps, ws, plan)
+            await self._write_status(ws, plan, written)
             return
         if isinstance(self.deps.staging, StagingCleanup):
             await self.deps.staging.cleanup(ws)
@@ -255,7 +258,7 @@ class WorkspaceReconciler:
             )
         plan = Plan("Pending", ready_reason=ownership.CONFLICT_REASON, detail=found.message)
         plan.due(CONFLICT_REQUEUE)
-        await phases.stage(self.deps, ws, plan)
+        await stage(self.deps, ws, plan)
         await self._write_status(ws, plan, written)
         if plan.error is not None:
             raise plan.error

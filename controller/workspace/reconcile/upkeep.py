@@ -3,10 +3,12 @@ restarts, the agent's status), drains sessions before the recycles it starts, su
 and expired pods, and deletes Workspaces kept suspended past their TTL.
 
 The decisions are pure (``agent_status``, ``drain``, ``idle``); the functions here, called by
-the phase handlers with the pass's ``ReconcileDeps``, make the few writes they call for and
-report the rest in the ``Plan``: the status to write once, its Events, its deadline. Health
-itself is read by the fleet's one ``AgentScheduler``; a pass only registers the pod and reads
-what is known.
+the phase handlers with the pass's ``ReconcileDeps``, put what they decide in the ``Plan``: the
+pod to delete, the volume or Workspace to delete past its TTL, the status to write once, its
+Events, its deadline. The one write made here is the user's force-recycle marker, removed
+before the pod it releases (a marker that cannot be removed keeps both). Health itself is
+read by the fleet's one ``AgentScheduler``; a pass only registers the pod and reads what is
+known.
 """
 
 from __future__ import annotations
