@@ -17,18 +17,33 @@ def has_finalizer(obj: Obj, name: str) -> bool:
     return name in ((obj.get("metadata") or {}).get("finalizers") or [])
 
 
+def version_of(obj: Obj) -> Obj:
+    """A metadata patch that only holds ``obj``'s resourceVersion (a conditional write)."""
+    return {"resourceVersion": obj["metadata"].get("resourceVersion")}
+
+
+def finalizer_patch(obj: Obj, name: str) -> Obj | None:
+    """The metadata patch adding ``name`` to ``obj``'s finalizers, None when it is there."""
+    if has_finalizer(obj, name):
+        return None
+    meta = obj["metadata"]
+    return {"finalizers": [*(meta.get("finalizers") or []), name], **version_of(obj)}
+
+
+async def patch_metadata(kube: Kube, resource: Resource, obj: Obj, patch: Obj) -> Obj:
+    """Write the metadata ``patch`` (carrying ``obj``'s resourceVersion) on ``obj``."""
+    meta = obj["metadata"]
+    return await kube.patch(
+        resource, meta["name"], {"metadata": patch}, meta.get("namespace") or None
+    )
+
+
 async def add_finalizer(kube: Kube, resource: Resource, obj: Obj, name: str) -> Obj:
     """``obj`` with ``name`` in its finalizers (written when missing); returns the object."""
-    if has_finalizer(obj, name):
+    patch = finalizer_patch(obj, name)
+    if patch is None:
         return obj
-    meta = obj["metadata"]
-    patch = {
-        "metadata": {
-            "finalizers": [*(meta.get("finalizers") or []), name],
-            "resourceVersion": meta.get("resourceVersion"),
-        }
-    }
-    return await kube.patch(resource, meta["name"], patch, meta.get("namespace") or None)
+    return await patch_metadata(kube, resource, obj, patch)
 
 
 async def remove_finalizer(kube: Kube, resource: Resource, obj: Obj, name: str) -> bool:

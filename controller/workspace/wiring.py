@@ -17,6 +17,7 @@ from controller.workspace.egress.dns import DnsResolver
 from controller.workspace.egress.policy import CILIUM_NETWORK_POLICIES, NETWORK_POLICIES
 from controller.workspace.egress.sync import EgressPolicies
 from controller.workspace.pod.credential_keys import CredentialKeys
+from controller.workspace.reconcile.deps import ReconcileDeps
 from controller.workspace.reconcile.fleet_metrics import WorkspaceFleetCollector
 from controller.workspace.reconcile.lifecycle_metrics import LifecycleMetrics
 from controller.workspace.reconcile.orgstatus import OrgStatusCache, OrgStatusMetrics
@@ -47,7 +48,8 @@ def register(
     staging: StagingPass | None = None,
     redact: Callable[[str], str] = lambda text: text,
 ) -> None:
-    """Add the Workspace reconciler over shared caches of Workspaces, pods and PVCs.
+    """Add the Workspace reconciler over shared caches of Workspaces, pods and PVCs, with
+    every dependency of its passes in one ``ReconcileDeps``.
 
     ``keys`` is the workspace credentials key (``credential_keys.load_credential_keys``, read
     at start).
@@ -120,25 +122,26 @@ def register(
     )
     manager.add_runnable("agent-scheduler", agents.run)
     manager.registry.register(AgentUsageCollector(agents.targets))
-    reconciler = WorkspaceReconciler(
+    deps = ReconcileDeps(
         manager.kube,
         workspaces,
         pods,
         manager.cache(PVCS, labels=OWNED_SELECTOR),
         settings.workspace,
-        keys=keys,
-        metrics=metrics,
+        keys,
+        metrics,
+        recovery_metrics=RecoveryMetrics(manager.registry),
+        lifecycle=LifecycleMetrics(manager.registry),
         staging=staging,
         orgs=orgs,
-        egress=egress,
         runtimes=runtimes,
-        recovery=RecoveryMetrics(manager.registry),
-        lifecycle=LifecycleMetrics(manager.registry),
-        redact=redact,
+        egress=egress,
         namespaces=NamespaceLabels(manager.cache(NAMESPACES)),
         agents=agents,
         agent_metrics=agent_metrics,
+        redact=redact,
     )
+    reconciler = WorkspaceReconciler(deps)
     manager.add_controller(
         reconciler,
         for_=WORKSPACES,

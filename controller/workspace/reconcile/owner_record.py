@@ -14,10 +14,8 @@ from __future__ import annotations
 from typing import Final
 
 from controller.types import Obj
-from wspin.core.kinds import WORKSPACES
 from wspin.core.owners import ANNOTATION_VERIFIED_OWNER, UpgradeMode, record_of
 from wspin.core.tenancy import Labels, org_of
-from wspin.kube.client import Kube
 
 ADOPT_REQUEST: Final = "adopt"
 """What the controller writes to ask; the webhook replaces it with the record."""
@@ -35,17 +33,10 @@ def needs_adoption(ws: Obj, mode: UpgradeMode) -> bool:
     )
 
 
-async def request_record(kube: Kube, ws: Obj) -> str:
-    """Ask the webhook to record the Workspace's owner; the new resourceVersion."""
-    meta = ws["metadata"]
-    patch = {
-        "metadata": {
-            "annotations": {ANNOTATION_VERIFIED_OWNER: ADOPT_REQUEST},
-            "resourceVersion": meta.get("resourceVersion"),
-        }
-    }
-    updated = await kube.patch(WORKSPACES, meta["name"], patch, meta.get("namespace") or None)
-    return str(updated["metadata"].get("resourceVersion", ""))
+def record_request() -> Obj:
+    """The metadata patch asking the webhook to record the Workspace's owner (the reconciler
+    sends it with the finalizer, in one write)."""
+    return {"annotations": {ANNOTATION_VERIFIED_OWNER: ADOPT_REQUEST}}
 
 
 def org_to_check(ws: Obj, namespace_labels: Labels) -> str | None:

@@ -1,5 +1,11 @@
-"""One handler per Workspace phase: each reads the caches, makes the writes its phase needs
-and returns an ``Outcome`` (the status to write and what follows it).
+"""One handler per Workspace phase: each reads the caches and returns a ``Plan`` (the writes
+its phase needs, the status to write and what follows it); ``act`` makes the writes.
+
+Two writes cannot wait for the plan, because their answer changes it, and are made here as
+explicit steps: the claim and the pod are created when missing (admission may refuse either,
+which the status then reports), and a user's force-recycle marker is removed before the pod
+it releases (``upkeep``). Reads beyond the caches are explicit too: the org status, the pod's
+Events and the live episode checks of recovery and verification.
 
 Dispatch is by the phase the status records (``run``); deletion is the reconciler's own path.
 
@@ -26,21 +32,18 @@ staging pass runs once per pass in every phase that may hold staged material
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from typing import Final
 
-from controller.settings import WorkspaceSettings
-from controller.types import Obj, ObjectKey, ObjectReader, StagingPass, StagingReport
-from controller.workspace.agent import report as agent_report
+from controller.types import Obj, ObjectKey
 from controller.workspace.pod import ownership
 from controller.workspace.pod.builder import desired_pod, pod_is_stale, restart_generation_of
-from controller.workspace.pod.credential_keys import CredentialKeys
 from controller.workspace.pod.credentials import (
     WorkspaceCredentials,
     derive_credentials,
     pod_credentials,
 )
-from controller.workspace.pod.facts import pod_facts
+from controller.workspace.pod.facts import PodFacts, pod_facts
 from controller.workspace.pod.names import PodBuildError, PodRejected, names
 from controller.workspace.pod.phase import (
     POD_BUILD_FAILED,
@@ -50,31 +53,32 @@ from controller.workspace.pod.phase import (
     waiting_phase,
 )
 from controller.workspace.pod.refusals import (
-    ADMISSION_REFUSED,
     POD_ADMITTED,
     PodAdmissionRefused,
-    Refusal,
-    recorded,
-    refused_condition,
-    retry_delay,
 )
 from controller.workspace.pod.storage import claim_conflict, claim_name, desired_pvc
-from controller.workspace.pod.writes import OwnedWrites
 from controller.workspace.reconcile import idle, orgstatus
+from controller.workspace.reconcile.act import refused_pod, stage
 from controller.workspace.reconcile.deadlines import VERIFY_FAILURE_RECHECK
-from controller.workspace.reconcile.outcome import Notice, Outcome
+from controller.workspace.reconcile.deps import ReconcileDeps
+from controller.workspace.reconcile.observe import Observed
 from controller.workspace.reconcile.owner_record import org_to_check
-from controller.workspace.reconcile.recovery_report import RecoveryReporter
-from controller.workspace.reconcile.staging_phases import stages_in
-from controller.workspace.reconcile.suspension import consumed, suspend_request
-from controller.workspace.reconcile.upkeep import Gate, WorkspaceUpkeep, kept_reason
-from controller.workspace.reconcile.verify_report import VerifyReporter
-from controller.workspace.recovery.episodes import new_episode
+from controller.workspace.reconcile.plan import DeletePod, Plan
+from controller.workspace.reconcile.recovery_report import fold
+from controller.workspace.reconcile.suspension import consumed
+from controller.workspace.reconcile.upkeep import (
+    Gate,
+    expire,
+    hold_recycle,
+    kept_reason,
+    suspended_notice,
+    upkeep,
+)
 from wspin.core.kinds import PVCS
 from wspin.core.logs import fields
 from wspin.core.namespaces import excluded_namespace_problem
 from wspin.core.runtimes import Runtime, resolve_runtime
-from wspin.core.tenancy import NamespaceLabels, runtime_class_problem
+from wspin.core.tenancy import runtime_class_problem
 
 log = logging.getLogger("controller.workspace")
 
@@ -83,341 +87,305 @@ RUNTIME_NOT_FOUND: Final = "RuntimeNotFound"
 ORG_SUSPENDED: Final = "OrgSuspended"
 """Ready reason and Event of a Workspace stopped because its organisation is suspended."""
 
-Handler = Callable[[Obj], Awaitable[Outcome]]
+Handler = Callable[[ReconcileDeps, Observed], Awaitable[Plan]]
 
 
-class WorkspacePhases(WorkspaceUpkeep):
-    """The per-phase handlers; the reconciler adds the reconcile loop and the status write."""
+async def run(deps: ReconcileDeps, seen: Observed) -> Plan:
+    """The handler of the phase ``seen`` records; the suspend request it acted on is marked
+    consumed."""
+    plan = await _HANDLERS.get(seen.previous, running)(deps, seen)
+    if consumed(seen.previous, seen.request):
+        plan.consume = seen.request
+    return plan
 
-    settings: WorkspaceSettings
-    keys: CredentialKeys
-    pods: ObjectReader
-    pvcs: ObjectReader
-    writes: OwnedWrites
-    verifier: VerifyReporter
-    recovery: RecoveryReporter
-    staging: StagingPass | None
-    orgs: orgstatus.OrgStatusCache | None
-    runtimes: Mapping[str, Obj] | None
-    namespaces: NamespaceLabels | None
 
-    async def run(self, ws: Obj) -> Outcome:
-        """The handler of ``ws``'s phase; the suspend request it acted on is marked consumed."""
-        previous = str((ws.get("status") or {}).get("phase") or "")
-        handlers: dict[str, Handler] = {
-            "Suspending": self.suspending,
-            "Suspended": self.suspended,
-            "Terminating": self.retired,
-            "Terminated": self.retired,
-        }
-        outcome = await handlers.get(previous, self.running)(ws)
-        request = suspend_request(ws)
-        if consumed(previous, request):
-            outcome.consume = request
-        return outcome
+# -- the phases ---------------------------------------------------------------------
 
-    # -- the phases ---------------------------------------------------------------------
 
-    async def running(self, ws: Obj) -> Outcome:
-        """Pending, Creating, Active, Resuming, Failed: the pod should run."""
-        if suspend_request(ws) is True:
-            return await self._stop(ws)
-        org = await self._org_verdict(ws)
-        if org is not None and org.suspended:
-            outcome = await self._stop(ws, ORG_SUSPENDED, org.detail)
-        else:
-            try:
-                outcome = await self._run_pod(ws)
-            except PodBuildError as err:
-                outcome = self._failed(ws, err)
-        if org is not None:
-            outcome.due(org.recheck)
-        if not any(c.get("type") == POD_ADMITTED for c in outcome.conditions):
-            outcome.remove = (*outcome.remove, POD_ADMITTED)  # no refusal (any more)
-        return outcome
+async def running(deps: ReconcileDeps, seen: Observed) -> Plan:
+    """Pending, Creating, Active, Resuming, Failed: the pod should run."""
+    if seen.request is True:
+        return _stop(seen)
+    org = await _org_verdict(deps, seen)
+    if org is not None and org.suspended:
+        plan = _stop(seen, ORG_SUSPENDED, org.detail)
+    else:
+        try:
+            plan = await _run_pod(deps, seen)
+        except PodBuildError as err:
+            plan = _failed(deps, seen.ws, err)
+    if org is not None:
+        plan.due(org.recheck)
+    if not any(c.get("type") == POD_ADMITTED for c in plan.conditions):
+        plan.remove = (*plan.remove, POD_ADMITTED)  # no refusal (any more)
+    return plan
 
-    async def suspending(self, ws: Obj) -> Outcome:
-        """Stop the pod; Suspended once it is gone (its deletion event brings us back)."""
-        status = ws.get("status") or {}
-        if status.get("reason") == ORG_SUSPENDED and suspend_request(ws) is not True:
-            return await self._stop(ws, ORG_SUSPENDED, str(status.get("message") or ""))
-        kept = kept_reason(status)
-        if kept is not None and suspend_request(ws) is not True:
-            return await self._stop(ws, *kept)
-        return await self._stop(ws)
 
-    async def suspended(self, ws: Obj) -> Outcome:
-        """Stay Suspended until a resume request, or until the organisation whose suspension
-        stopped the Workspace is active again; a suspend request makes it the user's own
-        suspension (the organisation's reactivation then leaves it suspended)."""
-        request = suspend_request(ws)
-        by_org = (ws.get("status") or {}).get("reason") == ORG_SUSPENDED
-        if request is True or not (request is False or by_org):
-            kept = kept_reason(ws.get("status") or {}) if request is None else None
-            stay = Outcome("Suspended", reason=kept[0], detail=kept[1]) if kept else None
-            stay = stay or Outcome("Suspended")
-            return await self.expire(ws, stay)
-        org = await self._org_verdict(ws)
-        if org is not None and org.suspended:
-            outcome = Outcome("Suspended", reason=ORG_SUSPENDED, detail=org.detail)
-            outcome.due(org.recheck)
-            return outcome
-        log.info("resuming workspace", extra=fields(workspace=str(ObjectKey.of(ws))))
-        return Outcome("Resuming")
+async def suspending(deps: ReconcileDeps, seen: Observed) -> Plan:
+    """Stop the pod; Suspended once it is gone (its deletion event brings us back)."""
+    status = seen.status
+    if status.get("reason") == ORG_SUSPENDED and seen.request is not True:
+        return _stop(seen, ORG_SUSPENDED, str(status.get("message") or ""))
+    kept = kept_reason(status)
+    if kept is not None and seen.request is not True:
+        return _stop(seen, *kept)
+    return _stop(seen)
 
-    async def retired(self, ws: Obj) -> Outcome:
-        """Terminating or Terminated without a deletion: the pod is stopped, nothing else (a
-        Workspace kept past its TTL keeps saying so)."""
-        pod = self._own_pod(ws, strict=False)
-        if pod is None:
-            status = ws.get("status") or {}
-            if status.get("reason") == idle.TTL_EXPIRED:
-                return Outcome(
-                    "Terminated", reason=idle.TTL_EXPIRED, detail=str(status.get("message") or "")
-                )
-            return Outcome("Terminated")
-        if not pod_facts(pod).deleting:
-            await self.writes.delete_pod(pod)
-        return Outcome("Terminating")
 
-    # -- the pod --------------------------------------------------------------------------
+async def suspended(deps: ReconcileDeps, seen: Observed) -> Plan:
+    """Stay Suspended until a resume request, or until the organisation whose suspension
+    stopped the Workspace is active again; a suspend request makes it the user's own
+    suspension (the organisation's reactivation then leaves it suspended)."""
+    request, ws = seen.request, seen.ws
+    by_org = seen.status.get("reason") == ORG_SUSPENDED
+    if request is True or not (request is False or by_org):
+        kept = kept_reason(seen.status) if request is None else None
+        stay = Plan("Suspended", reason=kept[0], detail=kept[1]) if kept else None
+        stay = stay or Plan("Suspended")
+        return expire(deps, ws, stay)
+    org = await _org_verdict(deps, seen)
+    if org is not None and org.suspended:
+        plan = Plan("Suspended", reason=ORG_SUSPENDED, detail=org.detail)
+        plan.due(org.recheck)
+        return plan
+    log.info("resuming workspace", extra=fields(workspace=str(ObjectKey.of(ws))))
+    return Plan("Resuming")
 
-    async def _run_pod(self, ws: Obj) -> Outcome:
-        """Build the pod (and its volume), then start, replace or observe it."""
-        key = ObjectKey.of(ws)
-        excluded = excluded_namespace_problem(key.namespace, self.settings.excluded_namespaces)
-        if excluded:
-            # Not a workspace namespace: nothing is ever staged for it.
-            outcome = self._failed(ws, PodBuildError(excluded))
-            outcome.staged = True
-            return outcome
-        # The webhook refuses such a Workspace; checked again here, as the namespace's label or
-        # the allow list may have changed since it was admitted.
-        gated = runtime_class_problem(
-            (ws.get("spec") or {}).get("runtimeClass"),
-            key.namespace,
-            self._labels(key.namespace),
-            self.settings.allowed_runtime_classes,
-        )
-        if gated:
-            return self._failed(ws, PodBuildError(gated))
-        runtime = self._runtime(ws)
-        if isinstance(runtime, str):
-            return self._runtime_missing(ws, runtime)
-        owned = names(ws)
-        cutoff = self.writes.legacy_before
-        legacy = self.pvcs.get(ObjectKey(key.namespace, owned.legacy_pvc))
-        claim = claim_name(ws, legacy, legacy_before=cutoff)
-        credentials = derive_credentials(self.keys, ws)
-        body = desired_pod(ws, self.settings, credentials=credentials, runtime=runtime, claim=claim)
-        pvc = self.pvcs.get(ObjectKey(key.namespace, claim))
-        found = claim_conflict(pvc, ws, legacy_before=cutoff)
-        if found is not None:
-            raise ownership.ForeignObject(found)
-        # The former name's claim is held to its uid (``storage``); the new name's to its label.
-        claim_uid = str(pvc["metadata"].get("uid") or "") if pvc and claim != owned.pvc else ""
-        if pvc is None:
-            # Created (or found foreign) before the pod that mounts it: a pod must never
-            # start on a claim someone else put at our name.
-            try:
-                await self.writes.create(PVCS, desired_pvc(ws, claim), ws)
-            except PodAdmissionRefused as refused:
-                waiting = Outcome(waiting_phase(str((ws.get("status") or {}).get("phase") or "")))
-                await self._refused(ws, waiting, refused.refusal)
-                return waiting
-        outcome = await self._pod(ws, body, credentials)
-        outcome.claim, outcome.claim_uid = claim, claim_uid
-        if outcome.restart_generation is None:  # else: a drain holds the pod it was built for
-            outcome.restart_generation = int(restart_generation_of(ws))
-        return outcome
 
-    async def _pod(self, ws: Obj, body: Obj, credentials: WorkspaceCredentials) -> Outcome:
-        previous = str((ws.get("status") or {}).get("phase") or "")
-        pod = self._own_pod(ws, strict=True)
-        facts = pod_facts(pod) if pod is not None else None
-        gate, held = Gate(), None
-        if pod is not None and facts is not None and not facts.deleting:
-            stale = pod_is_stale(pod, ws)
-            held = pod_credentials(pod, ws, self.keys) if stale is None else None
-            untrusted = held if isinstance(held, str) else None
-            why = stale or untrusted
-            if why is not None and not facts.terminal:
-                # A recycle the controller starts waits for the agent's sessions (drain).
-                gate = await self.hold_recycle(ws, pod, facts, previous, untrusted=bool(untrusted))
-                why = None if gate.hold else why
-            if why is not None or facts.terminal:
-                log.info(
-                    "recreating workspace pod",
-                    extra=fields(workspace=str(ObjectKey.of(ws)), why=why or facts.reason),
-                )
-                await self.writes.delete_pod(pod)
-                if why is None:
-                    outcome = Outcome.observed(observe(facts, previous), pod_name=facts.name)
-                    await self.recovery.assess(
-                        ws, pod, facts, outcome, previous=previous, credentials=credentials
-                    )
-                    return outcome
-                recycled = Outcome.observed(
-                    recycling(previous, why), pod_name=facts.name, restarted=bool(untrusted)
-                )
-                recycled.notices += gate.notices
-                return recycled
-        if pod is None:
-            outcome = Outcome.observed(observe(None, previous))
-            if self.recovery.missing(ws, outcome, previous):
-                return outcome  # the retry after a failure is not due yet
-            # Staged before the pod is built, so its first start finds its relay handoff.
-            await self.stage(ws, outcome)
-            try:
-                await self.writes.start_pod(ws, body, credentials)
-            except PodAdmissionRefused as refused:
-                await self._refused(ws, outcome, refused.refusal)
-                return outcome
-            outcome.pod_name = body["metadata"]["name"]
-            return outcome
-        assert facts is not None
-        served = served_before(ws.get("status") or {}, facts)
-        outcome = Outcome.observed(
-            observe(facts, previous, served=served), pod=facts, pod_name=facts.name
-        )
-        verify_failed = False
-        if not facts.deleting and await self.verifier.check(ws, pod, outcome.phase, outcome):
-            verify_failed = True
-            outcome.due(VERIFY_FAILURE_RECHECK)
-        if await self.recovery.assess(
-            ws,
-            pod,
-            facts,
-            outcome,
-            previous=previous,
-            credentials=credentials,
-            verify_failed=verify_failed,
-        ):
+async def retired(deps: ReconcileDeps, seen: Observed) -> Plan:
+    """Terminating or Terminated without a deletion: the pod is stopped, nothing else (a
+    Workspace kept past its TTL keeps saying so)."""
+    pod = seen.own_pod()
+    if pod is None:
+        status = seen.status
+        if status.get("reason") == idle.TTL_EXPIRED:
+            return Plan(
+                "Terminated", reason=idle.TTL_EXPIRED, detail=str(status.get("message") or "")
+            )
+        return Plan("Terminated")
+    plan = Plan("Terminating")
+    if not pod_facts(pod).deleting:
+        plan.writes.append(DeletePod(pod))
+    return plan
+
+
+# -- the pod --------------------------------------------------------------------------
+
+
+async def _run_pod(deps: ReconcileDeps, seen: Observed) -> Plan:
+    """Build the pod (and its volume), then start, replace or observe it."""
+    ws, key = seen.ws, seen.key
+    excluded = excluded_namespace_problem(key.namespace, deps.settings.excluded_namespaces)
+    if excluded:
+        # Not a workspace namespace: nothing is ever staged for it.
+        plan = _failed(deps, ws, PodBuildError(excluded))
+        plan.staged = True
+        return plan
+    # The webhook refuses such a Workspace; checked again here, as the namespace's label or
+    # the allow list may have changed since it was admitted.
+    gated = runtime_class_problem(
+        (ws.get("spec") or {}).get("runtimeClass"),
+        key.namespace,
+        seen.labels,
+        deps.settings.allowed_runtime_classes,
+    )
+    if gated:
+        return _failed(deps, ws, PodBuildError(gated))
+    runtime = _runtime(deps, ws)
+    if isinstance(runtime, str):
+        return _runtime_missing(seen, runtime)
+    owned = names(ws)
+    cutoff = deps.writes.legacy_before
+    legacy = deps.pvcs.get(ObjectKey(key.namespace, owned.legacy_pvc))
+    claim = claim_name(ws, legacy, legacy_before=cutoff)
+    credentials = derive_credentials(deps.keys, ws)
+    body = desired_pod(ws, deps.settings, credentials=credentials, runtime=runtime, claim=claim)
+    pvc = deps.pvcs.get(ObjectKey(key.namespace, claim))
+    found = claim_conflict(pvc, ws, legacy_before=cutoff)
+    if found is not None:
+        raise ownership.ForeignObject(found)
+    # The former name's claim is held to its uid (``storage``); the new name's to its label.
+    claim_uid = str(pvc["metadata"].get("uid") or "") if pvc and claim != owned.pvc else ""
+    if pvc is None:
+        # Created (or found foreign) before the pod that mounts it: a pod must never
+        # start on a claim someone else put at our name.
+        try:
+            await deps.writes.create(PVCS, desired_pvc(ws, claim), ws)
+        except PodAdmissionRefused as refused:
+            waiting = Plan(waiting_phase(seen.previous))
+            await refused_pod(deps, ws, waiting, refused.refusal)
+            return waiting
+    plan = await _pod(deps, seen, body, credentials)
+    plan.claim, plan.claim_uid = claim, claim_uid
+    if plan.restart_generation is None:  # else: a drain holds the pod it was built for
+        plan.restart_generation = int(restart_generation_of(ws))
+    return plan
+
+
+async def _pod(
+    deps: ReconcileDeps, seen: Observed, body: Obj, credentials: WorkspaceCredentials
+) -> Plan:
+    ws, previous = seen.ws, seen.previous
+    pod = seen.running_pod()
+    facts = pod_facts(pod) if pod is not None else None
+    gate, held = Gate(), None
+    if pod is not None and facts is not None and not facts.deleting:
+        stale = pod_is_stale(pod, ws)
+        held = pod_credentials(pod, ws, deps.keys) if stale is None else None
+        untrusted = held if isinstance(held, str) else None
+        why = stale or untrusted
+        if why is not None and not facts.terminal:
+            # A recycle the controller starts waits for the agent's sessions (drain).
+            gate = await hold_recycle(deps, ws, pod, facts, previous, untrusted=bool(untrusted))
+            why = None if gate.hold else why
+        if why is not None or facts.terminal:
             log.info(
-                "replacing a workspace pod that does not start",
-                extra=fields(workspace=str(ObjectKey.of(ws)), reason=outcome.reason),
+                "recreating workspace pod",
+                extra=fields(workspace=str(ObjectKey.of(ws)), why=why or facts.reason),
             )
-            await self.writes.delete_pod(pod)
-            return outcome
-        kept = await self.upkeep(ws, pod, facts, outcome, held, gate)
-        if isinstance(kept, idle.AutoSuspend):
-            stopped = await self._stop(ws, kept.reason, kept.message)
-            stopped.notices.append(self.suspended_notice(kept))
-            return stopped
-        return kept
-
-    async def _stop(self, ws: Obj, reason: str = "", detail: str = "") -> Outcome:
-        """Delete the pod (no drain: the termination grace bounds it); Suspended once gone."""
-        pod = self._own_pod(ws, strict=False)
-        if pod is None:
-            return Outcome("Suspended", reason=reason, detail=detail)
-        if not pod_facts(pod).deleting:
-            await self.writes.delete_pod(pod)
-        return Outcome("Suspending", reason=reason, detail=detail, pod_name=names(ws).pod)
-
-    def _own_pod(self, ws: Obj, *, strict: bool) -> Obj | None:
-        """The cached pod at the Workspace's pod name if it is the Workspace's. Someone else's
-        pod raises ``ForeignObject`` (``strict``: the Workspace cannot run beside it) or reads
-        as no pod (stopping: it was never ours to stop)."""
-        if not ws["metadata"].get("uid"):
-            return None
-        pod = self.pods.get(ObjectKey(ws["metadata"].get("namespace", ""), names(ws).pod))
-        if strict:
-            self.writes.check(pod, ws, "Pod")
-        elif self.writes.conflict(pod, ws, "Pod") is not None:
-            return None
-        return pod
-
-    async def stage(self, ws: Obj, outcome: Outcome) -> None:
-        """Run the relay staging pass, when armed and ``outcome``'s phase stages (every phase
-        that may hold staged material: ``staging_phases``), once per reconcile, and fold its
-        report into ``outcome``."""
-        if self.staging is None or outcome.staged or not stages_in(outcome.phase):
-            return
-        outcome.staged = True
-        # Staging decides on what the pod applied: agentd's latest report, before it is written.
-        report = await self.staging.run(agent_report.with_delivery(ws, outcome.agent))
-        if isinstance(report, list):
-            report = StagingReport(report)
-        outcome.conditions += report.conditions
-        outcome.remove = (*outcome.remove, *report.remove)
-        outcome.error = report.error
-        outcome.staging_due = report.requeue_after
-
-    # -- causes ---------------------------------------------------------------------------
-
-    def _failed(self, ws: Obj, err: PodBuildError) -> Outcome:
-        """Phase Failed, counted as a Configuration failure: a pod the API server rejected is
-        sent again once the class's backoff has passed (an admission policy or a quota may
-        change meanwhile), one the builder refuses as soon as its cause is gone."""
-        status = ws.get("status") or {}
-        # The message carries the fix too (which flag, value or field to change).
-        said = str(status.get("message") or "")
-        if status.get("phase") != "Failed" or not said.startswith(str(err)):
-            log.warning(  # once per cause: the reconciles its own status write brings are quiet
-                "workspace pod cannot be built",
-                extra=fields(workspace=str(ObjectKey.of(ws)), error=err.message),
+            if why is None:
+                plan = Plan.observed(observe(facts, previous), pod_name=facts.name)
+                plan.writes.append(DeletePod(pod))
+                await _recover(deps, ws, pod, facts, plan, previous, credentials)
+                return plan
+            recycled = Plan.observed(
+                recycling(previous, why), pod_name=facts.name, restarted=bool(untrusted)
             )
-        outcome = Outcome(
-            "Failed", reason=POD_BUILD_FAILED, detail=str(err), failure_reason=POD_BUILD_FAILED
+            recycled.writes.append(DeletePod(pod))
+            recycled.notices += gate.notices
+            return recycled
+    if pod is None:
+        plan = Plan.observed(observe(None, previous))
+        if deps.recovery.missing(ws, plan, previous):
+            return plan  # the retry after a failure is not due yet
+        # Staged before the pod is built, so its first start finds its relay handoff.
+        await stage(deps, ws, plan)
+        try:
+            await deps.writes.start_pod(ws, body, credentials)
+        except PodAdmissionRefused as refused:
+            await refused_pod(deps, ws, plan, refused.refusal)
+            return plan
+        plan.pod_name = body["metadata"]["name"]
+        return plan
+    assert facts is not None
+    served = served_before(seen.status, facts)
+    plan = Plan.observed(observe(facts, previous, served=served), pod=facts, pod_name=facts.name)
+    verify_failed = False
+    if not facts.deleting and await deps.verifier.check(ws, pod, plan.phase, plan):
+        verify_failed = True
+        plan.due(VERIFY_FAILURE_RECHECK)
+    if await _recover(deps, ws, pod, facts, plan, previous, credentials, verify_failed):
+        log.info(
+            "replacing a workspace pod that does not start",
+            extra=fields(workspace=str(ObjectKey.of(ws)), reason=plan.reason),
         )
-        self.recovery.build_failed(ws, outcome, str(err), rejected=isinstance(err, PodRejected))
-        return outcome
+        plan.writes.append(DeletePod(pod))
+        return plan
+    kept = await upkeep(deps, ws, pod, facts, plan, held, gate)
+    if isinstance(kept, idle.AutoSuspend):
+        stopped = _stop(seen, kept.reason, kept.message)
+        stopped.notices.append(suspended_notice(kept))
+        return stopped
+    return kept
 
-    async def _refused(self, ws: Obj, outcome: Outcome, refusal: Refusal) -> None:
-        """Admission refused the pod: ``PodAdmitted=False`` and Ready=False naming who and
-        why, a retry after a delay growing with the episode, and for a new episode one log
-        line now and one Warning Event once the status records it (``refusals``)."""
-        generation = int(ws["metadata"].get("generation") or 0)
-        found = refused_condition(refusal, generation)
-        conditions = (ws.get("status") or {}).get("conditions") or []
-        outcome.conditions.append(found)
-        outcome.reason, outcome.detail = ADMISSION_REFUSED, str(found["message"])
-        outcome.due(retry_delay(conditions, self.clock()))
-        if await new_episode(self.kube, ws, recorded(refusal)):
-            log.warning(
-                "admission refused the workspace pod; retrying",
-                extra=fields(
-                    workspace=str(ObjectKey.of(ws)),
-                    reason=refusal.reason,
-                    by=refusal.by,
-                    error=found["message"],
-                ),
-            )
-            outcome.notices.append(Notice("Warning", refusal.reason, str(found["message"])))
 
-    def _runtime(self, ws: Obj) -> Runtime | str | None:
-        """The RuntimeEnvironment a bare ``spec.runtime`` names, why it names none, or None for
-        an image reference (the pod runs it as written)."""
-        runtime = (ws.get("spec") or {}).get("runtime")
-        if self.runtimes is None or not isinstance(runtime, str) or "/" in runtime:
-            return None
-        return resolve_runtime(runtime, self.runtimes)
+async def _recover(
+    deps: ReconcileDeps,
+    ws: Obj,
+    pod: Obj,
+    facts: PodFacts,
+    plan: Plan,
+    previous: str,
+    credentials: WorkspaceCredentials,
+    verify_failed: bool = False,
+) -> bool:
+    """Recovery for ``ws`` whose pod is ``pod``, folded into ``plan``: its reads, its
+    decision, a boot failure confirmed new; True when the pod failed as a whole and goes."""
+    reads = await deps.recovery.read(pod, facts)
+    decided = deps.recovery.decide(
+        ws,
+        pod,
+        facts,
+        reads,
+        phase=plan.phase,
+        previous=previous,
+        credentials=credentials,
+        verify_failed=verify_failed,
+    )
+    await deps.recovery.confirm_boot(ws, pod, decided)
+    fold(plan, ws, reads, decided, credentials)
+    return decided.delete_pod
 
-    def _runtime_missing(self, ws: Obj, problem: str) -> Outcome:
-        """Ready=False RuntimeNotFound; a running pod is left as it is (it was built from an
-        entry that was valid then), no new pod is built. The catalogue's watch brings the
-        Workspace back when the entry appears."""
-        previous = str((ws.get("status") or {}).get("phase") or "")
-        pod = self._own_pod(ws, strict=False)
-        facts = pod_facts(pod) if pod is not None else None
-        outcome = Outcome.observed(
-            observe(facts, previous), pod=facts, pod_name=facts.name if facts else ""
+
+def _stop(seen: Observed, reason: str = "", detail: str = "") -> Plan:
+    """Delete the pod (no drain: the termination grace bounds it); Suspended once gone."""
+    pod = seen.own_pod()
+    if pod is None:
+        return Plan("Suspended", reason=reason, detail=detail)
+    plan = Plan("Suspending", reason=reason, detail=detail, pod_name=names(seen.ws).pod)
+    if not pod_facts(pod).deleting:
+        plan.writes.append(DeletePod(pod))
+    return plan
+
+
+# -- causes ---------------------------------------------------------------------------
+
+
+def _failed(deps: ReconcileDeps, ws: Obj, err: PodBuildError) -> Plan:
+    """Phase Failed, counted as a Configuration failure: a pod the API server rejected is
+    sent again once the class's backoff has passed (an admission policy or a quota may
+    change meanwhile), one the builder refuses as soon as its cause is gone."""
+    status = ws.get("status") or {}
+    # The message carries the fix too (which flag, value or field to change).
+    said = str(status.get("message") or "")
+    if status.get("phase") != "Failed" or not said.startswith(str(err)):
+        log.warning(  # once per cause: the reconciles its own status write brings are quiet
+            "workspace pod cannot be built",
+            extra=fields(workspace=str(ObjectKey.of(ws)), error=err.message),
         )
-        if facts is None:
-            outcome.phase = waiting_phase(previous)
-        outcome.reason, outcome.detail, outcome.failure_reason = RUNTIME_NOT_FOUND, problem, ""
-        return outcome
+    plan = Plan("Failed", reason=POD_BUILD_FAILED, detail=str(err), failure_reason=POD_BUILD_FAILED)
+    deps.recovery.build_failed(ws, plan, str(err), rejected=isinstance(err, PodRejected))
+    return plan
 
-    def _labels(self, namespace: str) -> Mapping[str, str]:
-        return self.namespaces.of(namespace) if self.namespaces is not None else {}
 
-    async def _org_verdict(self, ws: Obj) -> orgstatus.OrgVerdict | None:
-        """Whether the Workspace's organisation is suspended, when the API service is
-        configured; None otherwise. The organisation is the vouched owner's
-        (``owner_record.org_to_check``), else the namespace's ``llmsafespaces.dev/org`` label:
-        ``spec.owner.orgID`` as it stands is never read. Unknown status never suspends."""
-        org_id = org_to_check(ws, self._labels(str(ws["metadata"].get("namespace", ""))))
-        if self.orgs is None or org_id is None:
-            return None
-        return await orgstatus.verdict(self.orgs, org_id)
+def _runtime(deps: ReconcileDeps, ws: Obj) -> Runtime | str | None:
+    """The RuntimeEnvironment a bare ``spec.runtime`` names, why it names none, or None for
+    an image reference (the pod runs it as written)."""
+    runtime = (ws.get("spec") or {}).get("runtime")
+    if deps.runtimes is None or not isinstance(runtime, str) or "/" in runtime:
+        return None
+    return resolve_runtime(runtime, deps.runtimes)
+
+
+def _runtime_missing(seen: Observed, problem: str) -> Plan:
+    """Ready=False RuntimeNotFound; a running pod is left as it is (it was built from an
+    entry that was valid then), no new pod is built. The catalogue's watch brings the
+    Workspace back when the entry appears."""
+    pod = seen.own_pod()
+    facts = pod_facts(pod) if pod is not None else None
+    plan = Plan.observed(
+        observe(facts, seen.previous), pod=facts, pod_name=facts.name if facts else ""
+    )
+    if facts is None:
+        plan.phase = waiting_phase(seen.previous)
+    plan.reason, plan.detail, plan.failure_reason = RUNTIME_NOT_FOUND, problem, ""
+    return plan
+
+
+async def _org_verdict(deps: ReconcileDeps, seen: Observed) -> orgstatus.OrgVerdict | None:
+    """Whether the Workspace's organisation is suspended, when the API service is
+    configured; None otherwise. The organisation is the vouched owner's
+    (``owner_record.org_to_check``), else the namespace's ``llmsafespaces.dev/org`` label:
+    ``spec.owner.orgID`` as it stands is never read. Unknown status never suspends."""
+    org_id = org_to_check(seen.ws, seen.labels)
+    if deps.orgs is None or org_id is None:
+        return None
+    return await orgstatus.verdict(deps.orgs, org_id)
+
+
+_HANDLERS: Final[dict[str, Handler]] = {
+    "Suspending": suspending,
+    "Suspended": suspended,
+    "Terminating": retired,
+    "Terminated": retired,
+}

@@ -1,18 +1,21 @@
 """The Workspace reconciler: a Workspace key in, the PVC, pod and status brought in line.
 
-Level-based: every reconcile reads the Workspace and its pod from the caches, hands it to the
-handler of its phase (``phases``), writes the status once (``status.next_status``; nothing
-when unchanged) and returns a requeue decision (``deadlines``). After the status is
-committed, and only then, come the writes that depend on it: the consumed ``spec.suspend`` is
-cleared (``suspension``), and Events are sent.
+Level-based, one pass per key: observe (``observe.snapshot``: the Workspace, its status and
+pod from the caches), decide (the handler of its phase, ``phases``, returns a ``Plan``), act
+(``act`` makes the plan's writes), record (the status written once, ``record.next_status``;
+nothing when unchanged) and a requeue decision (``deadlines``). After the status is committed,
+and only then, come the writes and reports that depend on it: the consumed ``spec.suspend``
+is cleared (``suspension``), Events are sent, recovery and verification report.
 
-Write flow: the writes that do not depend on each other run at once (the finalizer, and the
-phase's own writes: the PVC, then the service account, credentials and pod), then one status
-write. Expected answers are not failures: an object that already exists was created by an
-earlier pass, a stale version means a newer event is on its way, a missing object or
-namespace means there is nothing left to do, and a namespace being deleted refuses new
-content until the Workspace's own deletion arrives (which then releases the finalizer as
-usual). None of them is logged above debug or retried with backoff.
+Write flow, in controller-runtime's order: a Workspace without the finalizer gets it (with
+the owner-record request when one is missing) in one write, and the pass ends there: that
+write's own event brings the next pass. Then the phase's writes (the PVC, then the service
+account, credentials and pod), then one status write. Expected answers are not failures: an
+object that already exists was created by an earlier pass, a stale version means a newer
+event is on its way, a missing object or namespace means there is nothing left to do, and a
+namespace being deleted refuses new content until the Workspace's own deletion arrives
+(which then releases the finalizer as usual). None of them is logged above debug or retried
+with backoff.
 
 Deletion: Terminating while the pod stops with its grace, then Terminated, then the finalizer
 goes and owner GC removes the PVC, the service account and the credentials.
@@ -20,52 +23,41 @@ goes and owner GC removes the PVC, the service account and the credentials.
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Mapping
 from typing import Final
 
-from prometheus_client import CollectorRegistry
-
-from controller.settings import WorkspaceSettings
-from controller.toolkit.events import EventRecorder
-from controller.toolkit.finalizers import add_finalizer, has_finalizer, remove_finalizer
+from controller.toolkit.finalizers import (
+    finalizer_patch,
+    has_finalizer,
+    patch_metadata,
+    remove_finalizer,
+    version_of,
+)
 from controller.toolkit.status import write_status
 from controller.types import (
     Obj,
     ObjectKey,
-    ObjectReader,
     Requeue,
     StagingCleanup,
-    StagingPass,
 )
 from controller.workspace.agent import report as agent_report
-from controller.workspace.agent.drain import DrainWindows
-from controller.workspace.agent.metrics import AgentMetrics
-from controller.workspace.agent.scheduler import AgentScheduler
-from controller.workspace.egress.sync import EgressPolicies
 from controller.workspace.pod import ownership
-from controller.workspace.pod.credential_keys import CredentialKeys
 from controller.workspace.pod.facts import pod_facts
-from controller.workspace.pod.names import PodBuildError, names
-from controller.workspace.pod.writes import OwnedWrites
-from controller.workspace.reconcile import deadlines, orgstatus
-from controller.workspace.reconcile.lifecycle_metrics import LifecycleMetrics
-from controller.workspace.reconcile.outcome import Outcome
-from controller.workspace.reconcile.owner_record import needs_adoption, request_record
-from controller.workspace.reconcile.phases import ORG_SUSPENDED, RUNTIME_NOT_FOUND, WorkspacePhases
+from controller.workspace.pod.names import names
+from controller.workspace.reconcile import deadlines, phases
+from controller.workspace.reconcile.act import act, stage
+from controller.workspace.reconcile.deps import ReconcileDeps
+from controller.workspace.reconcile.observe import snapshot
+from controller.workspace.reconcile.owner_record import needs_adoption, record_request
+from controller.workspace.reconcile.phases import ORG_SUSPENDED, RUNTIME_NOT_FOUND
+from controller.workspace.reconcile.plan import DeletePod, Plan
 from controller.workspace.reconcile.record import next_status
-from controller.workspace.reconcile.recovery_report import RecoveryReporter
 from controller.workspace.reconcile.suspension import clear_request
-from controller.workspace.reconcile.verify_report import VerifyReporter
-from controller.workspace.recovery.metrics import RecoveryMetrics
-from controller.workspace.recovery.verify_metrics import VerifyMetrics
-from wspin.core.clock import Clock, format_time, utc_now
+from controller.workspace.reconcile.upkeep import clear_spent_marker
+from wspin.core.clock import format_time
 from wspin.core.errors import Conflict, KubeAPIError, NamespaceTerminating, NotFound
 from wspin.core.kinds import PODS, WORKSPACES
 from wspin.core.logs import fields
-from wspin.core.tenancy import NamespaceLabels
-from wspin.kube.client import Kube
 
 __all__ = [
     "CONFLICT_REQUEUE",
@@ -88,75 +80,13 @@ CONFLICT_REQUEUE: Final = 30.0
 carries no workspace labels raises no event in our caches."""
 
 
-class WorkspaceReconciler(WorkspacePhases):
+class WorkspaceReconciler:
     """Reconciles ``llmsafespaces.dev/v1`` Workspaces into PVCs, service accounts and pods."""
 
     name = "workspace"
 
-    def __init__(
-        self,
-        kube: Kube,
-        workspaces: ObjectReader,
-        pods: ObjectReader,
-        pvcs: ObjectReader,
-        settings: WorkspaceSettings,
-        *,
-        keys: CredentialKeys,
-        metrics: VerifyMetrics,
-        staging: StagingPass | None = None,
-        orgs: orgstatus.OrgStatusCache | None = None,
-        runtimes: Mapping[str, Obj] | None = None,
-        egress: EgressPolicies | None = None,
-        namespaces: NamespaceLabels | None = None,
-        clock: Clock = utc_now,
-        events: EventRecorder | None = None,
-        recovery: RecoveryMetrics | None = None,
-        lifecycle: LifecycleMetrics | None = None,
-        redact: Callable[[str], str] = lambda text: text,
-        agents: AgentScheduler | None = None,
-        agent_metrics: AgentMetrics | None = None,
-    ) -> None:
-        self.kube = kube
-        self.workspaces = workspaces
-        self.pods = pods
-        self.pvcs = pvcs
-        self.settings = settings
-        self.keys = keys
-        """The key the workspace credentials are derived from (``credential_keys``)."""
-        self.staging = staging
-        self.orgs = orgs
-        """Org status from the API service (None: ``--api-service-url`` or the internal
-        token not set): an org-owned Workspace of a suspended organisation is suspended."""
-        self.runtimes = runtimes
-        """The runtime catalogue (RuntimeEnvironments by name) bare runtime names resolve
-        through; None: every ``spec.runtime`` is run as written."""
-        self.egress = egress
-        """Per-Workspace egress policies (None: ``--workspace-egress=off``)."""
-        self.namespaces = namespaces
-        """The platform's labels on each Namespace (a watch): the runtime-class override and
-        the organisation come from them, never from the Workspace (None: no labels)."""
-        self.clock = clock
-        self.events = events or EventRecorder(kube, clock=clock, redact=redact)
-        self.writes = OwnedWrites(kube, settings.termination_grace, legacy_before=keys.created)
-        self.verifier = VerifyReporter(kube, metrics, self.events)
-        self.recovery = RecoveryReporter(
-            kube,
-            self.writes,
-            recovery if recovery is not None else RecoveryMetrics(CollectorRegistry()),
-            self.events,
-            clock=clock,
-            redact=redact,
-        )
-        """Failures counted and retried, pods that do not start, boot failures."""
-        self.lifecycle = (
-            lifecycle if lifecycle is not None else LifecycleMetrics(CollectorRegistry())
-        )
-        """Phase changes, creation and resume times, deletions (``recovery`` and
-        ``lifecycle``: None gives each a private registry, for tests)."""
-        self.agents = agents
-        """The fleet's agent scheduler (None: agentd is not read; recycles never wait)."""
-        self.agent_metrics = agent_metrics
-        self.drains = DrainWindows()
+    def __init__(self, deps: ReconcileDeps) -> None:
+        self.deps = deps
         self._superseded: dict[ObjectKey, tuple[str, set[str]]] = {}
         """Per Workspace (its uid, and the cached versions this controller's own writes
         replaced): a reconcile that finds one in the cache would act on what it already
@@ -164,7 +94,7 @@ class WorkspaceReconciler(WorkspacePhases):
         Workspace recreated under the same name has another uid and shares nothing."""
 
     async def reconcile(self, key: ObjectKey) -> Requeue | None:
-        ws = self.workspaces.get(key)
+        ws = self.deps.workspaces.get(key)
         if ws is None:
             self._superseded.pop(key, None)
             return None  # gone: owner GC removes what it owned
@@ -209,51 +139,52 @@ class WorkspaceReconciler(WorkspacePhases):
             self._superseded[key] = (uid, {cached, *written[:-1]})
 
     async def _converge(self, ws: Obj, written: list[str]) -> Requeue | None:
-        """The finalizer and the phase's own writes at once, one status write, then what
-        must follow the committed status."""
+        """The finalizer first (its own event brings the next pass), then the phase's writes,
+        one status write, then what must follow the committed status."""
+        if await self._ensure_finalizer(ws, written):
+            return None
         # The egress policy goes first, so a new pod never starts with open egress.
-        egress = await self.egress.ensure(ws) if self.egress is not None else None
+        egress = await self.deps.egress.ensure(ws) if self.deps.egress is not None else None
         try:
-            results = await _together(self._ensure_finalizer(ws, written), self.run(ws))
+            plan = await phases.run(self.deps, snapshot(self.deps, ws))
         except ownership.ForeignObject as foreign:
             return await self._conflict(ws, foreign.conflict, written)
-        outcome = results[1]
-        assert isinstance(outcome, Outcome)
+        await act(self.deps, ws, plan)
         if egress is not None:
-            outcome.conditions.append(egress.condition)
-            outcome.due(egress.requeue)
-        await self.stage(ws, outcome)
-        await self._write_status(ws, outcome, written)
-        if outcome.consume is not None:
+            plan.conditions.append(egress.condition)
+            plan.due(egress.requeue)
+        await stage(self.deps, ws, plan)
+        await self._write_status(ws, plan, written)
+        if plan.consume is not None:
             # Only once the status records what the request did: cleared first, a failed
             # status write would lose the request. Should the clear fail, the next pass
             # (right away) finds the request in a phase that consumes it without acting again.
             try:
-                version = await clear_request(self.kube, ws, outcome.consume)
+                version = await clear_request(self.deps.kube, ws, plan.consume)
             except KubeAPIError as err:
                 log.info(
                     "spec.suspend not cleared yet; retrying",
                     extra=fields(workspace=str(ObjectKey.of(ws)), error=err.message),
                 )
-                outcome.due(deadlines.MIN_REQUEUE)
+                plan.due(deadlines.MIN_REQUEUE)
             else:
                 if version is not None:
                     written.append(version)
-        if outcome.reason == ORG_SUSPENDED and (ws.get("status") or {}).get("reason") != (
+        if plan.reason == ORG_SUSPENDED and (ws.get("status") or {}).get("reason") != (
             ORG_SUSPENDED
         ):
-            await self.events.emit(ws, WORKSPACES, "Warning", ORG_SUSPENDED, outcome.detail)
+            await self.deps.events.emit(ws, WORKSPACES, "Warning", ORG_SUSPENDED, plan.detail)
         # Only after the status records the episode: a failed write then means a retry
         # that finds the episode unrecorded, never a second Event for the same one.
-        for failure, episode in outcome.failures:
-            await self.verifier.report(ws, failure, episode)
-        await self.recovery.report(ws, outcome)
-        for notice in outcome.notices:
-            await self.events.emit(ws, WORKSPACES, notice.type, notice.reason, notice.message)
-        await self.clear_spent_marker(ws, outcome.restart_generation)
-        if outcome.error is not None:
-            raise outcome.error
-        return deadlines.next_requeue(outcome.requeue, outcome.staging_due)
+        for failure, episode in plan.failures:
+            await self.deps.verifier.report(ws, failure, episode)
+        await self.deps.recovery.report(ws, plan)
+        for notice in plan.notices:
+            await self.deps.events.emit(ws, WORKSPACES, notice.type, notice.reason, notice.message)
+        await clear_spent_marker(self.deps, ws, plan.restart_generation)
+        if plan.error is not None:
+            raise plan.error
+        return deadlines.next_requeue(plan.requeue, plan.staging_due)
 
     async def _terminate(self, ws: Obj, written: list[str]) -> None:
         """Stop the pod with the grace, then let the Workspace go. The pod's deletion event
@@ -264,42 +195,47 @@ class WorkspaceReconciler(WorkspacePhases):
         pod_name = names(ws).pod if ws["metadata"].get("uid") else ""
         # Read through the API: the cache may lag, and releasing the finalizer too early
         # would cut the pod's grace short through owner GC.
-        pod = await self.kube.get_or_none(PODS, pod_name, namespace) if pod_name else None
+        pod = await self.deps.kube.get_or_none(PODS, pod_name, namespace) if pod_name else None
         # A foreign pod at our name is left alone: it was never ours to stop.
-        if pod is not None and self.writes.owns(pod, ws, "Pod"):
+        if pod is not None and self.deps.writes.owns(pod, ws, "Pod"):
+            plan = Plan("Terminating", pod_name=pod_name)
             if not pod_facts(pod).deleting:
-                await self.writes.delete_pod(pod)
-            await self._write_status(ws, Outcome("Terminating", pod_name=pod_name), written)
+                plan.writes.append(DeletePod(pod))
+            await act(self.deps, ws, plan)
+            await self._write_status(ws, plan, written)
             return
-        if isinstance(self.staging, StagingCleanup):
-            await self.staging.cleanup(ws)
+        if isinstance(self.deps.staging, StagingCleanup):
+            await self.deps.staging.cleanup(ws)
         # The finalizer goes with the version the status write returned: its own version
         # would be stale by then.
-        updated = await self._write_status(ws, Outcome("Terminated"), written)
+        updated = await self._write_status(ws, Plan("Terminated"), written)
         try:
-            removed = await remove_finalizer(self.kube, WORKSPACES, updated or ws, FINALIZER)
+            removed = await remove_finalizer(self.deps.kube, WORKSPACES, updated or ws, FINALIZER)
         except Conflict:
-            self.lifecycle.write_conflict("finalizer")
+            self.deps.lifecycle.write_conflict("finalizer")
             raise
         if not removed:
             return
-        self.lifecycle.deletion_finished(ws)
+        self.deps.lifecycle.deletion_finished(ws)
         log.info("workspace deleted", extra=fields(workspace=str(ObjectKey.of(ws))))
 
-    async def _ensure_finalizer(self, ws: Obj, written: list[str]) -> None:
-        if needs_adoption(ws, self.settings.owner_record_upgrade):
-            # Before the finalizer: both write the object, and the record's write comes back
-            # through the webhook; the next event brings the recorded Workspace here.
-            written.append(await request_record(self.kube, ws))
-            return
-        if has_finalizer(ws, FINALIZER):
-            return
+    async def _ensure_finalizer(self, ws: Obj, written: list[str]) -> bool:
+        """Add the finalizer, and ask for the owner record when it is missing, in one write;
+        True when something was written (the pass then ends: controller-runtime's order)."""
+        patch = finalizer_patch(ws, FINALIZER)
+        if needs_adoption(ws, self.deps.settings.owner_record_upgrade):
+            # The record's write comes back through the webhook, which replaces the request
+            # with the record; the write's event brings the recorded Workspace here.
+            patch = {**(patch or version_of(ws)), **record_request()}
+        if patch is None:
+            return False
         try:
-            updated = await add_finalizer(self.kube, WORKSPACES, ws, FINALIZER)
+            updated = await patch_metadata(self.deps.kube, WORKSPACES, ws, patch)
         except Conflict:
-            self.lifecycle.write_conflict("finalizer")
+            self.deps.lifecycle.write_conflict("finalizer")
             raise
         written.append(str(updated["metadata"].get("resourceVersion", "")))
+        return True
 
     async def _conflict(
         self, ws: Obj, found: ownership.Conflict, written: list[str]
@@ -312,7 +248,7 @@ class WorkspaceReconciler(WorkspacePhases):
                 "workspace blocked by a foreign object",
                 extra=fields(workspace=str(ObjectKey.of(ws)), kind=found.kind, name=found.name),
             )
-            await self.events.emit(
+            await self.deps.events.emit(
                 ws,
                 WORKSPACES,
                 "Warning",
@@ -320,56 +256,34 @@ class WorkspaceReconciler(WorkspacePhases):
                 found.message,
                 episode=f"{found.kind}/{found.name}/{found.holder}",
             )
-        outcome = Outcome("Pending", ready_reason=ownership.CONFLICT_REASON, detail=found.message)
-        outcome.due(CONFLICT_REQUEUE)
-        await self.stage(ws, outcome)
-        await self._write_status(ws, outcome, written)
-        if outcome.error is not None:
-            raise outcome.error
-        return deadlines.next_requeue(outcome.requeue, outcome.staging_due)
+        plan = Plan("Pending", ready_reason=ownership.CONFLICT_REASON, detail=found.message)
+        plan.due(CONFLICT_REQUEUE)
+        await stage(self.deps, ws, plan)
+        await self._write_status(ws, plan, written)
+        if plan.error is not None:
+            raise plan.error
+        return deadlines.next_requeue(plan.requeue, plan.staging_due)
 
-    async def _write_status(self, ws: Obj, outcome: Outcome, written: list[str]) -> Obj | None:
+    async def _write_status(self, ws: Obj, plan: Plan, written: list[str]) -> Obj | None:
         """Write ``/status`` when, and only when, something changed; the written object."""
-        if self.agents is not None and outcome.phase != "Active":
-            self.agents.forget(ws)  # its agent is no longer read (and no longer metered)
-        old, now = dict(ws.get("status") or {}), self.clock()
+        if self.deps.agents is not None and plan.phase != "Active":
+            self.deps.agents.forget(ws)  # its agent is no longer read (and no longer metered)
+        old, now = dict(ws.get("status") or {}), self.deps.clock()
         new = agent_report.apply(
             old,
-            next_status(old, outcome, ws, now),
-            outcome.agent,
-            outcome.phase,
+            next_status(old, plan, ws, now),
+            plan.agent,
+            plan.phase,
             int(ws["metadata"].get("generation") or 0),
             format_time(now),
         )
         try:
-            updated = await write_status(self.kube, WORKSPACES, ws, new)
+            updated = await write_status(self.deps.kube, WORKSPACES, ws, new)
         except Conflict:
-            self.lifecycle.write_conflict("status")
+            self.deps.lifecycle.write_conflict("status")
             raise
         if updated is not None:
             written.append(str(updated["metadata"].get("resourceVersion", "")))
-            setup = outcome.pod.setup_seconds if outcome.pod is not None else None
-            self.lifecycle.status_written(ws, old, new, now, setup_seconds=setup)
+            setup = plan.pod.setup_seconds if plan.pod is not None else None
+            self.deps.lifecycle.status_written(ws, old, new, now, setup_seconds=setup)
         return updated
-
-
-async def _together(*writes: Awaitable[object]) -> list[object]:
-    """Run independent writes at once and wait for all of them (none is left running). Of
-    several failures the one that decides what happens next is raised: a namespace being
-    deleted or a Workspace gone ends the reconcile quietly, a pod the API server refuses
-    fails the Workspace, anything else is retried."""
-    results = await asyncio.gather(*writes, return_exceptions=True)
-    errors = [r for r in results if isinstance(r, BaseException)]
-    for decisive in (
-        NamespaceTerminating,
-        NotFound,
-        PodBuildError,
-        ownership.ForeignObject,
-        Conflict,
-    ):
-        for error in errors:
-            if isinstance(error, decisive):
-                raise error
-    if errors:
-        raise errors[0]
-    return list(results)

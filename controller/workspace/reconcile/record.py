@@ -1,6 +1,6 @@
 """The Workspace status a pass writes: phase, Ready, and the fields the API routes by. Pure.
 
-One function, ``next_status``, turns the status found and a pass's ``Outcome`` into the status
+One function, ``next_status``, turns the status found and a pass's ``Plan`` into the status
 to write; the reconciler sends the difference as one merge patch (nothing when equal). The
 fields and when they change:
 
@@ -39,7 +39,7 @@ from controller.workspace.pod.credentials import STATUS_ROTATION, whole
 from controller.workspace.pod.phase import POD_BUILD_FAILED, served_before
 from controller.workspace.pod.probes import OPENCODE_PORT
 from controller.workspace.reconcile.anchors import anchor
-from controller.workspace.reconcile.outcome import Outcome
+from controller.workspace.reconcile.plan import Plan
 from controller.workspace.recovery.policy import apply, settle, spec_digest
 from wspin.core.clock import format_time
 from wspin.core.fleet import Phase
@@ -68,16 +68,14 @@ _FAILURE_SETTLED: Final = (
 )
 
 
-def ready_condition(outcome: Outcome, generation: int) -> Obj:
+def ready_condition(plan: Plan, generation: int) -> Obj:
     """The Ready condition: True only while Active (the pod Running, on its IP, every
     container ready) with no cause to report."""
-    default_reason, default_message = _READY[outcome.phase]
-    if outcome.phase == "Active" and not outcome.reason:
-        return condition(
-            READY, "True", default_reason, outcome.detail or default_message, generation
-        )
-    reason = outcome.reason or outcome.ready_reason or default_reason
-    return condition(READY, "False", reason, outcome.detail or default_message, generation)
+    default_reason, default_message = _READY[plan.phase]
+    if plan.phase == "Active" and not plan.reason:
+        return condition(READY, "True", default_reason, plan.detail or default_message, generation)
+    reason = plan.reason or plan.ready_reason or default_reason
+    return condition(READY, "False", reason, plan.detail or default_message, generation)
 
 
 def endpoint(ip: str) -> str:
@@ -86,80 +84,80 @@ def endpoint(ip: str) -> str:
     return f"http://{host}:{OPENCODE_PORT}"
 
 
-def next_status(old: Obj, outcome: Outcome, ws: Obj, now: datetime) -> Obj:
-    """The status to write after a pass that decided ``outcome``."""
+def next_status(old: Obj, plan: Plan, ws: Obj, now: datetime) -> Obj:
+    """The status to write after a pass that decided ``plan``."""
     meta = ws["metadata"]
     generation = int(meta.get("generation") or 0)
-    phase: Phase = outcome.phase
+    phase: Phase = plan.phase
     conditions = set_conditions(
         old.get("conditions") or [],
-        [ready_condition(outcome, generation), *outcome.conditions],
+        [ready_condition(plan, generation), *plan.conditions],
         format_time(now),
     )
     new: Obj = {
         **old,
         "phase": phase,
         "observedGeneration": generation,
-        "conditions": remove_conditions(conditions, outcome.remove),
+        "conditions": remove_conditions(conditions, plan.remove),
     }
     for key in ("reason", "message", "podIP", "endpoint"):
         new.pop(key, None)
-    if outcome.reason:
-        new["reason"], new["message"] = outcome.reason, outcome.detail
-    if outcome.claim:
-        new["pvcName"] = outcome.claim
-    if outcome.claim_uid:
-        new["pvcUID"] = outcome.claim_uid
+    if plan.reason:
+        new["reason"], new["message"] = plan.reason, plan.detail
+    if plan.claim:
+        new["pvcName"] = plan.claim
+    if plan.claim_uid:
+        new["pvcUID"] = plan.claim_uid
     if phase in _WITHOUT_POD:
         new.pop("podName", None)
         new.pop("podNamespace", None)
-    elif outcome.pod_name:
-        new["podName"], new["podNamespace"] = outcome.pod_name, meta.get("namespace", "")
-    pod = outcome.pod
+    elif plan.pod_name:
+        new["podName"], new["podNamespace"] = plan.pod_name, meta.get("namespace", "")
+    pod = plan.pod
     if phase == "Active" and pod is not None and pod.ip:
         new["podIP"], new["endpoint"] = pod.ip, endpoint(pod.ip)
         if pod.image_tag:
             new["imageTag"] = pod.image_tag
         if old.get("phase") != "Active" and not served_before(old, pod):
             new["startTime"] = format_time(now)
-    _restarts(old, outcome, new)
+    _restarts(old, plan, new)
     if phase != "Suspended":
         new.pop("suspendedAt", None)
     elif old.get("phase") != "Suspended" or "suspendedAt" not in old:
         new["suspendedAt"] = format_time(now)
-    failure = _failure_reason(str(old.get("failureReason") or ""), outcome)
+    failure = _failure_reason(str(old.get("failureReason") or ""), plan)
     if failure:
         new["failureReason"] = failure
     else:
         new.pop("failureReason", None)
-    decided = outcome.recovery.state if outcome.recovery is not None else None
+    decided = plan.recovery.state if plan.recovery is not None else None
     apply(new, settle(old, generation, decided, phase, spec_digest(ws.get("spec"))))
     anchor(old, new, ws, now)
     return new
 
 
-def _restarts(old: Obj, outcome: Outcome, new: Obj) -> None:
+def _restarts(old: Obj, plan: Plan, new: Obj) -> None:
     count = old.get("restartCount")
     count = count if isinstance(count, int) and not isinstance(count, bool) else 0
     recorded = old.get("observedRestartGeneration")
-    if outcome.restart_generation is not None:
-        new["observedRestartGeneration"] = outcome.restart_generation
+    if plan.restart_generation is not None:
+        new["observedRestartGeneration"] = plan.restart_generation
         # The admin token's rotation, never down (credentials.credentials_rotation).
-        rotation = max(outcome.restart_generation, whole(old.get(STATUS_ROTATION)))
+        rotation = max(plan.restart_generation, whole(old.get(STATUS_ROTATION)))
         if rotation:
             new[STATUS_ROTATION] = rotation
-        if isinstance(recorded, int) and recorded != outcome.restart_generation:
+        if isinstance(recorded, int) and recorded != plan.restart_generation:
             count += 1
-    if outcome.restarted:
+    if plan.restarted:
         count += 1
     new["restartCount"] = count
 
 
-def _failure_reason(old: str, outcome: Outcome) -> str:
-    if outcome.failure_reason:
-        return outcome.failure_reason
-    if outcome.phase in _FAILURE_SETTLED:
+def _failure_reason(old: str, plan: Plan) -> str:
+    if plan.failure_reason:
+        return plan.failure_reason
+    if plan.phase in _FAILURE_SETTLED:
         return ""
-    if old == POD_BUILD_FAILED and outcome.phase != "Failed":
+    if old == POD_BUILD_FAILED and plan.phase != "Failed":
         return ""
     return old

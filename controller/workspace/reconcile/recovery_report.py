@@ -1,13 +1,13 @@
-"""Recovery for the phase handlers: what it needs read before the decision, and what it reports
-after the status is written.
+"""Recovery for the phase handlers, in the pass's order: what it reads, what it decides, what
+it reports once the status is written.
 
-Before (``assess``, ``missing``): the pod's Warning Events, read only for a pod whose start
-waits on something its status does not name (``pod_events``); the decision itself
-(``healing``); a boot failure checked new against the live Workspace too; the workspace
-credentials Secret written again when the kubelet reports it missing (its values are derived,
-so the restored Secret holds exactly what the running pod holds: no pod is recycled for it).
+Observe (``read``): the pod's Warning Events, read only for a pod whose start waits on
+something its status does not name (``pod_events``). Decide (``decide``, ``missing``,
+``build_failed``: ``recovery.decision``, pure), then ``confirm_boot``: a boot failure checked
+new against the live Workspace too. ``fold`` puts the decision in the ``Plan``, with the
+credentials Secret to write again when the kubelet reports it missing (``act`` writes it).
 
-After (``report``): each notice the status now records becomes its metric increments
+Record (``report``): each notice the status now records becomes its metric increments
 (``recovery_metrics``), a log line and, for a ``RecoveryExhausted`` episode or a boot failure,
 one Warning Event. Reported only after the write, so a failed write means a retry that finds
 the episode unrecorded, never a second report.
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 
 from controller.toolkit.events import EventRecorder
@@ -24,14 +25,14 @@ from controller.types import Obj, ObjectKey
 from controller.workspace.pod.credentials import WorkspaceCredentials
 from controller.workspace.pod.facts import PodFacts
 from controller.workspace.pod.names import names
-from controller.workspace.pod.writes import OwnedWrites
-from controller.workspace.reconcile.outcome import Outcome
+from controller.workspace.reconcile.plan import Plan, RestoreSecret
 from controller.workspace.recovery import boot, decision, stuck
 from controller.workspace.recovery.episodes import new_episode
 from controller.workspace.recovery.metrics import RecoveryMetrics
 from controller.workspace.recovery.pod_events import PodEvent, PodEventReader
 from controller.workspace.recovery.policy import RECOVERY_EXHAUSTED, spec_digest
 from wspin.core.clock import Clock, utc_now
+from wspin.core.fleet import Phase
 from wspin.core.kinds import WORKSPACES
 from wspin.core.logs import fields
 from wspin.core.redact import strip_url_credentials
@@ -42,13 +43,39 @@ log = logging.getLogger("controller.workspace")
 Redact = Callable[[str], str]
 
 
+@dataclass(frozen=True)
+class PodReads:
+    """What recovery read for a pod beyond the caches: the time of the pass, the pod's Warning
+    Events (empty until worth reading) and when they will be (seconds; None: never)."""
+
+    now: datetime
+    events: tuple[PodEvent, ...] = ()
+    look_in: float | None = None
+
+
+def fold(
+    plan: Plan,
+    ws: Obj,
+    reads: PodReads,
+    decided: decision.Assessment,
+    credentials: WorkspaceCredentials,
+) -> None:
+    """Fold a pod's recovery decision into ``plan`` (pure): its record, conditions and
+    deadlines, and the credentials Secret written again when the kubelet reports it missing
+    (its values are derived, so the restored Secret holds exactly what the running pod holds:
+    no pod is recycled for it)."""
+    plan.due(reads.look_in)
+    if decided.missing_secret and decided.missing_secret == names(ws).secret:
+        plan.writes.append(RestoreSecret(credentials))
+    _merge(plan, decided)
+
+
 class RecoveryReporter:
-    """Recovery decisions into an ``Outcome``, and their reports once it is written."""
+    """Recovery decisions into an ``Plan``, and their reports once it is written."""
 
     def __init__(
         self,
         kube: Kube,
-        writes: OwnedWrites,
         metrics: RecoveryMetrics,
         events: EventRecorder,
         *,
@@ -56,7 +83,6 @@ class RecoveryReporter:
         redact: Redact = lambda text: text,
     ) -> None:
         self.kube = kube
-        self.writes = writes
         self.metrics = metrics
         self.events = events
         self.clock = clock
@@ -64,71 +90,71 @@ class RecoveryReporter:
         """The process's redactor; URL credentials and the Workspace's own values go too."""
         self.pod_events = PodEventReader(kube, clock=clock)
 
-    async def assess(
+    async def read(self, pod: Obj, facts: PodFacts) -> PodReads:
+        """What the decision needs beyond the caches (observe): the pod's Warning Events, read
+        only once they are worth reading (``stuck.needs_events``), else when they will be."""
+        now = self.clock()
+        look = stuck.needs_events(pod, facts.created or now, now) if not facts.terminal else None
+        if look is not None and look <= now:
+            return PodReads(now, await self.pod_events.read(pod))
+        return PodReads(now, (), (look - now).total_seconds() if look is not None else None)
+
+    def decide(
         self,
         ws: Obj,
         pod: Obj,
         facts: PodFacts,
-        outcome: Outcome,
+        reads: PodReads,
         *,
+        phase: Phase,
         previous: str,
         credentials: WorkspaceCredentials,
         verify_failed: bool = False,
-    ) -> bool:
-        """Decide recovery for ``ws`` whose pod is ``pod`` into ``outcome``; True when the pod
-        failed as a whole and must be deleted."""
-        now = self.clock()
-        events: tuple[PodEvent, ...] = ()
-        look = stuck.needs_events(pod, facts.created or now, now) if not facts.terminal else None
-        if look is not None and look <= now:
-            events = await self.pod_events.read(pod)
-        elif look is not None:
-            outcome.due((look - now).total_seconds())
-        decided = decision.assess_pod(
+    ) -> decision.Assessment:
+        """The recovery decision for ``ws`` whose pod is ``pod`` (pure: ``decision``)."""
+        return decision.assess_pod(
             decision.PodView(
                 status=ws.get("status") or {},
                 generation=_generation(ws),
                 pod=pod,
                 facts=facts,
-                phase=outcome.phase,
+                phase=phase,
                 previous=previous,
-                now=now,
+                now=reads.now,
                 verify_failed=verify_failed,
                 spec=_spec(ws),
-                events=events,
+                events=reads.events,
                 redact=self._redactor(credentials),
             )
         )
+
+    async def confirm_boot(self, ws: Obj, pod: Obj, decided: decision.Assessment) -> None:
+        """A boot failure the decision found is reported once per episode: checked new
+        against the live Workspace too (the cache may lag behind the status that records
+        it), and then queued for its Event."""
         failing = decided.boot
-        if failing is not None and await new_episode(
+        if failing is None or not await new_episode(
             self.kube, ws, lambda conditions: boot.reported(conditions, failing.container)
         ):
-            described = next(
-                str(c["message"]) for c in decided.conditions if c["type"] == boot.BOOT_READY
-            )
-            uid = str((pod.get("metadata") or {}).get("uid") or "")
-            decided.notices.append(decision.BootFailed(failing, described, uid))
-        if decided.missing_secret and decided.missing_secret == names(ws).secret:
-            log.info(
-                "restoring the workspace credentials secret the kubelet reports missing",
-                extra=fields(workspace=str(ObjectKey.of(ws)), secret=decided.missing_secret),
-            )
-            await self.writes.write_secret(ws, credentials)
-        _merge(outcome, decided)
-        return decided.delete_pod
+            return
+        described = next(
+            str(c["message"]) for c in decided.conditions if c["type"] == boot.BOOT_READY
+        )
+        uid = str((pod.get("metadata") or {}).get("uid") or "")
+        decided.notices.append(decision.BootFailed(failing, described, uid))
 
-    def missing(self, ws: Obj, outcome: Outcome, previous: str) -> bool:
-        """Decide recovery for ``ws`` without a pod into ``outcome``; True: a retry is not due
+    def missing(self, ws: Obj, plan: Plan, previous: str) -> bool:
+        """Decide recovery for ``ws`` without a pod into ``plan``; True: a retry is not due
         yet, so no pod is created this pass."""
         decided = decision.assess_missing(
             ws.get("status") or {}, _generation(ws), previous, self.clock(), _spec(ws)
         )
-        _merge(outcome, decided)
+        _merge(plan, decided)
         return decided.due is not None
 
-    def build_failed(self, ws: Obj, outcome: Outcome, problem: str, *, rejected: bool) -> None:
+    def build_failed(self, ws: Obj, plan: Plan, problem: str, *, rejected: bool) -> None:
         """Decide recovery for ``ws`` whose pod cannot be built (``problem``; ``rejected``: by
-        the API server) into ``outcome``: a Configuration failure, tried again after its
+        the API server) into ``plan``: a Configuration failure, tried again after its
         backoff (``decision.assess_build_failure``)."""
         decided = decision.assess_build_failure(
             ws.get("status") or {},
@@ -138,17 +164,17 @@ class RecoveryReporter:
             rejected=rejected,
             spec=_spec(ws),
         )
-        _merge(outcome, decided)
+        _merge(plan, decided)
 
     def _redactor(self, credentials: WorkspaceCredentials) -> Redact:
         return lambda text: credentials.redact(self.redact(strip_url_credentials(text)))
 
-    async def report(self, ws: Obj, outcome: Outcome) -> None:
+    async def report(self, ws: Obj, plan: Plan) -> None:
         """The metrics, log lines and Events of what the written status records."""
-        if outcome.recovery is None:
+        if plan.recovery is None:
             return
         key = str(ObjectKey.of(ws))
-        for notice in outcome.recovery.notices:
+        for notice in plan.recovery.notices:
             self.metrics.record(notice)
             if isinstance(notice, decision.Counted):
                 log.info(
@@ -156,7 +182,7 @@ class RecoveryReporter:
                     extra=fields(
                         workspace=key,
                         failure_class=notice.failure_class,
-                        failures=outcome.recovery.state.failures,
+                        failures=plan.recovery.state.failures,
                         reason=notice.pod_reason or "container exited",
                     ),
                 )
@@ -171,7 +197,7 @@ class RecoveryReporter:
                     "Warning",
                     RECOVERY_EXHAUSTED,
                     notice.message,
-                    episode=f"{RECOVERY_EXHAUSTED}/{_stamp(outcome.recovery.state.last_failure_at)}",
+                    episode=f"{RECOVERY_EXHAUSTED}/{_stamp(plan.recovery.state.last_failure_at)}",
                 )
             elif isinstance(notice, decision.BootFailed):
                 failure = notice.failure
@@ -194,12 +220,12 @@ class RecoveryReporter:
                 )
 
 
-def _merge(outcome: Outcome, decided: decision.Assessment) -> None:
-    outcome.recovery = decided
-    outcome.conditions += decided.conditions
-    if decided.reason and outcome.phase != "Active":
-        outcome.reason, outcome.detail = decided.reason, decided.message
-    outcome.due(decided.due)
+def _merge(plan: Plan, decided: decision.Assessment) -> None:
+    plan.recovery = decided
+    plan.conditions += decided.conditions
+    if decided.reason and plan.phase != "Active":
+        plan.reason, plan.detail = decided.reason, decided.message
+    plan.due(decided.due)
 
 
 def _generation(ws: Obj) -> int:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from controller.toolkit.conditions import find_condition
 from controller.toolkit.events import EventRecorder
 from controller.types import Obj, ObjectKey
-from controller.workspace.reconcile.outcome import Outcome
+from controller.workspace.reconcile.plan import Plan
 from controller.workspace.recovery import verify
 from controller.workspace.recovery.episodes import new_episode
 from controller.workspace.recovery.verify_metrics import VerifyMetrics
@@ -29,7 +29,7 @@ log = logging.getLogger("controller.workspace")
 
 
 class VerifyReporter:
-    """Verified conditions into an ``Outcome``, and the reports of new failure episodes."""
+    """Verified conditions into an ``Plan``, and the reports of new failure episodes."""
 
     def __init__(self, kube: Kube, metrics: VerifyMetrics, events: EventRecorder) -> None:
         self.kube = kube
@@ -37,9 +37,9 @@ class VerifyReporter:
         self.events = events
 
     async def check(
-        self, ws: Obj, pod: Obj, phase: Phase, outcome: Outcome
+        self, ws: Obj, pod: Obj, phase: Phase, plan: Plan
     ) -> verify.VerifyFailure | None:
-        """Verified conditions for ``pod`` into ``outcome``; a failure that starts a new
+        """Verified conditions for ``pod`` into ``plan``; a failure that starts a new
         episode is queued for its one Event and metric increment."""
         generation = int(ws["metadata"].get("generation") or 0)
         failure = verify.detect_failure(pod)
@@ -47,15 +47,15 @@ class VerifyReporter:
             if not verify.has_marker(pod, artifact):
                 # Never marked verified, never blamed; a verdict left over from an earlier
                 # pod would claim a check this pod never ran, so it goes.
-                outcome.remove = (*outcome.remove, verify.condition_type(artifact))
+                plan.remove = (*plan.remove, verify.condition_type(artifact))
                 continue
             if failure is not None and failure.artifact == artifact:
-                outcome.conditions.append(verify.failed_condition(failure, generation))
+                plan.conditions.append(verify.failed_condition(failure, generation))
                 if await new_episode(self.kube, ws, _recorded(failure)):
                     episode = f"{pod['metadata'].get('uid', '')}/{failure.kind.reason}"
-                    outcome.failures.append((failure, episode))
+                    plan.failures.append((failure, episode))
             elif phase == "Active":
-                outcome.conditions.append(verify.verified_condition(artifact, generation))
+                plan.conditions.append(verify.verified_condition(artifact, generation))
         return failure
 
     async def report(self, ws: Obj, failure: verify.VerifyFailure, episode: str) -> None:

@@ -24,7 +24,7 @@ async def test_a_credential_unbound_while_the_pod_is_never_scheduled_is_revoked_
     harness: Harness, stage: Stage
 ) -> None:
     stage.providers.bound["ws1"] = two_providers()
-    harness.reconciler.staging = stage.staging
+    harness.use(staging=stage.staging)
     await harness.apply(owner={"userID": "user-1"})
 
     first = await harness.reconcile()  # stages, then creates a pod no node will ever take
@@ -52,7 +52,7 @@ async def test_a_credential_unbound_while_suspended_is_revoked_in_time(
     harness: Harness, stage: Stage
 ) -> None:
     stage.providers.bound["ws1"] = two_providers()
-    harness.reconciler.staging = stage.staging
+    harness.use(staging=stage.staging)
     await harness.apply(owner={"userID": "user-1"})
     await harness.reconcile()
     await harness.kube.patch(WORKSPACES, "ws1", {"spec": {"suspend": True}}, harness.namespace)
@@ -73,7 +73,7 @@ async def test_a_workspace_whose_spec_no_longer_builds_keeps_revocation(
 ) -> None:
     """Failed (the pod cannot be built): the staged material stays revocable."""
     stage.providers.bound["ws1"] = two_providers()
-    harness.reconciler.staging = stage.staging
+    harness.use(staging=stage.staging)
     await harness.apply(owner={"userID": "user-1"})
     await harness.reconcile()
     await harness.kube.patch(
@@ -92,9 +92,11 @@ async def test_a_workspace_in_an_excluded_namespace_is_never_staged(
     harness: Harness, stage: Stage
 ) -> None:
     stage.providers.bound["ws1"] = two_providers()
-    harness.reconciler.staging = stage.staging
-    harness.reconciler.settings = dataclasses.replace(
-        SETTINGS, excluded_namespaces=frozenset({"kube-system", harness.namespace})
+    harness.use(
+        staging=stage.staging,
+        settings=dataclasses.replace(
+            SETTINGS, excluded_namespaces=frozenset({"kube-system", harness.namespace})
+        ),
     )
     await harness.apply(owner={"userID": "user-1"})
     assert await harness.reconcile() == Requeue(30.0)  # looked at again after the backoff

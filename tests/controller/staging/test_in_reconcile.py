@@ -46,7 +46,7 @@ async def test_an_active_workspace_that_predates_arming_catches_up(
     stage.providers.bound["ws1"] = two_providers()
     await active(harness)
     assert await stage.handoff_raw("ws1") is None
-    harness.reconciler.staging = stage.staging
+    harness.use(staging=stage.staging)
 
     await harness.reconcile()
 
@@ -81,7 +81,7 @@ async def test_an_incomplete_revocation_is_recorded_and_then_retried(
 ) -> None:
     stage.providers.bound["ws1"] = two_providers()
     await active(harness)
-    harness.reconciler.staging = stage.staging
+    harness.use(staging=stage.staging)
     await harness.reconcile()
     stage.providers.bound["ws1"] = two_providers()[:1]
     kube_server.fail_next(500, method="DELETE", path=f"/api/v1/namespaces/{stage.relay_namespace}")
@@ -99,7 +99,7 @@ async def test_an_incomplete_revocation_is_recorded_and_then_retried(
 async def test_deleting_the_workspace_deletes_its_envelopes(harness: Harness, stage: Stage) -> None:
     stage.providers.bound["ws1"] = two_providers()
     await active(harness)
-    harness.reconciler.staging = stage.staging
+    harness.use(staging=stage.staging)
     await harness.reconcile()
     await harness.kube.delete(WORKSPACES, "ws1", harness.namespace)
     for _ in range(100):
@@ -170,7 +170,7 @@ async def test_an_active_workspace_stays_fresh_with_no_event(
     pass back, which renews tokens past half their TTL and revokes an unbound credential."""
     stage.providers.bound["ws1"] = two_providers()
     await active(harness)
-    harness.reconciler.staging = stage.staging
+    harness.use(staging=stage.staging)
     first = await harness.reconcile()
     assert first is not None and first.after <= 120  # the default staleness bound
     minted = stage.mints()

@@ -7,16 +7,13 @@ token-expiry report."""
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry
-
 from controller.staging.ownership import WorkspaceNames
 from controller.staging.staging_pass import RelayStagingPass
 from controller.workspace.reconcile.reconciler import WorkspaceReconciler
-from controller.workspace.recovery.verify_metrics import VerifyMetrics
 from tests.controller.staging.conftest import Stage, two_providers
 from tests.controller.status_schema import RecordingKube, status_schema, undeclared
 from tests.controller.workspace.agents import FIRST_READS, Agents, agents, harness, settings
-from tests.controller.workspace.factories import TEST_KEYS
+from tests.controller.workspace.conftest import reconcile_deps
 from tests.support.agentd import healthy_health
 
 __all__ = ["agents", "harness"]
@@ -45,16 +42,16 @@ async def test_every_status_field_the_controller_writes_is_in_the_crd(
         names=names,
     )
     harness.reconciler = WorkspaceReconciler(
-        recording,
-        harness.workspaces,
-        harness.pods,
-        harness.pvcs,
-        settings(agents.stub.port),
-        keys=TEST_KEYS,
-        metrics=VerifyMetrics(CollectorRegistry()),
-        staging=staging,
-        clock=agents.clock,
-        agents=agents.scheduler,
+        reconcile_deps(
+            recording,
+            harness.workspaces,
+            harness.pods,
+            harness.pvcs,
+            settings(agents.stub.port),
+            staging=staging,
+            clock=agents.clock,
+            agents=agents.scheduler,
+        )
     )
     try:
         stage.providers.bound["ws1"] = two_providers()

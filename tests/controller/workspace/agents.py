@@ -24,10 +24,9 @@ from controller.workspace.pod import ownership
 from controller.workspace.pod.builder import desired_pod
 from controller.workspace.reconcile.reconciler import WorkspaceReconciler
 from controller.workspace.recovery.verify_metrics import VerifyMetrics
-from tests.controller.workspace.conftest import SETTINGS, Harness
+from tests.controller.workspace.conftest import SETTINGS, Harness, reconcile_deps
 from tests.controller.workspace.conftest import harness as harness
 from tests.controller.workspace.factories import (
-    TEST_KEYS,
     create_service_account,
     credentials,
     injected,
@@ -157,16 +156,17 @@ async def agents(harness: Harness) -> AsyncIterator[Agents]:
         )
         found.scheduler = scheduler
         harness.reconciler = WorkspaceReconciler(
-            harness.kube,
-            harness.workspaces,
-            harness.pods,
-            harness.pvcs,
-            settings(stub.port),
-            keys=TEST_KEYS,
-            metrics=VerifyMetrics(registry),
-            clock=clock,
-            agents=scheduler,
-            agent_metrics=metrics,
+            reconcile_deps(
+                harness.kube,
+                harness.workspaces,
+                harness.pods,
+                harness.pvcs,
+                settings(stub.port),
+                verify_metrics=VerifyMetrics(registry),
+                clock=clock,
+                agents=scheduler,
+                agent_metrics=metrics,
+            )
         )
         stop = asyncio.Event()
         task = asyncio.create_task(scheduler.run(stop))

@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 import copy
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -16,12 +16,13 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from controller.settings import WorkspaceSettings
-from controller.types import ObjectKey, Requeue
+from controller.types import ObjectKey, ObjectReader, Requeue
 from controller.workspace.pod import ownership
 from controller.workspace.pod.builder import desired_pod
 from controller.workspace.pod.names import desired_service_account
+from controller.workspace.reconcile.deps import ReconcileDeps
 from controller.workspace.reconcile.lifecycle_metrics import LifecycleMetrics
-from controller.workspace.reconcile.reconciler import WorkspaceReconciler
+from controller.workspace.reconcile.reconciler import FINALIZER, WorkspaceReconciler
 from controller.workspace.recovery.metrics import RecoveryMetrics
 from controller.workspace.recovery.verify_metrics import VerifyMetrics
 from tests.controller.workspace.factories import (
@@ -73,6 +74,20 @@ def injected(pod: Obj) -> Obj:
     return result
 
 
+def reconcile_deps(
+    kube: Kube,
+    workspaces: ObjectReader,
+    pods: ObjectReader,
+    pvcs: ObjectReader,
+    settings: WorkspaceSettings = SETTINGS,
+    **changes: Any,
+) -> ReconcileDeps:
+    """What a test reconciler works with: the test settings and key, metrics in a private
+    registry, and ``changes`` (any other ``ReconcileDeps`` field)."""
+    changes.setdefault("verify_metrics", VerifyMetrics(CollectorRegistry()))
+    return ReconcileDeps(kube, workspaces, pods, pvcs, settings, TEST_KEYS, **changes)
+
+
 @dataclass
 class Harness:
     kube: Kube
@@ -85,6 +100,11 @@ class Harness:
     clock: FakeClock
     """The reconciler's clock (2026-11-29 12:00 UTC until a test moves it)."""
     namespaces: Informer
+
+    def use(self, **changes: Any) -> WorkspaceReconciler:
+        """Reconcile from now on with ``changes`` to the reconciler's dependencies."""
+        self.reconciler = WorkspaceReconciler(replace(self.reconciler.deps, **changes))
+        return self.reconciler
 
     def key(self, name: str = "ws1") -> ObjectKey:
         return ObjectKey(self.namespace, name)
@@ -103,9 +123,13 @@ class Harness:
 
         await eventually(caught_up, f"namespace {self.namespace} labelled in the cache")
 
-    async def apply(self, name: str = "ws1", *, vouched: bool = True, **spec: Any) -> Obj:
-        """Create the Workspace with the owner record the webhook writes for its spec.owner:
-        a trusted writer's (``vouched``), else the tenant's own."""
+    async def apply(
+        self, name: str = "ws1", *, vouched: bool = True, finalized: bool = True, **spec: Any
+    ) -> Obj:
+        """Create the Workspace with the owner record the webhook writes for its spec.owner
+        (a trusted writer's, ``vouched``, else the tenant's own), and run the reconciler's
+        first pass, which only adds the finalizer (``finalized``); the Workspace as it then
+        is."""
         body: Obj = {"runtime": "python", "storage": {"size": "10Gi"}}
         body.update(spec)
         meta = {"name": name, "namespace": self.namespace}
@@ -113,7 +137,12 @@ class Harness:
             WORKSPACES, recorded({"metadata": meta, "spec": body}, vouched=vouched)
         )
         await self.synced(self.workspaces, name, created)
-        return created
+        if not finalized:
+            return created
+        assert await self.reconcile(name) is None
+        first = await self.workspace(name)
+        assert FINALIZER in first["metadata"].get("finalizers", [])
+        return first
 
     async def synced(self, informer: Informer, name: str, obj: Obj | None) -> None:
         """Wait until ``informer`` holds ``obj``'s version (None: until the name is gone)."""
@@ -223,17 +252,17 @@ async def harness(kube: Kube, namespace: str) -> AsyncIterator[Harness]:
     registry = CollectorRegistry()
     clock = FakeClock(datetime(2026, 11, 29, 12, 0, tzinfo=UTC))
     reconciler = WorkspaceReconciler(
-        kube,
-        workspaces,
-        pods,
-        pvcs,
-        SETTINGS,
-        keys=TEST_KEYS,
-        metrics=VerifyMetrics(registry),
-        namespaces=NamespaceLabels(namespaces),
-        clock=clock,
-        recovery=RecoveryMetrics(registry),
-        lifecycle=LifecycleMetrics(registry),
+        reconcile_deps(
+            kube,
+            workspaces,
+            pods,
+            pvcs,
+            verify_metrics=VerifyMetrics(registry),
+            namespaces=NamespaceLabels(namespaces),
+            clock=clock,
+            recovery_metrics=RecoveryMetrics(registry),
+            lifecycle=LifecycleMetrics(registry),
+        )
     )
     try:
         for informer in informers:

@@ -402,7 +402,7 @@ async def test_a_deleted_workspace_takes_its_metering_series_with_it(agents: Age
 
 async def test_every_agent_status_field_written_is_declared_in_the_crd(agents: Agents) -> None:
     recording = RecordingKube(agents.h.kube)
-    agents.h.reconciler.kube = recording
+    agents.h.use(kube=recording)
     agent = await agents.active()
     agent.health = healthy_health(
         userCredsPresent=True,

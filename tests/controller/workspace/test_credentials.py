@@ -26,7 +26,7 @@ from controller.workspace.pod.credentials import (
     desired_password_secret,
     pod_credentials,
 )
-from controller.workspace.reconcile.outcome import Outcome
+from controller.workspace.reconcile.plan import Plan
 from controller.workspace.reconcile.record import next_status
 from tests.controller.workspace.conftest import SETTINGS, Harness
 from tests.controller.workspace.factories import TEST_KEYS, credentials, workspace
@@ -177,7 +177,7 @@ class TestRotation:
         self, harness: Harness
     ) -> None:
         pod = await self.running_pod_from_key(harness, "t0")
-        harness.reconciler.keys = dataclasses.replace(TEST_KEYS, keys={"t1": TEST_KEYS.keys["t1"]})
+        harness.use(keys=dataclasses.replace(TEST_KEYS, keys={"t1": TEST_KEYS.keys["t1"]}))
         await harness.reconcile()
         ws = await harness.workspace()
         assert ws["status"]["restartCount"] == 1
@@ -253,7 +253,7 @@ class TestAdminTokenRotation:
     def test_the_status_keeps_the_highest_rotation_built(self) -> None:
         ws = workspace(restartGeneration=1)
         ws["status"] = {STATUS_ROTATION: 3}
-        outcome = Outcome("Pending", restart_generation=1)
+        outcome = Plan("Pending", restart_generation=1)
         new = next_status(ws["status"], outcome, ws, START)
         assert new[STATUS_ROTATION] == 3
 

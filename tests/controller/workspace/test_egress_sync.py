@@ -49,8 +49,10 @@ async def egress(harness: Harness) -> AsyncIterator[Egress]:
     await asyncio.wait_for(policies.wait_synced(), 10)
     resolver, clock = FakeResolver(), FakeClock()
     settings = EgressSettings(mode="networkpolicy", platform_namespaces=("llmsafespaces",))
-    harness.reconciler.egress = EgressPolicies(
-        harness.kube, policies, resolver, settings, cilium=False, clock=clock.monotonic
+    harness.use(
+        egress=EgressPolicies(
+            harness.kube, policies, resolver, settings, cilium=False, clock=clock.monotonic
+        )
     )
     try:
         yield Egress(resolver, clock, policies)

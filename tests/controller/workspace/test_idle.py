@@ -244,8 +244,8 @@ async def test_a_workspace_kept_suspended_past_its_ttl_loses_its_volume_and_stay
 
 
 async def test_with_the_delete_action_a_workspace_past_its_ttl_is_deleted(agents: Agents) -> None:
-    agents.h.reconciler.settings = dataclasses.replace(
-        agents.h.reconciler.settings, ttl_action="delete"
+    agents.h.use(
+        settings=dataclasses.replace(agents.h.reconciler.deps.settings, ttl_action="delete")
     )
     await agents.h.apply(suspend=True, ttlSecondsAfterSuspended=60)
     await agents.h.reconcile()

@@ -49,6 +49,7 @@ async def test_creation_resumes_and_deletion_are_measured_and_counted(harness: H
         },
     )
     await harness.synced(harness.workspaces, "ws1", created)
+    await harness.reconcile()  # the finalizer
     await harness.reconcile()
     assert (await harness.workspace())["status"]["pendingAt"] == requested
     harness.clock.advance(22)

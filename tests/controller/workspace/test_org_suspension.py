@@ -56,7 +56,7 @@ async def orgs(
             timeout=1.0,
             clock=clock.monotonic,
         )
-        harness.reconciler.orgs = cache
+        harness.use(orgs=cache)
         yield fake, clock
         await cache.close()
 

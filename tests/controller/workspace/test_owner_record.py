@@ -38,7 +38,7 @@ async def test_adopt_asks_for_the_record_once(harness: Harness) -> None:
 
 
 async def test_hold_asks_for_nothing(harness: Harness) -> None:
-    harness.reconciler.settings = replace(harness.reconciler.settings, owner_record_upgrade="hold")
+    harness.use(settings=replace(harness.reconciler.deps.settings, owner_record_upgrade="hold"))
     await unrecorded(harness)
     await harness.reconcile()
     held = await harness.workspace()

@@ -8,7 +8,6 @@ import dataclasses
 from datetime import UTC, datetime
 
 import pytest
-from prometheus_client import CollectorRegistry
 
 from controller.workspace.pod.ownership import (
     CONFLICT_REASON,
@@ -17,9 +16,8 @@ from controller.workspace.pod.ownership import (
     stamp,
 )
 from controller.workspace.reconcile.reconciler import WorkspaceReconciler
-from controller.workspace.recovery.verify_metrics import VerifyMetrics
-from tests.controller.workspace.conftest import SETTINGS, Harness
-from tests.controller.workspace.factories import TEST_KEYS, UID, workspace
+from tests.controller.workspace.conftest import SETTINGS, Harness, reconcile_deps
+from tests.controller.workspace.factories import UID, workspace
 from wspin.core.contract import LABEL_WORKSPACE_UID
 from wspin.core.kinds import EVENTS, PODS, PVCS, SERVICE_ACCOUNTS, WORKSPACES
 from wspin.core.objects import Obj
@@ -279,15 +277,7 @@ async def test_no_pod_is_built_for_a_workspace_in_an_excluded_namespace(harness:
     settings = dataclasses.replace(
         SETTINGS, excluded_namespaces=frozenset({"kube-system", h.namespace})
     )
-    reconciler = WorkspaceReconciler(
-        h.kube,
-        h.workspaces,
-        h.pods,
-        h.pvcs,
-        settings,
-        keys=TEST_KEYS,
-        metrics=VerifyMetrics(CollectorRegistry()),
-    )
+    reconciler = WorkspaceReconciler(reconcile_deps(h.kube, h.workspaces, h.pods, h.pvcs, settings))
     await h.apply()
     await reconciler.reconcile(h.key())
     ws = await h.workspace()

@@ -15,7 +15,6 @@ import json
 import jsonpatch
 import pytest
 
-from controller.workspace.reconcile.reconciler import WorkspaceReconciler
 from tests.controller.workspace.conftest import Harness
 from tests.webhook.conftest import LiveWebhook, webhook
 from wspin.core.contract import PLATFORM_BOOTSTRAP, PLATFORM_INIT, PLATFORM_MATERIALIZE
@@ -29,17 +28,8 @@ RESOURCES = {"cpu": "500m", "memory": "1Gi", "cpuLimit": "2.0", "memoryLimit": "
 
 
 async def created_pod(harness: Harness, *, sidecar: bool) -> Obj:
-    base = harness.reconciler
-    settings = dataclasses.replace(base.settings, agentd_sidecar=sidecar)
-    harness.reconciler = WorkspaceReconciler(
-        base.kube,
-        base.workspaces,
-        base.pods,
-        base.pvcs,
-        settings,
-        keys=base.keys,
-        metrics=base.verifier.metrics,
-    )
+    base = harness.reconciler.deps
+    harness.use(settings=dataclasses.replace(base.settings, agentd_sidecar=sidecar))
     await harness.apply(resources=RESOURCES, packages=[{"requirements": ["requests"]}])
     await harness.reconcile()
     await harness.reconcile()  # finalizer, PVC and pod may take two passes

@@ -18,6 +18,8 @@ from wspin.core.contract import LABEL_WORKSPACE_UID
 from wspin.core.errors import Invalid
 from wspin.core.kinds import EVENTS, PODS, PVCS, SERVICE_ACCOUNTS, WORKSPACES
 from wspin.core.objects import Obj
+from wspin.core.owners import ANNOTATION_VERIFIED_OWNER
+from wspin.kube.client import Kube
 
 MISMATCH = (
     "AgentdVerificationFailed: expected=" + "a" * 64 + " got=" + "f" * 64 + " binary=/proc/self/exe"
@@ -52,6 +54,66 @@ async def create_injected_pod(h: Harness, *, inject: bool = True) -> str:
 async def events_for(h: Harness, name: str = "ws1") -> list[Obj]:
     listing = await h.kube.list(EVENTS, h.namespace, fields=f"involvedObject.name={name}")
     return list(listing.get("items") or [])
+
+
+class WriteLog(Kube):
+    """A Kube that keeps the method and path of every write it sends."""
+
+    def __init__(self, kube: Kube) -> None:
+        super().__init__(kube.api)
+        self.writes: list[tuple[str, str]] = []
+
+    async def request(self, method: str, path: str, **kw: Any) -> Obj:
+        if method != "GET":
+            self.writes.append((method, path.rsplit("/namespaces/", 1)[-1]))
+        return await super().request(method, path, **kw)
+
+
+class TestWrites:
+    async def test_the_first_pass_only_adds_the_finalizer_and_asks_for_the_record_at_once(
+        self, harness: Harness
+    ) -> None:
+        log = WriteLog(harness.kube)
+        harness.use(kube=log)
+        created = await harness.kube.create(
+            WORKSPACES,
+            {
+                "metadata": {"name": "ws1", "namespace": harness.namespace},
+                "spec": {"runtime": "python", "storage": {"size": "1Gi"}},
+            },
+        )
+        await harness.synced(harness.workspaces, "ws1", created)
+        assert await harness.reconcile() is None  # the write's own event brings the next pass
+        ns = harness.namespace
+        assert log.writes == [("PATCH", f"{ns}/workspaces/ws1")]
+        first = await harness.workspace()
+        assert first["metadata"]["finalizers"] == [FINALIZER]
+        assert first["metadata"]["annotations"][ANNOTATION_VERIFIED_OWNER] == "adopt"
+        assert "status" not in first
+        assert await harness.kube.get_or_none(PODS, await harness.pod_name(), ns) is None
+
+    async def test_a_new_workspace_costs_six_writes_and_one_status_write(
+        self, harness: Harness
+    ) -> None:
+        log = WriteLog(harness.kube)
+        harness.use(kube=log)
+        await harness.apply()  # the finalizer: one write (the record is there already)
+        for _ in range(3):  # the pass that builds, then the ones its own writes bring
+            await harness.reconcile()
+        pod = await harness.pod_name()
+        ns = harness.namespace
+        assert sorted(log.writes) == sorted(
+            [
+                ("PATCH", f"{ns}/workspaces/ws1"),
+                ("POST", f"{ns}/persistentvolumeclaims"),
+                ("POST", f"{ns}/serviceaccounts"),
+                ("POST", f"{ns}/secrets"),
+                ("POST", f"{ns}/pods"),
+                ("PATCH", f"{ns}/workspaces/ws1/status"),
+            ]
+        )
+        status = (await harness.workspace())["status"]
+        assert (status["phase"], status["podName"]) == ("Pending", pod)
 
 
 class TestApply:
@@ -210,7 +272,7 @@ class TestApply:
     async def test_a_finalizer_write_refused_with_a_conflict_is_counted_and_left_to_the_next_event(
         self, harness: Harness, kube_server: KubeServer
     ) -> None:
-        await harness.apply()
+        await harness.apply(finalized=False)
         workspaces = f"/apis/llmsafespaces.dev/v1/namespaces/{harness.namespace}/workspaces"
         kube_server.fail_next(409, method="PATCH", path=f"{workspaces}/ws1", exact=True)
         assert await harness.reconcile() is None  # no backoff: the newer version's event comes
@@ -409,7 +471,7 @@ class TestVerifyFailureDetection:
         await harness.apply()
         pod_name = await create_injected_pod(harness)
         await harness.reconcile()  # adds the finalizer; the pod has not failed yet
-        harness.reconciler.workspaces = LaggingReader(harness.workspaces)
+        harness.use(workspaces=LaggingReader(harness.workspaces))
         await harness.set_pod_status(pod_name, crashed_status(81, MISMATCH))
         for _ in range(3):  # every reconcile sees the Workspace from before the first report
             await harness.reconciler.reconcile(harness.key())
@@ -545,7 +607,7 @@ async def test_the_staging_pass_runs_before_the_pod_is_built_and_in_every_phase_
     harness: Harness,
 ) -> None:
     staging = RecordingStaging()
-    harness.reconciler.staging = staging
+    harness.use(staging=staging)
     await harness.apply()
     await harness.reconcile()  # stages, then creates the pod: its first start finds the handoff
     assert staging.seen == ["ws1"]

@@ -419,10 +419,11 @@ class TestPodLoss:
             def list(self, namespace: str | None = None, labels: Any = None) -> list[Obj]:
                 return [copy.deepcopy(lagging)]
 
-        pods, harness.reconciler.pods = harness.reconciler.pods, Lagging()
+        pods = harness.reconciler.deps.pods
+        harness.use(pods=Lagging())
         for _ in range(2):
             await harness.reconcile()
-        harness.reconciler.pods = pods
+        harness.use(pods=pods)
         ws = await harness.workspace()
         assert ws["status"]["consecutiveFailures"] == 1 and ws["status"]["recoveryAttempts"] == 1
         assert pod_failures(harness, "Evicted") == 1

@@ -61,8 +61,10 @@ async def test_the_tenants_own_annotation_or_label_opens_nothing(
 
 
 async def test_an_allow_listed_class_runs_in_any_namespace(harness: Harness) -> None:
-    harness.reconciler.settings = dataclasses.replace(
-        harness.reconciler.settings, allowed_runtime_classes=frozenset({"kata"})
+    harness.use(
+        settings=dataclasses.replace(
+            harness.reconciler.deps.settings, allowed_runtime_classes=frozenset({"kata"})
+        )
     )
     await ensure_runtime_class(harness.kube, "kata")
     await harness.apply(runtimeClass="kata")
@@ -74,8 +76,10 @@ async def test_a_class_the_cluster_lacks_is_shown_and_the_pod_follows_once_it_ex
     harness: Harness,
 ) -> None:
     missing = f"wspin-test-{uuid.uuid4().hex[:10]}"
-    harness.reconciler.settings = dataclasses.replace(
-        harness.reconciler.settings, allowed_runtime_classes=frozenset({missing})
+    harness.use(
+        settings=dataclasses.replace(
+            harness.reconciler.deps.settings, allowed_runtime_classes=frozenset({missing})
+        )
     )
     await harness.apply(runtimeClass=missing)
     await harness.reconcile()

@@ -23,7 +23,7 @@ def ready(ws: dict[str, Any]) -> dict[str, Any]:
 
 async def test_a_published_runtime_runs_its_pinned_image(harness: Harness) -> None:
     image = f"ghcr.io/acme/runtime-python:3.12@{DIGEST}"
-    harness.reconciler.runtimes = {"python": entry(image)}
+    harness.use(runtimes={"python": entry(image)})
     await harness.apply()
     await harness.reconcile()
     pod = await harness.kube.get(PODS, await harness.pod_name(), harness.namespace)
@@ -33,7 +33,7 @@ async def test_a_published_runtime_runs_its_pinned_image(harness: Harness) -> No
 
 
 async def test_an_unknown_runtime_builds_no_pod_and_says_why(harness: Harness) -> None:
-    harness.reconciler.runtimes = {}
+    harness.use(runtimes={})
     await harness.apply()
     await harness.reconcile()
     ws = await harness.workspace()
@@ -44,12 +44,12 @@ async def test_an_unknown_runtime_builds_no_pod_and_says_why(harness: Harness) -
 
 
 async def test_a_runtime_removed_later_leaves_the_running_pod_alone(harness: Harness) -> None:
-    harness.reconciler.runtimes = {"python": entry(f"ghcr.io/acme/py@{DIGEST}")}
+    harness.use(runtimes={"python": entry(f"ghcr.io/acme/py@{DIGEST}")})
     await harness.apply()
     await harness.reconcile()
     pod_name = await harness.pod_name()
     before = await harness.kube.get(PODS, pod_name, harness.namespace)
-    harness.reconciler.runtimes = {}
+    harness.use(runtimes={})
     await harness.reconcile()
     after = await harness.kube.get(PODS, pod_name, harness.namespace)
     assert after["metadata"]["uid"] == before["metadata"]["uid"]
@@ -57,7 +57,7 @@ async def test_a_runtime_removed_later_leaves_the_running_pod_alone(harness: Har
 
 
 async def test_an_entry_that_is_not_digest_pinned_is_never_run(harness: Harness) -> None:
-    harness.reconciler.runtimes = {"python": entry("ghcr.io/acme/runtime-python:3.12")}
+    harness.use(runtimes={"python": entry("ghcr.io/acme/runtime-python:3.12")})
     await harness.apply()
     await harness.reconcile()
     message = ready(await harness.workspace())["message"]
@@ -66,7 +66,7 @@ async def test_an_entry_that_is_not_digest_pinned_is_never_run(harness: Harness)
 
 
 async def test_an_image_reference_runs_as_written_without_the_catalogue(harness: Harness) -> None:
-    harness.reconciler.runtimes = {}
+    harness.use(runtimes={})
     image = f"ghcr.io/acme/custom@{DIGEST}"
     await harness.apply(runtime=image)
     await harness.reconcile()

@@ -12,7 +12,7 @@ from controller.toolkit.conditions import condition, set_condition
 from controller.toolkit.status import status_patch
 from controller.workspace.pod.facts import image_tag, pod_facts
 from controller.workspace.pod.phase import POD_BUILD_FAILED, TRANSIENT_POD_LOSS
-from controller.workspace.reconcile.outcome import Outcome
+from controller.workspace.reconcile.plan import Plan
 from controller.workspace.reconcile.record import endpoint, next_status, ready_condition
 from tests.controller.workspace.factories import workspace
 from tests.controller.workspace.lifecycle_pods import READY
@@ -24,12 +24,12 @@ NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 WS = workspace()
 
 
-def after(old: Obj, outcome: Outcome, at: datetime = NOW) -> Obj:
+def after(old: Obj, outcome: Plan, at: datetime = NOW) -> Obj:
     return next_status(old, outcome, WS, at)
 
 
-def active(**fields: Any) -> Outcome:
-    return Outcome("Active", pod=pod_facts(READY), pod_name="ws1-b8985526", **fields)
+def active(**fields: Any) -> Plan:
+    return Plan("Active", pod=pod_facts(READY), pod_name="ws1-b8985526", **fields)
 
 
 def ready(status: Obj) -> Obj:
@@ -49,7 +49,7 @@ class TestRouting:
     @pytest.mark.parametrize("phase", [p for p in PHASES if p != "Active"])
     def test_every_other_phase_withdraws_the_ip_and_the_endpoint(self, phase: Any) -> None:
         before = after({"phase": "Creating"}, active())
-        status = after(before, Outcome(phase))
+        status = after(before, Plan(phase))
         assert "podIP" not in status and "endpoint" not in status
         assert ready(status)["status"] == "False"
         assert status["imageTag"] == "python"  # never cleared
@@ -60,7 +60,7 @@ class TestRouting:
     def test_the_same_pod_ready_again_keeps_its_start_time_and_a_new_pod_gets_one(self) -> None:
         first = after({"phase": "Creating"}, active())
         unready = after(
-            first, Outcome("Creating", ready_reason="PodNotReady"), NOW + timedelta(minutes=5)
+            first, Plan("Creating", ready_reason="PodNotReady"), NOW + timedelta(minutes=5)
         )
         again = after(unready, active(), NOW + timedelta(minutes=6))
         assert again["startTime"] == "2026-11-29T12:00:00Z"
@@ -70,47 +70,47 @@ class TestRouting:
                 "metadata": {**READY["metadata"], "creationTimestamp": "2026-11-29T12:07:00Z"},
             }
         )
-        replaced = after(unready, Outcome("Active", pod=newer), NOW + timedelta(minutes=8))
+        replaced = after(unready, Plan("Active", pod=newer), NOW + timedelta(minutes=8))
         assert replaced["startTime"] == "2026-11-29T12:08:00Z"
 
     @pytest.mark.parametrize("phase", ["Suspended", "Failed", "Terminated"])
     def test_phases_without_a_pod_drop_its_name(self, phase: Any) -> None:
-        status = after(after({}, active()), Outcome(phase))
+        status = after(after({}, active()), Plan(phase))
         assert "podName" not in status and "podNamespace" not in status
 
 
 class TestBookkeeping:
     def test_suspended_at_is_set_on_entering_suspended_and_cleared_on_leaving(self) -> None:
-        suspended = after({"phase": "Suspending"}, Outcome("Suspended"))
+        suspended = after({"phase": "Suspending"}, Plan("Suspended"))
         assert suspended["suspendedAt"] == "2026-11-29T12:00:00Z"
-        later = after(suspended, Outcome("Suspended"), NOW + timedelta(hours=1))
+        later = after(suspended, Plan("Suspended"), NOW + timedelta(hours=1))
         assert later["suspendedAt"] == "2026-11-29T12:00:00Z"
-        assert "suspendedAt" not in after(later, Outcome("Resuming"))
+        assert "suspendedAt" not in after(later, Plan("Resuming"))
 
     def test_a_new_restart_generation_counts_one_restart_and_the_first_counts_none(self) -> None:
-        first = after({}, Outcome("Pending", restart_generation=0))
+        first = after({}, Plan("Pending", restart_generation=0))
         assert (first["restartCount"], first["observedRestartGeneration"]) == (0, 0)
-        bumped = after(first, Outcome("Creating", restart_generation=1))
+        bumped = after(first, Plan("Creating", restart_generation=1))
         assert (bumped["restartCount"], bumped["observedRestartGeneration"]) == (1, 1)
-        assert after(bumped, Outcome("Creating", restart_generation=1))["restartCount"] == 1
-        assert after(bumped, Outcome("Creating", restarted=True))["restartCount"] == 2
+        assert after(bumped, Plan("Creating", restart_generation=1))["restartCount"] == 1
+        assert after(bumped, Plan("Creating", restarted=True))["restartCount"] == 2
 
     def test_a_hand_edited_restart_count_restarts_from_zero(self) -> None:
-        assert after({"restartCount": "many"}, Outcome("Creating"))["restartCount"] == 0
+        assert after({"restartCount": "many"}, Plan("Creating"))["restartCount"] == 0
 
     def test_a_failure_reason_lasts_until_the_workspace_is_active_again(self) -> None:
-        lost = after({"phase": "Active"}, Outcome("Creating", failure_reason=TRANSIENT_POD_LOSS))
+        lost = after({"phase": "Active"}, Plan("Creating", failure_reason=TRANSIENT_POD_LOSS))
         assert lost["failureReason"] == TRANSIENT_POD_LOSS
-        assert after(lost, Outcome("Creating"))["failureReason"] == TRANSIENT_POD_LOSS
+        assert after(lost, Plan("Creating"))["failureReason"] == TRANSIENT_POD_LOSS
         assert "failureReason" not in after(lost, active())
 
     def test_a_build_failure_is_cleared_once_the_pod_builds(self) -> None:
         failed = after(
             {},
-            Outcome("Failed", reason=POD_BUILD_FAILED, detail="x", failure_reason=POD_BUILD_FAILED),
+            Plan("Failed", reason=POD_BUILD_FAILED, detail="x", failure_reason=POD_BUILD_FAILED),
         )
         assert (failed["reason"], failed["failureReason"]) == (POD_BUILD_FAILED, POD_BUILD_FAILED)
-        built = after(failed, Outcome("Pending"))
+        built = after(failed, Plan("Pending"))
         assert "failureReason" not in built and "reason" not in built
 
     def test_an_unchanged_outcome_needs_no_write(self) -> None:
@@ -120,7 +120,7 @@ class TestBookkeeping:
 
 class TestReady:
     def test_a_cause_makes_even_an_active_workspace_unready(self) -> None:
-        outcome = Outcome("Active", reason="RuntimeNotFound", detail="spec.runtime 'x'")
+        outcome = Plan("Active", reason="RuntimeNotFound", detail="spec.runtime 'x'")
         made = ready_condition(outcome, 1)
         assert (made["status"], made["reason"], made["message"]) == (
             "False",
@@ -130,7 +130,7 @@ class TestReady:
 
     @pytest.mark.parametrize("phase", PHASES)
     def test_every_phase_has_a_ready_condition(self, phase: Any) -> None:
-        assert ready_condition(Outcome(phase), 1)["status"] == (
+        assert ready_condition(Plan(phase), 1)["status"] == (
             "True" if phase == "Active" else "False"
         )
 

@@ -5,27 +5,19 @@ that cannot be built, deletion."""
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry
-
 from controller.workspace.reconcile.reconciler import WorkspaceReconciler
-from controller.workspace.recovery.verify_metrics import VerifyMetrics
 from tests.controller.status_schema import RecordingKube, status_schema, undeclared
-from tests.controller.workspace.conftest import SETTINGS, Harness
-from tests.controller.workspace.factories import TEST_KEYS, ready_pod_status, reconcile_until
+from tests.controller.workspace.conftest import Harness, reconcile_deps
+from tests.controller.workspace.factories import ready_pod_status, reconcile_until
 from wspin.core.kinds import WORKSPACES
 
 
 async def test_every_status_field_of_the_lifecycle_is_in_the_crd(harness: Harness) -> None:
     recording = RecordingKube(harness.kube)
     harness.reconciler = WorkspaceReconciler(
-        recording,
-        harness.workspaces,
-        harness.pods,
-        harness.pvcs,
-        SETTINGS,
-        keys=TEST_KEYS,
-        metrics=VerifyMetrics(CollectorRegistry()),
-        clock=harness.clock,
+        reconcile_deps(
+            recording, harness.workspaces, harness.pods, harness.pvcs, clock=harness.clock
+        )
     )
 
     async def spec(**fields: object) -> None:

@@ -96,7 +96,7 @@ async def test_a_pod_of_the_former_release_left_unlabelled_is_reported_not_adopt
 
 def after_the_upgrade(harness: Harness) -> None:
     """The controller's credentials key is newer than everything created so far."""
-    harness.reconciler.writes.legacy_before = datetime.now(UTC) + timedelta(hours=1)
+    harness.reconciler.deps.writes.legacy_before = datetime.now(UTC) + timedelta(hours=1)
 
 
 async def test_unlabelled_objects_older_than_the_key_are_the_workspaces_and_the_pod_replaced(

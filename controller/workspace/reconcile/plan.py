@@ -1,8 +1,10 @@
-"""What one pass over a Workspace decided: the status to write and what follows the write.
+"""What one pass over a Workspace decided: the writes to make, the status to write and what
+follows the write.
 
-Every phase handler returns one ``Outcome``; the reconciler turns it into a single status
-write (``status.next_status``), then runs what must come after the status is committed
-(clearing a consumed ``spec.suspend``, Events, raising a staging error).
+Every phase handler returns one ``Plan``; ``act`` makes its writes (``Write``), the reconciler
+turns it into a single status write (``record``), then runs what must come after the status
+is committed (clearing a consumed ``spec.suspend``, Events, raising a staging error).
+``Notice`` is an Event queued for after the write.
 """
 
 from __future__ import annotations
@@ -12,11 +14,42 @@ from typing import Any, Literal
 
 from controller.types import Obj
 from controller.workspace.agent.report import AgentReport
+from controller.workspace.pod.credentials import WorkspaceCredentials
 from controller.workspace.pod.facts import PodFacts
 from controller.workspace.pod.phase import Observation
 from controller.workspace.recovery import verify
 from controller.workspace.recovery.decision import Assessment
 from wspin.core.fleet import Phase
+
+
+@dataclass(frozen=True)
+class DeletePod:
+    """Delete the Workspace's pod with the termination grace."""
+
+    pod: Obj
+
+
+@dataclass(frozen=True)
+class RestoreSecret:
+    """Write the workspace credentials Secret again (the kubelet reports it missing)."""
+
+    credentials: WorkspaceCredentials
+
+
+@dataclass(frozen=True)
+class DeleteClaims:
+    """Delete these claims of the Workspace's own (its volume, past its TTL)."""
+
+    claims: tuple[Obj, ...]
+
+
+@dataclass(frozen=True)
+class DeleteWorkspace:
+    """Delete the Workspace itself (past its TTL, with ``--workspace-ttl-action=delete``)."""
+
+
+Write = DeletePod | RestoreSecret | DeleteClaims | DeleteWorkspace
+"""A write a pass decided on, made by ``act`` before the status is written."""
 
 
 @dataclass(frozen=True)
@@ -29,7 +62,7 @@ class Notice:
 
 
 @dataclass
-class Outcome:
+class Plan:
     phase: Phase
     ready_reason: str = ""
     """The Ready condition's reason ("" = the phase's own)."""
@@ -45,9 +78,9 @@ class Outcome:
     pod_name: str = ""
     """The pod that exists or was just created for the Workspace ("" = none)."""
     claim: str = ""
+    """The PVC the pod mounts (``status.pvcName``)."""
     claim_uid: str = ""
     """The uid of the claim ``claim`` once it is in the cache (``status.pvcUID``)."""
-    """The PVC the pod mounts (``status.pvcName``)."""
     restart_generation: int | None = None
     """The ``spec.restartGeneration`` the Workspace's pod is (being) built for."""
     restarted: bool = False
@@ -78,6 +111,8 @@ class Outcome:
     checks (``agent_status``)."""
     notices: list[Notice] = field(default_factory=list)
     """Events to record after the status write (drains, automatic suspends, restarts)."""
+    writes: list[Write] = field(default_factory=list)
+    """The writes this pass decided on, made in order before the status write (``act``)."""
 
     def due(self, seconds: float | None) -> None:
         """Come back within ``seconds`` (None: no deadline)."""
@@ -85,8 +120,8 @@ class Outcome:
             self.requeue = seconds
 
     @classmethod
-    def observed(cls, seen: Observation, **fields: Any) -> Outcome:
-        """An outcome from a pod observation (``lifecycle.observe``)."""
+    def observed(cls, seen: Observation, **fields: Any) -> Plan:
+        """A plan from a pod observation (``lifecycle.observe``)."""
         return cls(
             seen.phase,
             ready_reason=seen.reason,
