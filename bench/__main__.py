@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from bench.agent_scrapes import bench_agent_scrapes
+from bench.large_pods import bench_large_pod_reviews
 from bench.relay_orphans import bench_orphan_sweep
 from bench.table import Row, render
 from bench.tenant_quota import bench_tenant_quota
@@ -13,6 +14,7 @@ from bench.workspaces import bench_workspaces
 
 BENCHMARKS: tuple[Callable[[], list[Row]], ...] = (
     bench_injector_cost,
+    bench_large_pod_reviews,
     bench_admission_throughput,
     bench_workspaces,
     bench_orphan_sweep,
