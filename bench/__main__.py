@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from bench.agent_scrapes import bench_agent_scrapes
+from bench.cli_help import bench_cli_help
 from bench.large_pods import bench_large_pod_reviews
 from bench.relay_orphans import bench_orphan_sweep
 from bench.table import Row, render
@@ -20,6 +21,7 @@ BENCHMARKS: tuple[Callable[[], list[Row]], ...] = (
     bench_orphan_sweep,
     bench_tenant_quota,
     bench_agent_scrapes,
+    bench_cli_help,
 )
 
 
