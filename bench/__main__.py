@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from bench.agent_scrapes import bench_agent_scrapes
+from bench.cli_help import bench_cli_help
+from bench.large_pods import bench_large_pod_reviews
 from bench.relay_orphans import bench_orphan_sweep
 from bench.table import Row, render
 from bench.tenant_quota import bench_tenant_quota
@@ -13,11 +15,13 @@ from bench.workspaces import bench_workspaces
 
 BENCHMARKS: tuple[Callable[[], list[Row]], ...] = (
     bench_injector_cost,
+    bench_large_pod_reviews,
     bench_admission_throughput,
     bench_workspaces,
     bench_orphan_sweep,
     bench_tenant_quota,
     bench_agent_scrapes,
+    bench_cli_help,
 )
 
 

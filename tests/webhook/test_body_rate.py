@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import dataclasses
 
+from tests.support import loop_clock
 from tests.webhook.rawhttps import (
     REVIEW,
     Server,
@@ -68,31 +69,40 @@ async def test_a_slow_body_that_never_stops_is_shed_below_the_minimum_rate() -> 
 async def test_a_body_that_trickles_after_a_burst_is_shed_within_the_rate_window() -> None:
     """Half a megabyte at once, then a byte every 0.3 s: on average since its headers it stays
     above 64 KiB/s for eight seconds, but its recent rate falls behind within the window, and
-    it is shed for a large body that needs the room."""
+    it is shed for a large body that needs the room. On the loop's clock, stopped and moved by
+    hand between the bytes (``tests/support/loop_clock.py``)."""
     burst = 512 * 1024
     budget = budget_for(burst + len(LARGE) // 2)
     limits = dataclasses.replace(budget_limits(1), max_buffered_body_bytes=budget)
+    clock = loop_clock.install()
     async with serving(limits) as server:
         assert server.http is not None
         http = server.http
         _, trickle = await server.connect()
         trickle.write(body_head(2 * burst) + b" " * burst)
-        async with sending(trickle, b" ", 0.3):
-            await until(lambda: http.buffered >= burst)
-            started = asyncio.get_running_loop().time()
-            await until(lambda: stalled_bodies(server) == 1)
-            assert asyncio.get_running_loop().time() - started < 3.0
-            assert await answer_status(server, LARGE) == 200
-            assert http.refusals.counts.get("stalled-body") == 1
+        await loop_clock.until(lambda: http.buffered >= burst)
+        waited = 0.0
+        while not stalled_bodies(server):
+            assert waited < 3.0, "still not behind the rate"
+            received = http.buffered
+            trickle.write(b" ")
+            await loop_clock.until(lambda: http.buffered > received)  # noqa: B023
+            await clock.advance(0.3)
+            waited += 0.3
+        assert await answer_status(server, LARGE) == 200
+        assert http.refusals.counts.get("stalled-body") == 1
         trickle.close()
+        clock.resume()
 
 
 async def test_a_body_moving_above_the_minimum_rate_keeps_its_share() -> None:
     """32 KiB every 50 ms is ten times the minimum rate: past the stall time it is still not
-    shed, a large newcomer that does not fit is refused, and the moving body is answered."""
+    shed, a large newcomer that does not fit is refused, and the moving body is answered. On
+    the loop's clock, moved 50 ms once each piece is in."""
     size = 1024 * 1024
     body = REVIEW + b" " * (size - len(REVIEW))
     limits = dataclasses.replace(budget_limits(1), max_buffered_body_bytes=budget_for(size))
+    clock = loop_clock.install()
     async with serving(limits) as server:
         assert server.http is not None
         http = server.http
@@ -100,21 +110,23 @@ async def test_a_body_moving_above_the_minimum_rate_keeps_its_share() -> None:
         moving.write(body_head(size))
         piece, sent = 32 * 1024, 0
         newcomer = None
-        loop = asyncio.get_running_loop()
-        started = loop.time()
+        started = clock()
         while sent < size:
             moving.write(body[sent : sent + piece])
             await moving.drain()
             sent += piece
+            if sent < size:
+                await loop_clock.until(lambda: http.buffered >= sent)  # noqa: B023
             if sent == size - 2 * piece:  # the newcomer would not fit beside it
-                assert loop.time() - started > BODY_STALL
+                assert clock() - started > BODY_STALL
                 assert stalled_bodies(server) == 0
                 newcomer = await answer_status(server, LARGE)
-            await asyncio.sleep(0.05)
+            await clock.advance(0.05)
         assert newcomer == 503
         assert (await read_answer(reader)).status == 200
         assert "stalled-body" not in http.refusals.counts
         moving.close()
+        clock.resume()
 
 
 async def test_large_bodies_in_progress_leave_room_for_a_review() -> None:

@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import loop_clock
+from tests.support.loop_clock import LoopClock
 from tests.support.waiting import eventually
 from tests.webhook.conftest import SERVICE_HOST, load_capture
 from tests.webhook.rawhttps import (
@@ -59,94 +61,194 @@ async def server() -> AsyncIterator[Server]:
 
 
 # -- deadlines -------------------------------------------------------------------------------
+# On the loop's clock, moved by hand (``tests/support/loop_clock.py``): each deadline is far
+# beyond how long a test takes, and the clock is walked to a second before it (still open) and
+# past it (closed).
+
+DEADLINES = ConnectionLimits(
+    handshake_timeout=30, header_timeout=30, body_timeout=30, idle_timeout=90
+)
 
 
-async def test_half_a_header_is_closed_after_the_header_timeout(server: Server) -> None:
+@pytest.fixture
+async def clocked() -> AsyncIterator[tuple[Server, LoopClock]]:
+    clock = loop_clock.install()
+    async with serving(DEADLINES) as running:
+        try:
+            yield running, clock
+        finally:
+            clock.resume()  # the shutdown may wait on its own timers
+
+
+def open_after_a_sweep(server: Server, count: int = 1) -> None:
+    """The deadline sweep has looked (the clock just moved) and kept ``count`` connections."""
+    assert server.http is not None
+    assert len(server.http.connections) == count
+
+
+async def closed_by_the_sweep(server: Server, reader: asyncio.StreamReader, left: int = 0) -> None:
+    """The deadline sweep has looked (the clock just moved) and closed the connection: the
+    server holds ``left`` others, and the client reads the end."""
+    open_after_a_sweep(server, left)
+    with contextlib.suppress(ConnectionError, ssl.SSLError):
+        while await reader.read(65536):
+            pass
+
+
+async def in_phase(server: Server, phase: str, count: int = 1) -> None:
+    """Wait until the server holds ``count`` connections, each in ``phase`` (its deadline is
+    armed from the server's side of the handshake or the first byte, not the client's)."""
+    assert server.http is not None
+    http = server.http
+
+    def there() -> bool:
+        phases = [c.phase_name for c in http.connections]
+        return phases == [phase] * count
+
+    await loop_clock.until(there)
+
+
+async def test_half_a_header_is_closed_after_the_header_timeout(
+    clocked: tuple[Server, LoopClock],
+) -> None:
+    server, clock = clocked
+    finishing_reader, finishing = await server.connect()
     reader, writer = await server.connect()
-    writer.write(request_bytes()[:40])
-    elapsed = await seconds_until_closed(reader)
-    assert 0.3 < elapsed < 2.0
+    for half in (finishing, writer):
+        half.write(request_bytes()[:40])
+        await half.drain()
+    await in_phase(server, "header", 2)
+    await clock.advance(DEADLINES.header_timeout - 1)
+    open_after_a_sweep(server, 2)
+    finishing.write(request_bytes()[40:])  # within the timeout: answered
+    assert (await read_answer(finishing_reader)).status == 200
+    await clock.advance(1.5)
+    await closed_by_the_sweep(server, reader, left=1)  # the finished one stays, idle
     writer.close()
+    finishing.close()
 
 
 async def test_a_connection_that_never_sends_is_closed_after_the_header_timeout(
-    server: Server,
+    clocked: tuple[Server, LoopClock],
 ) -> None:
+    server, clock = clocked
     reader, writer = await server.connect()
-    assert await seconds_until_closed(reader) < 2.0
+    await in_phase(server, "idle")
+    await clock.advance(DEADLINES.header_timeout - 1)
+    open_after_a_sweep(server)
+    await clock.advance(1.5)
+    await closed_by_the_sweep(server, reader)
     writer.close()
 
 
-async def test_a_connection_that_never_finishes_its_handshake_is_closed(server: Server) -> None:
+async def test_a_connection_that_never_finishes_its_handshake_is_closed(
+    clocked: tuple[Server, LoopClock],
+) -> None:
+    server, clock = clocked
     reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
     writer.write(b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03")  # a ClientHello's start
-    assert await seconds_until_closed(reader) < 2.0
+    await writer.drain()
+    await in_phase(server, "handshake")
+    await clock.advance(DEADLINES.handshake_timeout - 1)
+    open_after_a_sweep(server)
+    await clock.advance(1.5)
+    await closed_by_the_sweep(server, reader)
     writer.close()
 
 
-async def test_half_a_body_is_closed_after_the_body_timeout(server: Server) -> None:
+async def test_half_a_body_is_closed_after_the_body_timeout(
+    clocked: tuple[Server, LoopClock],
+) -> None:
+    server, clock = clocked
     reader, writer = await server.connect()
     whole = request_bytes()
     writer.write(whole[: len(whole) - len(REVIEW) // 2])
-    elapsed = await seconds_until_closed(reader)
-    assert 0.3 < elapsed < 2.0
+    await writer.drain()
+    assert server.http is not None
+    http = server.http
+    await loop_clock.until(lambda: len(http.bodies) == 1)
+    await clock.advance(DEADLINES.body_timeout - 1)
+    open_after_a_sweep(server)
+    await clock.advance(1.5)
+    await closed_by_the_sweep(server, reader)
     writer.close()
 
 
-async def test_a_body_trickled_byte_by_byte_is_cut_at_the_deadline(server: Server) -> None:
+async def test_a_body_trickled_byte_by_byte_is_cut_at_the_deadline(
+    clocked: tuple[Server, LoopClock],
+) -> None:
     """The deadline is for the whole body, not per read: trickling does not extend it."""
+    server, clock = clocked
     reader, writer = await server.connect()
     whole = request_bytes()
     writer.write(whole[: len(whole) - len(REVIEW)])
-    started = time.monotonic()
-    closed = asyncio.ensure_future(seconds_until_closed(reader))
-    for byte in REVIEW[:40]:
-        if closed.done():
-            break
+    await writer.drain()
+    assert server.http is not None
+    http = server.http
+    await loop_clock.until(lambda: len(http.bodies) == 1)
+    for byte in REVIEW[: int(DEADLINES.body_timeout) - 1]:  # a byte a second
         writer.write(bytes([byte]))
-        await asyncio.sleep(0.05)
-    await closed
-    assert time.monotonic() - started < 2.0
+        await writer.drain()
+        await clock.advance(1)
+    open_after_a_sweep(server)
+    writer.write(REVIEW[29:30])
+    await clock.advance(1.5)
+    await closed_by_the_sweep(server, reader)
     writer.close()
 
 
 async def test_an_idle_keep_alive_connection_outlives_the_request_deadlines(
-    server: Server,
+    clocked: tuple[Server, LoopClock],
 ) -> None:
+    server, clock = clocked
     reader, writer = await server.connect()
     assert await answered(reader, writer)
-    started = time.monotonic()
     # Twice the header and body timeouts, under the idle timeout: still open.
-    await until(lambda: time.monotonic() - started > 2 * LIMITS.header_timeout)
+    await clock.advance(2 * DEADLINES.header_timeout)
     assert await answered(reader, writer)
-    elapsed = await seconds_until_closed(reader)
-    assert 1.0 < elapsed < 3.0  # the idle timeout, 1.5 s
+    await clock.advance(DEADLINES.idle_timeout - 1)
+    open_after_a_sweep(server)
+    await clock.advance(1.5)
+    await closed_by_the_sweep(server, reader)
     writer.close()
 
 
 # -- the connection cap ----------------------------------------------------------------------
+# On the loop's clock, stopped: a connection closed while it stands still was closed at once,
+# by the cap, not by any deadline.
+
+
+async def ended(reader: asyncio.StreamReader) -> None:
+    """Read and discard until the server has closed the connection."""
+    with contextlib.suppress(ConnectionError, ssl.SSLError):
+        while await reader.read(65536):
+            pass
 
 
 async def test_at_the_cap_the_longest_idle_connection_makes_room() -> None:
+    clock = loop_clock.install()
     async with serving(ConnectionLimits(max_connections=4)) as running:
         held = [await running.connect() for _ in range(4)]
         for reader, writer in held:
             assert await answered(reader, writer)
         reader, writer = await running.connect()
         assert await answered(reader, writer)  # admitted: the first one gave way
-        assert await seconds_until_closed(held[0][0]) < 1.0
+        await ended(held[0][0])
+        assert clock.stopped is not None
         for other_reader, other in held[1:]:
             assert await answered(other_reader, other)  # the others are still served
         for _, other in [*held, (reader, writer)]:
             other.close()
+        clock.resume()
 
 
 async def test_at_the_cap_a_new_connection_is_refused_only_when_every_one_is_busy() -> None:
-    """Bodies that move at the minimum rate (here a byte a second) are busy: the newcomer is
-    refused, and each body is answered once it is whole."""
+    """Bodies that move at the minimum rate (here a byte a second, the clock stopped) are
+    busy: the newcomer is refused, and each body is answered once it is whole."""
     limits = ConnectionLimits(
         max_connections=3, header_timeout=10, body_timeout=10, min_body_rate=1
     )
+    clock = loop_clock.install()
     async with serving(limits) as running:
         body = REVIEW + b" " * 100
         busy = []
@@ -158,9 +260,9 @@ async def test_at_the_cap_a_new_connection_is_refused_only_when_every_one_is_bus
                 busy.append((reader, writer, sent))
             assert running.http is not None
             http = running.http
-            await until(lambda: len(http.bodies) == 3)
+            await loop_clock.until(lambda: len(http.bodies) == 3)
             reader, writer = await asyncio.open_connection("127.0.0.1", running.port)
-            assert await seconds_until_closed(reader) < 1.0
+            await ended(reader)
             assert http.refusals.counts["connection-cap"] == 1
             writer.close()
         for busy_reader, busy_writer, sent in busy:  # the busy ones finish and are answered
@@ -168,6 +270,7 @@ async def test_at_the_cap_a_new_connection_is_refused_only_when_every_one_is_bus
             answer = await read_answer(busy_reader)
             assert answer.status == 200
             busy_writer.close()
+        clock.resume()
 
 
 async def test_at_the_cap_the_oldest_body_behind_the_rate_makes_room() -> None:
@@ -177,6 +280,7 @@ async def test_at_the_cap_the_oldest_body_behind_the_rate_makes_room() -> None:
     limits = ConnectionLimits(
         max_connections=3, header_timeout=10, body_timeout=10, send_timeout=30
     )
+    clock = loop_clock.install()
     async with serving(limits) as running:
         assert running.http is not None
         http = running.http
@@ -185,15 +289,20 @@ async def test_at_the_cap_the_oldest_body_behind_the_rate_makes_room() -> None:
             reader, writer = await running.connect()
             writer.write(body_head(len(REVIEW)) + REVIEW[:1])
             trickling.append((reader, writer))
-            await until(lambda: len(http.bodies) == len(trickling))
+            await loop_clock.until(lambda: len(http.bodies) == len(trickling))
+        await clock.advance(1)  # one byte does not pay for a second at 64 KiB/s: both behind
         oldest, newer = http.bodies
         # The third: whole requests it does not read the answers of (its reading paused, in
         # the middle of a pipelined body), the least progress on the wire, but all answers.
         answering = await slow_reader(running, 400)
-        await until(lambda: any(c.answering and c in http.bodies for c in http.connections))
+        await loop_clock.until(
+            lambda: any(c.answering and c in http.bodies for c in http.connections)
+        )
         (slow,) = http.connections - {oldest, newer}
-        assert await running.review_seconds() < ANSWER_WITHIN
-        assert await seconds_until_closed(trickling[0][0], 2) < 2
+        review_reader, review = await running.connect()
+        assert await answered(review_reader, review)
+        review.close()
+        await ended(trickling[0][0])
         assert http.refusals.counts["evicted"] == 1
         assert "connection-cap" not in http.refusals.counts
         assert oldest not in http.connections
@@ -201,6 +310,7 @@ async def test_at_the_cap_the_oldest_body_behind_the_rate_makes_room() -> None:
         answering.transport.abort()
         for _, writer in trickling:
             writer.close()
+        clock.resume()
 
 
 # -- attacks on the webhook process -----------------------------------------------------------

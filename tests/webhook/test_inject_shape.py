@@ -1,17 +1,16 @@
 """The injector's typed boundary and size bounds, seen through the admission answer.
 
 A wrong type anywhere the injector reads is a 400 naming the field; a list over its bound is
-refused at once naming the bound; a huge but legal pod is answered in linear time. A
-hypothesis strategy puts values of every type into every field the injector reads: the answer
-is always an encodable AdmissionResponse, never code 500, and every patch applies and leaves
-nothing to re-inject.
+refused at once naming the bound; a huge but legal pod is answered (in linear time: the figure
+of ``bench/large_pods.py``). A hypothesis strategy puts values of every type into every field
+the injector reads: the answer is always an encodable AdmissionResponse, never code 500, and
+every patch applies and leaves nothing to re-inject.
 """
 
 from __future__ import annotations
 
 import base64
 import copy
-import time
 from typing import Any
 
 import jsonpatch
@@ -159,16 +158,10 @@ def test_each_bound_is_denied_naming_it(kind: str, bound: int, message: str) -> 
     assert f"accepts at most {bound}" in over["status"]["message"]
 
 
-def _timed_review(pod_change: Any) -> tuple[float, dict[str, Any]]:
-    """Decode, review and encode, as the HTTP edge does: the best of three runs, in CPU time
-    (the suite shares its cores; waiting for one is not the injector's cost)."""
-    raw = orjson.dumps(request_with(pod_change))
-    best, response = float("inf"), {}
-    for _ in range(3):
-        started = time.process_time()
-        response = answer(orjson.loads(raw))
-        best = min(best, time.process_time() - started)
-    return best, response
+def _review(pod_change: Any) -> dict[str, Any]:
+    """Decode, review and encode, as the HTTP edge does (its cost is ``bench/large_pods.py``'s
+    figure: linear in the pod, as a JSON round trip of it)."""
+    return answer(orjson.loads(orjson.dumps(request_with(pod_change))))
 
 
 def _mounts(ordinary: int, ours_elsewhere: int = 0, ours_duplicate: int = 0) -> Any:
@@ -181,35 +174,31 @@ def _mounts(ordinary: int, ours_elsewhere: int = 0, ours_duplicate: int = 0) -> 
     return change
 
 
-def test_a_12000_mount_review_is_answered_in_under_100_ms() -> None:
-    elapsed, response = _timed_review(_mounts(12_000))
+def test_a_12000_mount_review_is_answered_with_the_delivery_patch() -> None:
+    response = _review(_mounts(12_000))
     assert response["allowed"] is True and response["patch"]
-    assert elapsed < 0.1, f"{elapsed * 1000:.0f} ms"
 
 
-def test_6000_mounts_of_agentd_elsewhere_are_denied_in_under_100_ms() -> None:
-    elapsed, response = _timed_review(_mounts(6_000, ours_elsewhere=6_000))
+def test_6000_mounts_of_agentd_elsewhere_are_denied_at_the_first() -> None:
+    response = _review(_mounts(6_000, ours_elsewhere=6_000))
     assert response["allowed"] is False
     assert "mounts volume 'agentd' at '/a/0'" in response["status"]["message"]
-    assert elapsed < 0.1, f"{elapsed * 1000:.0f} ms"
 
 
 def test_200_duplicate_delivery_mounts_are_removed() -> None:
-    elapsed, response = _timed_review(_mounts(6_000, ours_duplicate=200))
+    response = _review(_mounts(6_000, ours_duplicate=200))
     assert response["allowed"] is True
     pod = request_with(_mounts(6_000, ours_duplicate=200))["object"]
     result = jsonpatch.apply_patch(pod, orjson.loads(base64.b64decode(response["patch"])))
     paths = [m["mountPath"] for m in result["spec"]["containers"][0]["volumeMounts"]]
     assert paths.count("/agentd") == 1 and paths.count("/opencode") == 1
-    assert elapsed < 0.1, f"{elapsed * 1000:.0f} ms"
 
 
 def test_6000_duplicate_delivery_mounts_are_denied_before_the_answer_is_built() -> None:
     """Each duplicate would be a removal: an answer larger than the request, so it is denied."""
-    elapsed, response = _timed_review(_mounts(6_000, ours_duplicate=6_000))
+    response = _review(_mounts(6_000, ours_duplicate=6_000))
     assert response["allowed"] is False
     assert "delivery edits, more than 512" in response["status"]["message"]
-    assert elapsed < 0.1, f"{elapsed * 1000:.0f} ms"
 
 
 def test_a_deeply_nested_value_never_breaks_the_answer() -> None:

@@ -39,10 +39,13 @@ import datetime
 import socket
 import ssl
 import time
+from collections.abc import AsyncIterator
 from email.utils import parsedate_to_datetime
 
 import pytest
 
+from tests.support import loop_clock
+from tests.support.loop_clock import LoopClock
 from tests.webhook.conftest import SERVICE_HOST
 from tests.webhook.rawhttps import (
     LINGER,
@@ -64,6 +67,29 @@ from webhook.http import MAX_BODY_BYTES
 from wspin.http.limits import ConnectionLimits
 
 MAX_HEAD_BYTES = ConnectionLimits().max_head_bytes
+
+
+@pytest.fixture
+async def clock(server: Server) -> AsyncIterator[LoopClock]:
+    """The loop's clock, stopped once ``server`` runs (``tests/support/loop_clock.py``), and
+    running again before it shuts down."""
+    stopped = loop_clock.install()
+    yield stopped
+    stopped.resume()
+
+
+async def ended(reader: asyncio.StreamReader) -> None:
+    """Read and discard until the server has closed the connection."""
+    with contextlib.suppress(ConnectionError, ssl.SSLError):
+        while await reader.read(65536):
+            pass
+
+
+async def lingered(clock: LoopClock, reader: asyncio.StreamReader) -> None:
+    """After a refusal the server reads and discards for ``linger_timeout``: past it on the
+    stopped clock, the connection is closed."""
+    await clock.advance(QUICK.linger_timeout + 0.1)
+    await ended(reader)
 
 
 # -- routing, methods, headers -------------------------------------------------------------
@@ -148,14 +174,16 @@ async def test_an_answer_to_head_has_no_body_and_the_next_answer_follows(
 # -- the head limit --------------------------------------------------------------------------
 
 
-async def test_a_head_over_the_limit_is_431_and_the_connection_closed(server: Server) -> None:
+async def test_a_head_over_the_limit_is_431_and_the_connection_closed(
+    server: Server, clock: LoopClock
+) -> None:
     reader, writer = await server.connect()
     writer.write(b"GET /healthz HTTP/1.1\r\nHost: h\r\nX-Pad: " + b"a" * (2 * MAX_HEAD_BYTES))
     answer = await read_answer(reader)
     assert answer.status == 431
     assert answer.json()["error"] == f"request line and headers exceed {MAX_HEAD_BYTES} bytes"
     assert answer.headers["connection"] == "close"
-    assert await seconds_until_closed(reader) < LINGER
+    await lingered(clock, reader)
     writer.close()
     reader, writer = await server.connect()
     assert await answered(reader, writer)
@@ -204,7 +232,7 @@ async def test_a_large_head_after_other_requests_in_the_same_write_is_answered(
 
 @pytest.mark.parametrize("expect", [b"", b"Expect: 100-continue\r\n"])
 async def test_a_content_length_over_the_limit_is_413_before_any_body_byte(
-    server: Server, expect: bytes
+    server: Server, clock: LoopClock, expect: bytes
 ) -> None:
     reader, writer = await server.connect()
     size = MAX_BODY_BYTES + 1
@@ -216,7 +244,7 @@ async def test_a_content_length_over_the_limit_is_413_before_any_body_byte(
     assert answer.status == 413
     assert answer.json()["error"] == f"body of {size} bytes exceeds {MAX_BODY_BYTES}"
     assert answer.headers["connection"] == "close"
-    assert await seconds_until_closed(reader) < LINGER
+    await lingered(clock, reader)
     writer.close()
 
 
@@ -241,7 +269,7 @@ def chunked(body: bytes, trailers: bytes = b"", path: bytes = b"/mutate-pods") -
 )
 @pytest.mark.parametrize("path", [b"/mutate-pods", b"/healthz"])
 async def test_a_chunked_request_is_411_and_neither_its_chunks_nor_trailers_are_read(
-    server: Server, trailers: bytes, path: bytes
+    server: Server, clock: LoopClock, trailers: bytes, path: bytes
 ) -> None:
     """The API server always sends a Content-Length; a trailer field could otherwise change
     how the body is read (a trailer Content-Encoding or Content-Type) or grow past every
@@ -254,13 +282,15 @@ async def test_a_chunked_request_is_411_and_neither_its_chunks_nor_trailers_are_
         "send the body with a Content-Length; Transfer-Encoding is refused"
     )
     assert answer.headers["connection"] == "close"
-    assert await seconds_until_closed(reader) < LINGER  # and nothing after it is answered
+    await lingered(clock, reader)  # and nothing after it is answered
     writer.close()
     assert server.http is not None
     assert server.http.buffered == 0
 
 
-async def test_a_never_ending_trailer_is_refused_before_it_is_read(server: Server) -> None:
+async def test_a_never_ending_trailer_is_refused_before_it_is_read(
+    server: Server, clock: LoopClock
+) -> None:
     """A trailer field that never ends: answered 411 from the head, then at most the linger
     bound is read and discarded before the connection closes."""
     reader, writer = await server.connect()
@@ -271,9 +301,9 @@ async def test_a_never_ending_trailer_is_refused_before_it_is_read(server: Serve
     with contextlib.suppress(ConnectionError, ssl.SSLError):
         while not reader.at_eof() and sent < 64 * 1024 * 1024:
             writer.write(b"a" * 65536)
-            await asyncio.wait_for(writer.drain(), LINGER)
+            await writer.drain()
             sent += 65536
-    assert await seconds_until_closed(reader) < LINGER
+    await lingered(clock, reader)
     assert sent <= QUICK.linger_bytes + 8 * 1024 * 1024  # what the socket buffers held
     writer.close()
 
@@ -435,13 +465,15 @@ async def test_an_upgrade_request_is_answered_with_connection_close_then_closed(
     writer.close()
 
 
-async def test_http_1_0_without_keep_alive_is_closed_after_the_answer(server: Server) -> None:
+async def test_http_1_0_without_keep_alive_is_closed_after_the_answer(
+    server: Server, clock: LoopClock
+) -> None:
     reader, writer = await server.connect()
     writer.write(get("/healthz", version=b"HTTP/1.0"))
     answer = await read_answer(reader)
     assert answer.status == 200
     assert answer.headers["connection"] == "close"
-    assert await seconds_until_closed(reader) < 1.0
+    await ended(reader)  # the clock stands still: closed after the answer, at once
     writer.close()
 
 
@@ -472,7 +504,7 @@ async def test_http_1_0_with_keep_alive_stays_open_and_says_so(server: Server) -
     ],
 )
 async def test_a_malformed_request_line_is_400_and_the_server_answers_others(
-    server: Server, request_line: bytes
+    server: Server, clock: LoopClock, request_line: bytes
 ) -> None:
     other_reader, other = await server.connect()
     reader, writer = await server.connect()
@@ -482,7 +514,7 @@ async def test_a_malformed_request_line_is_400_and_the_server_answers_others(
     assert answer.status == 400
     assert answer.json()["error"].startswith("malformed HTTP request (")
     assert answer.headers["connection"] == "close"
-    assert await seconds_until_closed(reader) < LINGER
+    await lingered(clock, reader)
     writer.close()
     assert await answered(other_reader, other)
     other.close()

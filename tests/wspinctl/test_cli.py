@@ -2,8 +2,7 @@
 
 `wspin --help` and `wspin <command> --help` must not import the Kubernetes client,
 cryptography or aiohttp (together over a second of start-up); the import check says which
-module pulled one in, and the timing check holds the whole start-up to a generous bound
-against a bare interpreter measured in the same run.
+module pulled one in (the start-up itself is a figure of ``bench/cli_help.py``).
 """
 
 from __future__ import annotations
@@ -13,7 +12,6 @@ import json
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -22,11 +20,6 @@ from wspinctl import cli
 
 REPO = Path(__file__).resolve().parents[2]
 HEAVY = ("kubernetes_asyncio", "cryptography", "aiohttp", "boto3", "oci", "moto")
-HELP_BUDGET_SECONDS = 0.3
-# A bare `python -c pass` takes about this long on an idle machine. When the machine is busy
-# (CI runners, shared hosts) both runs slow down alike, so the budget stretches by the same
-# factor the baseline did; on an idle machine it is the plain 0.3 s.
-IDLE_INTERPRETER_SECONDS = 0.05
 
 # Every way to ask for help: the top level, each command, and each nested action.
 HELP_ARGVS = [
@@ -75,27 +68,6 @@ def test_the_top_level_help_lists_every_command() -> None:
     out = _run(["--help"]).stdout
     for name in cli.COMMANDS:
         assert re.search(rf"^\s+{name}\s", out, re.M), name
-
-
-def _elapsed(command: list[str]) -> float:
-    """Best of five wall-clock runs: the least disturbed by other load on the machine."""
-    best = float("inf")
-    for _ in range(5):
-        start = time.perf_counter()
-        subprocess.run(command, capture_output=True, timeout=60, check=True, cwd=REPO)
-        best = min(best, time.perf_counter() - start)
-    return best
-
-
-@pytest.mark.parametrize("argv", HELP_ARGVS, ids=" ".join)
-def test_help_answers_within_the_budget_over_a_bare_interpreter(argv: list[str]) -> None:
-    baseline = _elapsed([sys.executable, "-c", "pass"])
-    took = _elapsed([sys.executable, "-m", "wspinctl.cli", *argv])
-    budget = HELP_BUDGET_SECONDS * max(1.0, baseline / IDLE_INTERPRETER_SECONDS)
-    assert took - baseline < budget, (
-        f"`wspin {' '.join(argv)}` took {took:.3f}s against {baseline:.3f}s for python -c pass "
-        f"(budget {budget:.3f}s over the baseline)"
-    )
 
 
 def test_a_command_runs_with_only_its_own_module_imported() -> None:
