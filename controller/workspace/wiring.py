@@ -29,6 +29,7 @@ from wspin.core.contract import LABEL_APP, LABEL_APP_VALUE, LABEL_WORKSPACE
 from wspin.core.kinds import NAMESPACES, PODS, PVCS, WORKSPACES, Resource
 from wspin.core.runtimes import RUNTIME_ENVIRONMENTS, RuntimeCatalogue
 from wspin.core.tenancy import NamespaceLabels
+from wspin.core.workspace import WorkspaceSpec
 from wspin.core.workspace_pod import SELECTOR
 
 OWNED_SELECTOR: Final = SELECTOR
@@ -97,7 +98,7 @@ def register(
         return [
             ObjectKey.of(ws)
             for ws in workspaces.list()
-            if (ws.get("spec") or {}).get("runtime") == name
+            if WorkspaceSpec.of(ws.get("spec")).runtime == name
         ]
 
     def in_namespace(namespace: Obj) -> list[ObjectKey]:

@@ -32,6 +32,12 @@ RELAY_STAGING: Final = "relayStaging"
 SECRETS_DELIVERY: Final = "secretsDelivery"
 CONTROLLER_RESTART_COUNT: Final = "controllerRestartCount"
 CONSECUTIVE_HEALTH_FAILURES: Final = "consecutiveHealthFailures"
+# ... and those the status record writes.
+PVC_NAME: Final = "pvcName"
+PVC_UID: Final = "pvcUID"
+FAILURE_REASON: Final = "failureReason"
+OBSERVED_RESTART_GENERATION: Final = "observedRestartGeneration"
+SUSPENDED_AT: Final = "suspendedAt"
 
 
 def _object(value: object) -> Mapping[str, Any]:

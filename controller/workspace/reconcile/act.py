@@ -43,6 +43,7 @@ from controller.workspace.recovery.episodes import new_episode
 from wspin.core.errors import NotFound
 from wspin.core.kinds import PVCS, WORKSPACES
 from wspin.core.logs import fields
+from wspin.core.workspace import Workspace
 
 log = logging.getLogger("controller.workspace")
 
@@ -95,7 +96,7 @@ async def refused_pod(deps: ReconcileDeps, ws: Obj, plan: Plan, refusal: Refusal
     line now and one Warning Event once the status records it (``refusals``)."""
     generation = int(ws["metadata"].get("generation") or 0)
     found = refused_condition(refusal, generation)
-    conditions = (ws.get("status") or {}).get("conditions") or []
+    conditions = Workspace.of(ws).status.conditions
     plan.conditions.append(found)
     plan.reason, plan.detail = ADMISSION_REFUSED, str(found["message"])
     plan.due(retry_delay(conditions, deps.clock()))

@@ -22,6 +22,7 @@ from typing import Final
 
 from controller.types import Obj
 from wspin.core.clock import format_time, parse_time
+from wspin.core.workspace import WorkspaceStatus
 
 REQUESTED_AT: Final = "llmsafespaces.dev/requested-at"
 REQUEST_LEAD: Final = 300.0
@@ -44,7 +45,7 @@ def requested_at(ws: Obj) -> datetime | None:
 
 def anchor(old: Obj, new: Obj, ws: Obj, now: datetime) -> None:
     """Set or drop the anchors in ``new`` (the status a pass writes, in place) after ``old``."""
-    before, after = str(old.get("phase") or ""), str(new.get("phase") or "")
+    before, after = WorkspaceStatus.of(old).phase, WorkspaceStatus.of(new).phase
     if not before and after != "Active":
         new["pendingAt"] = format_time(requested_at(ws) or now)
     if after == "Resuming" and before != "Resuming":

@@ -25,6 +25,7 @@ from typing import Final
 
 from controller.types import Obj
 from wspin.core.clock import parse_time
+from wspin.core.workspace import Workspace
 
 LAST_ACTIVITY: Final = "llmsafespaces.dev/last-activity-at"
 DEFAULT_IDLE_TIMEOUT: Final = 86400
@@ -46,30 +47,21 @@ class AutoSuspend:
     """The ``auto_suspensions_total`` reason label (``idle`` or ``timeout``)."""
 
 
-def _spec(ws: Obj) -> Obj:
-    spec = ws.get("spec")
-    return spec if isinstance(spec, dict) else {}
-
-
-def _whole(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
 def idle_timeout(ws: Obj) -> int | None:
     """Seconds without activity after which the Workspace is suspended (None: never)."""
-    auto = _spec(ws).get("autoSuspend")
-    if not isinstance(auto, dict) or auto.get("enabled") is False:
+    spec = Workspace.of(ws).spec
+    if not spec.auto_suspend_enabled:
         return None
-    seconds = _whole(auto.get("idleTimeoutSeconds"))
+    seconds = spec.idle_timeout_seconds
     return seconds if seconds is not None and seconds > 0 else DEFAULT_IDLE_TIMEOUT
 
 
 def last_activity(ws: Obj) -> datetime | None:
     """The annotation, else the deprecated status field (None: no activity recorded)."""
-    annotations = (ws.get("metadata") or {}).get("annotations") or {}
-    found = parse_time(annotations.get(LAST_ACTIVITY))
+    view = Workspace.of(ws)
+    found = parse_time(view.annotations.get(LAST_ACTIVITY))
     if found is None:
-        found = parse_time((ws.get("status") or {}).get("lastActivityAt"))
+        found = view.status.last_activity_at
     return found
 
 
@@ -82,10 +74,10 @@ def _duration(seconds: float) -> str:
 
 def active_deadline(ws: Obj, now: datetime) -> AutoSuspend | float | None:
     """For an Active Workspace: suspend now, or seconds until the earliest deadline, or None."""
-    status = ws.get("status") or {}
-    started = parse_time(status.get("startTime")) or now
+    view = Workspace.of(ws)
+    started = view.status.start_time or now
     due: list[float] = []
-    lifetime = _whole(_spec(ws).get("timeout"))
+    lifetime = view.spec.timeout
     if lifetime is not None and lifetime > 0:
         left = lifetime - (now - started).total_seconds()
         if left <= 0:
@@ -112,8 +104,9 @@ def active_deadline(ws: Obj, now: datetime) -> AutoSuspend | float | None:
 
 def ttl_left(ws: Obj, now: datetime) -> float | None:
     """For a Suspended Workspace: seconds until it is deleted (<= 0: now), None: kept."""
-    ttl = _whole(_spec(ws).get("ttlSecondsAfterSuspended"))
-    suspended = parse_time((ws.get("status") or {}).get("suspendedAt"))
+    view = Workspace.of(ws)
+    ttl = view.spec.ttl_seconds_after_suspended
+    suspended = view.status.suspended_at
     if ttl is None or ttl <= 0 or suspended is None:
         return None
     return ttl - (now - suspended).total_seconds()

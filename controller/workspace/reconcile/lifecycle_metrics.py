@@ -37,6 +37,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from controller.types import Obj
 from wspin.core import fleet
 from wspin.core.clock import parse_time
+from wspin.core.workspace import WorkspaceSpec, WorkspaceStatus
 
 DURATION_BUCKETS: Final = (1, 3, 5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 300)
 """Seconds; the buckets LLMSafeSpaces' creation-time panels and alerts were written for."""
@@ -123,9 +124,8 @@ class LifecycleMetrics:
     ) -> None:
         """``workspace`` is Active for the first time; ``requested`` is when it was asked for
         (its creation, or the API's request time when that is earlier and plausible)."""
-        spec = workspace.get("spec")
-        spec = spec if isinstance(spec, dict) else {}
-        labels = (_flag(spec.get("packages")), _flag(spec.get("initScript")))
+        spec = WorkspaceSpec.of(workspace.get("spec"))
+        labels = (_flag(spec.packages), _flag(spec.init_script))
         self.create_duration.labels(*labels).observe(max(0.0, (now - requested).total_seconds()))
 
     def resumed(
@@ -153,7 +153,7 @@ class LifecycleMetrics:
         """A pass wrote status ``new`` over ``old`` for ``workspace``: its phase change, and the
         creation or resume it completed (measured from the anchors ``old`` holds);
         ``setup_seconds``: how long the serving pod's ``workspace-setup`` ran."""
-        before, after = str(old.get("phase") or ""), str(new.get("phase") or "")
+        before, after = WorkspaceStatus.of(old).phase, WorkspaceStatus.of(new).phase
         self.transition(workspace, before, after)
         if after != fleet.ACTIVE or before == fleet.ACTIVE:
             return

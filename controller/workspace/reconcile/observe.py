@@ -17,12 +17,14 @@ from controller.types import Obj, ObjectKey
 from controller.workspace.pod import ownership
 from controller.workspace.pod.names import names
 from controller.workspace.reconcile.deps import ReconcileDeps
-from controller.workspace.reconcile.suspension import suspend_request
+from wspin.core.workspace import Workspace
 
 
 @dataclass(frozen=True)
 class Observed:
     ws: Obj
+    view: Workspace
+    """``ws`` read through the view, built once per pass."""
     key: ObjectKey
     status: Obj
     previous: str
@@ -52,6 +54,7 @@ class Observed:
 def snapshot(deps: ReconcileDeps, ws: Obj) -> Observed:
     """The snapshot of ``ws`` a pass decides from."""
     key = ObjectKey.of(ws)
+    view = Workspace.of(ws)
     status = ws.get("status") or {}
     pod = None
     if ws["metadata"].get("uid"):
@@ -59,10 +62,11 @@ def snapshot(deps: ReconcileDeps, ws: Obj) -> Observed:
     labels = deps.namespaces.of(key.namespace) if deps.namespaces is not None else {}
     return Observed(
         ws=ws,
+        view=view,
         key=key,
         status=status,
-        previous=str(status.get("phase") or ""),
-        request=suspend_request(ws),
+        previous=view.status.phase,
+        request=view.spec.suspend,
         pod=pod,
         foreign=deps.writes.conflict(pod, ws, "Pod"),
         labels=labels,

@@ -79,6 +79,7 @@ from wspin.core.logs import fields
 from wspin.core.namespaces import excluded_namespace_problem
 from wspin.core.runtimes import Runtime, resolve_runtime
 from wspin.core.tenancy import runtime_class_problem
+from wspin.core.workspace import Workspace
 
 log = logging.getLogger("controller.workspace")
 
@@ -124,8 +125,8 @@ async def running(deps: ReconcileDeps, seen: Observed) -> Plan:
 async def suspending(deps: ReconcileDeps, seen: Observed) -> Plan:
     """Stop the pod; Suspended once it is gone (its deletion event brings us back)."""
     status = seen.status
-    if status.get("reason") == ORG_SUSPENDED and seen.request is not True:
-        return _stop(seen, ORG_SUSPENDED, str(status.get("message") or ""))
+    if seen.view.status.reason == ORG_SUSPENDED and seen.request is not True:
+        return _stop(seen, ORG_SUSPENDED, seen.view.status.message)
     kept = kept_reason(status)
     if kept is not None and seen.request is not True:
         return _stop(seen, *kept)
@@ -137,7 +138,7 @@ async def suspended(deps: ReconcileDeps, seen: Observed) -> Plan:
     stopped the Workspace is active again; a suspend request makes it the user's own
     suspension (the organisation's reactivation then leaves it suspended)."""
     request, ws = seen.request, seen.ws
-    by_org = seen.status.get("reason") == ORG_SUSPENDED
+    by_org = seen.view.status.reason == ORG_SUSPENDED
     if request is True or not (request is False or by_org):
         kept = kept_reason(seen.status) if request is None else None
         stay = Plan("Suspended", reason=kept[0], detail=kept[1]) if kept else None
@@ -157,11 +158,9 @@ async def retired(deps: ReconcileDeps, seen: Observed) -> Plan:
     Workspace kept past its TTL keeps saying so)."""
     pod = seen.own_pod()
     if pod is None:
-        status = seen.status
-        if status.get("reason") == idle.TTL_EXPIRED:
-            return Plan(
-                "Terminated", reason=idle.TTL_EXPIRED, detail=str(status.get("message") or "")
-            )
+        status = seen.view.status
+        if status.reason == idle.TTL_EXPIRED:
+            return Plan("Terminated", reason=idle.TTL_EXPIRED, detail=status.message)
         return Plan("Terminated")
     plan = Plan("Terminating")
     if not pod_facts(pod).deleting:
@@ -184,7 +183,7 @@ async def _run_pod(deps: ReconcileDeps, seen: Observed) -> Plan:
     # The webhook refuses such a Workspace; checked again here, as the namespace's label or
     # the allow list may have changed since it was admitted.
     gated = runtime_class_problem(
-        (ws.get("spec") or {}).get("runtimeClass"),
+        seen.view.spec.runtime_class,
         key.namespace,
         seen.labels,
         deps.settings.allowed_runtime_classes,
@@ -335,10 +334,10 @@ def _failed(deps: ReconcileDeps, ws: Obj, err: PodBuildError) -> Plan:
     """Phase Failed, counted as a Configuration failure: a pod the API server rejected is
     sent again once the class's backoff has passed (an admission policy or a quota may
     change meanwhile), one the builder refuses as soon as its cause is gone."""
-    status = ws.get("status") or {}
+    status = Workspace.of(ws).status
     # The message carries the fix too (which flag, value or field to change).
-    said = str(status.get("message") or "")
-    if status.get("phase") != "Failed" or not said.startswith(str(err)):
+    said = status.message
+    if status.phase != "Failed" or not said.startswith(str(err)):
         log.warning(  # once per cause: the reconciles its own status write brings are quiet
             "workspace pod cannot be built",
             extra=fields(workspace=str(ObjectKey.of(ws)), error=err.message),
@@ -351,7 +350,7 @@ def _failed(deps: ReconcileDeps, ws: Obj, err: PodBuildError) -> Plan:
 def _runtime(deps: ReconcileDeps, ws: Obj) -> Runtime | str | None:
     """The RuntimeEnvironment a bare ``spec.runtime`` names, why it names none, or None for
     an image reference (the pod runs it as written)."""
-    runtime = (ws.get("spec") or {}).get("runtime")
+    runtime = Workspace.of(ws).spec.runtime
     if deps.runtimes is None or not isinstance(runtime, str) or "/" in runtime:
         return None
     return resolve_runtime(runtime, deps.runtimes)

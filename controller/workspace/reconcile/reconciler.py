@@ -58,6 +58,7 @@ from wspin.core.clock import format_time
 from wspin.core.errors import Conflict, KubeAPIError, NamespaceTerminating, NotFound
 from wspin.core.kinds import PODS, WORKSPACES
 from wspin.core.logs import fields
+from wspin.core.workspace import Workspace
 
 __all__ = [
     "CONFLICT_REQUEUE",
@@ -170,9 +171,7 @@ class WorkspaceReconciler:
             else:
                 if version is not None:
                     written.append(version)
-        if plan.reason == ORG_SUSPENDED and (ws.get("status") or {}).get("reason") != (
-            ORG_SUSPENDED
-        ):
+        if plan.reason == ORG_SUSPENDED and Workspace.of(ws).status.reason != ORG_SUSPENDED:
             await self.deps.events.emit(ws, WORKSPACES, "Warning", ORG_SUSPENDED, plan.detail)
         # Only after the status records the episode: a failed write then means a retry
         # that finds the episode unrecorded, never a second Event for the same one.
@@ -243,7 +242,7 @@ class WorkspaceReconciler:
         """Report a foreign object: phase Pending (never Active), Ready=False PodConflict
         naming it, one Warning Event per episode; the object itself is not touched (staging
         still keeps its deadlines)."""
-        if ownership.new_episode((ws.get("status") or {}).get("conditions") or [], found):
+        if ownership.new_episode(Workspace.of(ws).status.conditions, found):
             log.warning(
                 "workspace blocked by a foreign object",
                 extra=fields(workspace=str(ObjectKey.of(ws)), kind=found.kind, name=found.name),

@@ -35,7 +35,7 @@ from typing import Final
 
 from controller.toolkit.conditions import condition, remove_conditions, set_conditions
 from controller.types import Obj
-from controller.workspace.pod.credentials import STATUS_ROTATION, whole
+from controller.workspace.pod.credentials import STATUS_ROTATION
 from controller.workspace.pod.phase import POD_BUILD_FAILED, served_before
 from controller.workspace.pod.probes import OPENCODE_PORT
 from controller.workspace.reconcile.anchors import anchor
@@ -43,6 +43,14 @@ from controller.workspace.reconcile.plan import Plan
 from controller.workspace.recovery.policy import apply, settle, spec_digest
 from wspin.core.clock import format_time
 from wspin.core.fleet import Phase
+from wspin.core.workspace import (
+    FAILURE_REASON,
+    OBSERVED_RESTART_GENERATION,
+    PVC_NAME,
+    PVC_UID,
+    SUSPENDED_AT,
+    WorkspaceStatus,
+)
 
 READY: Final = "Ready"
 
@@ -89,8 +97,9 @@ def next_status(old: Obj, plan: Plan, ws: Obj, now: datetime) -> Obj:
     meta = ws["metadata"]
     generation = int(meta.get("generation") or 0)
     phase: Phase = plan.phase
+    seen = WorkspaceStatus.of(old)
     conditions = set_conditions(
-        old.get("conditions") or [],
+        seen.conditions,
         [ready_condition(plan, generation), *plan.conditions],
         format_time(now),
     )
@@ -105,9 +114,9 @@ def next_status(old: Obj, plan: Plan, ws: Obj, now: datetime) -> Obj:
     if plan.reason:
         new["reason"], new["message"] = plan.reason, plan.detail
     if plan.claim:
-        new["pvcName"] = plan.claim
+        new[PVC_NAME] = plan.claim
     if plan.claim_uid:
-        new["pvcUID"] = plan.claim_uid
+        new[PVC_UID] = plan.claim_uid
     if phase in _WITHOUT_POD:
         new.pop("podName", None)
         new.pop("podNamespace", None)
@@ -118,35 +127,34 @@ def next_status(old: Obj, plan: Plan, ws: Obj, now: datetime) -> Obj:
         new["podIP"], new["endpoint"] = pod.ip, endpoint(pod.ip)
         if pod.image_tag:
             new["imageTag"] = pod.image_tag
-        if old.get("phase") != "Active" and not served_before(old, pod):
+        if seen.phase != "Active" and not served_before(old, pod):
             new["startTime"] = format_time(now)
-    _restarts(old, plan, new)
+    _restarts(seen, plan, new)
     if phase != "Suspended":
-        new.pop("suspendedAt", None)
-    elif old.get("phase") != "Suspended" or "suspendedAt" not in old:
-        new["suspendedAt"] = format_time(now)
-    failure = _failure_reason(str(old.get("failureReason") or ""), plan)
+        new.pop(SUSPENDED_AT, None)
+    elif seen.phase != "Suspended" or SUSPENDED_AT not in old:
+        new[SUSPENDED_AT] = format_time(now)
+    failure = _failure_reason(seen.failure_reason, plan)
     if failure:
-        new["failureReason"] = failure
+        new[FAILURE_REASON] = failure
     else:
-        new.pop("failureReason", None)
+        new.pop(FAILURE_REASON, None)
     decided = plan.recovery.state if plan.recovery is not None else None
     apply(new, settle(old, generation, decided, phase, spec_digest(ws.get("spec"))))
     anchor(old, new, ws, now)
     return new
 
 
-def _restarts(old: Obj, plan: Plan, new: Obj) -> None:
-    count = old.get("restartCount")
-    count = count if isinstance(count, int) and not isinstance(count, bool) else 0
-    recorded = old.get("observedRestartGeneration")
+def _restarts(old: WorkspaceStatus, plan: Plan, new: Obj) -> None:
+    count = old.restart_count
+    recorded = old.observed_restart_generation
     if plan.restart_generation is not None:
-        new["observedRestartGeneration"] = plan.restart_generation
+        new[OBSERVED_RESTART_GENERATION] = plan.restart_generation
         # The admin token's rotation, never down (credentials.credentials_rotation).
-        rotation = max(plan.restart_generation, whole(old.get(STATUS_ROTATION)))
+        rotation = max(plan.restart_generation, old.credentials_rotation)
         if rotation:
             new[STATUS_ROTATION] = rotation
-        if isinstance(recorded, int) and recorded != plan.restart_generation:
+        if recorded is not None and recorded != plan.restart_generation:
             count += 1
     if plan.restarted:
         count += 1

@@ -33,13 +33,6 @@ SUSPEND_PATH: Final = "/spec/suspend"
 _KEPT_WHILE: Final = ("Terminating", "Terminated")
 
 
-def suspend_request(ws: Obj) -> bool | None:
-    """The pending request: True (suspend), False (resume) or None (none)."""
-    spec = ws.get("spec")
-    value = spec.get("suspend") if isinstance(spec, dict) else None
-    return value if isinstance(value, bool) else None
-
-
 def consumed(phase: str, request: bool | None) -> bool:
     """Whether a pass in ``phase`` clears ``request`` once its status is written."""
     if request is None or phase in _KEPT_WHILE:

@@ -39,6 +39,7 @@ from controller.workspace.reconcile.plan import (
 )
 from wspin.core.errors import KubeAPIError
 from wspin.core.logs import fields
+from wspin.core.workspace import Workspace, WorkspaceStatus
 
 log = logging.getLogger("controller.workspace")
 
@@ -251,7 +252,7 @@ def expire(deps: ReconcileDeps, ws: Obj, plan: Plan) -> Plan:
     if left > 0:
         plan.due(left)
         return plan
-    ttl = (ws.get("spec") or {}).get("ttlSecondsAfterSuspended")
+    ttl = Workspace.of(ws).spec.ttl_seconds_after_suspended
     said = f"suspended longer than spec.ttlSecondsAfterSuspended ({ttl} s)"
     if deps.settings.ttl_action == "delete":
         expired = Plan("Terminating", reason=idle.TTL_EXPIRED, detail=f"{said}; deleted")
@@ -298,7 +299,7 @@ async def clear_spent_marker(deps: ReconcileDeps, ws: Obj, observed: int | None)
 
 def kept_reason(status: Obj) -> tuple[str, str] | None:
     """The automatic suspend's reason and message a suspended Workspace keeps showing."""
-    reason = status.get("reason")
-    if reason in AUTO_SUSPEND_REASONS:
-        return str(reason), str(status.get("message") or "")
+    seen = WorkspaceStatus.of(status)
+    if seen.reason in AUTO_SUSPEND_REASONS:
+        return seen.reason, seen.message
     return None
