@@ -73,7 +73,7 @@ PROBE_FIX = (
 )
 
 
-Outcome = Literal["supported", "dropped", "refused-by-policy", "failed"]
+ProbeVerdict = Literal["supported", "dropped", "refused-by-policy", "failed"]
 
 # How kube-apiserver words an admission refusal (staging/src/k8s.io/apiserver, v1.32):
 # ValidatingAdmissionPolicy "ValidatingAdmissionPolicy '<policy>' with binding '<binding>'
@@ -91,7 +91,7 @@ _POLICY_MARKERS = (
 class ProbeResult:
     """What one probe run found."""
 
-    outcome: Outcome
+    outcome: ProbeVerdict
     detail: str = ""
     """The API server's own words, for ``refused-by-policy`` and ``failed``."""
     fix: str = ""
