@@ -21,7 +21,7 @@ from wspin.core.errors import AdmissionDenied
 from wspin.core.owners import ANNOTATION_VERIFIED_OWNER, TrustedWriters, decide_owner
 from wspin.core.tenancy import NamespaceLabels
 
-Outcome = Literal["patched", "allowed", "denied", "error"]
+ReviewResult = Literal["patched", "allowed", "denied", "error"]
 
 
 @dataclass(frozen=True)
@@ -29,7 +29,7 @@ class Decision:
     """What was decided, for the response, the log line and the metrics."""
 
     response: responses.Response
-    outcome: Outcome
+    outcome: ReviewResult
     message: str
     injection: Injection | None = None
 

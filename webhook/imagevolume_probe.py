@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Final, Literal
 
 from prometheus_client import CollectorRegistry, Gauge
 
-from wspin.core import backoff
+from wspin.core.backoff import Backoff
 from wspin.core.errors import KubeAPIError
 from wspin.core.imagevolume import PROBE_NAME_PREFIX, PROBE_VOLUME, kept_image_volume, probe_pod
 from wspin.core.kinds import PODS
@@ -36,11 +36,11 @@ from wspin.kube.client import Kube
 # The probe pod itself is shared with `wspin check`, which runs the same dry run.
 __all__ = [
     "GATE_OFF_MESSAGE",
+    "PROBE_BACKOFF",
     "PROBE_FIX",
     "PROBE_NAME_PREFIX",
     "PROBE_VOLUME",
     "SUPPORTED_METRIC",
-    "Backoff",
     "ImageVolumeGate",
     "ProbeResult",
     "kept_image_volume",
@@ -73,7 +73,7 @@ PROBE_FIX = (
 )
 
 
-Outcome = Literal["supported", "dropped", "refused-by-policy", "failed"]
+ProbeVerdict = Literal["supported", "dropped", "refused-by-policy", "failed"]
 
 # How kube-apiserver words an admission refusal (staging/src/k8s.io/apiserver, v1.32):
 # ValidatingAdmissionPolicy "ValidatingAdmissionPolicy '<policy>' with binding '<binding>'
@@ -91,7 +91,7 @@ _POLICY_MARKERS = (
 class ProbeResult:
     """What one probe run found."""
 
-    outcome: Outcome
+    outcome: ProbeVerdict
     detail: str = ""
     """The API server's own words, for ``refused-by-policy`` and ``failed``."""
     fix: str = ""
@@ -156,18 +156,11 @@ async def probe_image_volume_support(kube: Kube, namespace: str, image: str) -> 
     return ProbeResult("dropped")
 
 
-@dataclass(frozen=True)
-class Backoff:
-    """Seconds between probe attempts that gave no definitive answer: doubling, capped."""
-
-    first: float = 5.0
-    """The first retry comes soon: a policy webhook that is itself still starting, say."""
-    limit: float = 300.0
-    """At most five minutes: a refusing policy is fixed by a person, and readiness should
-    follow within minutes of the fix without the probe loading the API server meanwhile."""
-
-    def delays(self) -> Iterator[float]:
-        return backoff.Backoff(self.first, self.limit).delays()
+PROBE_BACKOFF: Final = Backoff(5.0, 300.0)
+"""Seconds between probe attempts that gave no definitive answer, doubling: the first retry
+comes soon (a policy webhook that is itself still starting, say), and at most five minutes
+apart: a refusing policy is fixed by a person, and readiness should follow within minutes of
+the fix without the probe loading the API server meanwhile."""
 
 
 class ImageVolumeGate:
@@ -178,7 +171,7 @@ class ImageVolumeGate:
     def __init__(
         self,
         required: bool,
-        backoff: Backoff = Backoff(),
+        backoff: Backoff = PROBE_BACKOFF,
         *,
         registry: CollectorRegistry,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,

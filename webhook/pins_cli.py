@@ -104,10 +104,10 @@ def render(resolved: ResolvedArtifact) -> str:
     )
 
 
-Outcome = tuple[list[ResolvedArtifact], list[ConfigError]]
+ResolvedAndFailed = tuple[list[ResolvedArtifact], list[ConfigError]]
 
 
-async def _resolve_all(args: argparse.Namespace) -> Outcome:
+async def _resolve_all(args: argparse.Namespace) -> ResolvedAndFailed:
     """The named artifact, or without ``--artifact`` every artifact: what resolved, and each
     failure (shown only when nothing resolved: an agentd image has no opencode pins)."""
     names = [args.artifact] if args.artifact else sorted(_DELIVERIES)
@@ -132,7 +132,7 @@ async def _resolve_all(args: argparse.Namespace) -> Outcome:
 
 async def _resolve_each(
     args: argparse.Namespace, names: list[str], insecure: frozenset[str], kube: Kube | None
-) -> Outcome:
+) -> ResolvedAndFailed:
     resolved: list[ResolvedArtifact] = []
     failed: list[ConfigError] = []
     for name in names:

@@ -13,7 +13,7 @@ import logging
 from typing import Final
 
 from controller.relay.actions import FleetPlan, Replacing
-from controller.relay.execute import Outcome
+from controller.relay.execute import ExecutionResult
 from controller.relay.metrics import RelayMetrics
 from controller.relay.spec import RelaySpec, has_real_id
 from controller.toolkit.events import EventRecorder
@@ -38,7 +38,7 @@ async def announce(
     cr: Obj,
     spec: RelaySpec,
     plan: FleetPlan,
-    outcome: Outcome,
+    outcome: ExecutionResult,
 ) -> None:
     """Record the replacements ``plan`` started or completed that ``outcome`` carried out."""
     name = cr["metadata"].get("name")
@@ -75,7 +75,7 @@ async def announce(
         )
 
 
-def _launched_for(step: Replacing, outcome: Outcome) -> str:
+def _launched_for(step: Replacing, outcome: ExecutionResult) -> str:
     """The VM launched to replace ``step.old`` this pass, "" when the launch failed."""
     for entry in outcome.instances:
         if entry.get("replaces") == step.old and has_real_id(entry):
@@ -83,7 +83,7 @@ def _launched_for(step: Replacing, outcome: Outcome) -> str:
     return ""
 
 
-def _took_over(step: Replacing, outcome: Outcome) -> bool:
+def _took_over(step: Replacing, outcome: ExecutionResult) -> bool:
     """The replacement is its slot's VM after this pass (the old VM's destroy went through,
     or it was gone already)."""
     return any(

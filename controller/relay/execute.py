@@ -35,7 +35,7 @@ ROTATION_REASONS = frozenset({"gone", "unhealthy", "manual"})
 
 
 @dataclass
-class Outcome:
+class ExecutionResult:
     instances: list[Instance]
     tokens: dict[str, str] = field(default_factory=dict)
     failures: list[str] = field(default_factory=list)
@@ -47,8 +47,8 @@ class Outcome:
 
 async def execute(
     deps: RelayDeps, plan: FleetPlan, *, spec: RelaySpec, uid: str, cluster: str, now: datetime
-) -> Outcome:
-    outcome = Outcome(instances=[dict(i) for i in plan.instances])
+) -> ExecutionResult:
+    outcome = ExecutionResult(instances=[dict(i) for i in plan.instances])
     blocked: set[tuple[str, bool]] = set()
     kept_keys: set[str] = set()
     for destroy in plan.destroys:
@@ -82,7 +82,7 @@ async def execute(
     return outcome
 
 
-def _keep(outcome: Outcome, action: Destroy, blocked: set[tuple[str, bool]]) -> None:
+def _keep(outcome: ExecutionResult, action: Destroy, blocked: set[tuple[str, bool]]) -> None:
     """Put back what a failed destroy would have removed."""
     if action.keep is None:
         return

@@ -191,7 +191,7 @@ LEDGER = (
         controller=grant("cluster", "pods", ["get"]),
     ),
     Use(  # the live Workspace before a verify-failure or boot-failure Event
-        "controller/workspace/recovery/episodes.py",
+        "controller/toolkit/episodes.py",
         {"get_or_none": 1},
         controller=grant("cluster", "workspaces", ["get"], group=CRD_GROUP),
     ),

@@ -8,7 +8,8 @@ from prometheus_client import CollectorRegistry
 from tests.kubeapi import KubeServer
 from tests.support.clock import RecordingSleep
 from tests.webhook.conftest import AGENTD_IMAGE
-from webhook.imagevolume_probe import Backoff, ImageVolumeGate
+from webhook.imagevolume_probe import ImageVolumeGate
+from wspin.core.backoff import Backoff
 from wspin.kube.client import Kube
 
 
@@ -46,7 +47,7 @@ async def test_an_api_error_keeps_readiness_failed_and_the_probe_retries_with_ba
     gate = ImageVolumeGate(
         required=True,
         registry=CollectorRegistry(),
-        backoff=Backoff(first=1.0, limit=4.0),
+        backoff=Backoff(1.0, 4.0),
         sleep=sleep,
     )
     sleep.observe = gate.check

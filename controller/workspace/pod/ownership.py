@@ -40,7 +40,7 @@ CONFLICT_REASON: Final = "PodConflict"
 
 
 @dataclass(frozen=True)
-class Conflict:
+class ForeignHolding:
     """A foreign object at a name the Workspace needs."""
 
     kind: str
@@ -57,9 +57,9 @@ class Conflict:
 
 
 class ForeignObject(WspinError):
-    """Raised where the reconciler meets a ``Conflict``; mapped to status in one place."""
+    """Raised where the reconciler meets a ``ForeignHolding``; mapped to status in one place."""
 
-    def __init__(self, conflict: Conflict) -> None:
+    def __init__(self, conflict: ForeignHolding) -> None:
         super().__init__(conflict.message)
         self.conflict = conflict
 
@@ -92,7 +92,7 @@ def predates(obj: Obj, legacy_before: datetime | None) -> bool:
 
 def conflict_of(
     obj: Obj | None, ws: Obj, kind: str, *, legacy_before: datetime | None = None
-) -> Conflict | None:
+) -> ForeignHolding | None:
     """None when ``obj`` is absent or the controller created it for ``ws`` (labelled, or
     unlabelled from before ``legacy_before``), else the conflict."""
     if obj is None:
@@ -102,7 +102,7 @@ def conflict_of(
         return found
     if unlabelled(obj) and predates(obj, legacy_before):
         return None
-    return Conflict(
+    return ForeignHolding(
         kind,
         str((obj.get("metadata") or {}).get("name", "")),
         f"it lacks the {LABEL_WORKSPACE_UID} label the controller puts on what it creates; "
@@ -110,19 +110,19 @@ def conflict_of(
     )
 
 
-def reference_conflict(obj: Obj, ws: Obj, kind: str) -> Conflict | None:
+def reference_conflict(obj: Obj, ws: Obj, kind: str) -> ForeignHolding | None:
     """The conflict when ``obj``'s controller ownerReference is not ``ws`` (None when it is)."""
     ref = controller_reference(obj)
     name = str((obj.get("metadata") or {}).get("name", ""))
     if ref is None:
-        return Conflict(kind, name, "it has no controller ownerReference")
+        return ForeignHolding(kind, name, "it has no controller ownerReference")
     owned = (
         ref.get("kind") == "Workspace"
         and str(ref.get("apiVersion", "")).split("/")[0] == API_GROUP
         and ref.get("uid") == (ws.get("metadata") or {}).get("uid")
     )
     if not owned:
-        return Conflict(
+        return ForeignHolding(
             kind,
             name,
             f"its controller is {ref.get('kind')} {ref.get('name')!r} with uid {ref.get('uid')}",
@@ -151,18 +151,13 @@ def check_owned(
         raise ForeignObject(found)
 
 
-def conflict_condition(found: Conflict, generation: int) -> Obj:
+def conflict_condition(found: ForeignHolding, generation: int) -> Obj:
     """The Ready condition while ``found`` blocks the workspace."""
     return condition("Ready", "False", CONFLICT_REASON, found.message, generation)
 
 
-def recorded(found: Conflict) -> episodes.Recorded:
+def recorded(found: ForeignHolding) -> episodes.Recorded:
     """Whether conditions already report this very conflict (one Event per episode)."""
     return episodes.recorded_as(
         "Ready", status="False", reason=CONFLICT_REASON, message=found.message
     )
-
-
-def new_episode(conditions: list[Obj], found: Conflict) -> bool:
-    """True unless the status already reports this very conflict (``recorded``)."""
-    return not recorded(found)(conditions)

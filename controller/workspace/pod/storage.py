@@ -19,7 +19,12 @@ from typing import Final
 
 from controller.types import Obj
 from controller.workspace.pod.names import PodBuildError, names, owned_metadata
-from controller.workspace.pod.ownership import Conflict, conflict_of, reference_conflict, unlabelled
+from controller.workspace.pod.ownership import (
+    ForeignHolding,
+    conflict_of,
+    reference_conflict,
+    unlabelled,
+)
 from wspin.core.workspace import WorkspaceSpec, WorkspaceStatus
 
 READ_WRITE_ONCE: Final = "ReadWriteOnce"
@@ -31,7 +36,7 @@ KIND: Final = "PersistentVolumeClaim"
 
 def claim_conflict(
     pvc: Obj | None, ws: Obj, *, legacy_before: datetime | None = None
-) -> Conflict | None:
+) -> ForeignHolding | None:
     """None when ``pvc`` is absent or the Workspace's claim, else the conflict."""
     found = conflict_of(pvc, ws, KIND, legacy_before=legacy_before)
     if found is None or pvc is None or reference_conflict(pvc, ws, KIND) is not None:

@@ -39,7 +39,7 @@ class OwnedWrites:
         """True when ``obj`` is present and the Workspace's own."""
         return obj is not None and self.conflict(obj, ws, kind) is None
 
-    def conflict(self, obj: Obj | None, ws: Obj, kind: str) -> ownership.Conflict | None:
+    def conflict(self, obj: Obj | None, ws: Obj, kind: str) -> ownership.ForeignHolding | None:
         """``ownership.conflict_of`` with this process's cut-off for earlier releases."""
         return ownership.conflict_of(obj, ws, kind, legacy_before=self.legacy_before)
 
@@ -90,7 +90,7 @@ class OwnedWrites:
             await self.kube.replace(SECRETS, body)
         except Invalid as err:
             raise ownership.ForeignObject(
-                ownership.Conflict(
+                ownership.ForeignHolding(
                     "Secret",
                     meta["name"],
                     f"it cannot hold the workspace credentials ({credentials.redact(err.message)})",

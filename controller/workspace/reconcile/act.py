@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import logging
 
+from controller.toolkit import episodes
 from controller.types import Obj, ObjectKey, StagingReport
 from controller.workspace.agent import report as agent_report
 from controller.workspace.pod.names import names
@@ -39,7 +40,6 @@ from controller.workspace.reconcile.plan import (
     RestoreSecret,
 )
 from controller.workspace.reconcile.staging_phases import stages_in
-from controller.workspace.recovery.episodes import new_episode
 from wspin.core.errors import NotFound
 from wspin.core.kinds import PVCS, WORKSPACES
 from wspin.core.logs import fields
@@ -100,7 +100,7 @@ async def refused_pod(deps: ReconcileDeps, ws: Obj, plan: Plan, refusal: Refusal
     plan.conditions.append(found)
     plan.reason, plan.detail = ADMISSION_REFUSED, str(found["message"])
     plan.due(retry_delay(conditions, deps.clock()))
-    if await new_episode(deps.kube, ws, recorded(refusal)):
+    if await episodes.new_episode(deps.kube, WORKSPACES, ws, recorded(refusal)):
         log.warning(
             "admission refused the workspace pod; retrying",
             extra=fields(

@@ -33,7 +33,7 @@ class Observed:
     """``spec.suspend`` (``suspension``)."""
     pod: Obj | None
     """The cached pod at the Workspace's pod name, whoever's it is."""
-    foreign: ownership.Conflict | None
+    foreign: ownership.ForeignHolding | None
     """Why ``pod`` is not the Workspace's (None: it is, or there is none)."""
     labels: Mapping[str, str]
     """The platform's labels on the Workspace's Namespace."""

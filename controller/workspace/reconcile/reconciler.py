@@ -26,6 +26,7 @@ from __future__ import annotations
 import logging
 from typing import Final
 
+from controller.toolkit import episodes
 from controller.toolkit.finalizers import (
     finalizer_patch,
     has_finalizer,
@@ -237,12 +238,12 @@ class WorkspaceReconciler:
         return True
 
     async def _conflict(
-        self, ws: Obj, found: ownership.Conflict, written: list[str]
+        self, ws: Obj, found: ownership.ForeignHolding, written: list[str]
     ) -> Requeue | None:
         """Report a foreign object: phase Pending (never Active), Ready=False PodConflict
         naming it, one Warning Event per episode; the object itself is not touched (staging
         still keeps its deadlines)."""
-        if ownership.new_episode(Workspace.of(ws).status.conditions, found):
+        if episodes.is_new(ws, ownership.recorded(found)):
             log.warning(
                 "workspace blocked by a foreign object",
                 extra=fields(workspace=str(ObjectKey.of(ws)), kind=found.kind, name=found.name),

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
+from controller.toolkit import episodes
 from controller.toolkit.events import EventRecorder
 from controller.types import Obj, ObjectKey
 from controller.workspace.pod.credentials import WorkspaceCredentials
@@ -27,7 +28,6 @@ from controller.workspace.pod.facts import PodFacts
 from controller.workspace.pod.names import names
 from controller.workspace.reconcile.plan import Plan, RestoreSecret
 from controller.workspace.recovery import boot, decision, stuck
-from controller.workspace.recovery.episodes import new_episode
 from controller.workspace.recovery.metrics import RecoveryMetrics
 from controller.workspace.recovery.pod_events import PodEvent, PodEventReader
 from controller.workspace.recovery.policy import RECOVERY_EXHAUSTED, spec_digest
@@ -133,8 +133,11 @@ class RecoveryReporter:
         against the live Workspace too (the cache may lag behind the status that records
         it), and then queued for its Event."""
         failing = decided.boot
-        if failing is None or not await new_episode(
-            self.kube, ws, lambda conditions: boot.reported(conditions, failing.container)
+        if failing is None or not await episodes.new_episode(
+            self.kube,
+            WORKSPACES,
+            ws,
+            lambda conditions: boot.reported(conditions, failing.container),
         ):
             return
         described = next(

@@ -10,14 +10,12 @@ then means a retry that finds the episode unrecorded, never a second report).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 
-from controller.toolkit.conditions import find_condition
+from controller.toolkit import episodes
 from controller.toolkit.events import EventRecorder
 from controller.types import Obj, ObjectKey
 from controller.workspace.reconcile.plan import Plan
 from controller.workspace.recovery import verify
-from controller.workspace.recovery.episodes import new_episode
 from controller.workspace.recovery.verify_metrics import VerifyMetrics
 from wspin.core.contract import ARTIFACTS
 from wspin.core.fleet import Phase
@@ -51,7 +49,7 @@ class VerifyReporter:
                 continue
             if failure is not None and failure.artifact == artifact:
                 plan.conditions.append(verify.failed_condition(failure, generation))
-                if await new_episode(self.kube, ws, _recorded(failure)):
+                if await episodes.new_episode(self.kube, WORKSPACES, ws, _recorded(failure)):
                     episode = f"{pod['metadata'].get('uid', '')}/{failure.kind.reason}"
                     plan.failures.append((failure, episode))
             elif phase == "Active":
@@ -82,12 +80,8 @@ class VerifyReporter:
         )
 
 
-def _recorded(failure: verify.VerifyFailure) -> Callable[[list[Obj]], bool]:
+def _recorded(failure: verify.VerifyFailure) -> episodes.Recorded:
     """Whether conditions already record ``failure``: the same False reason."""
-    type_ = verify.condition_type(failure.artifact)
-
-    def recorded(conditions: list[Obj]) -> bool:
-        old = find_condition(conditions, type_)
-        return bool(old and old["status"] == "False" and old["reason"] == failure.kind.reason)
-
-    return recorded
+    return episodes.recorded_as(
+        verify.condition_type(failure.artifact), status="False", reason=failure.kind.reason
+    )

@@ -26,7 +26,7 @@ from wspin.core.contract import (
 )
 from wspin.core.workspace_pod import parse_receipt
 
-Outcome = Literal["verify_failed", "overlay_missing"]
+VerifyKind = Literal["verify_failed", "overlay_missing"]
 
 UNKNOWN: Final = "unknown"
 _DIGEST12 = re.compile(r"sha256:([0-9a-f]{12})[0-9a-f]*")
@@ -38,7 +38,7 @@ class FailureKind:
 
     artifact: Artifact
     reason: str
-    outcome: Outcome
+    outcome: VerifyKind
 
 
 EXIT_CODES: Final[dict[int, FailureKind]] = {

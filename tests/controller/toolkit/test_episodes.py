@@ -29,6 +29,8 @@ def test_a_condition_of_the_type_with_everything_asked_records_the_episode() -> 
     assert not recorded([{**REFUSED, "reason": "PolicyDenied"}])
     assert not recorded([{**REFUSED, "message": 'webhook "b.example" said no'}])
     assert not recorded([{**REFUSED, "type": "Ready"}])
+    # A hand-written condition without a status or reason records nothing (and raises nothing).
+    assert not recorded([{k: v for k, v in REFUSED.items() if k not in ("status", "reason")}])
 
 
 def test_what_is_not_asked_may_be_anything() -> None:

@@ -9,10 +9,11 @@ from datetime import UTC, datetime
 
 import pytest
 
+from controller.toolkit.episodes import is_new
 from controller.workspace.pod.ownership import (
     CONFLICT_REASON,
     conflict_of,
-    new_episode,
+    recorded,
     stamp,
 )
 from controller.workspace.reconcile.reconciler import WorkspaceReconciler
@@ -106,9 +107,13 @@ class TestDecision:
             "reason": CONFLICT_REASON,
             "message": found.message,
         }
-        assert new_episode([], found)
-        assert not new_episode([reported], found)
-        assert new_episode([{**reported, "reason": "PodPending"}], found)
+
+        def reporting(*conditions: Obj) -> Obj:
+            return {**workspace(), "status": {"conditions": list(conditions)}}
+
+        assert is_new(reporting(), recorded(found))
+        assert not is_new(reporting(reported), recorded(found))
+        assert is_new(reporting({**reported, "reason": "PodPending"}), recorded(found))
 
 
 # -- against the API -------------------------------------------------------------------------

@@ -13,12 +13,13 @@ from tests.kubeapi.admission import Denial
 from tests.support.clock import RecordingSleep
 from tests.support.metrics import sample
 from webhook.imagevolume_probe import (
-    Backoff,
+    PROBE_BACKOFF,
     ImageVolumeGate,
     kept_image_volume,
     probe_image_volume_support,
     probe_pod,
 )
+from wspin.core.backoff import Backoff
 from wspin.core.kinds import PODS
 from wspin.kube.client import Kube
 
@@ -170,7 +171,7 @@ async def test_a_refusing_policy_is_retried_with_backoff_until_it_lets_the_probe
     gate = ImageVolumeGate(
         required=True,
         registry=CollectorRegistry(),
-        backoff=Backoff(first=2.0, limit=10.0),
+        backoff=Backoff(2.0, 10.0),
         sleep=sleep,
     )
     sleep.observe = gate.check
@@ -197,6 +198,6 @@ async def test_after_a_refusal_a_dropped_volume_still_reports_the_gate_off(
     sleep = RecordingSleep()
     gate = ImageVolumeGate(required=True, registry=CollectorRegistry(), sleep=sleep)
     await gate.run(kube, namespace, IMAGE)
-    assert sleep.delays == [Backoff().first]
+    assert sleep.delays == [PROBE_BACKOFF.base]
     assert "enable the ImageVolume feature gate" in (gate.check() or "")
     assert gate.result is not None and gate.result.outcome == "dropped"
