@@ -224,7 +224,7 @@ LEDGER = (
     ),
     Use(  # a Workspace kept Suspended past spec.ttlSecondsAfterSuspended: its own PVC
         # deleted by uid (kept as Terminated), or the Workspace deleted by uid (ttlAction delete)
-        "controller/workspace/reconcile/upkeep.py",
+        "controller/workspace/reconcile/act.py",
         {"delete": 2},
         controller=union(
             grant("cluster", "workspaces", ["delete"], group=CRD_GROUP),
@@ -253,18 +253,14 @@ LEDGER = (
         {"create": 1},
         controller=grant("cluster", "events", ["create"]),
     ),
-    Use(  # finalizer add and remove
+    Use(  # finalizer add (with the request for the owner record of a Workspace that
+        # predates it) and remove
         "controller/toolkit/finalizers.py",
         {"patch": 2},
         controller=union(
             grant("cluster", "workspaces", ["patch"], group=CRD_GROUP),
             grant("cluster", "inferencerelays", ["patch"], group=CRD_GROUP),
         ),
-    ),
-    Use(  # asking the webhook for the owner record of a Workspace that predates it
-        "controller/workspace/reconcile/owner_record.py",
-        {"patch": 1},
-        controller=grant("cluster", "workspaces", ["patch"], group=CRD_GROUP),
     ),
     Use(  # /status merge patches
         "controller/toolkit/status.py",
