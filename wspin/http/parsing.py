@@ -13,12 +13,13 @@ falls behind within the window while a body that moves never does.
 
 ``Parsing`` is the half of ``wspin.http.connection.Connection`` that llhttp calls back; the
 other half (transport, TLS, flow control, answers, closing) is the connection itself, which
-provides the methods below that raise ``NotImplementedError``.
+provides the abstract methods below.
 """
 
 from __future__ import annotations
 
 import asyncio
+from abc import ABC, abstractmethod
 from collections import deque
 
 import httptools
@@ -63,7 +64,7 @@ class Stop(Exception):
     stops llhttp from parsing the rest of the data."""
 
 
-class Parsing:
+class Parsing(ABC):
     """llhttp's callbacks and the request they build; see the module docstring."""
 
     # Kept by the connection.
@@ -83,44 +84,45 @@ class Parsing:
 
     # -- provided by the connection ---------------------------------------------------------
 
+    @abstractmethod
     def _answer(self, request: Request, keep_alive: bool, http10: bool) -> None:
         """Answer ``request`` now."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _refuse(self, status: int, reason: str) -> None:
         """Answer ``status`` and end the connection."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _send(self, data: bytes) -> None:
-        raise NotImplementedError
+        """Write ``data`` to the client (through TLS when the port has it)."""
 
+    @abstractmethod
     def _client_done(self) -> None:
         """The client sends no more."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _next_turn(self) -> None:
         """Answer the requests waiting in the backlog."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _pace(self) -> None:
         """Pause or resume reading as the backlog and the client's reading require."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _release_body(self) -> None:
         """Let go of the body held, in the pool's budget too."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _receiving(self) -> None:
         """Tell the pool a body is on its way."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _waiting(self) -> None:
         """Tell the pool the connection waits on its client."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _make_room(self, size: int, room: int) -> bool:
         """``Pool.make_room`` for this connection's body."""
-        raise NotImplementedError
 
     # -- llhttp's callbacks -----------------------------------------------------------------
 
