@@ -4,6 +4,8 @@
   "allowed". No aiohttp webhook can do less per request.
 - ``httptools``: the same on bare asyncio with httptools (llhttp) and asyncio's own TLS: no
   webhook on that stack can do less per request.
+- ``wspin-http``: wspin's own HTTP server (``wspin.http``) answering with the floors'
+  endpoint: the cost of wspin's HTTP layer alone, its bounds and TLS included.
 - ``aiohttp-server``: wspin's own admission endpoints (``webhook.app.make_app``) served by
   aiohttp's public low-level server (``aiohttp.web.Server``): the stack wspin's HTTP server
   was measured against before it was chosen (``bench.webhook``).
@@ -119,7 +121,25 @@ async def _aiohttp_server(port: int, context: ssl.SSLContext) -> None:
     await asyncio.Event().wait()
 
 
-MODES = {"aiohttp": _aiohttp, "httptools": _httptools, "aiohttp-server": _aiohttp_server}
+async def _wspin_http(port: int, context: ssl.SSLContext) -> None:
+    from webhook.server import tune_gc_for_admission
+    from wspin.http.messages import Reply, Request
+    from wspin.http.server import serve
+
+    def handle(request: Request) -> Reply:
+        return Reply(200, _allowed(request.body))
+
+    tune_gc_for_admission()
+    await serve({"/mutate-pods": handle}, "127.0.0.1", port, ssl_context=context)
+    await asyncio.Event().wait()
+
+
+MODES = {
+    "aiohttp": _aiohttp,
+    "httptools": _httptools,
+    "wspin-http": _wspin_http,
+    "aiohttp-server": _aiohttp_server,
+}
 
 
 def main(mode: str, port: int, cert: str, key: str) -> None:

@@ -8,8 +8,10 @@ the rest of the machine's load moves far less than reviews/s. It is measured on 
 TLS connection, so every review pays its own read, write and turn of the event loop as an API
 server's call does, and reviews/s on 16. The baselines are measured the same way in the same
 run, in short windows alternating between the servers (``bench/bare.py``): the bare
-aiohttp+orjson floor, the bare asyncio+httptools+orjson floor, and wspin's own endpoints on
-aiohttp's public low-level server (the stack wspin's HTTP server was chosen against). The
+aiohttp+orjson floor, the bare asyncio+httptools+orjson floor, wspin's HTTP server answering
+with the floors' endpoint (what wspin's HTTP layer costs, and so what is left for decoding,
+injecting, metrics and the log line), and wspin's own endpoints on aiohttp's public low-level
+server (the stack wspin's HTTP server was chosen against). The
 webhook runs exactly as deployed (its own start-up, GC tuning and the one JSON log line per
 decision, written to a file), not as an app inside the bench.
 
@@ -201,6 +203,7 @@ def _medians(
 FLOORS = {
     "bare": "bare aiohttp+orjson",
     "httptools": "bare asyncio+httptools+orjson",
+    "wspin-http": "floors' endpoint on wspin's HTTP server",
     "aiohttp-server": "wspin's endpoints on aiohttp's low-level server",
 }
 
@@ -213,7 +216,11 @@ def _start_all(work: Path) -> dict[str, _Server]:
     )
     cert, key = str(work / "tls.crt"), str(work / "tls.key")
     servers: dict[str, _Server] = {}
-    for name, mode in (("bare", "aiohttp"), ("httptools", "httptools")):
+    for name, mode in (
+        ("bare", "aiohttp"),
+        ("httptools", "httptools"),
+        ("wspin-http", "wspin-http"),
+    ):
         port = _free_port()
         argv = [sys.executable, "-m", "bench.bare", mode, str(port), cert, key]
         servers[name] = _Server(argv, port, work / f"{name}.log")
@@ -277,6 +284,17 @@ def _capture_rows(
         )
         for floor in ("bare", "httptools")
     ]
+    rows.append(
+        Row(
+            f"admission CPU per review, {what}, one connection, {FLOORS['wspin-http']} vs the "
+            f"{FLOORS['httptools']} floor",
+            per["wspin-http"] / per["httptools"],
+            "-",
+            f"{per['wspin-http'] * 1e6:,.0f} µs vs {per['httptools'] * 1e6:,.0f} µs: wspin's HTTP "
+            f"layer; wspin's endpoint costs {(per['wspin'] - per['wspin-http']) * 1e6:,.0f} µs "
+            "more than the floors' one",
+        )
+    )
     rows.append(
         Row(
             f"admission CPU per review, {what}, {FLOORS['aiohttp-server']} vs wspin's server",

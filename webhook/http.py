@@ -20,6 +20,7 @@ import orjson
 
 from webhook import responses
 from webhook.admission import Decision
+from webhook.envelope import DecodeError, decode_review
 from webhook.metrics import AdmissionMetrics
 from wspin.core.logs import fields, info_line
 from wspin.http.limits import ConnectionLimits
@@ -115,9 +116,11 @@ def read_review(request: Request) -> dict[str, Any]:
     if encoding is not None:
         body = decode_body(body, encoding)
     try:
-        review = orjson.loads(body)
-    except orjson.JSONDecodeError as err:
+        review = decode_review(body)
+    except DecodeError as err:
         raise BadRequest(400, f"body is not valid JSON: {err}") from err
+    except RecursionError as err:
+        raise BadRequest(400, "body is nested too deeply to be a Kubernetes object") from err
     if not isinstance(review, dict):
         raise BadRequest(400, "body is not a JSON object")
     if review.get("apiVersion") != "admission.k8s.io/v1" or review.get("kind") != "AdmissionReview":
