@@ -39,7 +39,7 @@ from webhook.pins import resolve_artifact
 from webhook.settings import WebhookSettings
 from webhook.watches import watched_resources, watched_views
 from wspin.core.delivery import ResolvedArtifact
-from wspin.core.logs import fields
+from wspin.core.logs import fields, hold_lines_per_turn
 from wspin.http import server as http
 from wspin.http.metrics import ServerCollector
 from wspin.http.probes import Readiness, process_registry, side_routes
@@ -176,6 +176,7 @@ async def serve(settings: WebhookSettings) -> int:
             metrics=AdmissionMetrics(registry),
         )
         tune_gc_for_admission()  # after start-up: everything allocated so far lives forever
+        hold_lines_per_turn(asyncio.get_running_loop())
         servers: list[http.HttpServer] = []
         named: dict[str, http.HttpServer] = {}
         collector = ServerCollector(named)

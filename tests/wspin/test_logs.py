@@ -4,10 +4,12 @@ else listens (a capturing test, an extra handler)."""
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import logging
 import sys
+import threading
 import warnings
 from collections.abc import Iterator
 
@@ -104,3 +106,58 @@ def test_an_error_that_ends_the_process_is_a_line_of_the_log(stream: io.StringIO
         sys.excepthook(type(err), err, err.__traceback__)
     (line,) = lines(stream)
     assert line["level"] == "critical" and "RuntimeError: boom" in str(line["error"])
+
+
+class _Writes(io.StringIO):
+    """A stream that counts its writes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes = 0
+
+    def write(self, text: str) -> int:
+        self.writes += 1
+        return super().write(text)
+
+
+async def test_lines_held_per_turn_are_written_at_its_end_in_one_write() -> None:
+    handler = logs.JSONLineHandler(out := _Writes())
+    log = logging.getLogger("wspin.test-held")
+    log.addHandler(handler)
+    log.propagate = False
+    try:
+        handler.hold_lines_per_turn(asyncio.get_running_loop())
+        for uid in ("a", "b", "c"):
+            handler.write_info(log.name, "decided", {"uid": uid})
+        assert out.getvalue() == ""  # held until the turn ends
+        await asyncio.sleep(0)
+        assert [json.loads(line)["uid"] for line in out.getvalue().splitlines()] == ["a", "b", "c"]
+        assert out.writes == 1
+
+        handler.write_info(log.name, "decided", {"uid": "d"})
+        log.warning("a record")  # writes the held line first: the order holds
+        assert [json.loads(line)["msg"] for line in out.getvalue().splitlines()][-2:] == [
+            "decided",
+            "a record",
+        ]
+        handler.write_info(log.name, "decided", {"uid": "e"})
+        handler.flush()  # what logging.shutdown does at exit
+        assert json.loads(out.getvalue().splitlines()[-1])["uid"] == "e"
+    finally:
+        log.removeHandler(handler)
+        log.propagate = True
+
+
+def test_lines_are_written_at_once_off_the_loop_or_its_thread() -> None:
+    handler = logs.JSONLineHandler(out := _Writes())
+    loop = asyncio.new_event_loop()
+    try:
+        handler.hold_lines_per_turn(loop)  # this thread, but the loop is not running
+        handler.write_info("wspin.test", "decided", {"uid": "a"})
+        assert out.writes == 1
+        thread = threading.Thread(target=handler.write_info, args=("wspin.test", "m", {}))
+        thread.start()
+        thread.join()
+        assert out.writes == 2
+    finally:
+        loop.close()

@@ -7,9 +7,11 @@ registered secrets from every line.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import sys
+import threading
 import time
 import warnings
 from collections.abc import Callable
@@ -90,6 +92,18 @@ class JSONLineHandler(logging.StreamHandler):  # type: ignore[type-arg]
     def __init__(self, stream: Any) -> None:
         super().__init__(stream)
         self.setFormatter(JSONFormatter())
+        self._held: list[str] = []
+        """``info_line`` lines of this turn of the event loop, not yet written."""
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread = 0
+
+    def hold_lines_per_turn(self, loop: asyncio.AbstractEventLoop) -> None:
+        """From now on, ``info_line`` lines written on ``loop``'s thread are written together
+        at the end of the loop's turn: one write for every review answered in that turn,
+        rather than one each. Any other record writes them first, so the order holds; a
+        process killed outright loses at most the lines of the turn it was in."""
+        self._loop = loop
+        self._loop_thread = threading.get_ident()
 
     def write_info(self, logger: str, msg: str, values: dict[str, Any]) -> None:
         formatter = self.formatter
@@ -97,12 +111,37 @@ class JSONLineHandler(logging.StreamHandler):  # type: ignore[type-arg]
         entry["msg"] = msg
         entry.update(values)
         line = formatter.render(entry) + self.terminator
+        loop = self._loop
         with self.lock:  # type: ignore[union-attr]
-            self.stream.write(line)
-            self.stream.flush()
+            held = self._held
+            held.append(line)
+            if loop is None or threading.get_ident() != self._loop_thread or not loop.is_running():
+                self.flush()
+            elif len(held) == 1:
+                loop.call_soon(self.flush)
+
+    def flush(self) -> None:
+        """Write the lines held so far, then flush the stream."""
+        with self.lock:  # type: ignore[union-attr]
+            if self._held:
+                self.stream.write("".join(self._held))
+                self._held.clear()
+            super().flush()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self._held:
+            self.flush()  # the lines before it, first
+        super().emit(record)
 
 
 _root_handler: JSONLineHandler | None = None
+
+
+def hold_lines_per_turn(loop: asyncio.AbstractEventLoop) -> None:
+    """``JSONLineHandler.hold_lines_per_turn`` on the process's handler, when
+    ``setup_logging`` installed one."""
+    if _root_handler is not None:
+        _root_handler.hold_lines_per_turn(loop)
 
 
 def setup_logging(level: str = "info") -> None:
