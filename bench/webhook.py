@@ -44,6 +44,7 @@ from certs.files import write_certificates
 from tests.fixtures import ADMISSION
 from webhook.admission import review_pod
 from webhook.demo import DEMO_CONFIG
+from webhook.envelope import decode_review
 from webhook.inject import inject
 from webhook.server import tune_gc_for_admission
 
@@ -369,6 +370,7 @@ def bench_injector_cost() -> list[Row]:
 
 def _injector_rows(label: str, capture: Path) -> list[Row]:
     raw = capture.read_text()
+    body = raw.encode()
     review = json.loads(raw)
     pod = review["request"]["object"]
 
@@ -376,7 +378,7 @@ def _injector_rows(label: str, capture: Path) -> list[Row]:
         json.dumps(json.loads(raw))
 
     def full() -> None:
-        decision = review_pod(orjson.loads(raw)["request"], CONFIG)
+        decision = review_pod(decode_review(body)["request"], CONFIG)
         orjson.dumps({"response": decision.response})
 
     def injector_only() -> None:
