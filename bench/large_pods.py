@@ -21,6 +21,7 @@ from bench.table import Row
 from bench.webhook import CONFIG, _per_call
 from tests.fixtures import ADMISSION
 from webhook.admission import review_pod
+from webhook.envelope import decode_review
 from webhook.server import tune_gc_for_admission
 
 CAPTURE = ADMISSION / "pod-create-workspace.json"
@@ -54,7 +55,7 @@ def bench_large_pod_reviews() -> list[Row]:
             json.dumps(json.loads(raw))
 
         def answer(raw: bytes = raw) -> None:
-            decision = review_pod(orjson.loads(raw)["request"], CONFIG)
+            decision = review_pod(decode_review(raw)["request"], CONFIG)
             orjson.dumps({"response": decision.response})
 
         base, whole = _per_call(baseline, 1.0), _per_call(answer, 1.0)
