@@ -134,11 +134,15 @@ async def test_a_watched_object_reconciles_what_its_mapper_returns(
     await make_cm(kube, namespace, "target")
     manager = Manager(kube, settings_for(namespace))
     recorder = Recorder()
-    manager.add_controller(
-        recorder,
-        for_=CONFIGMAPS,
-        watches=[(SECRETS, lambda obj: [ObjectKey(namespace, "target")])],
-    )
+
+    def mapper(obj: Obj) -> list[ObjectKey]:
+        # The cache is cluster-wide: on a shared API server, other tests' Secrets (created,
+        # or deleted with their namespaces) come by too, and must not count here.
+        if obj["metadata"].get("namespace") != namespace:
+            return []
+        return [ObjectKey(namespace, "target")]
+
+    manager.add_controller(recorder, for_=CONFIGMAPS, watches=[(SECRETS, mapper)])
     async with running(manager):
         await eventually(lambda: recorder.calls[key(namespace, "target")] == 1)
         await kube.create(SECRETS, {"metadata": {"name": "anything"}}, namespace)
