@@ -11,7 +11,9 @@ run, in short windows alternating between the servers (``bench/bare.py``): the b
 aiohttp+orjson floor, the bare asyncio+httptools+orjson floor, wspin's HTTP server answering
 with the floors' endpoint (what wspin's HTTP layer costs, and so what is left for decoding,
 injecting, metrics and the log line), and wspin's own endpoints on aiohttp's public low-level
-server (the stack wspin's HTTP server was chosen against). The
+server (the stack wspin's HTTP server was chosen against). wspin's webhook is also sent the
+capture without the workspace pod's labels: everything but the injection and its patched
+answer, so the two lanes' difference is what the injection costs inside the server. The
 webhook runs exactly as deployed (its own start-up, GC tuning and the one JSON log line per
 decision, written to a file), not as an app inside the bench.
 
@@ -47,6 +49,7 @@ from webhook.demo import DEMO_CONFIG
 from webhook.envelope import decode_review
 from webhook.inject import inject
 from webhook.server import tune_gc_for_admission
+from wspin.core.workspace_pod import SELECTOR_LABELS
 
 CAPTURE = ADMISSION / "pod-create-many-containers.json"
 CAPTURES = (
@@ -184,20 +187,20 @@ def _window(server: _Server, body: Path, script: Path, connections: int) -> tupl
 
 
 def _medians(
-    servers: dict[str, _Server], body: Path, script: Path, connections: int
+    lanes: dict[str, tuple[_Server, Path]], script: Path, connections: int
 ) -> tuple[dict[str, float], dict[str, float]]:
-    """Median reviews/s and CPU per review of each server, over ``ROUNDS`` alternating
-    windows."""
-    rates: dict[str, list[float]] = {mode: [] for mode in servers}
-    cpu: dict[str, list[float]] = {mode: [] for mode in servers}
+    """Median reviews/s and CPU per review of each lane (a server and the body it is sent),
+    over ``ROUNDS`` alternating windows."""
+    rates: dict[str, list[float]] = {lane: [] for lane in lanes}
+    cpu: dict[str, list[float]] = {lane: [] for lane in lanes}
     for _ in range(ROUNDS):
-        for mode, server in servers.items():
+        for lane, (server, body) in lanes.items():
             reviews_per_second, per_review = _window(server, body, script, connections)
-            rates[mode].append(reviews_per_second)
-            cpu[mode].append(per_review)
+            rates[lane].append(reviews_per_second)
+            cpu[lane].append(per_review)
     return (
-        {mode: statistics.median(values) for mode, values in rates.items()},
-        {mode: statistics.median(values) for mode, values in cpu.items()},
+        {lane: statistics.median(values) for lane, values in rates.items()},
+        {lane: statistics.median(values) for lane, values in cpu.items()},
     )
 
 
@@ -206,7 +209,23 @@ FLOORS = {
     "httptools": "bare asyncio+httptools+orjson",
     "wspin-http": "floors' endpoint on wspin's HTTP server",
     "aiohttp-server": "wspin's endpoints on aiohttp's low-level server",
+    "unlabelled": "wspin's webhook, the same review without the workspace labels",
 }
+UNLABELLED = "unlabelled"
+"""The lane that sends wspin's webhook the capture with the workspace pod's selector labels
+removed: the same bytes to read, decode and check, answered "allowed" without an injection,
+so the difference to the capture itself is what injecting and the patched answer cost."""
+
+
+def _unlabelled(body: Path) -> Path:
+    """``body`` with the pod's selector labels removed, beside it."""
+    review = json.loads(body.read_text())
+    labels = review["request"]["object"]["metadata"]["labels"]
+    for key in SELECTOR_LABELS:
+        labels.pop(key)
+    unlabelled = body.with_name(f"unlabelled-{body.name}")
+    unlabelled.write_text(json.dumps(review, separators=(",", ":")))
+    return unlabelled
 
 
 def _start_all(work: Path) -> dict[str, _Server]:
@@ -271,9 +290,11 @@ def _capture_rows(
 ) -> list[Row]:
     for server in servers.values():  # warm-up: first TLS sessions, caches
         _wrk(server.port, body, script, 1)
-    _, per = _medians(servers, body, script, CPU_CONNECTIONS)
-    throughput = {mode: servers[mode] for mode in ("bare", "httptools", "aiohttp-server", "wspin")}
-    rate, _ = _medians(throughput, body, script, CONNECTIONS)
+    lanes = {mode: (server, body) for mode, server in servers.items()}
+    lanes[UNLABELLED] = (servers["wspin"], _unlabelled(body))
+    _, per = _medians(lanes, script, CPU_CONNECTIONS)
+    throughput = {mode: lanes[mode] for mode in ("bare", "httptools", "aiohttp-server", "wspin")}
+    rate, _ = _medians(throughput, script, CONNECTIONS)
     what = f"{label} ({size / 1000:.0f} KB)"
     how = f"medians of {ROUNDS} alternating {WINDOW} s wrk windows, {CPU_CONNECTIONS} connection"
     rows = [
@@ -294,6 +315,18 @@ def _capture_rows(
             f"{per['wspin-http'] * 1e6:,.0f} µs vs {per['httptools'] * 1e6:,.0f} µs: wspin's HTTP "
             f"layer; wspin's endpoint costs {(per['wspin'] - per['wspin-http']) * 1e6:,.0f} µs "
             "more than the floors' one",
+        )
+    )
+    rows.append(
+        Row(
+            f"admission CPU per review, {what}, one connection, {FLOORS[UNLABELLED]} vs the "
+            f"{FLOORS['httptools']} floor",
+            per[UNLABELLED] / per["httptools"],
+            "-",
+            f"{per[UNLABELLED] * 1e6:,.0f} µs vs {per['httptools'] * 1e6:,.0f} µs: the "
+            f"injection and its patched answer cost "
+            f"{(per['wspin'] - per[UNLABELLED]) * 1e6:,.0f} µs of wspin's "
+            f"{per['wspin'] * 1e6:,.0f}",
         )
     )
     rows.append(

@@ -24,7 +24,9 @@ from wspin.core.tenancy import NamespaceLabels
 ReviewResult = Literal["patched", "allowed", "denied", "error"]
 
 
-@dataclass(frozen=True)
+# Not frozen: a frozen dataclass's __init__ sets each field through object.__setattr__, and a
+# Decision is built for every review.
+@dataclass(slots=True)
 class Decision:
     """What was decided, for the response, the log line and the metrics."""
 

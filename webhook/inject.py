@@ -64,7 +64,7 @@ class PatchOp(TypedDict, total=False):
     value: Any
 
 
-@dataclass(frozen=True)
+@dataclass  # not frozen, as ``Decision`` (``webhook.admission``): built for every pod
 class Injection:
     """The injector's answer. ``skipped`` says why a pod needs no delivery at all."""
 

@@ -111,6 +111,10 @@ WORKSPACE_ARGS: Final = (("--supervise",), ("supervise-opencode",))
 opencode."""
 SIDECAR_COMMAND: Final = (AGENTD.binary_path, "--sidecar")
 """The ``agentd`` native sidecar's command (it takes no args)."""
+# As a decoded pod holds them (lists), built once: every workspace pod admitted is checked.
+_WORKSPACE_COMMAND_JSON: Final = list(WORKSPACE_COMMAND)
+_WORKSPACE_ARGS_JSON: Final = [list(args) for args in WORKSPACE_ARGS]
+_SIDECAR_COMMAND_JSON: Final = list(SIDECAR_COMMAND)
 
 
 def entrypoint_problem(pod: Obj) -> str | None:
@@ -125,7 +129,7 @@ def entrypoint_problem(pod: Obj) -> str | None:
     for container in spec.get("containers") or ():
         if isinstance(container, dict) and container.get("name") == MAIN_CONTAINER:
             command, args = container.get("command"), container.get("args")
-            if command != list(WORKSPACE_COMMAND) or args not in [list(a) for a in WORKSPACE_ARGS]:
+            if command != _WORKSPACE_COMMAND_JSON or args not in _WORKSPACE_ARGS_JSON:
                 wanted = " or ".join(f"args [{', '.join(a)}]" for a in WORKSPACE_ARGS)
                 return (
                     f"container {MAIN_CONTAINER!r} must run the delivered agentd: command "
@@ -135,7 +139,7 @@ def entrypoint_problem(pod: Obj) -> str | None:
     for container in spec.get("initContainers") or ():
         if isinstance(container, dict) and container.get("name") == SIDECAR_CONTAINER:
             command, args = container.get("command"), container.get("args")
-            if command != list(SIDECAR_COMMAND) or args not in (None, []):
+            if command != _SIDECAR_COMMAND_JSON or args not in (None, []):
                 return (
                     f"the {SIDECAR_CONTAINER!r} sidecar must run the delivered agentd: command "
                     f"[{', '.join(SIDECAR_COMMAND)}] and no args (got command "
