@@ -204,17 +204,17 @@ def _medians(
     )
 
 
+UNLABELLED = "unlabelled"
+"""The lane that sends wspin's webhook the capture with the workspace pod's selector labels
+removed: the same bytes to read, decode and check, answered "allowed" without an injection,
+so the difference to the capture itself is what injecting and the patched answer cost."""
 FLOORS = {
     "bare": "bare aiohttp+orjson",
     "httptools": "bare asyncio+httptools+orjson",
     "wspin-http": "floors' endpoint on wspin's HTTP server",
     "aiohttp-server": "wspin's endpoints on aiohttp's low-level server",
-    "unlabelled": "wspin's webhook, the same review without the workspace labels",
+    UNLABELLED: "wspin's webhook, the same review without the workspace labels",
 }
-UNLABELLED = "unlabelled"
-"""The lane that sends wspin's webhook the capture with the workspace pod's selector labels
-removed: the same bytes to read, decode and check, answered "allowed" without an injection,
-so the difference to the capture itself is what injecting and the patched answer cost."""
 
 
 def _unlabelled(body: Path) -> Path:
@@ -306,6 +306,7 @@ def _capture_rows(
         )
         for floor in ("bare", "httptools")
     ]
+    endpoint = (per["wspin"] - per["wspin-http"]) * 1e6
     rows.append(
         Row(
             f"admission CPU per review, {what}, one connection, {FLOORS['wspin-http']} vs the "
@@ -313,8 +314,8 @@ def _capture_rows(
             per["wspin-http"] / per["httptools"],
             "-",
             f"{per['wspin-http'] * 1e6:,.0f} µs vs {per['httptools'] * 1e6:,.0f} µs: wspin's HTTP "
-            f"layer; wspin's endpoint costs {(per['wspin'] - per['wspin-http']) * 1e6:,.0f} µs "
-            "more than the floors' one",
+            f"layer; wspin's endpoint costs {abs(endpoint):,.0f} µs "
+            f"{'more' if endpoint >= 0 else 'less'} than the floors' one",
         )
     )
     rows.append(
