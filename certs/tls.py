@@ -29,6 +29,10 @@ def server_context() -> ssl.SSLContext:
     """A TLS 1.2+ server context with no certificate (the callback supplies one)."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
+    # A TLS 1.2 client that renegotiates makes the server redo the handshake's key exchange
+    # as often as it asks, on one connection that no deadline sees as stalled. OpenSSL 3
+    # refuses it by default; the option refuses it whatever OpenSSL the interpreter links.
+    context.options |= ssl.OP_NO_RENEGOTIATION
     return context
 
 

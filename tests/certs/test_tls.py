@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from certs.build import CertificateError, KeyPair, issue_serving, new_ca, service_dns_names
-from certs.tls import ServingContext
+from certs.tls import ServingContext, context_for, server_context
 from tests.certs.conftest import NAMESPACE, SERVICE, handshake
 
 
@@ -105,3 +105,10 @@ async def test_without_a_certificate_handshakes_fail_instead_of_hanging(
     with pytest.raises((ssl.SSLError, ConnectionError)):
         async with asyncio.timeout(5):
             await handshake(port, new_ca(_now()).cert_pem)
+
+
+def test_every_serving_context_refuses_client_renegotiation() -> None:
+    leaf = _leaf(new_ca(_now()))
+    for context in (server_context(), context_for(leaf.cert_pem, leaf.key_pem)):
+        assert context.options & ssl.OP_NO_RENEGOTIATION
+        assert context.minimum_version == ssl.TLSVersion.TLSv1_2
